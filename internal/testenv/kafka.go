@@ -1,0 +1,131 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// KafkaVersion is the protocol version tests give sarama: Kafka 4 removed the old protocol versions sarama defaults to.
+var KafkaVersion = sarama.V4_0_0_0
+
+// Kafka returns the bootstrap addresses of the local brokers (TIDEMARK_KAFKA_BROKERS). It skips the test, or fails it
+// under CI=true, when they are not set.
+func Kafka(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(require(t, "TIDEMARK_KAFKA_BROKERS", "Kafka"), ",")
+}
+
+// KafkaBrokerCount is the number of brokers the local cluster was started with.
+func KafkaBrokerCount(t testing.TB) int {
+	return len(Kafka(t))
+}
+
+// SaramaConfig returns a sarama config for tests: Kafka 4 protocol, a client id naming the test, errors returned.
+func SaramaConfig(t testing.TB) *sarama.Config {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	cfg.ClientID = "tidemark-test"
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	cfg.Consumer.Return.Errors = true
+	cfg.Metadata.Retry.Max = 10
+	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	return cfg
+}
+
+// Admin returns a cluster admin closed at the end of the test.
+func Admin(t testing.TB) sarama.ClusterAdmin {
+	t.Helper()
+	adm, err := sarama.NewClusterAdmin(Kafka(t), SaramaConfig(t))
+	if err != nil {
+		t.Fatalf("connect admin to %v: %v", Kafka(t), err)
+	}
+	t.Cleanup(func() { _ = adm.Close() })
+	return adm
+}
+
+// Topic describes a topic a test creates.
+type Topic struct {
+	Partitions  int32
+	Replication int16             // default 1
+	Configs     map[string]string // e.g. {"message.timestamp.type": "LogAppendTime"}
+}
+
+// CreateTopic creates a topic with a unique name (prefix + test name) and deletes it at the end of the test. It waits
+// until every partition has a leader in the metadata, so a produce right after it does not race the creation.
+func CreateTopic(t testing.TB, prefix string, spec Topic) string {
+	t.Helper()
+	name := Name(t, prefix)
+	CreateNamedTopic(t, name, spec)
+	return name
+}
+
+// CreateNamedTopic creates the topic name (see CreateTopic) and deletes it at the end of the test.
+func CreateNamedTopic(t testing.TB, name string, spec Topic) {
+	t.Helper()
+	if spec.Partitions == 0 {
+		spec.Partitions = 1
+	}
+	if spec.Replication == 0 {
+		spec.Replication = 1
+	}
+	entries := map[string]*string{}
+	for k, v := range spec.Configs {
+		entries[k] = &v
+	}
+	adm := Admin(t)
+	err := adm.CreateTopic(name, &sarama.TopicDetail{
+		NumPartitions: spec.Partitions, ReplicationFactor: spec.Replication, ConfigEntries: entries,
+	}, false)
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = adm.DeleteTopic(name) })
+	WaitTopicReady(t, name, spec.Partitions)
+}
+
+// WaitTopicReady waits (up to 30 s) until topic has n partitions, each with a leader.
+func WaitTopicReady(t testing.TB, topic string, n int32) {
+	t.Helper()
+	client, err := sarama.NewClient(Kafka(t), SaramaConfig(t))
+	if err != nil {
+		t.Fatalf("connect client: %v", err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		last = topicReady(client, topic, n)
+		if last == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("topic %s not ready after 30s: %v", topic, last)
+}
+
+func topicReady(client sarama.Client, topic string, n int32) error {
+	if err := client.RefreshMetadata(topic); err != nil {
+		return err
+	}
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return err
+	}
+	if int32(len(parts)) != n {
+		return fmt.Errorf("%d of %d partitions", len(parts), n)
+	}
+	for _, p := range parts {
+		if _, err := client.Leader(topic, p); err != nil {
+			return fmt.Errorf("partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
