@@ -1,0 +1,70 @@
+# Tidemark's commands. `make test` and `make demo` do all set-up on a fresh machine (see README.md).
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+STACK := bash deploy/local/stack.sh
+# Go test flags; CI runs everything with the race detector.
+GOTESTFLAGS ?= -race -count=1 -timeout 25m
+
+.PHONY: help up down env install test check vet unit demo plugin bench-latency bench-lag bench-collector bench-plugin
+
+help:
+	@echo "make test     start real Kafka + ClickHouse if needed, vet, run all tests, stop what it started"
+	@echo "make demo     run Tidemark on real traffic between hosts with skewed clocks and print the report"
+	@echo "make up|down  start / stop the local stack (3 Kafka brokers, ClickHouse); 'make env' prints its env"
+	@echo "make plugin   build the Grafana plugin into plugin/dist"
+	@echo "make bench-latency|bench-lag|bench-collector|bench-plugin   benchmarks (ratios against same-run baselines)"
+
+install:
+	$(STACK) install
+
+up:
+	@$(STACK) up --brokers $${TIDEMARK_BROKERS:-3}
+
+down:
+	@$(STACK) down
+
+env:
+	@$(STACK) env
+
+# test: the stack is started only if it is not already running, and only what this run started is stopped.
+test:
+	$(STACK) with -- $(MAKE) --no-print-directory check
+
+# check: everything the tests need besides the servers, then the tests (expects the stack's env to be set).
+check: vet
+	$(GO) test $(GOTESTFLAGS) ./...
+	@if [ -f plugin/test.sh ]; then bash plugin/test.sh; fi
+
+vet: node-deps
+	$(GO) vet ./...
+
+# Node packages some Go tests run (chDB executes the modern ClickHouse DDL); installed from lockfiles, idempotently.
+.PHONY: node-deps
+node-deps:
+	@for d in internal/store/chdbtest; do \
+	  if [ -f $$d/package-lock.json ]; then \
+	    sum=$$(sha256sum $$d/package-lock.json | cut -c1-64); \
+	    if [ "$$(cat $$d/node_modules/.tidemark-lock 2>/dev/null)" != "$$sum" ]; then \
+	      (cd $$d && npm ci --no-audit --no-fund --loglevel=error) && echo "$$sum" > $$d/node_modules/.tidemark-lock; \
+	    fi; \
+	  fi; \
+	done
+
+demo:
+	@if [ -f deploy/demo/run.sh ]; then bash deploy/demo/run.sh; else echo "make demo arrives with the collector (issue 5)"; fi
+
+plugin:
+	@if [ -f plugin/build.sh ]; then bash plugin/build.sh; else echo "the plugin arrives with issue 6"; fi
+
+bench-latency:
+	$(GO) run ./cmd/bench-latency
+
+bench-lag:
+	$(STACK) with -- $(GO) run ./cmd/bench-lag
+
+bench-collector:
+	$(STACK) with -- $(GO) run ./cmd/bench-collector
+
+bench-plugin:
+	$(STACK) with -- $(GO) run ./cmd/bench-plugin

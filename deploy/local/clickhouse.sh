@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Real ClickHouse server from Debian's package (18.16 on bookworm), with its own minimal config, on loopback.
+#
+#   clickhouse.sh install   apt-get install clickhouse-server clickhouse-client when missing
+#   clickhouse.sh start     start (idempotent: a running server of ours is reused)
+#   clickhouse.sh stop      stop the server this script started (pid file)
+#   clickhouse.sh env       print export lines for a running server
+#
+# Env: TIDEMARK_CLICKHOUSE_PORT (native protocol, 19000), TIDEMARK_CLICKHOUSE_HTTP_PORT (18123), TIDEMARK_STATE_DIR.
+# Users: `default` (no password) and `tidemark` (password `tidemark`), both from 127.0.0.1 only.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CH_PORT="${TIDEMARK_CLICKHOUSE_PORT:-19000}"
+CH_HTTP_PORT="${TIDEMARK_CLICKHOUSE_HTTP_PORT:-18123}"
+CDIR="$TIDEMARK_STATE_DIR/clickhouse"
+
+install() {
+  if command -v clickhouse-server >/dev/null && command -v clickhouse-client >/dev/null; then return 0; fi
+  apt_install clickhouse-server clickhouse-client
+}
+
+write_config() {
+  mkdir -p "$CDIR"/{data,tmp,user_files,format_schemas,log}
+  cat >"$CDIR/config.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>$CDIR/log/server.log</log><errorlog>$CDIR/log/error.log</errorlog><size>20M</size><count>2</count></logger>
+  <listen_host>$TIDEMARK_HOST</listen_host>
+  <tcp_port>$CH_PORT</tcp_port>
+  <http_port>$CH_HTTP_PORT</http_port>
+  <path>$CDIR/data/</path>
+  <tmp_path>$CDIR/tmp/</tmp_path>
+  <user_files_path>$CDIR/user_files/</user_files_path>
+  <format_schema_path>$CDIR/format_schemas/</format_schema_path>
+  <users_config>$CDIR/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <timezone>UTC</timezone>
+  <mark_cache_size>268435456</mark_cache_size>
+  <uncompressed_cache_size>268435456</uncompressed_cache_size>
+  <max_concurrent_queries>100</max_concurrent_queries>
+  <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
+</yandex>
+XML
+  cat >"$CDIR/users.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <profiles>
+    <default><max_memory_usage>8000000000</max_memory_usage><load_balancing>random</load_balancing></default>
+  </profiles>
+  <users>
+    <default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default>
+    <tidemark><password>tidemark</password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></tidemark>
+  </users>
+  <quotas>
+    <default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default>
+  </quotas>
+</yandex>
+XML
+}
+
+ready() { clickhouse-client --host "$TIDEMARK_HOST" --port "$CH_PORT" -q 'SELECT 1' >/dev/null 2>&1; }
+
+start() {
+  if pid_alive "$CDIR/pid"; then
+    ready || die "ClickHouse process $(cat "$CDIR/pid") does not answer on $CH_PORT; run 'make down' and retry"
+    log "ClickHouse already running on $TIDEMARK_HOST:$CH_PORT"
+    return 0
+  fi
+  install
+  require_free_port "$CH_PORT" "ClickHouse native protocol (TIDEMARK_CLICKHOUSE_PORT)"
+  require_free_port "$CH_HTTP_PORT" "ClickHouse HTTP (TIDEMARK_CLICKHOUSE_HTTP_PORT)"
+  # Fresh data every start, like Kafka: tests create their own databases.
+  rm -rf "$CDIR"
+  write_config
+  setsid clickhouse-server --config-file="$CDIR/config.xml" >"$CDIR/log/stdout.log" 2>&1 </dev/null &
+  echo $! >"$CDIR/pid"
+  if ! wait_until 30 "ClickHouse" ready; then
+    tail -n 20 "$CDIR/log/error.log" "$CDIR/log/stdout.log" >&2 2>/dev/null || true
+    stop
+    die "ClickHouse did not become ready; logs are in $CDIR/log"
+  fi
+  log "ClickHouse $(clickhouse-client --port "$CH_PORT" -q 'SELECT version()') ready on $TIDEMARK_HOST:$CH_PORT"
+}
+
+stop() { stop_pidfile "$CDIR/pid" clickhouse; }
+
+env_lines() {
+  pid_alive "$CDIR/pid" || return 0
+  echo "export TIDEMARK_CLICKHOUSE_ADDR=$TIDEMARK_HOST:$CH_PORT"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  env) env_lines ;;
+  *) die "usage: clickhouse.sh install|start|stop|env" ;;
+esac

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus.
+#
+#   stack.sh install                        install / download everything the stack and the tests need (idempotent)
+#   stack.sh up [--brokers N] [--prometheus] start what is not running; prints `export ...` lines on stdout
+#                                           (use: eval "$(bash deploy/local/stack.sh up)")
+#   stack.sh down                           stop every server these scripts started (by pid file)
+#   stack.sh env                            print the export lines for what is running
+#   stack.sh with [--brokers N] -- CMD...   start what is missing, run CMD with the env set, then stop only what
+#                                           this call started (make test uses this)
+#
+# Defaults: 3 brokers (Kafka ports 19092-19094, controller 19192), ClickHouse native 19000 / HTTP 18123,
+# Prometheus 19090; state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+BROKERS="${TIDEMARK_BROKERS:-3}"
+WITH_PROM=0
+
+parse() {
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --brokers) BROKERS=$2; shift 2 ;;
+      --prometheus) WITH_PROM=1; shift ;;
+      --) shift; REST=("$@"); return ;;
+      *) die "stack.sh: unknown argument $1" ;;
+    esac
+  done
+  REST=()
+}
+
+install_all() {
+  # kcat and faketime are the demo's external skewed producer; everything else is the servers.
+  apt_install clickhouse-server clickhouse-client prometheus kcat faketime
+  bash "$HERE/kafka.sh" install
+}
+
+env_all() {
+  bash "$HERE/kafka.sh" env
+  bash "$HERE/clickhouse.sh" env
+  bash "$HERE/prometheus.sh" env
+}
+
+up() {
+  install_all
+  bash "$HERE/kafka.sh" start --brokers "$BROKERS"
+  bash "$HERE/clickhouse.sh" start
+  if [[ $WITH_PROM -eq 1 ]]; then bash "$HERE/prometheus.sh" start; fi
+  env_all
+}
+
+down() {
+  bash "$HERE/prometheus.sh" stop
+  bash "$HERE/clickhouse.sh" stop
+  bash "$HERE/kafka.sh" stop
+}
+
+with() {
+  [[ ${#REST[@]} -gt 0 ]] || die "stack.sh with: give a command after --"
+  local had_kafka had_ch had_prom
+  had_kafka=$(bash "$HERE/kafka.sh" env | wc -l)
+  had_ch=$(bash "$HERE/clickhouse.sh" env | wc -l)
+  had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
+  cleanup() {
+    [[ $had_prom -gt 0 ]] || bash "$HERE/prometheus.sh" stop
+    [[ $had_ch -gt 0 ]] || bash "$HERE/clickhouse.sh" stop
+    [[ $had_kafka -gt 0 ]] || bash "$HERE/kafka.sh" stop
+  }
+  trap cleanup EXIT
+  local exports
+  exports=$(up)
+  eval "$exports"
+  "${REST[@]}"
+}
+
+cmd=${1:-}
+shift || true
+parse "$@"
+case "$cmd" in
+  install) install_all ;;
+  up) up ;;
+  down) down ;;
+  env) env_all ;;
+  with) with ;;
+  *) die "usage: stack.sh install|up [--brokers N] [--prometheus]|down|env|with [--brokers N] -- CMD..." ;;
+esac
