@@ -57,7 +57,7 @@ down() {
 
 with() {
   [[ ${#REST[@]} -gt 0 ]] || die "stack.sh with: give a command after --"
-  local had_kafka had_ch had_prom
+  # globals, not locals: the EXIT trap runs after this function has returned.
   had_kafka=$(bash "$HERE/kafka.sh" env | wc -l)
   had_ch=$(bash "$HERE/clickhouse.sh" env | wc -l)
   had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
