@@ -1,0 +1,71 @@
+// Executes Tidemark's modern-dialect DDL in chDB, an in-process build of a current ClickHouse engine, and exits
+// non-zero on the first error. internal/store's Go tests run it as `node run.mjs ../testdata/golden/modern.sql`.
+//
+// The file is split into statements exactly as internal/store.SplitStatements does: full-line "--" comments are
+// dropped and a statement ends at a line ending with ';'. Every statement runs twice (migrations must be idempotent),
+// then a few rows go through latency_events so the materialized view and the rollup's -Merge reads run too.
+// The last line printed is `ok <statements> statements, engine <version>`.
+import { readFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Session } from "chdb";
+
+function splitStatements(sql) {
+  const stmts = [];
+  let cur = [];
+  for (const line of sql.split("\n")) {
+    const t = line.trim();
+    if (t === "" || t.startsWith("--")) continue;
+    cur.push(line.trimEnd());
+    if (t.endsWith(";")) {
+      stmts.push(cur.join("\n").trim().replace(/;$/, ""));
+      cur = [];
+    }
+  }
+  const rest = cur.join("\n").trim();
+  if (rest !== "") stmts.push(rest);
+  return stmts;
+}
+
+const files = process.argv.slice(2);
+if (files.length === 0) {
+  console.error("usage: node run.mjs FILE.sql...");
+  process.exit(2);
+}
+const dir = mkdtempSync(join(tmpdir(), "tidemark-chdb-"));
+const session = new Session(dir);
+let failed = false;
+try {
+  const stmts = files.flatMap((f) => splitStatements(readFileSync(f, "utf8")));
+  for (const pass of [1, 2]) {
+    for (const s of stmts) {
+      try {
+        session.query(s, "CSV");
+      } catch (e) {
+        throw new Error(`pass ${pass}: ${e.message}\n--- statement ---\n${s}`);
+      }
+    }
+  }
+  // Two live rows and one replay for one (topic, group); the MV must aggregate them per stage.
+  session.query(`INSERT INTO latency_events
+    (record_time, observed_time, consumer_group, topic, partition, offset, replay_class, source,
+     event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms, ingest_ms, queue_ms, process_ms, e2e_ms, valid,
+     producer_host, consumer_host, ver)
+    VALUES
+    ('2026-01-02 03:04:05', '2026-01-02 03:04:06', 'g', 't', 0, 1, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
+    ('2026-01-02 03:04:05', '2026-01-02 03:04:07', 'g', 't', 0, 2, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
+    ('2026-01-02 03:04:05', '2026-01-02 03:04:08', 'g', 't', 0, 1, 'replay', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1)`, "CSV");
+  const got = session.query(`SELECT stage, sumMerge(live), sumMerge(replay), quantilesTDigestMerge(0.5)(latency_ms)[1]
+    FROM latency_1m GROUP BY stage ORDER BY stage`, "CSV").trim();
+  const want = ['"ingest",2,1,10', '"queue",2,1,20', '"process",2,1,30', '"e2e",2,1,60'].join("\n");
+  if (got !== want) throw new Error(`rollup read back:\n${got}\nwant:\n${want}`);
+  const version = session.query("SELECT version()", "CSV").trim();
+  console.log(`ok ${stmts.length} statements, engine ${version}`);
+} catch (e) {
+  console.error(`chdb: ${e.message}`);
+  failed = true;
+} finally {
+  session.cleanup?.();
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,200 @@
+package store
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures the ClickHouse connection, the schema and the batched writer. Zero values are filled by
+// SetDefaults; Validate reports the first bad field by its YAML key.
+type Config struct {
+	// Addr is host:port of ClickHouse's native protocol (HTTP is not supported: clickhouse-go's HTTP transport cannot
+	// talk to 18.16). Several addresses may be given for failover.
+	Addr []string `yaml:"addr"`
+	// Database holds Tidemark's tables; `tidemark migrate` creates it when missing. Default "tidemark".
+	Database string `yaml:"database"`
+	// User and Password authenticate; the default user is "default" with an empty password.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// TLS enables TLS on the native protocol (the server's secure port, usually 9440).
+	TLS bool `yaml:"tls"`
+	// TLSInsecureSkipVerify disables certificate verification (tests and self-signed servers only).
+	TLSInsecureSkipVerify bool `yaml:"tls_insecure_skip_verify"`
+	// Dialect forces "legacy" or "modern" DDL; "auto" (default) picks by server version (see DialectFor). Only a fresh
+	// database is affected: an existing one keeps the dialect it was created with.
+	Dialect string `yaml:"dialect"`
+	// DialTimeout bounds connecting. Default 5 s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// MaxExecutionTime is sent as max_execution_time with every query: cancelling a context does not stop a query on
+	// the server, this does. Default 60 s; whole seconds.
+	MaxExecutionTime time.Duration `yaml:"max_execution_time"`
+	// RetentionDays keeps raw rows (latency, probe, lag, clock offsets) this many days. Default 14.
+	RetentionDays int `yaml:"retention_days"`
+	// RollupRetentionDays keeps the per-minute rollups this many days. Default 90.
+	RollupRetentionDays int `yaml:"rollup_retention_days"`
+
+	// Writer configures the batched writer.
+	Writer WriterConfig `yaml:"writer"`
+}
+
+// WriterConfig bounds the batched writer's memory and sets its flush and retry policy.
+type WriterConfig struct {
+	// BatchRows flushes when this many rows are buffered. Default 50000.
+	BatchRows int `yaml:"batch_rows"`
+	// FlushInterval flushes a non-empty buffer at least this often. Default 1 s.
+	FlushInterval time.Duration `yaml:"flush_interval"`
+	// MaxRows bounds rows held (buffered plus the batch being inserted); Write blocks when it would exceed it.
+	// Default 4 × BatchRows.
+	MaxRows int `yaml:"max_rows"`
+	// MaxBytes bounds the estimated bytes held, like MaxRows. Default 64 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// DedupWindow is how many recent row keys the writer remembers to drop re-delivered rows before they reach
+	// ClickHouse (and so the rollups). 0 means the default 262144; negative disables.
+	DedupWindow int `yaml:"dedup_window"`
+	// RetryInitial and RetryMax are the first and the largest pause between insert attempts (exponential backoff
+	// with jitter). Defaults 100 ms and 10 s.
+	RetryInitial time.Duration `yaml:"retry_initial"`
+	RetryMax     time.Duration `yaml:"retry_max"`
+	// RetryMaxElapsed gives up on a batch after retrying this long; 0 (default) retries until the writer is closed,
+	// which is what at-least-once delivery wants: consumption pauses through backpressure meanwhile.
+	RetryMaxElapsed time.Duration `yaml:"retry_max_elapsed"`
+	// InsertTimeout bounds one insert attempt. Default 60 s.
+	InsertTimeout time.Duration `yaml:"insert_timeout"`
+}
+
+// SetDefaults fills zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	if len(c.Addr) == 0 {
+		c.Addr = []string{"127.0.0.1:9000"}
+	}
+	if c.Database == "" {
+		c.Database = "tidemark"
+	}
+	if c.User == "" {
+		c.User = "default"
+	}
+	if c.Dialect == "" {
+		c.Dialect = "auto"
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.MaxExecutionTime == 0 {
+		c.MaxExecutionTime = 60 * time.Second
+	}
+	if c.RetentionDays == 0 {
+		c.RetentionDays = 14
+	}
+	if c.RollupRetentionDays == 0 {
+		c.RollupRetentionDays = 90
+	}
+	c.Writer.SetDefaults()
+}
+
+// SetDefaults fills zero fields with their defaults.
+func (c *WriterConfig) SetDefaults() {
+	if c.BatchRows == 0 {
+		c.BatchRows = 50000
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = time.Second
+	}
+	if c.MaxRows == 0 {
+		c.MaxRows = 4 * c.BatchRows
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 64 << 20
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 1 << 18
+	}
+	if c.RetryInitial == 0 {
+		c.RetryInitial = 100 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 10 * time.Second
+	}
+	if c.InsertTimeout == 0 {
+		c.InsertTimeout = 60 * time.Second
+	}
+}
+
+// Validate reports the first invalid field, named by its YAML key.
+func (c *Config) Validate() error {
+	if len(c.Addr) == 0 {
+		return errors.New("addr: at least one host:port is required")
+	}
+	for _, a := range c.Addr {
+		if a == "" {
+			return errors.New("addr: empty address")
+		}
+	}
+	if !validIdent(c.Database) {
+		return fmt.Errorf("database %q: want letters, digits and '_', not starting with a digit", c.Database)
+	}
+	if _, err := ParseDialect(c.Dialect); err != nil {
+		return err
+	}
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("dial_timeout %s: must be positive", c.DialTimeout)
+	}
+	if c.MaxExecutionTime < time.Second {
+		return fmt.Errorf("max_execution_time %s: must be at least 1s", c.MaxExecutionTime)
+	}
+	if c.RetentionDays < 1 {
+		return fmt.Errorf("retention_days %d: must be at least 1", c.RetentionDays)
+	}
+	if c.RollupRetentionDays < 1 {
+		return fmt.Errorf("rollup_retention_days %d: must be at least 1", c.RollupRetentionDays)
+	}
+	if err := c.Writer.Validate(); err != nil {
+		return fmt.Errorf("writer.%w", err)
+	}
+	return nil
+}
+
+// Validate reports the first invalid field, named by its YAML key.
+func (c *WriterConfig) Validate() error {
+	switch {
+	case c.BatchRows < 1:
+		return fmt.Errorf("batch_rows %d: must be at least 1", c.BatchRows)
+	case c.FlushInterval <= 0:
+		return fmt.Errorf("flush_interval %s: must be positive", c.FlushInterval)
+	case c.MaxRows < c.BatchRows:
+		return fmt.Errorf("max_rows %d: must be at least batch_rows (%d)", c.MaxRows, c.BatchRows)
+	case c.MaxBytes < 1<<20:
+		return fmt.Errorf("max_bytes %d: must be at least 1 MiB", c.MaxBytes)
+	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
+		return fmt.Errorf("retry_initial %s / retry_max %s: want 0 < retry_initial <= retry_max", c.RetryInitial, c.RetryMax)
+	case c.RetryMaxElapsed < 0:
+		return fmt.Errorf("retry_max_elapsed %s: must not be negative", c.RetryMaxElapsed)
+	case c.InsertTimeout <= 0:
+		return fmt.Errorf("insert_timeout %s: must be positive", c.InsertTimeout)
+	}
+	return nil
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// tlsConfig returns the TLS settings for the connection, nil when TLS is off.
+func (c *Config) tlsConfig() *tls.Config {
+	if !c.TLS {
+		return nil
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // opt-in
+}

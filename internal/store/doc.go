@@ -1,0 +1,16 @@
+// Package store is Tidemark's ClickHouse adapter and the only importer of clickhouse-go outside tests and the read
+// queries in internal/store/query.
+//
+// It owns the schema (embedded, versioned migrations rendered in a legacy dialect for ClickHouse 18.16 and a modern
+// one for >= 23; see docs/schema.md), the migrations runner (Store.Migrate, recorded in schema_migrations), retention
+// (Store.DropExpired drops whole daily partitions), and the batched Writer that the collector and the lag exporter
+// write through.
+//
+// Delivery is at-least-once and idempotent: a Write's Ack runs only after ClickHouse acknowledged every row of it, so
+// the collector commits Kafka offsets only then; a row re-delivered after a crash collapses with its first copy in
+// the raw ReplacingMergeTree tables (key: consumer_group, topic, partition, offset, replay_class), and the writer's
+// dedup window keeps re-deliveries it has seen recently out of the rollups. docs/schema.md says exactly what the
+// rollups can and cannot promise about duplicates.
+//
+// Main types: Config, Store, Writer, and the row types LatencyRow, ProbeRow, LagRow and ClockOffsetRow.
+package store

@@ -1,0 +1,20 @@
+package store
+
+import "errors"
+
+var (
+	// ErrSchemaMissing means the database has no Tidemark schema (no schema_migrations table or no database):
+	// run `tidemark migrate`.
+	ErrSchemaMissing = errors.New("tidemark schema missing: run `tidemark migrate`")
+	// ErrSchemaOutdated means the database was migrated by an older Tidemark (its version is below
+	// CurrentSchemaVersion): run `tidemark migrate`.
+	ErrSchemaOutdated = errors.New("tidemark schema is older than this build: run `tidemark migrate`")
+	// ErrSchemaNewer means the database was migrated by a newer Tidemark than this build; this build must not write
+	// to it. Upgrade Tidemark.
+	ErrSchemaNewer = errors.New("tidemark schema is newer than this build: upgrade tidemark")
+	// ErrChecksumMismatch means an applied migration's recorded checksum differs from the embedded one rendered for
+	// the database's dialect: a migration file was edited after release, or the database was migrated by hand.
+	ErrChecksumMismatch = errors.New("applied migration differs from the embedded one")
+	// ErrWriterClosed is returned by Writer.Write after Close began.
+	ErrWriterClosed = errors.New("store writer closed")
+)

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+)
+
+// Table names of the schema (docs/schema.md describes every column). Read queries use these constants.
+const (
+	TableLatency          = "latency_events"    // raw latency rows, ReplacingMergeTree
+	TableProbe            = "probe_events"      // raw probe rows, ReplacingMergeTree
+	TableLag              = "lag_snapshots"     // lag snapshots, ReplacingMergeTree
+	TableClockOffsets     = "clock_offsets"     // clock-offset estimates, ReplacingMergeTree
+	TableLatency1m        = "latency_1m"        // per-minute stage rollups, AggregatingMergeTree
+	ViewLatency1m         = "latency_1m_mv"     // the materialized view feeding TableLatency1m
+	TableSchemaMigrations = "schema_migrations" // one row per applied migration
+)
+
+// RollupQuantiles are the levels the rollup's quantilesTDigest states are declared with. A t-digest state does not
+// depend on its levels, so reads may merge with any levels, e.g. quantilesTDigestMerge(0.5, 0.95)(latency_ms).
+var RollupQuantiles = []float64{0.5, 0.9, 0.99, 0.999}
+
+// schemaMigrationsDDL creates the bookkeeping table. It is the same in both dialects and never changes: every Tidemark
+// version must be able to read it to tell an older or newer schema.
+const schemaMigrationsDDL = `CREATE TABLE IF NOT EXISTS schema_migrations
+(
+    version    UInt32,
+    name       String,
+    dialect    String,
+    checksum   String,
+    applied_at DateTime('UTC')
+)
+ENGINE = MergeTree()
+ORDER BY version`
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migration is one versioned schema step rendered for a dialect.
+type Migration struct {
+	Version    int      // 1, 2, ...: the number the file name starts with
+	Name       string   // file name without ".sql", e.g. "0001_init"
+	SQL        string   // the rendered file, comments included
+	Statements []string // SQL split into statements, comments removed, without the trailing ';'
+	Checksum   string   // hex SHA-256 of SQL, recorded in schema_migrations
+}
+
+// SchemaParams are the values a migration template is rendered with.
+type SchemaParams struct {
+	Dialect             Dialect
+	RetentionDays       int // raw tables' TTL on the modern dialect
+	RollupRetentionDays int // rollup TTL on the modern dialect
+}
+
+// CurrentSchemaVersion is the schema version this build of Tidemark writes and reads: the highest migration version
+// embedded in the binary. A database at a lower version needs `tidemark migrate`; at a higher one, a newer Tidemark.
+var CurrentSchemaVersion = mustCurrentVersion()
+
+func mustCurrentVersion() int {
+	names, err := migrationNames()
+	if err != nil || len(names) == 0 {
+		panic(fmt.Sprintf("store: embedded migrations unreadable: %v", err))
+	}
+	v, err := versionOf(names[len(names)-1])
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func migrationNames() ([]string, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".sql"))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func versionOf(name string) (int, error) {
+	num, _, ok := strings.Cut(name, "_")
+	v, err := strconv.Atoi(num)
+	if !ok || err != nil || v <= 0 {
+		return 0, fmt.Errorf("migration file %q: want NNNN_name.sql", name)
+	}
+	return v, nil
+}
+
+// Migrations renders every embedded migration for p, in version order. Versions must be 1, 2, 3, ... without gaps.
+func Migrations(p SchemaParams) ([]Migration, error) {
+	if p.Dialect != DialectLegacy && p.Dialect != DialectModern {
+		return nil, fmt.Errorf("render migrations: dialect %q: want legacy or modern", p.Dialect)
+	}
+	names, err := migrationNames()
+	if err != nil {
+		return nil, fmt.Errorf("list embedded migrations: %w", err)
+	}
+	modern := p.Dialect == DialectModern
+	funcs := template.FuncMap{
+		"codec": func(c string) string {
+			if modern {
+				return " CODEC(" + c + ")"
+			}
+			return ""
+		},
+		"ttl": func(column string, days int) string {
+			if modern {
+				return fmt.Sprintf("\nTTL %s + toIntervalDay(%d)\nSETTINGS ttl_only_drop_parts = 1", column, days)
+			}
+			return ""
+		},
+	}
+	data := struct {
+		SchemaParams
+		Str string
+	}{p, "String"}
+	if modern {
+		data.Str = "LowCardinality(String)"
+	}
+	var out []Migration
+	for i, name := range names {
+		v, err := versionOf(name)
+		if err != nil {
+			return nil, err
+		}
+		if v != i+1 {
+			return nil, fmt.Errorf("migration %s: version %d, want %d (no gaps, no duplicates)", name, v, i+1)
+		}
+		src, err := migrationFiles.ReadFile(path.Join("migrations", name+".sql"))
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", name, err)
+		}
+		tmpl, err := template.New(name).Funcs(funcs).Option("missingkey=error").Parse(string(src))
+		if err != nil {
+			return nil, fmt.Errorf("parse migration %s: %w", name, err)
+		}
+		var buf bytes.Buffer
+		if err := tmpl.Execute(&buf, data); err != nil {
+			return nil, fmt.Errorf("render migration %s: %w", name, err)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		out = append(out, Migration{
+			Version: v, Name: name, SQL: buf.String(), Statements: SplitStatements(buf.String()),
+			Checksum: hex.EncodeToString(sum[:]),
+		})
+	}
+	return out, nil
+}
+
+// SplitStatements splits a migration file into statements: full-line "--" comments are dropped and a statement ends
+// with a ';' at the end of a line. Migration files must not put ';' at a line end inside a string literal.
+func SplitStatements(sql string) []string {
+	var stmts []string
+	var cur strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte('\n')
+		}
+		cur.WriteString(strings.TrimRight(line, " \t"))
+		if strings.HasSuffix(trimmed, ";") {
+			stmts = append(stmts, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		stmts = append(stmts, s)
+	}
+	return stmts
+}
+
+// RenderSchema returns every migration for p concatenated, each under a header line: the golden DDL files and the
+// chDB check execute exactly this text.
+func RenderSchema(p SchemaParams) (string, error) {
+	ms, err := Migrations(p)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- Tidemark schema version %d, dialect %s (generated by internal/store; do not edit).\n", len(ms), p.Dialect)
+	fmt.Fprintf(&b, "\n-- bookkeeping: one row per applied migration (created before any migration runs)\n%s;\n", schemaMigrationsDDL)
+	for _, m := range ms {
+		fmt.Fprintf(&b, "\n-- migration %s\n%s", m.Name, m.SQL)
+	}
+	return b.String(), nil
+}
