@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Frontend checks for the Grafana plugin: install exactly the lockfile (once per lockfile change), type-check, lint,
+# unit tests. The Go backend's tests run with the rest of the module's (go test ./plugin/...).
+set -euo pipefail
+cd "$(dirname "$0")"
+# shellcheck source=plugin/npm-deps.sh
+source ./npm-deps.sh
+npm_deps
+npm run --silent typecheck
+npm run --silent lint
+npm test --silent
