@@ -1,0 +1,216 @@
+package instrument
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// DefaultReceiptsTopic is the receipts topic the collector reads unless configured otherwise.
+const DefaultReceiptsTopic = "tidemark-receipts"
+
+// EmitterConfig configures an [Emitter]. Zero values take the documented defaults.
+type EmitterConfig struct {
+	// Topic is the receipts topic; default DefaultReceiptsTopic.
+	Topic string
+	// QueueSize bounds the receipts waiting to be batched (memory ≈ QueueSize × ~200 B); default 16384. When it is
+	// full, Emit drops the receipt and counts it.
+	QueueSize int
+	// MaxBatch is the most receipts packed into one Kafka record; default 256, at most MaxReceiptsPerBatch.
+	MaxBatch int
+	// Linger is how long a partial batch waits for more receipts; default 100 ms.
+	Linger time.Duration
+}
+
+func (c *EmitterConfig) setDefaults() {
+	if c.Topic == "" {
+		c.Topic = DefaultReceiptsTopic
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 16384
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 256
+	}
+	if c.MaxBatch > MaxReceiptsPerBatch {
+		c.MaxBatch = MaxReceiptsPerBatch
+	}
+	if c.Linger <= 0 {
+		c.Linger = 100 * time.Millisecond
+	}
+}
+
+// EmitterStats are the emitter's counters since it started. Every receipt passed to Emit ends in exactly one of
+// Sent, Dropped, Failed, or is still in flight (queued or in the producer).
+type EmitterStats struct {
+	Emitted uint64 // receipts passed to Emit
+	Dropped uint64 // refused because the queue was full or the emitter closed
+	Sent    uint64 // acknowledged by Kafka
+	Failed  uint64 // the producer reported an error for their record
+	Records uint64 // Kafka records (batches) handed to the producer
+}
+
+// Emitter sends receipts to the receipts topic asynchronously: Emit puts a receipt on a bounded queue and returns at
+// once; one goroutine packs queued receipts into batches (one Kafka record per source partition per flush, keyed
+// "topic/partition" so a source partition's receipts stay on one receipts partition and in order with an idempotent
+// producer) and hands them to a sarama AsyncProducer.
+type Emitter struct {
+	cfg      EmitterConfig
+	producer sarama.AsyncProducer
+	queue    chan Receipt
+	done     chan struct{}
+	wg       sync.WaitGroup
+
+	closeOnce sync.Once
+	// closeMu guards closed against a concurrent Emit sending on the closed queue.
+	closeMu sync.RWMutex
+	closed  bool
+
+	emitted, dropped, sent, failed, records atomic.Uint64
+}
+
+// NewEmitter starts an emitter that owns producer (it drains the producer's Successes and Errors channels and
+// closes it in Close). Sent is counted only when the producer's Config.Producer.Return.Successes is true. The producer should be idempotent (or MaxOpenRequests 1) so retries keep order;
+// the collector collapses duplicates either way.
+func NewEmitter(producer sarama.AsyncProducer, cfg EmitterConfig) *Emitter {
+	cfg.setDefaults()
+	e := &Emitter{cfg: cfg, producer: producer, queue: make(chan Receipt, cfg.QueueSize), done: make(chan struct{})}
+	e.wg.Add(3)
+	go e.batchLoop()
+	go e.drainSuccesses()
+	go e.drainErrors()
+	return e
+}
+
+// Emit queues r without blocking. It returns false, and counts a drop, when the queue is full or the emitter closed.
+func (e *Emitter) Emit(r Receipt) bool {
+	e.emitted.Add(1)
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		e.dropped.Add(1)
+		return false
+	}
+	select {
+	case e.queue <- r:
+		return true
+	default:
+		e.dropped.Add(1)
+		return false
+	}
+}
+
+// Stats returns the counters.
+func (e *Emitter) Stats() EmitterStats {
+	return EmitterStats{
+		Emitted: e.emitted.Load(), Dropped: e.dropped.Load(), Sent: e.sent.Load(), Failed: e.failed.Load(),
+		Records: e.records.Load(),
+	}
+}
+
+// Close stops accepting receipts, sends what is queued, and closes the producer (which waits for in-flight records,
+// bounded by the producer's own retry and timeout settings).
+func (e *Emitter) Close() {
+	e.closeOnce.Do(func() {
+		e.closeMu.Lock()
+		e.closed = true
+		close(e.queue)
+		e.closeMu.Unlock()
+		<-e.done // batch loop flushed everything it had
+		e.producer.AsyncClose()
+		e.wg.Wait()
+	})
+}
+
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+func (e *Emitter) batchLoop() {
+	defer e.wg.Done()
+	defer close(e.done)
+	pending := make(map[partKey][]Receipt)
+	n := 0
+	timer := time.NewTimer(e.cfg.Linger)
+	timer.Stop()
+	flush := func() {
+		for k, rs := range pending {
+			for len(rs) > 0 {
+				m := min(len(rs), e.cfg.MaxBatch)
+				e.send(k, rs[:m])
+				rs = rs[m:]
+			}
+			delete(pending, k)
+		}
+		n = 0
+	}
+	for {
+		select {
+		case r, ok := <-e.queue:
+			if !ok {
+				flush()
+				return
+			}
+			k := partKey{r.Topic, r.Partition}
+			if n == 0 {
+				timer.Reset(e.cfg.Linger)
+			}
+			pending[k] = append(pending[k], r)
+			n++
+			if n >= e.cfg.MaxBatch {
+				timer.Stop()
+				flush()
+			}
+		case <-timer.C:
+			flush()
+		}
+	}
+}
+
+func (e *Emitter) send(k partKey, rs []Receipt) {
+	v, err := AppendReceiptBatch(nil, rs)
+	if err != nil {
+		// Only a string over 255 bytes gets here; encode the receipts one by one so only the bad ones are lost.
+		for i := range rs {
+			if one, err := AppendReceiptBatch(nil, rs[i:i+1]); err == nil {
+				e.produce(k, one, 1)
+			} else {
+				e.failed.Add(1)
+			}
+		}
+		return
+	}
+	e.produce(k, v, len(rs))
+}
+
+func (e *Emitter) produce(k partKey, value []byte, n int) {
+	e.records.Add(1)
+	e.producer.Input() <- &sarama.ProducerMessage{
+		Topic:    e.cfg.Topic,
+		Key:      sarama.StringEncoder(k.topic + "/" + strconv.Itoa(int(k.partition))),
+		Value:    sarama.ByteEncoder(value),
+		Metadata: n,
+	}
+}
+
+func (e *Emitter) drainSuccesses() {
+	defer e.wg.Done()
+	for m := range e.producer.Successes() {
+		if n, ok := m.Metadata.(int); ok {
+			e.sent.Add(uint64(n))
+		}
+	}
+}
+
+func (e *Emitter) drainErrors() {
+	defer e.wg.Done()
+	for pe := range e.producer.Errors() {
+		if n, ok := pe.Msg.Metadata.(int); ok {
+			e.failed.Add(uint64(n))
+		}
+	}
+}

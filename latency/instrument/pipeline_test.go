@@ -1,0 +1,224 @@
+package instrument
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/IBM/sarama/mocks"
+)
+
+// fixedClock returns a clock that reads *now.
+func fixedClock(now *time.Time) Clock { return func() time.Time { return *now } }
+
+func TestProducerInterceptorStampsAndTraces(t *testing.T) {
+	now := time.Unix(1795953600, 0)
+	p := NewProducerInterceptor(ProducerConfig{Host: "p1", Clock: OffsetClock(fixedClock(&now), 2500*time.Millisecond)})
+	msg := &sarama.ProducerMessage{Topic: "orders"}
+	p.OnSend(msg)
+	var h ProduceHeader
+	if err := h.UnmarshalBinary([]byte(producerCarrier{msg}.Get(HeaderProduceTime))); err != nil {
+		t.Fatal(err)
+	}
+	// The stamp is the producer's skewed clock: true time + 2.5 s.
+	if want := now.Add(2500 * time.Millisecond); !h.Time.Equal(want) || h.Host != "p1" {
+		t.Fatalf("header %+v, want time %v host p1", h, want)
+	}
+	tp := producerCarrier{msg}.Get(HeaderTraceParent)
+	hs := make([]*sarama.RecordHeader, len(msg.Headers))
+	for i := range msg.Headers {
+		hs[i] = &msg.Headers[i]
+	}
+	tid, _, ok := TraceFromHeaders(hs)
+	if !ok || len(tp) != 55 || tp[:3] != "00-" || tp[len(tp)-3:] != "-01" {
+		t.Fatalf("traceparent %q ok=%v", tp, ok)
+	}
+	// A second interceptor (a retry or mirror) keeps the first produce time and trace.
+	now = now.Add(time.Hour)
+	p.OnSend(msg)
+	if len(msg.Headers) != 2 {
+		t.Fatalf("headers duplicated: %d", len(msg.Headers))
+	}
+	tid2, _, _ := TraceFromHeaders(hs)
+	if tid2 != tid {
+		t.Fatal("trace id changed on re-send")
+	}
+}
+
+func consumed(topic string, part int32, off int64, ts time.Time, hs []sarama.RecordHeader) *sarama.ConsumerMessage {
+	m := &sarama.ConsumerMessage{Topic: topic, Partition: part, Offset: off, Timestamp: ts}
+	for i := range hs {
+		m.Headers = append(m.Headers, &hs[i])
+	}
+	return m
+}
+
+func TestConsumerEmitsReceipts(t *testing.T) {
+	cfg := mocks.NewTestConfig()
+	cfg.Producer.Return.Successes = true
+	prod := mocks.NewAsyncProducer(t, cfg)
+	var sent []*sarama.ProducerMessage
+	check := func(m *sarama.ProducerMessage) error { sent = append(sent, m); return nil }
+	prod.ExpectInputWithMessageCheckerFunctionAndSucceed(check)
+	prod.ExpectInputWithMessageCheckerFunctionAndSucceed(check)
+	em := NewEmitter(prod, EmitterConfig{Topic: "receipts", Linger: time.Hour, MaxBatch: 3})
+
+	truth := time.Unix(1795953600, 0)
+	pmsg := &sarama.ProducerMessage{Topic: "orders"}
+	NewProducerInterceptor(ProducerConfig{Host: "p1", Clock: OffsetClock(fixedClock(&truth), 2500*time.Millisecond), Unit: UnitNanos}).OnSend(pmsg)
+
+	now := truth.Add(100 * time.Millisecond)
+	c, err := NewConsumer(ConsumerConfig{Group: "g", Host: "c1", Clock: OffsetClock(fixedClock(&now), -300*time.Millisecond),
+		TimestampTypes: map[string]TimestampType{"orders": TimestampLogAppend}}, em)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := consumed("orders", 2, 41, truth.Add(20*time.Millisecond), pmsg.Headers)
+	m2 := consumed("orders", 2, 42, truth.Add(20*time.Millisecond), nil)
+	m3 := consumed("other", 0, 7, time.Time{}, []sarama.RecordHeader{{Key: []byte(HeaderProduceTime), Value: []byte{1, 2}}})
+	c.Receive(m1)
+	now = now.Add(50 * time.Millisecond)
+	c.Done(m1)
+	c.Done(m2) // never Received
+	c.Done(m3) // garbage produce header
+	em.Close() // MaxBatch 3 was reached: one flush, two source partitions → two records
+
+	if len(sent) != 2 {
+		t.Fatalf("%d records sent, want 2 (one per source partition)", len(sent))
+	}
+	var rs []Receipt
+	for _, m := range sent {
+		v, _ := m.Value.Encode()
+		k, _ := m.Key.Encode()
+		if string(k) != "orders/2" && string(k) != "other/0" {
+			t.Fatalf("key %q", k)
+		}
+		rs, err = DecodeReceiptBatch(rs, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	byOff := map[int64]Receipt{}
+	for _, r := range rs {
+		byOff[r.Offset] = r
+	}
+	r1 := byOff[41]
+	// Consumer clock is 300 ms behind: receive at true +100 ms reads +100−300; processed 50 ms later.
+	if r1.ReceiveNs != truth.Add(-200*time.Millisecond).UnixNano() || r1.ProcessedNs != truth.Add(-150*time.Millisecond).UnixNano() {
+		t.Fatalf("receipt stamps %+v", r1)
+	}
+	if r1.ProduceNs != truth.Add(2500*time.Millisecond).UnixNano() || r1.ProduceHost != "p1" || !r1.HasTrace ||
+		r1.TimestampType != TimestampLogAppend || r1.RecordTimestampMs != truth.Add(20*time.Millisecond).UnixMilli() {
+		t.Fatalf("receipt %+v", r1)
+	}
+	if r2 := byOff[42]; r2.ReceiveNs != 0 || r2.ProduceNs != 0 || r2.HasTrace {
+		t.Fatalf("unreceived, unstamped record: %+v", r2)
+	}
+	if r3 := byOff[7]; r3.HasRecordTimestamp || r3.ProduceNs != 0 || r3.TimestampType != TimestampUnknown {
+		t.Fatalf("record without timestamp: %+v", r3)
+	}
+	st := c.Stats()
+	if st.Done != 3 || st.ReceiveMissing != 2 || st.BadHeaders != 1 || st.PendingRecords != 0 {
+		t.Fatalf("consumer stats %+v", st)
+	}
+	if es := em.Stats(); es.Emitted != 3 || es.Sent != 3 || es.Dropped != 0 || es.Records != 2 {
+		t.Fatalf("emitter stats %+v", es)
+	}
+}
+
+// blockedProducer never accepts input, like a producer stuck on an unreachable cluster.
+type blockedProducer struct {
+	sarama.AsyncProducer
+	in   chan *sarama.ProducerMessage
+	succ chan *sarama.ProducerMessage
+	errs chan *sarama.ProducerError
+}
+
+func (b *blockedProducer) Input() chan<- *sarama.ProducerMessage     { return b.in }
+func (b *blockedProducer) Successes() <-chan *sarama.ProducerMessage { return b.succ }
+func (b *blockedProducer) Errors() <-chan *sarama.ProducerError      { return b.errs }
+func (b *blockedProducer) AsyncClose()                               { close(b.succ); close(b.errs) }
+
+func TestEmitterNeverBlocksAndBoundsMemory(t *testing.T) {
+	bp := &blockedProducer{in: make(chan *sarama.ProducerMessage), succ: make(chan *sarama.ProducerMessage),
+		errs: make(chan *sarama.ProducerError)}
+	em := NewEmitter(bp, EmitterConfig{QueueSize: 10, MaxBatch: 1})
+	start := time.Now()
+	accepted := 0
+	for i := 0; i < 1000; i++ {
+		if em.Emit(Receipt{Group: "g", Topic: "t", Offset: int64(i), ProcessedNs: 1}) {
+			accepted++
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("1000 Emit calls took %v against a stuck producer", d)
+	}
+	// The loop holds at most one receipt it is trying to send plus QueueSize queued (plus one batch being built).
+	if accepted > 12 {
+		t.Fatalf("accepted %d receipts into a queue of 10", accepted)
+	}
+	if st := em.Stats(); st.Dropped != uint64(1000-accepted) {
+		t.Fatalf("dropped %d, want %d", st.Dropped, 1000-accepted)
+	}
+	// Drain the producer so Close can finish.
+	go func() {
+		for range bp.in {
+		}
+	}()
+	em.Close()
+	close(bp.in)
+}
+
+func TestTimeSyncBracketsSkewedHost(t *testing.T) {
+	srv := httptest.NewServer(TimeSyncHandler(time.Now))
+	defer srv.Close()
+	for _, skew := range []time.Duration{2500 * time.Millisecond, -800 * time.Millisecond, 0} {
+		ts := NewTimeSync(srv.URL+TimeSyncPath, OffsetClock(time.Now, skew), srv.Client(), 5)
+		o, err := ts.Sync(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The true offset must lie inside the bracket; loopback round trips are well under 50 ms.
+		if d := o.Offset - skew; d < -o.Uncertainty || d > o.Uncertainty || o.Uncertainty > 50*time.Millisecond {
+			t.Fatalf("skew %v: estimate %v ± %v", skew, o.Offset, o.Uncertainty)
+		}
+		if ts.ClockOffset() != o {
+			t.Fatal("ClockOffset does not return the last sync")
+		}
+	}
+}
+
+func TestBracket(t *testing.T) {
+	tests := []struct {
+		name           string
+		t0, t1, t2, t3 int64
+		want           ClockOffset
+	}{
+		// Host +2500 ahead, 10 ms each way, 1 ms server time: t0=2500 (true 0), t1=10, t2=11, t3=2521.
+		{"symmetric delay recovers the offset", 2500, 10, 11, 2521, ClockOffset{Offset: 2500, Uncertainty: 10, Valid: true}},
+		// Asymmetric delay (30 out, 0 back) biases the midpoint by 15, but the bracket [2470, 2500] still holds the truth.
+		{"asymmetric delay stays bracketed", 2500, 30, 31, 2531, ClockOffset{Offset: 2485, Uncertainty: 15, Valid: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Bracket(tc.t0, tc.t1, tc.t2, tc.t3); got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTimeSyncHandlerRejectsGarbage(t *testing.T) {
+	srv := httptest.NewServer(TimeSyncHandler(time.Now))
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL, "application/octet-stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("empty body: status %d", resp.StatusCode)
+	}
+}

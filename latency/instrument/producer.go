@@ -1,0 +1,115 @@
+package instrument
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync/atomic"
+
+	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// OffsetSource reports the host's current clock offset against the collector; [TimeSync] implements it.
+type OffsetSource interface {
+	ClockOffset() ClockOffset
+}
+
+// ProducerConfig configures a [ProducerInterceptor].
+type ProducerConfig struct {
+	// Host identifies this producer host (its clock). Required: the collector estimates one offset per host id.
+	Host string
+	// Clock reads this host's wall clock; nil means time.Now.
+	Clock Clock
+	// Unit is the produce stamp's resolution; 0 means UnitMicros.
+	Unit Unit
+	// Offsets, when set, supplies a measured clock offset that travels in the header.
+	Offsets OffsetSource
+	// Propagator writes trace context; nil means W3C Trace Context (propagation.TraceContext).
+	Propagator propagation.TextMapPropagator
+}
+
+// ProducerInterceptor is a sarama.ProducerInterceptor that stamps every record with the [HeaderProduceTime] header
+// and, when the record carries no trace context yet, a new W3C traceparent (a fresh sampled trace whose root is the
+// produce). Applications with a live span call [InjectContext] before sending; the interceptor then keeps that
+// context. A record that already has a produce-time header (a retry through another producer, a mirror) keeps it:
+// the first produce is the one measured.
+type ProducerInterceptor struct {
+	cfg     ProducerConfig
+	encErrs atomic.Uint64
+}
+
+var _ sarama.ProducerInterceptor = (*ProducerInterceptor)(nil)
+
+// NewProducerInterceptor returns an interceptor for cfg. Add it to sarama's Config.Producer.Interceptors.
+func NewProducerInterceptor(cfg ProducerConfig) *ProducerInterceptor {
+	if cfg.Propagator == nil {
+		cfg.Propagator = propagation.TraceContext{}
+	}
+	if cfg.Unit == 0 {
+		cfg.Unit = UnitMicros
+	}
+	return &ProducerInterceptor{cfg: cfg}
+}
+
+// OnSend implements sarama.ProducerInterceptor. It never fails the send: a header it cannot encode (a host id over
+// 255 bytes) is skipped and counted in EncodeErrors.
+func (p *ProducerInterceptor) OnSend(msg *sarama.ProducerMessage) {
+	c := producerCarrier{msg}
+	if c.Get(HeaderProduceTime) == "" {
+		h := ProduceHeader{Time: p.cfg.Clock.now(), Unit: p.cfg.Unit, Host: p.cfg.Host}
+		if p.cfg.Offsets != nil {
+			h.Offset = p.cfg.Offsets.ClockOffset()
+		}
+		v, err := h.MarshalBinary()
+		if err != nil {
+			p.encErrs.Add(1)
+		} else {
+			msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(HeaderProduceTime), Value: v})
+		}
+	}
+	if c.Get(HeaderTraceParent) == "" {
+		ctx := trace.ContextWithSpanContext(context.Background(), newRootSpanContext())
+		p.cfg.Propagator.Inject(ctx, c)
+	}
+}
+
+// EncodeErrors returns how many records were sent without a produce-time header because it could not be encoded.
+func (p *ProducerInterceptor) EncodeErrors() uint64 { return p.encErrs.Load() }
+
+// InjectContext writes the span context of ctx into msg's headers as W3C traceparent (and tracestate), so a
+// producer's own span links to the records it sends. A ctx without a valid span context writes nothing.
+func InjectContext(ctx context.Context, msg *sarama.ProducerMessage) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagation.TraceContext{}.Inject(ctx, producerCarrier{msg})
+}
+
+// newRootSpanContext returns a sampled span context with random non-zero ids (W3C requires non-zero).
+func newRootSpanContext() trace.SpanContext {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	for !tid.IsValid() {
+		binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
+	}
+	for !sid.IsValid() {
+		binary.BigEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
+}
+
+// TraceFromHeaders extracts the W3C trace context from consumed record headers. ok is false when there is none or it
+// is invalid.
+func TraceFromHeaders(hs []*sarama.RecordHeader) (traceID [16]byte, spanID [8]byte, ok bool) {
+	if header(hs, HeaderTraceParent) == nil {
+		return traceID, spanID, false
+	}
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), consumerCarrier(hs)))
+	if !sc.IsValid() {
+		return traceID, spanID, false
+	}
+	return sc.TraceID(), sc.SpanID(), true
+}

@@ -1,0 +1,280 @@
+package instrument
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// ReceiptVersion is the version byte of a single receipt this build writes.
+const ReceiptVersion = 1
+
+// ReceiptBatchVersion is the version byte of a receipts-topic record value (a batch of receipts).
+const ReceiptBatchVersion = 1
+
+// MaxReceiptsPerBatch bounds how many receipts one receipts-topic record may hold; larger counts are rejected as
+// malformed so a corrupt count cannot make the decoder allocate without bound.
+const MaxReceiptsPerBatch = 4096
+
+// TimestampType says what a Kafka record's own timestamp means. The consumer cannot always tell (sarama does not
+// expose the batch attribute), so it may send TimestampUnknown and let the collector resolve it from the topic config.
+type TimestampType uint8
+
+// Record timestamp types.
+const (
+	TimestampUnknown   TimestampType = 0
+	TimestampCreate    TimestampType = 1 // producer's clock (CreateTime topic)
+	TimestampLogAppend TimestampType = 2 // partition leader's clock (LogAppendTime topic)
+)
+
+const (
+	rFlagRecordTS = 1 << iota
+	rFlagProduce
+	rFlagReceive
+	rFlagOffset
+	rFlagProduceOffset
+	rFlagTrace
+	rFlagAll = 1<<iota - 1
+)
+
+// Receipt is what a consumer reports after it processed one record: which record, the stamps seen along the way, and
+// where each was read. Stamps are Unix nanoseconds on the clock of the host that took them; 0 means "not known".
+//
+// Wire format v1 (big-endian, exact length):
+//
+//	size  field
+//	1     version = 1
+//	1     flags: bit0 record ts, bit1 produce stamp, bit2 receive stamp, bit3 consumer clock offset,
+//	      bit4 producer clock offset, bit5 trace context; other bits must be 0
+//	1     record timestamp type (0 unknown, 1 CreateTime, 2 LogAppendTime)
+//	4     partition int32
+//	8     offset int64
+//	8     processed stamp, ns (consumer clock)
+//	8     (bit0) record timestamp, ms, as Kafka carries it (may be -1)
+//	8     (bit1) produce stamp, ns (producer clock, from the produce-time header)
+//	8     (bit2) receive stamp, ns (consumer clock)
+//	12    (bit3) consumer clock offset: int64 ns, uint32 µs uncertainty
+//	12    (bit4) producer clock offset: int64 ns, uint32 µs uncertainty
+//	24    (bit5) trace id (16 bytes), span id (8 bytes)
+//	1+n   group   (length byte, bytes)
+//	1+n   topic
+//	1+n   consumer host id
+//	1+n   producer host id
+type Receipt struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+
+	// RecordTimestampMs is the record's Kafka timestamp in ms; HasRecordTimestamp says whether it was read. Its
+	// meaning is TimestampType (append time on a LogAppendTime topic).
+	RecordTimestampMs  int64
+	HasRecordTimestamp bool
+	TimestampType      TimestampType
+
+	// ProduceNs is the produce stamp from the produce-time header (producer clock), 0 if the record had none.
+	ProduceNs    int64
+	ProduceHost  string
+	ProduceClock ClockOffset
+
+	// ReceiveNs is when the application got the record, 0 if not stamped; ProcessedNs when processing completed.
+	// Both on the consumer's clock.
+	ReceiveNs   int64
+	ProcessedNs int64
+	Host        string
+	Clock       ClockOffset
+
+	// TraceID and SpanID come from the record's traceparent header; zero when HasTrace is false.
+	TraceID  [16]byte
+	SpanID   [8]byte
+	HasTrace bool
+}
+
+// Processed returns the processed stamp as a time.
+func (r *Receipt) Processed() time.Time { return time.Unix(0, r.ProcessedNs) }
+
+// AppendBinary appends the v1 encoding of r to b. It fails only when a string is longer than 255 bytes.
+func (r *Receipt) AppendBinary(b []byte) ([]byte, error) {
+	for _, s := range [...]struct{ name, v string }{
+		{"group", r.Group}, {"topic", r.Topic}, {"host id", r.Host}, {"producer host id", r.ProduceHost},
+	} {
+		if err := checkStr(s.name, s.v); err != nil {
+			return nil, fmt.Errorf("encode receipt: %w", err)
+		}
+	}
+	var flags byte
+	if r.HasRecordTimestamp {
+		flags |= rFlagRecordTS
+	}
+	if r.ProduceNs != 0 {
+		flags |= rFlagProduce
+	}
+	if r.ReceiveNs != 0 {
+		flags |= rFlagReceive
+	}
+	if r.Clock.Valid {
+		flags |= rFlagOffset
+	}
+	if r.ProduceClock.Valid {
+		flags |= rFlagProduceOffset
+	}
+	if r.HasTrace {
+		flags |= rFlagTrace
+	}
+	b = append(b, ReceiptVersion, flags, byte(r.TimestampType))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Partition))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.ProcessedNs))
+	if r.HasRecordTimestamp {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.RecordTimestampMs))
+	}
+	if r.ProduceNs != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.ProduceNs))
+	}
+	if r.ReceiveNs != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.ReceiveNs))
+	}
+	if r.Clock.Valid {
+		b = putOffset(b, r.Clock)
+	}
+	if r.ProduceClock.Valid {
+		b = putOffset(b, r.ProduceClock)
+	}
+	if r.HasTrace {
+		b = append(b, r.TraceID[:]...)
+		b = append(b, r.SpanID[:]...)
+	}
+	b = putStr(b, r.Group)
+	b = putStr(b, r.Topic)
+	b = putStr(b, r.Host)
+	return putStr(b, r.ProduceHost), nil
+}
+
+// MarshalBinary encodes r in the v1 layout (see AppendBinary).
+func (r *Receipt) MarshalBinary() ([]byte, error) {
+	return r.AppendBinary(make([]byte, 0, 96+len(r.Group)+len(r.Topic)+len(r.Host)+len(r.ProduceHost)))
+}
+
+// UnmarshalBinary decodes the v1 layout; errors wrap ErrUnsupportedVersion or ErrMalformed.
+func (r *Receipt) UnmarshalBinary(data []byte) error {
+	rd := reader{b: data, what: "receipt"}
+	if err := r.decode(&rd); err != nil {
+		return err
+	}
+	return rd.end()
+}
+
+func (r *Receipt) decode(rd *reader) error {
+	v := rd.u8("version")
+	if rd.err == nil && v != ReceiptVersion {
+		return fmt.Errorf("decode receipt: version %d: %w", v, ErrUnsupportedVersion)
+	}
+	flags := rd.u8("flags")
+	tt := TimestampType(rd.u8("timestamp type"))
+	if rd.err == nil && flags&^rFlagAll != 0 {
+		rd.fail("unknown flags %#x", flags)
+	}
+	if rd.err == nil && tt > TimestampLogAppend {
+		rd.fail("unknown timestamp type %d", tt)
+	}
+	out := Receipt{TimestampType: tt}
+	out.Partition = int32(rd.u32("partition"))
+	out.Offset = rd.i64("offset")
+	out.ProcessedNs = rd.i64("processed")
+	if flags&rFlagRecordTS != 0 {
+		out.RecordTimestampMs = rd.i64("record timestamp")
+		out.HasRecordTimestamp = true
+	}
+	if flags&rFlagProduce != 0 {
+		out.ProduceNs = rd.i64("produce")
+		if rd.err == nil && out.ProduceNs == 0 {
+			rd.fail("produce flag set with a zero stamp")
+		}
+	}
+	if flags&rFlagReceive != 0 {
+		out.ReceiveNs = rd.i64("receive")
+		if rd.err == nil && out.ReceiveNs == 0 {
+			rd.fail("receive flag set with a zero stamp")
+		}
+	}
+	if flags&rFlagOffset != 0 {
+		out.Clock = readOffset(rd, "consumer clock")
+	}
+	if flags&rFlagProduceOffset != 0 {
+		out.ProduceClock = readOffset(rd, "producer clock")
+	}
+	if flags&rFlagTrace != 0 {
+		copy(out.TraceID[:], rd.take(16, "trace id"))
+		copy(out.SpanID[:], rd.take(8, "span id"))
+		out.HasTrace = true
+	}
+	out.Group = rd.str("group")
+	out.Topic = rd.str("topic")
+	out.Host = rd.str("host id")
+	out.ProduceHost = rd.str("producer host id")
+	if rd.err != nil {
+		return rd.err
+	}
+	*r = out
+	return nil
+}
+
+// AppendReceiptBatch appends a receipts-topic record value holding rs to b.
+//
+// Batch wire format v1: version byte = 1, uvarint count (1..MaxReceiptsPerBatch), then per receipt a uvarint length
+// and that many bytes of a v1 receipt.
+func AppendReceiptBatch(b []byte, rs []Receipt) ([]byte, error) {
+	if len(rs) == 0 || len(rs) > MaxReceiptsPerBatch {
+		return nil, fmt.Errorf("encode receipt batch: %d receipts, want 1..%d: %w", len(rs), MaxReceiptsPerBatch, ErrMalformed)
+	}
+	b = append(b, ReceiptBatchVersion)
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	var tmp []byte
+	for i := range rs {
+		var err error
+		tmp, err = rs[i].AppendBinary(tmp[:0])
+		if err != nil {
+			return nil, fmt.Errorf("encode receipt batch item %d: %w", i, err)
+		}
+		b = binary.AppendUvarint(b, uint64(len(tmp)))
+		b = append(b, tmp...)
+	}
+	return b, nil
+}
+
+// maxReceiptLen bounds one encoded receipt: fixed part plus four 255-byte strings.
+const maxReceiptLen = 3 + 4 + 8*5 + 12*2 + 24 + 4*256
+
+// DecodeReceiptBatch decodes a receipts-topic record value, appending to dst. On error nothing is appended: a batch is
+// accepted or dead-lettered whole. Errors wrap ErrUnsupportedVersion or ErrMalformed.
+func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {
+	rd := reader{b: data, what: "receipt batch"}
+	v := rd.u8("version")
+	if rd.err == nil && v != ReceiptBatchVersion {
+		return dst, fmt.Errorf("decode receipt batch: version %d: %w", v, ErrUnsupportedVersion)
+	}
+	n := rd.uvarint("count", MaxReceiptsPerBatch)
+	if rd.err == nil && n == 0 {
+		rd.fail("empty batch")
+	}
+	if rd.err != nil {
+		return dst, rd.err
+	}
+	start := len(dst)
+	for i := uint64(0); i < n; i++ {
+		l := rd.uvarint("receipt length", maxReceiptLen)
+		body := rd.take(int(l), "receipt")
+		if rd.err != nil {
+			return dst[:start], rd.err
+		}
+		var r Receipt
+		if err := r.UnmarshalBinary(body); err != nil {
+			return dst[:start], fmt.Errorf("decode receipt batch item %d: %w", i, err)
+		}
+		dst = append(dst, r)
+	}
+	if err := rd.end(); err != nil {
+		return dst[:start], err
+	}
+	return dst, nil
+}
