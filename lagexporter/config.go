@@ -1,0 +1,225 @@
+package lagexporter
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Granularity selects the level of detail of the lag metrics, which bounds their cardinality.
+type Granularity string
+
+// The granularities.
+const (
+	GranularityPartition Granularity = "partition" // one series per (group, topic, partition), plus topic aggregates
+	GranularityTopic     Granularity = "topic"     // only (group, topic) aggregates
+)
+
+// Reset is what a group does on a partition without a committed offset (its auto.offset.reset), which decides the
+// lag of such a partition (case C06). The broker does not expose it: it comes from per-group configuration.
+type Reset string
+
+// The reset policies.
+const (
+	ResetEarliest Reset = "earliest" // backlog counted from the log start (kadm's rule; Kafka's CLI prints "-")
+	ResetLatest   Reset = "latest"   // lag 0: the group will start at the end
+)
+
+// GroupRule configures the groups whose name matches Match (a regular expression, anchored): their isolation level
+// and reset policy. The first matching rule wins; unmatched groups are read_uncommitted / earliest.
+type GroupRule struct {
+	Match     string    `yaml:"match" json:"match"`
+	Isolation Isolation `yaml:"isolation" json:"isolation,omitempty"`
+	Reset     Reset     `yaml:"reset" json:"reset,omitempty"`
+	re        *regexp.Regexp
+}
+
+// StatusConfig holds the thresholds of the status rules (status_rules.go).
+type StatusConfig struct {
+	// Window is the number of cycles a partition's sliding window holds (Burrow's intervals). Default 10.
+	Window int `yaml:"window" json:"window,omitempty"`
+	// StopAfter: a partition with lag whose committed offset has not changed for longer than this is STOP. Default 5m.
+	StopAfter time.Duration `yaml:"stop_after" json:"stop_after,omitempty"`
+	// WarnTimeLag / ErrTimeLag: time lag thresholds for WARN / ERR; 0 disables. Default 0.
+	WarnTimeLag time.Duration `yaml:"warn_time_lag" json:"warn_time_lag,omitempty"`
+	ErrTimeLag  time.Duration `yaml:"err_time_lag" json:"err_time_lag,omitempty"`
+	// WarnOffsetLag / ErrOffsetLag: offset lag thresholds for WARN / ERR; 0 disables. Default 0.
+	WarnOffsetLag int64 `yaml:"warn_offset_lag" json:"warn_offset_lag,omitempty"`
+	ErrOffsetLag  int64 `yaml:"err_offset_lag" json:"err_offset_lag,omitempty"`
+	// SimpleConsumerWindow: a group without members whose last commit is younger than this is a "simple consumer"
+	// (assign(), Flink, Spark: case C14), not a dead group. Default 60s.
+	SimpleConsumerWindow time.Duration `yaml:"simple_consumer_window" json:"simple_consumer_window,omitempty"`
+}
+
+// Config configures the lag exporter's loop and collector. Call SetDefaults, then Validate (which also compiles the
+// patterns) before use.
+type Config struct {
+	// Cluster is the value of the `cluster` label. Default "default".
+	Cluster string `yaml:"cluster" json:"cluster,omitempty"`
+	// PollInterval is the time between cycle starts. Default 30s.
+	PollInterval time.Duration `yaml:"poll_interval" json:"poll_interval,omitempty"`
+	// CycleTimeout bounds one cycle's cluster reads. Default: PollInterval.
+	CycleTimeout time.Duration `yaml:"cycle_timeout" json:"cycle_timeout,omitempty"`
+	// Granularity of the lag metrics. Default partition.
+	Granularity Granularity `yaml:"granularity" json:"granularity,omitempty"`
+	// GroupAllow / GroupDeny / TopicAllow / TopicDeny are anchored regular expressions; a name is measured when it
+	// matches some allow pattern (or there is none) and no deny pattern.
+	GroupAllow []string `yaml:"group_allow" json:"group_allow,omitempty"`
+	GroupDeny  []string `yaml:"group_deny" json:"group_deny,omitempty"`
+	TopicAllow []string `yaml:"topic_allow" json:"topic_allow,omitempty"`
+	TopicDeny  []string `yaml:"topic_deny" json:"topic_deny,omitempty"`
+	// Groups holds per-group isolation and reset rules.
+	Groups []GroupRule  `yaml:"groups" json:"groups,omitempty"`
+	Status StatusConfig `yaml:"status" json:"status,omitzero"`
+	// ReadRecordTimestamps enables the small fetch of the first unconsumed record (exact time lag and control-record
+	// detection). Default true; when false, time lag is interpolated and flagged "estimated".
+	ReadRecordTimestamps *bool `yaml:"read_record_timestamps" json:"read_record_timestamps,omitempty"`
+	// KafkaExporterCompat also emits kafka_exporter's metric names (kafka_consumergroup_lag, ...). Default false.
+	KafkaExporterCompat bool `yaml:"kafka_exporter_compat" json:"kafka_exporter_compat,omitempty"`
+	// HistorySize is the number of (time, high watermark) points kept per partition for the interpolation fallback.
+	// Default 64.
+	HistorySize int `yaml:"history_size" json:"history_size,omitempty"`
+
+	groupAllow, groupDeny, topicAllow, topicDeny []*regexp.Regexp
+	compiled                                     bool
+}
+
+// SetDefaults fills every zero field with its default.
+func (c *Config) SetDefaults() {
+	if c.Cluster == "" {
+		c.Cluster = "default"
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 30 * time.Second
+	}
+	if c.CycleTimeout == 0 {
+		c.CycleTimeout = c.PollInterval
+	}
+	if c.Granularity == "" {
+		c.Granularity = GranularityPartition
+	}
+	if c.ReadRecordTimestamps == nil {
+		t := true
+		c.ReadRecordTimestamps = &t
+	}
+	if c.HistorySize == 0 {
+		c.HistorySize = 64
+	}
+	s := &c.Status
+	if s.Window == 0 {
+		s.Window = 10
+	}
+	if s.StopAfter == 0 {
+		s.StopAfter = 5 * time.Minute
+	}
+	if s.SimpleConsumerWindow == 0 {
+		s.SimpleConsumerWindow = time.Minute
+	}
+}
+
+// Validate checks every field and compiles the patterns. The error joins every problem found, each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.PollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("poll_interval: must be > 0, got %s", c.PollInterval))
+	}
+	if c.CycleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("cycle_timeout: must be > 0, got %s", c.CycleTimeout))
+	}
+	switch c.Granularity {
+	case GranularityPartition, GranularityTopic:
+	default:
+		errs = append(errs, fmt.Errorf("granularity: %q is not one of partition, topic", c.Granularity))
+	}
+	if c.Status.Window < 2 {
+		errs = append(errs, fmt.Errorf("status.window: must be >= 2, got %d", c.Status.Window))
+	}
+	if c.Status.StopAfter <= 0 || c.Status.SimpleConsumerWindow <= 0 {
+		errs = append(errs, errors.New("status.stop_after and status.simple_consumer_window: must be > 0"))
+	}
+	if c.Status.WarnTimeLag < 0 || c.Status.ErrTimeLag < 0 || c.Status.WarnOffsetLag < 0 || c.Status.ErrOffsetLag < 0 {
+		errs = append(errs, errors.New("status thresholds: must be >= 0 (0 disables)"))
+	}
+	if c.HistorySize < 2 {
+		errs = append(errs, fmt.Errorf("history_size: must be >= 2, got %d", c.HistorySize))
+	}
+	var err error
+	compile := func(field string, pats []string) []*regexp.Regexp {
+		out := make([]*regexp.Regexp, 0, len(pats))
+		for i, p := range pats {
+			re, cerr := regexp.Compile("^(?:" + p + ")$")
+			if cerr != nil {
+				errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, cerr))
+				continue
+			}
+			out = append(out, re)
+		}
+		return out
+	}
+	c.groupAllow = compile("group_allow", c.GroupAllow)
+	c.groupDeny = compile("group_deny", c.GroupDeny)
+	c.topicAllow = compile("topic_allow", c.TopicAllow)
+	c.topicDeny = compile("topic_deny", c.TopicDeny)
+	for i := range c.Groups {
+		r := &c.Groups[i]
+		if r.re, err = regexp.Compile("^(?:" + r.Match + ")$"); err != nil {
+			errs = append(errs, fmt.Errorf("groups[%d].match: %w", i, err))
+		}
+		switch r.Isolation {
+		case "", ReadUncommitted, ReadCommitted:
+		default:
+			errs = append(errs, fmt.Errorf("groups[%d].isolation: %q is not one of read_uncommitted, read_committed", i, r.Isolation))
+		}
+		switch r.Reset {
+		case "", ResetEarliest, ResetLatest:
+		default:
+			errs = append(errs, fmt.Errorf("groups[%d].reset: %q is not one of earliest, latest", i, r.Reset))
+		}
+	}
+	c.compiled = len(errs) == 0
+	return errors.Join(errs...)
+}
+
+// GroupAllowed reports whether group passes the allow/deny patterns. Validate must have succeeded.
+func (c *Config) GroupAllowed(group string) bool { return allowed(group, c.groupAllow, c.groupDeny) }
+
+// TopicAllowed reports whether topic passes the allow/deny patterns. Validate must have succeeded.
+func (c *Config) TopicAllowed(topic string) bool { return allowed(topic, c.topicAllow, c.topicDeny) }
+
+// GroupSettings returns the isolation level and reset policy configured for group (first matching rule; defaults
+// read_uncommitted and earliest).
+func (c *Config) GroupSettings(group string) (Isolation, Reset) {
+	iso, reset := ReadUncommitted, ResetEarliest
+	for _, r := range c.Groups {
+		if r.re != nil && r.re.MatchString(group) {
+			if r.Isolation != "" {
+				iso = r.Isolation
+			}
+			if r.Reset != "" {
+				reset = r.Reset
+			}
+			break
+		}
+	}
+	return iso, reset
+}
+
+func allowed(name string, allow, deny []*regexp.Regexp) bool {
+	ok := len(allow) == 0
+	for _, re := range allow {
+		if re.MatchString(name) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return false
+	}
+	for _, re := range deny {
+		if re.MatchString(name) {
+			return false
+		}
+	}
+	return true
+}

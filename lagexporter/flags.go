@@ -1,0 +1,81 @@
+package lagexporter
+
+import "strings"
+
+// Flags qualify one group-partition's lag. They are a bit set; String lists the set names, comma-separated, in the
+// order of FlagNames. Each flag is also exposed as tidemark_lag_partition_flag{flag="<name>"} (docs/metrics.md).
+type Flags uint16
+
+// The flags.
+const (
+	// FlagNoCommit: the group has no committed offset on the partition; lag counts from the log start (reset=earliest)
+	// or is 0 (reset=latest). Case C06.
+	FlagNoCommit Flags = 1 << iota
+	// FlagExpired: the committed offset is below the log start (retention or DeleteRecords removed unconsumed records);
+	// those offsets are reported as expired, not as lag. Case C05.
+	FlagExpired
+	// FlagAheadOfEnd: the committed offset is past End (end read before the commit, truncation, or a re-created topic);
+	// lag is 0. Case C03.
+	FlagAheadOfEnd
+	// FlagControlRecords: the raw range [start, End) holds records the group will never receive (transaction markers,
+	// aborted records for read_committed, compacted-away offsets), so the effective lag is smaller than the raw lag.
+	// Case C01.
+	FlagControlRecords
+	// FlagLowerBound: the time lag is a lower bound: the first unconsumed record had no valid timestamp or a
+	// compaction gap precedes it, so a later record's timestamp was used. Case C27.
+	FlagLowerBound
+	// FlagEstimated: the time lag was interpolated from the exporter's own history of end offsets (the record could not
+	// be read); it is a lower bound within one poll interval, or less precise when the history is too short.
+	FlagEstimated
+	// FlagStale: this cycle could not read the partition's end offsets (or the group's commits); the last values read
+	// are shown.
+	FlagStale
+	// FlagUnavailable: the partition's offsets are unknown (never read, or no leader): lag is not computed, and the
+	// partition is counted as unknown in aggregates instead of being 0.
+	FlagUnavailable
+	// FlagReplay: the committed offset moved backwards (reset, rewind) and has not yet passed the boundary: the lag is
+	// replay backlog, not a live delay. Case C30.
+	FlagReplay
+)
+
+// FlagNames names each flag bit, in bit order.
+var FlagNames = []string{"no_commit", "expired", "ahead_of_end", "control_records", "lower_bound", "estimated", "stale",
+	"unavailable", "replay"}
+
+// Has reports whether every flag in f2 is set in f.
+func (f Flags) Has(f2 Flags) bool { return f&f2 == f2 }
+
+// String returns the set flags' names joined by commas ("" for none).
+func (f Flags) String() string {
+	var b strings.Builder
+	for i, n := range FlagNames {
+		if f&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}
+
+// ParseFlags parses the String form back.
+func ParseFlags(s string) (Flags, bool) {
+	var f Flags
+	if s == "" {
+		return 0, true
+	}
+	for _, part := range strings.Split(s, ",") {
+		found := false
+		for i, n := range FlagNames {
+			if n == part {
+				f |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			return 0, false
+		}
+	}
+	return f, true
+}

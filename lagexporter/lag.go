@@ -1,0 +1,147 @@
+package lagexporter
+
+import "time"
+
+// PartitionInput is everything the lag of one group on one partition depends on. It is the argument of ComputeLag,
+// a pure function.
+type PartitionInput struct {
+	HasCommit bool
+	Committed int64 // meaningful only with HasCommit
+	// Offsets of the partition (ListOffsets); OffsetsKnown false means they are unknown (no leader, never read).
+	OffsetsKnown  bool
+	LogStart      int64
+	HighWatermark int64
+	LastStable    int64
+	Isolation     Isolation
+	Reset         Reset
+	// Probe is the record read at Start(), or nil when none was read (or it was for another offset/isolation).
+	Probe *RecordProbe
+	// Now is the observation time; the time lag is Now − timestamp of the first unconsumed record.
+	Now time.Time
+}
+
+// End returns the offset the group's lag is measured against: the high watermark for read_uncommitted, the last
+// stable offset for read_committed (a read_committed consumer cannot read past the LSO).
+func (in PartitionInput) End() int64 {
+	if in.Isolation == ReadCommitted {
+		return in.LastStable
+	}
+	return in.HighWatermark
+}
+
+// Start returns the group's first unconsumed position: max(committed, log start) with a commit; the log start
+// (reset=earliest) or End (reset=latest) without one. Offsets below the log start can never be delivered (case C05).
+func (in PartitionInput) Start() int64 {
+	end := in.End()
+	if !in.HasCommit {
+		if in.Reset == ResetLatest {
+			return end
+		}
+		return in.LogStart
+	}
+	return max(in.Committed, in.LogStart)
+}
+
+// PartitionLag is the computed lag of one group on one partition.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	HasCommit bool   `json:"has_commit"`
+	Committed int64  `json:"committed,omitempty"` // meaningful only with HasCommit
+	// CommitTime is when the current committed offset was made (or first seen).
+	CommitTime time.Time `json:"commit_time,omitzero"`
+	LogStart   int64     `json:"log_start"`
+	End        int64     `json:"end"` // HW or LSO by isolation
+	// Known is false when the partition's offsets are unknown: Lag, RawLag and TimeLag are then 0 and meaningless, and
+	// aggregates count the partition as unknown.
+	Known bool `json:"known"`
+	// Lag is the effective offset lag: records the group will still receive, max(0, End − max(start, first
+	// consumable record)). This is the number for alerting and autoscaling (case C01).
+	Lag int64 `json:"lag"`
+	// RawLag is max(0, End − max(committed, log start)) (the product definition without the record read).
+	RawLag int64 `json:"raw_lag"`
+	// ExpiredOffsets is log start − committed when the commit is below the log start (case C05), else 0.
+	ExpiredOffsets int64 `json:"expired_offsets,omitempty"`
+	// TimeLag is Now − timestamp of the first unconsumed record; 0 when Lag is 0. TimeLagKnown is false when no
+	// timestamp could be read or estimated.
+	TimeLag      time.Duration `json:"time_lag"`
+	TimeLagKnown bool          `json:"time_lag_known"`
+	Flags        Flags         `json:"-"`
+	FlagText     string        `json:"flags,omitempty"`
+	Status       Status        `json:"status"`
+	// ReplayBoundary is the committed offset before the rewind while FlagReplay is set (case C30).
+	ReplayBoundary int64 `json:"replay_boundary_offset,omitempty"`
+}
+
+// ComputeLag computes offset lag, effective lag, expired offsets, time lag (from the probe only; the interpolation
+// fallback is the Evaluator's) and flags for one group-partition. It never returns a negative number and never uses a
+// sentinel as an offset.
+//
+// Rules (docs/lag.md): raw lag = max(0, End − Start()) where Start = max(committed, log start) (cases C03, C05,
+// C19); without a commit Start is the log start or End by reset policy (C06); the effective lag subtracts a leading
+// run of records the group will never receive, as found by the probe: with no consumable record up to End it is 0
+// (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21).
+func ComputeLag(in PartitionInput) PartitionLag {
+	out := PartitionLag{HasCommit: in.HasCommit, Known: in.OffsetsKnown}
+	if in.HasCommit {
+		out.Committed = in.Committed
+	} else {
+		out.Flags |= FlagNoCommit
+	}
+	if !in.OffsetsKnown {
+		out.Flags |= FlagUnavailable
+		return out
+	}
+	end := in.End()
+	out.LogStart, out.End = in.LogStart, end
+	if in.HasCommit && in.Committed < in.LogStart {
+		out.ExpiredOffsets = in.LogStart - in.Committed
+		out.Flags |= FlagExpired
+	}
+	if in.HasCommit && in.Committed > end {
+		out.Flags |= FlagAheadOfEnd
+	}
+	start := in.Start()
+	out.RawLag = max(0, end-start)
+	out.Lag = out.RawLag
+	if out.RawLag == 0 {
+		out.TimeLagKnown = true // nothing unconsumed: 0 by definition, never NaN (C21)
+		return out
+	}
+	p := in.Probe
+	if p == nil || p.Error != "" || p.Offset != start {
+		return out
+	}
+	effStart := start
+	switch {
+	case p.FirstOffset >= start:
+		effStart = min(p.FirstOffset, end)
+	case p.FirstOffset < 0 && p.ScannedTo >= end:
+		effStart = end // only non-consumable records up to End
+	}
+	if effStart > start {
+		out.Lag = max(0, end-effStart)
+		out.Flags |= FlagControlRecords
+	}
+	if out.Lag == 0 {
+		out.TimeLagKnown = true
+		return out
+	}
+	if p.FirstOffset >= 0 && p.TimestampOffset >= 0 && !p.Timestamp.IsZero() {
+		out.TimeLag = max(0, in.Now.Sub(p.Timestamp))
+		out.TimeLagKnown = true
+		if p.Gap || p.TimestampOffset > p.FirstOffset {
+			out.Flags |= FlagLowerBound
+		}
+	}
+	return out
+}
+
+// LagFromLastProcessed is the lag of a consumer that reports the offset of the LAST record it processed (as
+// instrumentation does) rather than a commit: End − (last + 1), at least 0 (case C19). last < 0 means nothing processed.
+func LagFromLastProcessed(end, last int64) int64 {
+	if last < 0 {
+		return max(0, end)
+	}
+	return max(0, end-(last+1))
+}

@@ -1,0 +1,166 @@
+package lagexporter
+
+import (
+	"testing"
+	"time"
+)
+
+func TestComputeLag(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	probe := func(off, first, tsOff int64, ts time.Time, scanned int64, gap bool) *RecordProbe {
+		return &RecordProbe{Offset: off, FirstOffset: first, TimestampOffset: tsOff, Timestamp: ts, ScannedTo: scanned, Gap: gap}
+	}
+	tests := []struct {
+		name              string
+		in                PartitionInput
+		lag, raw, expired int64
+		timeLag           time.Duration
+		timeKnown         bool
+		flags             Flags
+	}{
+		{
+			// C05 A: everything between the commit and the log start was deleted; the partition is empty.
+			name: "C05 A empty after retention",
+			in:   PartitionInput{HasCommit: true, Committed: 1250000, OffsetsKnown: true, LogStart: 9000000, HighWatermark: 9000000, LastStable: 9000000},
+			lag:  0, raw: 0, expired: 7750000, timeKnown: true, flags: FlagExpired,
+		},
+		{
+			name: "C05 B DeleteRecords past the commit",
+			in:   PartitionInput{HasCommit: true, Committed: 1200, OffsetsKnown: true, LogStart: 5000, HighWatermark: 5200, LastStable: 5200},
+			lag:  200, raw: 200, expired: 3800, flags: FlagExpired,
+		},
+		{
+			name: "C05 C commit above the log start",
+			in:   PartitionInput{HasCommit: true, Committed: 5100, OffsetsKnown: true, LogStart: 5000, HighWatermark: 5200, LastStable: 5200},
+			lag:  100, raw: 100,
+		},
+		{
+			// C03: the end read before a newer commit; clamp to 0 and flag, never -250.
+			name: "C03 committed ahead of a stale end",
+			in:   PartitionInput{HasCommit: true, Committed: 50250, OffsetsKnown: true, HighWatermark: 50000, LastStable: 50000},
+			lag:  0, raw: 0, timeKnown: true, flags: FlagAheadOfEnd,
+		},
+		{
+			name: "C06 p0 no commit counts from log start",
+			in:   PartitionInput{OffsetsKnown: true, HighWatermark: 3083, LastStable: 3083},
+			lag:  3083, raw: 3083, flags: FlagNoCommit,
+		},
+		{
+			name: "C06 p0 no commit, reset=latest",
+			in:   PartitionInput{OffsetsKnown: true, HighWatermark: 3083, LastStable: 3083, Reset: ResetLatest},
+			lag:  0, raw: 0, timeKnown: true, flags: FlagNoCommit,
+		},
+		{
+			// C01: read_committed group; only the COMMIT marker at offset 5 is left: raw 1, effective 0.
+			name: "C01 marker at the tail",
+			in: PartitionInput{HasCommit: true, Committed: 5, OffsetsKnown: true, HighWatermark: 6, LastStable: 6, Isolation: ReadCommitted,
+				Probe: probe(5, -1, -1, time.Time{}, 6, false)},
+			lag: 0, raw: 1, timeKnown: true, flags: FlagControlRecords,
+		},
+		{
+			// Without the record read the raw lag stands (no claim we cannot back).
+			name: "C01 marker at the tail, no probe",
+			in:   PartitionInput{HasCommit: true, Committed: 5, OffsetsKnown: true, HighWatermark: 6, LastStable: 6, Isolation: ReadCommitted},
+			lag:  1, raw: 1,
+		},
+		{
+			// A probe that did not scan to End (a new record arrived since) proves nothing about the tail.
+			name: "probe scanned short of End",
+			in: PartitionInput{HasCommit: true, Committed: 5, OffsetsKnown: true, HighWatermark: 7, LastStable: 7,
+				Probe: probe(5, -1, -1, time.Time{}, 6, false)},
+			lag: 2, raw: 2,
+		},
+		{
+			// C01 druid variant: 2 aborted data, 3 ABORT marker, 4 plain record; only offset 4 can be consumed.
+			name: "C01 variant committed 2",
+			in: PartitionInput{HasCommit: true, Committed: 2, OffsetsKnown: true, HighWatermark: 5, LastStable: 5, Isolation: ReadCommitted,
+				Probe: probe(2, 4, 4, now.Add(-3*time.Second), 5, false), Now: now},
+			lag: 1, raw: 3, timeLag: 3 * time.Second, timeKnown: true, flags: FlagControlRecords,
+		},
+		{
+			// read_committed measures against the LSO: an open transaction at 90 is not yet readable.
+			name: "read_committed end is LSO",
+			in:   PartitionInput{HasCommit: true, Committed: 80, OffsetsKnown: true, HighWatermark: 100, LastStable: 90, Isolation: ReadCommitted},
+			lag:  10, raw: 10,
+		},
+		{
+			name: "read_uncommitted end is HW",
+			in:   PartitionInput{HasCommit: true, Committed: 80, OffsetsKnown: true, HighWatermark: 100, LastStable: 90},
+			lag:  20, raw: 20,
+		},
+		{
+			// C27: record 10 has timestamp -1; record 11's is used and the time lag is a lower bound.
+			name: "C27 missing timestamp",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 12, LastStable: 12,
+				Probe: probe(10, 10, 11, now.Add(-2*time.Second), 12, false), Now: now},
+			lag: 2, raw: 2, timeLag: 2 * time.Second, timeKnown: true, flags: FlagLowerBound,
+		},
+		{
+			// compaction removed 100..104: first consumable is 105, lag shrinks, time lag a lower bound
+			name: "compaction gap",
+			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
+				Probe: probe(100, 105, 105, now.Add(-time.Minute), 110, true), Now: now},
+			lag: 5, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagControlRecords | FlagLowerBound,
+		},
+		{
+			// A probe for another offset (stale cache) must not be used.
+			name: "probe for another offset ignored",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 12, LastStable: 12,
+				Probe: probe(9, 9, 9, now.Add(-time.Hour), 12, false), Now: now},
+			lag: 2, raw: 2,
+		},
+		{
+			name:  "unknown offsets",
+			in:    PartitionInput{HasCommit: true, Committed: 10},
+			flags: FlagUnavailable,
+		},
+		{
+			// A producer clock ahead of ours must not give a negative time lag.
+			name: "future timestamp clamps to 0",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: probe(10, 10, 10, now.Add(time.Second), 11, false), Now: now},
+			lag: 1, raw: 1, timeLag: 0, timeKnown: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ComputeLag(tc.in)
+			if got.Lag != tc.lag || got.RawLag != tc.raw || got.ExpiredOffsets != tc.expired {
+				t.Errorf("lag/raw/expired = %d/%d/%d, want %d/%d/%d", got.Lag, got.RawLag, got.ExpiredOffsets, tc.lag, tc.raw, tc.expired)
+			}
+			if got.TimeLag != tc.timeLag || got.TimeLagKnown != tc.timeKnown {
+				t.Errorf("time lag = %v known=%v, want %v known=%v", got.TimeLag, got.TimeLagKnown, tc.timeLag, tc.timeKnown)
+			}
+			if got.Flags != tc.flags {
+				t.Errorf("flags = %q, want %q", got.Flags, tc.flags)
+			}
+		})
+	}
+}
+
+func TestLagFromLastProcessed(t *testing.T) {
+	// C19: last processed 999, HW 1000: caught up, lag 0 (not 1).
+	if got := LagFromLastProcessed(1000, 999); got != 0 {
+		t.Fatalf("LagFromLastProcessed(1000, 999) = %d, want 0", got)
+	}
+	if got := LagFromLastProcessed(1000, 989); got != 10 {
+		t.Fatalf("LagFromLastProcessed(1000, 989) = %d, want 10", got)
+	}
+	if got := LagFromLastProcessed(7, -1); got != 7 {
+		t.Fatalf("LagFromLastProcessed(7, -1) = %d, want 7", got)
+	}
+}
+
+func TestFlagsString(t *testing.T) {
+	f := FlagNoCommit | FlagReplay
+	if f.String() != "no_commit,replay" {
+		t.Fatalf("String = %q", f.String())
+	}
+	back, ok := ParseFlags(f.String())
+	if !ok || back != f {
+		t.Fatalf("ParseFlags round trip = %v %v", back, ok)
+	}
+	if _, ok := ParseFlags("bogus"); ok {
+		t.Fatal("ParseFlags accepted an unknown name")
+	}
+}

@@ -1,0 +1,315 @@
+package lagexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Loop is the poll loop: every Config.PollInterval it reads the cluster through a Cluster, evaluates the observation
+// and publishes an immutable Snapshot. Readers get the latest snapshot with Latest, or each new one with Subscribe;
+// the Prometheus Collector serves the latest one, so a scrape never calls Kafka.
+type Loop struct {
+	cfg     *Config
+	cluster Cluster
+	now     func() time.Time
+	eval    *Evaluator
+
+	latest atomic.Pointer[Snapshot]
+	health health
+
+	// cache holds record probes that are facts about the immutable log, keyed by topic incarnation; it is rebuilt
+	// every cycle from the entries that cycle used, so it holds at most one entry per lagging group-partition.
+	cache map[cacheKey]RecordProbe
+
+	// record, when set, receives every cycle's observation (tidemark lag record).
+	record func(*Observation) error
+
+	mu   sync.Mutex // guards subs
+	subs map[chan *Snapshot]struct{}
+}
+
+type cacheKey struct {
+	topicID string
+	probeKey
+}
+
+// health is the exporter's own health; mu guards every field.
+type health struct {
+	mu           sync.Mutex
+	cycles       uint64
+	errors       map[ErrorKind]uint64
+	lastDuration time.Duration
+	lastSuccess  time.Time
+	lastRequests int64
+}
+
+// NewLoop returns a loop over cluster. cfg must have passed Validate; now is the clock (time.Now in production, the
+// timeline's clock under eval); reg, when not nil, gets the loop's Prometheus collector registered (never use the
+// default registry outside cmd).
+func NewLoop(cfg *Config, cluster Cluster, now func() time.Time, reg prometheus.Registerer) (*Loop, error) {
+	if !cfg.compiled {
+		return nil, errors.New("new lag loop: config not validated (call SetDefaults and Validate)")
+	}
+	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]RecordProbe{},
+		subs: map[chan *Snapshot]struct{}{}}
+	l.health.errors = map[ErrorKind]uint64{}
+	if reg != nil {
+		if err := reg.Register(NewCollector(cfg, l)); err != nil {
+			return nil, fmt.Errorf("register lag collector: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// SetRecorder makes every cycle hand its observation to fn (e.g. to append it to a timeline file). Call before Run.
+func (l *Loop) SetRecorder(fn func(*Observation) error) { l.record = fn }
+
+// Latest returns the last published snapshot, or nil before the first cycle completed.
+func (l *Loop) Latest() *Snapshot { return l.latest.Load() }
+
+// Subscribe returns a channel that receives every new snapshot, and a function that cancels the subscription. A
+// subscriber that does not keep up misses snapshots (the channel holds buf; sends never block the loop).
+func (l *Loop) Subscribe(buf int) (<-chan *Snapshot, func()) {
+	ch := make(chan *Snapshot, max(buf, 1))
+	l.mu.Lock()
+	l.subs[ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.subs, ch)
+		l.mu.Unlock()
+	}
+}
+
+// Run runs a cycle immediately and then every PollInterval until ctx is done; it returns nil on cancellation. A
+// failed cycle is counted and the last good snapshot stays published.
+func (l *Loop) Run(ctx context.Context) error {
+	t := time.NewTicker(l.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, l.cfg.CycleTimeout)
+		_, _ = l.Cycle(cctx) // errors are counted in health and carried in the snapshot
+		cancel()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Cycle runs one poll cycle: read, evaluate, publish. It returns the new snapshot, or an error (and publishes
+// nothing) when not even the topic metadata and group list could be read. Partial failures are in Snapshot.Errors.
+func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
+	start := l.now()
+	obs, err := l.observe(ctx)
+	dur := l.now().Sub(start)
+	if err != nil {
+		l.countErrors(obs.Errors, dur, false)
+		return nil, err
+	}
+	snap := l.eval.Apply(obs)
+	snap.CycleDuration = dur
+	if l.record != nil {
+		if rerr := l.record(obs); rerr != nil {
+			return nil, fmt.Errorf("record observation: %w", rerr)
+		}
+	}
+	l.latest.Store(snap)
+	l.countErrors(obs.Errors, dur, true)
+	l.mu.Lock()
+	for ch := range l.subs {
+		select {
+		case ch <- snap:
+		default:
+		}
+	}
+	l.mu.Unlock()
+	return snap, nil
+}
+
+func (l *Loop) countErrors(errs []CycleError, dur time.Duration, ok bool) {
+	h := &l.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cycles++
+	h.lastDuration = dur
+	for _, e := range errs {
+		h.errors[e.Kind]++
+	}
+	if ctxErr := errs; !ok && len(ctxErr) == 0 {
+		h.errors[ErrKindMetadata]++
+	}
+	if ok {
+		h.lastSuccess = l.now()
+	}
+}
+
+// observe reads one observation: metadata and groups, then committed offsets, then end offsets, then records.
+func (l *Loop) observe(ctx context.Context) (*Observation, error) {
+	obs := &Observation{Cluster: l.cfg.Cluster}
+	topics, err := l.cluster.Metadata(ctx)
+	obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindMetadata)...)
+	if topics == nil && err != nil {
+		return obs, fmt.Errorf("read topic metadata: %w", err)
+	}
+	groups, err := l.cluster.Groups(ctx)
+	obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindGroups)...)
+	if groups == nil && err != nil {
+		return obs, fmt.Errorf("list groups: %w", err)
+	}
+	names := make([]string, 0, len(groups))
+	byName := make(map[string]int, len(groups))
+	for _, g := range groups {
+		if l.cfg.GroupAllowed(g.Group) {
+			byName[g.Group] = len(obs.Groups)
+			obs.Groups = append(obs.Groups, g)
+			names = append(names, g.Group)
+		}
+	}
+
+	// Committed offsets first (C03): an end offset read after a commit is >= that commit.
+	if len(names) > 0 {
+		offs, err := l.cluster.CommittedOffsets(ctx, names)
+		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindCommitted)...)
+		got := make(map[string]bool, len(offs))
+		for _, o := range offs {
+			if i, ok := byName[o.Group]; ok {
+				obs.Groups[i].Offsets, obs.Groups[i].Error = o.Offsets, o.Error
+				got[o.Group] = true
+			}
+		}
+		for i := range obs.Groups {
+			if !got[obs.Groups[i].Group] && obs.Groups[i].Error == "" {
+				obs.Groups[i].Error = "committed offsets not returned"
+			}
+		}
+	}
+
+	// End offsets of the topics some group consumes.
+	inScope := map[string]bool{}
+	for _, g := range obs.Groups {
+		for t := range groupScope(&g) {
+			inScope[t] = true
+		}
+	}
+	var want []TopicObservation
+	for _, t := range topics {
+		if inScope[t.Topic] && l.cfg.TopicAllowed(t.Topic) {
+			want = append(want, t)
+		}
+	}
+	if len(want) > 0 {
+		listed, err := l.cluster.ListOffsets(ctx, want)
+		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindListOffsets)...)
+		obs.Topics = listed
+	}
+	obs.Time = l.now()
+
+	if *l.cfg.ReadRecordTimestamps {
+		l.readRecords(ctx, obs)
+	}
+	return obs, nil
+}
+
+// groupScope returns the topics a group is measured on: those it has commits for and those assigned to its members
+// (a newly assigned partition without a commit is in scope, case C10).
+func groupScope(g *GroupObservation) map[string]bool {
+	s := make(map[string]bool)
+	for _, c := range g.Offsets {
+		s[c.Topic] = true
+	}
+	for _, m := range g.Members {
+		for t := range m.Assignment {
+			s[t] = true
+		}
+	}
+	return s
+}
+
+// readRecords asks for the first unconsumed record of every lagging group-partition whose answer is not cached, and
+// puts every answer the evaluator needs (cached or new) into obs.Records.
+func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
+	type part struct {
+		id string
+		p  PartitionObservation
+	}
+	parts := map[tpKey]part{}
+	for _, t := range obs.Topics {
+		for _, p := range t.Partitions {
+			if p.Known() {
+				parts[tpKey{t.Topic, p.Partition}] = part{t.ID, p}
+			}
+		}
+	}
+	next := make(map[cacheKey]RecordProbe)
+	var reqs []RecordRequest
+	for gi := range obs.Groups {
+		g := &obs.Groups[gi]
+		if g.Error != "" {
+			continue
+		}
+		iso, reset := l.cfg.GroupSettings(g.Group)
+		committed := make(map[tpKey]int64, len(g.Offsets))
+		for _, c := range g.Offsets {
+			committed[tpKey{c.Topic, c.Partition}] = c.Offset
+		}
+		for topic := range groupScope(g) {
+			for _, t := range obs.Topics {
+				if t.Topic != topic {
+					continue
+				}
+				for _, p := range t.Partitions {
+					pt, ok := parts[tpKey{topic, p.Partition}]
+					if !ok {
+						continue
+					}
+					c, has := committed[tpKey{topic, p.Partition}]
+					in := PartitionInput{HasCommit: has, Committed: c, OffsetsKnown: true, LogStart: pt.p.LogStart,
+						HighWatermark: pt.p.HighWatermark, LastStable: pt.p.LastStable, Isolation: iso, Reset: reset}
+					start, end := in.Start(), in.End()
+					if start >= end {
+						continue
+					}
+					k := cacheKey{pt.id, probeKey{topic, p.Partition, start, iso}}
+					if _, dup := next[k]; dup {
+						continue
+					}
+					if c, ok := l.cache[k]; ok && (c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end) {
+						next[k] = c
+						continue
+					}
+					next[k] = RecordProbe{} // placeholder, replaced by the answer
+					reqs = append(reqs, RecordRequest{Topic: topic, TopicID: pt.id, Partition: p.Partition,
+						Offset: start, End: end, Isolation: iso})
+				}
+			}
+		}
+	}
+	if len(reqs) > 0 {
+		got, err := l.cluster.ReadRecords(ctx, reqs)
+		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
+		for _, r := range got {
+			k := cacheKey{r.TopicID, probeKey{r.Topic, r.Partition, r.Offset, isoOrDefault(r.Isolation)}}
+			if r.Error != "" {
+				delete(next, k)
+				continue
+			}
+			next[k] = r
+		}
+	}
+	for k, r := range next {
+		if r.Topic == "" { // no answer
+			delete(next, k)
+			continue
+		}
+		obs.Records = append(obs.Records, r)
+	}
+	l.cache = next
+}

@@ -1,0 +1,184 @@
+package lagexporter
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Observation is everything one poll cycle read from a cluster. It is the input of the pure model ([Evaluator]) and,
+// one per line, the content of a timeline file (docs/lag-timeline.md). Offsets are Kafka's exclusive "next" positions.
+// No field ever holds a sentinel: a partition whose offsets could not be read carries Error, a partition without a
+// committed offset is simply absent from GroupObservation.Offsets.
+type Observation struct {
+	// Time is when the cycle's reads finished, on the exporter's clock; it is the "now" of every time lag.
+	Time    time.Time            `json:"time,omitzero"`
+	Cluster string               `json:"cluster,omitempty"`
+	Topics  []TopicObservation   `json:"topics,omitempty"`
+	Groups  []GroupObservation   `json:"groups,omitempty"`
+	Records []RecordProbe        `json:"records,omitempty"` // record reads answered in this cycle
+	Log     []RecordRun          `json:"log,omitempty"`     // timeline files only: record runs (see TimelineCluster)
+	Errors  []CycleError         `json:"errors,omitempty"`
+	Config  *TimelineConfigBlock `json:"config,omitempty"` // timeline files only, first line: the exporter config
+}
+
+// TopicObservation is one topic's metadata and partition offsets.
+type TopicObservation struct {
+	Topic string `json:"topic"`
+	// ID identifies the topic's incarnation (Kafka's topic id); a topic deleted and re-created under the same name has a
+	// new ID, and every per-partition state (windows, caches, replay flags) of the old incarnation is dropped.
+	ID            string                 `json:"id,omitempty"`
+	TimestampType string                 `json:"timestamp_type,omitempty"` // "CreateTime" or "LogAppendTime", if known
+	Partitions    []PartitionObservation `json:"partitions"`
+}
+
+// PartitionObservation is one partition's offsets as ListOffsets answered them.
+type PartitionObservation struct {
+	Partition int32 `json:"partition"`
+	// Leader is the leader broker id, or -1 when the partition has no leader (offsets then come with Error).
+	Leader        int32 `json:"leader"`
+	LogStart      int64 `json:"log_start"`      // earliest available offset (ListOffsets -2)
+	HighWatermark int64 `json:"high_watermark"` // ListOffsets -1, read_uncommitted
+	LastStable    int64 `json:"last_stable"`    // ListOffsets -1, read_committed: first offset of the oldest open transaction, or HW
+	// Error is set when the offsets could not be read this cycle; the numeric fields are then meaningless.
+	Error string `json:"error,omitempty"`
+}
+
+// Known reports whether the partition's offsets were read this cycle.
+func (p PartitionObservation) Known() bool { return p.Error == "" }
+
+// UnmarshalJSON decodes a partition strictly: partition is required, and when no error is given log_start and
+// high_watermark are required (a missing field must not silently read as offset 0). last_stable defaults to
+// high_watermark (no open transaction); leader defaults to 0 (some broker).
+func (p *PartitionObservation) UnmarshalJSON(b []byte) error {
+	var aux struct {
+		Partition     *int32 `json:"partition"`
+		Leader        *int32 `json:"leader"`
+		LogStart      *int64 `json:"log_start"`
+		HighWatermark *int64 `json:"high_watermark"`
+		LastStable    *int64 `json:"last_stable"`
+		Error         string `json:"error"`
+	}
+	if err := strictUnmarshal(b, &aux); err != nil {
+		return err
+	}
+	if aux.Partition == nil || *aux.Partition < 0 {
+		return fmt.Errorf("partition: required, >= 0")
+	}
+	*p = PartitionObservation{Partition: *aux.Partition, Error: aux.Error}
+	if aux.Leader != nil {
+		p.Leader = *aux.Leader
+	}
+	if aux.Error != "" {
+		return nil
+	}
+	if aux.LogStart == nil || aux.HighWatermark == nil {
+		return fmt.Errorf("partition %d: log_start and high_watermark are required unless error is set", p.Partition)
+	}
+	p.LogStart, p.HighWatermark, p.LastStable = *aux.LogStart, *aux.HighWatermark, *aux.HighWatermark
+	if aux.LastStable != nil {
+		p.LastStable = *aux.LastStable
+	}
+	if p.LogStart < 0 || p.HighWatermark < p.LogStart || p.LastStable < p.LogStart || p.LastStable > p.HighWatermark {
+		return fmt.Errorf("partition %d: need 0 <= log_start <= last_stable <= high_watermark, got %d, %d, %d",
+			p.Partition, p.LogStart, p.LastStable, p.HighWatermark)
+	}
+	return nil
+}
+
+// GroupObservation is one consumer group: its state and members (DescribeGroups) and its committed offsets
+// (OffsetFetch). A group whose commits come from clients that are not members (assign(), Flink, Spark) has no members
+// and is still fully measured (case C14).
+type GroupObservation struct {
+	Group        string            `json:"group"`
+	State        string            `json:"state,omitempty"` // Stable, Empty, PreparingRebalance, CompletingRebalance, Dead
+	ProtocolType string            `json:"protocol_type,omitempty"`
+	Members      []Member          `json:"members,omitempty"`
+	Offsets      []CommittedOffset `json:"offsets,omitempty"`
+	// Error is set when the group's committed offsets could not be read this cycle.
+	Error string `json:"error,omitempty"`
+}
+
+// Member is one group member and the partitions assigned to it (decoded from the consumer protocol assignment).
+type Member struct {
+	MemberID   string             `json:"member_id"`
+	ClientID   string             `json:"client_id,omitempty"`
+	Host       string             `json:"host,omitempty"`
+	Assignment map[string][]int32 `json:"assignment,omitempty"` // topic -> partitions
+}
+
+// CommittedOffset is a group's committed position on one partition: the offset of the next record to read. Kafka's
+// "no commit" answer (-1) is never represented: such partitions are absent.
+type CommittedOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	// CommitTime is when the commit was made, if the source knows it (zero otherwise); the live loop substitutes the
+	// first time it saw the current offset.
+	CommitTime time.Time `json:"commit_time,omitzero"`
+}
+
+// UnmarshalJSON decodes a committed offset strictly: topic, partition and a non-negative offset are required (a -1
+// "no commit" sentinel is an error: omit the partition instead).
+func (c *CommittedOffset) UnmarshalJSON(b []byte) error {
+	var aux struct {
+		Topic      string    `json:"topic"`
+		Partition  *int32    `json:"partition"`
+		Offset     *int64    `json:"offset"`
+		CommitTime time.Time `json:"commit_time"`
+	}
+	if err := strictUnmarshal(b, &aux); err != nil {
+		return err
+	}
+	if aux.Topic == "" || aux.Partition == nil || aux.Offset == nil {
+		return fmt.Errorf("committed offset: topic, partition and offset are required")
+	}
+	if *aux.Offset < 0 {
+		return fmt.Errorf("committed offset %s/%d: offset %d is a sentinel, omit partitions without a commit",
+			aux.Topic, *aux.Partition, *aux.Offset)
+	}
+	*c = CommittedOffset{Topic: aux.Topic, Partition: *aux.Partition, Offset: *aux.Offset, CommitTime: aux.CommitTime}
+	return nil
+}
+
+// Isolation is a group's isolation level, which decides its End offset. The broker does not expose it, so it comes
+// from per-group configuration ([GroupRule]).
+type Isolation string
+
+// The isolation levels.
+const (
+	ReadUncommitted Isolation = "read_uncommitted" // End = high watermark; aborted records are delivered
+	ReadCommitted   Isolation = "read_committed"   // End = last stable offset; aborted records are skipped
+)
+
+// RecordProbe is the answer to "what is the first consumable record at or after Offset": one small fetch at a group's
+// first unconsumed position (Fetch with the group's isolation level). Control records (transaction markers) and, for
+// read_committed, aborted records are not consumable. It is a fact about an immutable log, cached by (topic
+// incarnation, partition, offset, isolation).
+type RecordProbe struct {
+	Topic     string    `json:"topic"`
+	TopicID   string    `json:"topic_id,omitempty"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Isolation Isolation `json:"isolation,omitempty"`
+	// FirstOffset is the first consumable record at or after Offset, or -1 when none was found below ScannedTo.
+	FirstOffset int64 `json:"first_offset"`
+	// ScannedTo is the exclusive end of the range the fetch covered: [Offset, ScannedTo) holds no consumable record
+	// before FirstOffset (or none at all when FirstOffset is -1).
+	ScannedTo int64 `json:"scanned_to"`
+	// TimestampOffset is the first record at or after FirstOffset whose timestamp is valid (not -1 / NO_TIMESTAMP),
+	// and Timestamp its timestamp; -1 and zero when none was found.
+	TimestampOffset int64     `json:"timestamp_offset"`
+	Timestamp       time.Time `json:"timestamp,omitzero"`
+	// Gap is true when offsets in [Offset, FirstOffset) are missing for another reason than transaction control or
+	// aborted records (log compaction removed them); the time lag is then a lower bound.
+	Gap   bool   `json:"gap,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,146 @@
+package lagexporter
+
+import "time"
+
+// Sample is one cycle's view of a group-partition, kept in the partition's sliding window (oldest first).
+type Sample struct {
+	Committed int64 // meaningful with HasCommit
+	HasCommit bool
+	Lag       int64 // effective offset lag
+}
+
+// StatusInput is what the status rules read for one group-partition: the window (oldest first, current last), the
+// time of the last commit change, the current time lag, the replay flag and whether the group has members.
+type StatusInput struct {
+	Window       []Sample
+	Now          time.Time
+	LastCommit   time.Time // when the current committed offset was committed (or first seen); zero if never
+	TimeLag      time.Duration
+	TimeLagKnown bool
+	Replay       bool
+	HasMembers   bool
+}
+
+// EvaluateStatus applies the rules below to one group-partition and returns the most severe status that applies,
+// except that a replay (REWIND) suppresses every freshness rule (case C30) and a current lag of 0 is always OK.
+//
+// The rules follow Burrow's evaluator (its "consumer lag evaluation rules"): lag 0 is OK; offsets that do not move
+// with lag are STALL; no commit for longer than a threshold with lag is STOP; lag growing over a full window while the
+// consumer commits is WARN, unless some sample in the window had lag 0 (Burrow rule 1). Tidemark adds thresholds on
+// time and offset lag (WARN/ERR) and persistent REWIND until the replay boundary is passed.
+func EvaluateStatus(in StatusInput, cfg StatusConfig) Status {
+	if ruleReplay(in) {
+		return StatusRewind
+	}
+	cur, ok := currentLag(in.Window)
+	if !ok || cur == 0 {
+		return StatusOK
+	}
+	st := StatusOK
+	for _, r := range []Status{
+		ruleThreshold(in, cur, cfg),
+		ruleStopped(in, cfg),
+		ruleStalled(in, cfg),
+		ruleFallingBehind(in, cfg),
+	} {
+		st = max(st, r)
+	}
+	return st
+}
+
+func currentLag(w []Sample) (int64, bool) {
+	if len(w) == 0 {
+		return 0, false
+	}
+	return w[len(w)-1].Lag, true
+}
+
+// ruleReplay: a committed offset below its pre-rewind boundary is a replay.
+func ruleReplay(in StatusInput) bool { return in.Replay }
+
+// ruleThreshold: configured time or offset lag thresholds (0 disables each).
+func ruleThreshold(in StatusInput, lag int64, cfg StatusConfig) Status {
+	switch {
+	case cfg.ErrOffsetLag > 0 && lag >= cfg.ErrOffsetLag,
+		cfg.ErrTimeLag > 0 && in.TimeLagKnown && in.TimeLag >= cfg.ErrTimeLag:
+		return StatusErr
+	case cfg.WarnOffsetLag > 0 && lag >= cfg.WarnOffsetLag,
+		cfg.WarnTimeLag > 0 && in.TimeLagKnown && in.TimeLag >= cfg.WarnTimeLag:
+		return StatusWarn
+	}
+	return StatusOK
+}
+
+// ruleStopped: with lag, no commit change for longer than StopAfter means the consumer stopped (Burrow: now − last
+// commit time exceeds the window; here a configurable duration so that the rule does not depend on the poll rate).
+func ruleStopped(in StatusInput, cfg StatusConfig) Status {
+	if in.LastCommit.IsZero() {
+		// never committed: there is nothing to have stopped; a no-commit backlog is reported by lag and flags
+		return StatusOK
+	}
+	if in.Now.Sub(in.LastCommit) > cfg.StopAfter {
+		return StatusStop
+	}
+	return StatusOK
+}
+
+// ruleStalled: a full window in which the committed offset never moved although the partition has lag in every
+// sample, while the group still has members (they are alive, but not progressing): Burrow's STALL.
+func ruleStalled(in StatusInput, cfg StatusConfig) Status {
+	w := in.Window
+	if len(w) < cfg.Window || !in.HasMembers {
+		return StatusOK
+	}
+	for _, s := range w {
+		if !s.HasCommit || s.Committed != w[0].Committed || s.Lag == 0 {
+			return StatusOK
+		}
+	}
+	return StatusStall
+}
+
+// ruleFallingBehind: over a full window the committed offset advanced but the lag never decreased and ended higher
+// than it started; any zero-lag sample in the window means the consumer catches up from time to time (Burrow rule 1).
+func ruleFallingBehind(in StatusInput, cfg StatusConfig) Status {
+	w := in.Window
+	if len(w) < cfg.Window {
+		return StatusOK
+	}
+	for i, s := range w {
+		if s.Lag == 0 || !s.HasCommit {
+			return StatusOK
+		}
+		if i > 0 && s.Lag < w[i-1].Lag {
+			return StatusOK
+		}
+	}
+	first, last := w[0], w[len(w)-1]
+	if last.Committed > first.Committed && last.Lag > first.Lag {
+		return StatusWarn
+	}
+	return StatusOK
+}
+
+// ReplayState is the replay (rewind) state of one group-partition across cycles (case C30).
+type ReplayState struct {
+	Active   bool
+	Boundary int64 // the highest committed offset before the rewind; replay ends when committed >= Boundary
+}
+
+// NextReplay advances the replay state with one cycle's committed offset: a decrease of the committed offset starts
+// (or extends) a replay whose boundary is the pre-rewind offset; reaching the boundary ends it. prev is the last
+// committed offset seen for the same partition incarnation, havePrev false when there is none (first sight, no
+// commit before, or a new topic incarnation).
+func NextReplay(st ReplayState, prev int64, havePrev bool, committed int64) ReplayState {
+	if havePrev && committed < prev {
+		b := prev
+		if st.Active && st.Boundary > b {
+			b = st.Boundary
+		}
+		return ReplayState{Active: true, Boundary: b}
+	}
+	if st.Active && committed >= st.Boundary {
+		return ReplayState{}
+	}
+	return st
+}
