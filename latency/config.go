@@ -1,0 +1,112 @@
+package latency
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config configures an [Engine]. Zero fields take the defaults of SetDefaults.
+type Config struct {
+	// ReferenceHost names the reference clock (the collector's host id); its stamps need no correction.
+	ReferenceHost string
+	// Bounds decide when a stamp is too far from the append time to be a stamp at all.
+	Bounds Bounds
+	// Window is the sliding window of brackets and sync exchanges; WindowBuckets slices it for the minimum-delay
+	// filter (each bucket keeps its narrowest bracket) and the drift fit. Default 2 min in 12 buckets.
+	Window        time.Duration
+	WindowBuckets int
+	// EnvelopeWindow and EnvelopeBuckets do the same for causal envelopes. Default 1 min in 12 buckets.
+	EnvelopeWindow  time.Duration
+	EnvelopeBuckets int
+	// MaxDriftPPM clamps fitted drift (default 200 ppm; quartz is within tens of ppm).
+	MaxDriftPPM float64
+	// StepTolerance is how far outside the predicted interval a bracket must fall to count as inconsistent
+	// (default 5 ms); StepConfirm consistent-with-each-other inconsistent brackets confirm a step (default 3).
+	StepTolerance time.Duration
+	StepConfirm   int
+	// SkewTolerance is the smallest uncertainty that flags a stage: a stage is skew-suspected when its corrected
+	// value is negative beyond its uncertainty plus SkewTolerance, or when its uncertainty exceeds
+	// max(stage, SkewTolerance). Default 2 ms, the accuracy the estimator targets.
+	SkewTolerance time.Duration
+	// RelativeAccuracy of every quantile sketch (default 0.01).
+	RelativeAccuracy float64
+}
+
+// SetDefaults fills zero fields with the defaults documented on each field.
+func (c *Config) SetDefaults() {
+	if c.ReferenceHost == "" {
+		c.ReferenceHost = "collector"
+	}
+	if c.Bounds.MaxAge == 0 {
+		c.Bounds.MaxAge = 400 * 24 * time.Hour
+	}
+	if c.Bounds.MaxSkew == 0 {
+		c.Bounds.MaxSkew = time.Hour
+	}
+	if c.Window == 0 {
+		c.Window = 2 * time.Minute
+	}
+	if c.WindowBuckets == 0 {
+		c.WindowBuckets = 12
+	}
+	if c.EnvelopeWindow == 0 {
+		c.EnvelopeWindow = time.Minute
+	}
+	if c.EnvelopeBuckets == 0 {
+		c.EnvelopeBuckets = 12
+	}
+	if c.MaxDriftPPM == 0 {
+		c.MaxDriftPPM = 200
+	}
+	if c.StepTolerance == 0 {
+		c.StepTolerance = 5 * time.Millisecond
+	}
+	if c.StepConfirm == 0 {
+		c.StepConfirm = 3
+	}
+	if c.SkewTolerance == 0 {
+		c.SkewTolerance = 2 * time.Millisecond
+	}
+	if c.RelativeAccuracy == 0 {
+		c.RelativeAccuracy = 0.01
+	}
+}
+
+// Validate reports the first invalid field, wrapping ErrConfig.
+func (c *Config) Validate() error {
+	switch {
+	case c.Bounds.MaxAge <= 0 || c.Bounds.MaxSkew <= 0:
+		return fmt.Errorf("%w: bounds must be positive, got max age %v, max skew %v", ErrConfig, c.Bounds.MaxAge, c.Bounds.MaxSkew)
+	case c.Window < time.Second || c.WindowBuckets < 2:
+		return fmt.Errorf("%w: window must be >= 1s with >= 2 buckets, got %v in %d", ErrConfig, c.Window, c.WindowBuckets)
+	case c.EnvelopeWindow < time.Second || c.EnvelopeBuckets < 2:
+		return fmt.Errorf("%w: envelope window must be >= 1s with >= 2 buckets, got %v in %d", ErrConfig, c.EnvelopeWindow, c.EnvelopeBuckets)
+	case c.MaxDriftPPM < 0 || c.MaxDriftPPM > 10000:
+		return fmt.Errorf("%w: max drift must be in [0, 10000] ppm, got %v", ErrConfig, c.MaxDriftPPM)
+	case c.StepTolerance <= 0 || c.StepConfirm < 1:
+		return fmt.Errorf("%w: step tolerance must be > 0 and step confirm >= 1, got %v, %d", ErrConfig, c.StepTolerance, c.StepConfirm)
+	case c.SkewTolerance < 0:
+		return fmt.Errorf("%w: skew tolerance must be >= 0, got %v", ErrConfig, c.SkewTolerance)
+	case !(c.RelativeAccuracy > 0 && c.RelativeAccuracy < 1):
+		return fmt.Errorf("%w: relative accuracy must be in (0, 1), got %v", ErrConfig, c.RelativeAccuracy)
+	}
+	return nil
+}
+
+func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func (c *Config) twoSidedWindow() windowConfig {
+	return windowConfig{
+		bucketMs: durMs(c.Window) / float64(c.WindowBuckets), nBuckets: c.WindowBuckets,
+		maxDrift: c.MaxDriftPPM * 1e-6, extrapRate: c.MaxDriftPPM * 1e-6,
+		stepTolMs: durMs(c.StepTolerance), stepConfirm: c.StepConfirm,
+	}
+}
+
+func (c *Config) envelopeWindow() windowConfig {
+	return windowConfig{
+		bucketMs: durMs(c.EnvelopeWindow) / float64(c.EnvelopeBuckets), nBuckets: c.EnvelopeBuckets,
+		maxDrift: c.MaxDriftPPM * 1e-6, extrapRate: c.MaxDriftPPM * 1e-6,
+		stepTolMs: durMs(c.StepTolerance), stepConfirm: c.StepConfirm,
+	}
+}

@@ -1,0 +1,252 @@
+package latency
+
+import "math"
+
+// Stage is one latency a record's corrected timeline yields. Ingest, Mirror, QueueWait and Processing partition
+// end-to-end; Delivery is QueueWait+Processing (the cases' append->process).
+type Stage uint8
+
+// Stages, in causal order, then the composites.
+const (
+	StageIngest     Stage = iota // produce → first append (the source cluster's on a mirrored topic)
+	StageMirror                  // source-cluster append → append (mirrored topics, C28)
+	StageQueueWait               // append → receive
+	StageProcessing              // receive → processed
+	StageDelivery                // append → processed (append->process in the cases)
+	StageE2E                     // produce → processed
+	NumStages
+)
+
+var stageNames = [...]string{"ingest", "mirror", "queue_wait", "processing", "delivery", "e2e"}
+
+// String returns the stage's snake_case name (a metric label value).
+func (s Stage) String() string {
+	if int(s) < len(stageNames) {
+		return stageNames[s]
+	}
+	return "invalid"
+}
+
+// Flags describe how far a [Result] can be trusted.
+type Flags uint16
+
+// Result flags.
+const (
+	FlagInvalidStamp  Flags = 1 << iota // a present stamp was rejected (see Result.Invalid); its stages are absent
+	FlagSkewSuspected                   // an offset is unknown or ambiguous, an order is violated beyond the uncertainty, or an uncertainty exceeds its stage: kept out of live percentiles
+	FlagOffsetUnknown                   // some host had no offset estimate; its stamps were used uncorrected
+	FlagEnvelope                        // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
+	FlagCommitBound                     // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
+	FlagRewindInferred                  // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
+)
+
+// Result is what the engine makes of one record.
+type Result struct {
+	Offset int64
+	Class  Class
+	Flags  Flags
+	// Stages in ms on the reference clock, valid where Has has bit 1<<stage. After correction every stage is >= 0,
+	// Ingest+Mirror+QueueWait+Processing (those present) equals E2E, and QueueWait+Processing equals Delivery.
+	Stages [NumStages]float64
+	Has    uint8
+	// Uncertainty of E2E in ms (the sum of its two end hosts' offset uncertainties); NaN if E2E is absent.
+	Uncertainty float64
+	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
+	Corrected [NumMoments]float64
+	// Invalid gives the rejection reason of each present but rejected stamp (ReasonOK elsewhere).
+	Invalid [NumMoments]Reason
+	// SkewHosts lists (deduplicated, NumSkewHosts of them) the hosts blamed for skew in this record.
+	SkewHosts    [NumMoments]HostID
+	NumSkewHosts int
+	// SinceRewindMs is, for replays, processed − rewind time in ms (how long the replay took to reach this record);
+	// NaN otherwise.
+	SinceRewindMs float64
+	// Live reports whether the record fed the live sketches: class live, no skew flag, not commit-bounded.
+	Live bool
+}
+
+// Stage returns a stage's value and whether it is present.
+func (r *Result) Stage(s Stage) (float64, bool) {
+	if r.Has&(1<<s) == 0 {
+		return 0, false
+	}
+	return r.Stages[s], true
+}
+
+func (r *Result) blame(h HostID) {
+	for i := 0; i < r.NumSkewHosts; i++ {
+		if r.SkewHosts[i] == h {
+			return
+		}
+	}
+	r.SkewHosts[r.NumSkewHosts] = h
+	r.NumSkewHosts++
+}
+
+// timeline is one record's valid stamps with their offsets, ready for correction.
+type timeline struct {
+	valid uint8 // bit per Moment
+	obs   [NumMoments]float64
+	host  [NumMoments]HostID
+	res   [NumMoments]resolved
+}
+
+func (tl *timeline) has(m Moment) bool { return tl.valid&(1<<m) != 0 }
+
+// correct applies the offsets (corrected = observed − offset), flags what cannot be trusted, projects the timeline
+// onto the nearest monotone one and fills out's stages. tolMs is Config.SkewTolerance in ms.
+//
+// The projection is weighted isotonic regression by pool-adjacent-violators (Ayer et al., "An empirical distribution
+// function for sampling with incomplete information", Ann. Math. Statist. 1955; Barlow et al. 1972) with weights
+// 1/u² from each moment's offset uncertainty: violations within the uncertainty are resolved by moving the
+// least-certain stamps most, so every stage is >= 0 and the stages telescope to end-to-end.
+func correct(tl *timeline, tolMs float64, out *Result) {
+	var chain [NumMoments]Moment
+	n := 0
+	for m := Produce; m <= Processed; m++ {
+		if tl.has(m) {
+			chain[n] = m
+			n++
+		}
+	}
+	if !tl.has(Processed) && tl.has(Commit) {
+		chain[n] = Commit
+		n++
+		out.Flags |= FlagCommitBound
+	}
+	var c, w, risk [NumMoments]float64
+	for i := 0; i < n; i++ {
+		m := chain[i]
+		r := tl.res[m]
+		c[i] = tl.obs[m] - r.theta
+		w[i] = 1 / (r.unc*r.unc + 0.25)
+		risk[i] = r.unc
+		switch {
+		case r.kind == KindUnknown:
+			out.Flags |= FlagOffsetUnknown
+			risk[i], w[i] = math.Inf(1), 1
+		case r.ambiguous:
+			risk[i] = math.Inf(1)
+		case r.kind == KindEnvelope:
+			out.Flags |= FlagEnvelope
+		}
+	}
+	for i := 0; i+1 < n; i++ {
+		a, b := chain[i], chain[i+1]
+		ha, hb := tl.host[a], tl.host[b]
+		stage := c[i+1] - c[i]
+		if ha == hb {
+			if stage < -tolMs { // one clock went backwards between two of its own stamps: that host is broken
+				out.Flags |= FlagSkewSuspected
+				out.blame(ha)
+			}
+			continue
+		}
+		u := tl.res[a].unc + tl.res[b].unc
+		if !(math.IsInf(risk[i], 1) || math.IsInf(risk[i+1], 1) || -stage > u+tolMs || u > math.Max(stage, tolMs)) {
+			continue
+		}
+		out.Flags |= FlagSkewSuspected
+		switch {
+		case risk[i] > risk[i+1]:
+			out.blame(ha)
+		case risk[i+1] > risk[i]:
+			out.blame(hb)
+		case isBrokerMoment(a) && !isBrokerMoment(b):
+			out.blame(hb)
+		default:
+			out.blame(ha)
+		}
+	}
+	pav(c[:n], w[:n])
+	for i := 0; i < n; i++ {
+		out.Corrected[chain[i]] = c[i]
+	}
+	// Stages from the monotone timeline; composites are sums of the partition so they add up exactly.
+	end := Processed
+	if out.Flags&FlagCommitBound != 0 {
+		end = Commit
+	}
+	at := func(m Moment) (float64, bool) {
+		if m == end || tl.has(m) && m < Commit {
+			v := out.Corrected[m]
+			return v, v != 0
+		}
+		return 0, false
+	}
+	set := func(s Stage, v float64) { out.Stages[s], out.Has = v, out.Has|1<<s }
+	firstAppend := Append
+	if _, ok := at(SourceAppend); ok {
+		firstAppend = SourceAppend
+	}
+	if p, ok := at(Produce); ok {
+		if a, ok := at(firstAppend); ok {
+			set(StageIngest, a-p)
+		}
+	}
+	if s, ok := at(SourceAppend); ok {
+		if a, ok := at(Append); ok {
+			set(StageMirror, a-s)
+		}
+	}
+	if a, ok := at(Append); ok {
+		if r, ok := at(Receive); ok {
+			set(StageQueueWait, r-a)
+			if e, ok := at(end); ok {
+				set(StageProcessing, e-r)
+				set(StageDelivery, out.Stages[StageQueueWait]+out.Stages[StageProcessing])
+			}
+		} else if e, ok := at(end); ok {
+			set(StageDelivery, e-a)
+		}
+	}
+	if p, ok := at(Produce); ok {
+		if e, ok := at(end); ok {
+			// Sum the partition where it is complete so that the stages add up to e2e exactly.
+			switch {
+			case out.Has&(1<<StageIngest) != 0 && out.Has&(1<<StageDelivery) != 0 &&
+				(firstAppend == Append || out.Has&(1<<StageMirror) != 0):
+				v := out.Stages[StageIngest] + out.Stages[StageDelivery]
+				if firstAppend == SourceAppend {
+					v += out.Stages[StageMirror]
+				}
+				set(StageE2E, v)
+			default:
+				set(StageE2E, e-p)
+			}
+			out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
+		}
+	}
+}
+
+func isBrokerMoment(m Moment) bool { return m == Append || m == SourceAppend }
+
+// pav replaces y by its weighted isotonic (non-decreasing) regression in place (pool adjacent violators).
+func pav(y, w []float64) {
+	n := len(y)
+	if n < 2 {
+		return
+	}
+	// Blocks as (value, weight, length) on a small stack; n <= NumMoments.
+	var bv, bw [NumMoments]float64
+	var bl [NumMoments]int
+	k := 0
+	for i := 0; i < n; i++ {
+		bv[k], bw[k], bl[k] = y[i], w[i], 1
+		k++
+		for k > 1 && bv[k-2] > bv[k-1] {
+			nw := bw[k-2] + bw[k-1]
+			bv[k-2] = (bv[k-2]*bw[k-2] + bv[k-1]*bw[k-1]) / nw
+			bw[k-2] = nw
+			bl[k-2] += bl[k-1]
+			k--
+		}
+	}
+	i := 0
+	for b := 0; b < k; b++ {
+		for j := 0; j < bl[b]; j++ {
+			y[i] = bv[b]
+			i++
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package latency
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Engine estimates clock offsets, corrects and classifies records, and keeps the sketches and counters. It is the
+// package's entry point.
+//
+// Concurrency: every method is safe for concurrent use. Per-record work goes through a [Path] (one per group, topic,
+// partition); a Path serialises its own records with its own mutex, so one goroutine per partition-path runs
+// without contention. Host offset estimates are read by paths without locks (atomically published snapshots);
+// brackets, sync exchanges and envelope updates take the host's own mutex.
+type Engine struct {
+	cfg   Config
+	tolMs float64
+	two   windowConfig
+	env   windowConfig
+
+	hosts atomic.Pointer[[]*hostState] // index = HostID; replaced copy-on-write under mu
+
+	mu    sync.Mutex // guards names and paths (and serialises host creation)
+	names map[string]HostID
+	paths map[pathKey]*Path
+}
+
+type pathKey struct {
+	group, topic string
+	partition    int32
+}
+
+// NewEngine returns an engine for cfg (defaults applied). It fails with ErrConfig on an invalid config.
+func NewEngine(cfg Config) (*Engine, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("create latency engine: %w", err)
+	}
+	e := &Engine{cfg: cfg, tolMs: durMs(cfg.SkewTolerance), two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
+		names: map[string]HostID{cfg.ReferenceHost: RefHost}, paths: map[pathKey]*Path{}}
+	ref := newHostState(cfg.ReferenceHost, e.two, e.env)
+	ref.kind = KindReference
+	hs := []*hostState{ref}
+	e.hosts.Store(&hs)
+	return e, nil
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Host returns the id of the named host's clock, creating it on first use. The reference host's name returns
+// RefHost. Callers on a hot path should keep the id.
+func (e *Engine) Host(name string) HostID {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if id, ok := e.names[name]; ok {
+		return id
+	}
+	old := *e.hosts.Load()
+	hs := make([]*hostState, len(old), len(old)+1)
+	copy(hs, old)
+	hs = append(hs, newHostState(name, e.two, e.env))
+	id := HostID(len(hs) - 1)
+	e.names[name] = id
+	e.hosts.Store(&hs)
+	return id
+}
+
+// HostName returns the name a host id was created with ("" for an unknown id).
+func (e *Engine) HostName(id HostID) string {
+	if h := e.host(id); h != nil {
+		return h.name
+	}
+	return ""
+}
+
+func (e *Engine) host(id HostID) *hostState {
+	hs := *e.hosts.Load()
+	if id < 0 || int(id) >= len(hs) {
+		return nil
+	}
+	return hs[id]
+}
+
+// ObserveBracket feeds one probe round trip (KindBracketed). It fails with ErrUnknownHost or ErrBadRoundTrip.
+func (e *Engine) ObserveBracket(b Bracket) error {
+	h := e.host(b.Host)
+	if h == nil || b.Host == RefHost {
+		return fmt.Errorf("observe bracket for host %d: %w", b.Host, ErrUnknownHost)
+	}
+	bd, err := b.bound()
+	if err != nil {
+		return fmt.Errorf("observe bracket for %s: %w", h.name, err)
+	}
+	h.addTwo(bd, KindBracketed)
+	return nil
+}
+
+// ObserveSync feeds one round-trip exchange of an instrumented host with the collector (KindSynced). It fails with
+// ErrUnknownHost or ErrBadRoundTrip.
+func (e *Engine) ObserveSync(x SyncExchange) error {
+	h := e.host(x.Host)
+	if h == nil || x.Host == RefHost {
+		return fmt.Errorf("observe sync for host %d: %w", x.Host, ErrUnknownHost)
+	}
+	bd, err := x.bound()
+	if err != nil {
+		return fmt.Errorf("observe sync for %s: %w", h.name, err)
+	}
+	h.addTwo(bd, KindSynced)
+	return nil
+}
+
+// ReportOffset feeds an offset measured elsewhere: host − reference = offset ± uncertainty at reference time at (an
+// NTP/chrony report, or the clock offset an instrumented consumer puts in its receipts). It is trusted as a bound
+// of half-width uncertainty (KindReported); a negative uncertainty is an error.
+func (e *Engine) ReportOffset(host HostID, offset, uncertainty time.Duration, at time.Time) error {
+	h := e.host(host)
+	if h == nil || host == RefHost {
+		return fmt.Errorf("report offset for host %d: %w", host, ErrUnknownHost)
+	}
+	if uncertainty < 0 {
+		return fmt.Errorf("report offset for %s: negative uncertainty %v", h.name, uncertainty)
+	}
+	o, u := durMs(offset), durMs(uncertainty)
+	h.addTwo(bound{at: timeToMs(at), lo: o - u, hi: o + u}, KindReported)
+	return nil
+}
+
+// Offset returns the host's offset estimate at reference time at. It fails with ErrUnknownHost.
+func (e *Engine) Offset(host HostID, at time.Time) (Offset, error) {
+	h := e.host(host)
+	if h == nil {
+		return Offset{}, fmt.Errorf("offset of host %d: %w", host, ErrUnknownHost)
+	}
+	if host == RefHost {
+		return Offset{Host: h.name, Kind: KindReference, At: at}, nil
+	}
+	return h.snap.Load().offset(h.name, timeToMs(at)), nil
+}
+
+// Offsets returns every host's estimate at reference time at, sorted by host name, the reference host included.
+func (e *Engine) Offsets(at time.Time) []Offset {
+	hs := *e.hosts.Load()
+	out := make([]Offset, 0, len(hs))
+	for id := range hs {
+		o, _ := e.Offset(HostID(id), at)
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	return out
+}
+
+// Path returns the path of (group, topic, partition), creating it on first use. Keep it: its methods avoid the
+// engine's map.
+func (e *Engine) Path(group, topic string, partition int32) *Path {
+	k := pathKey{group, topic, partition}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p, ok := e.paths[k]; ok {
+		return p
+	}
+	p := newPath(e, k)
+	e.paths[k] = p
+	return p
+}
+
+// CommitObservation is a group's committed offset for one partition as read by the lag exporter at At (reference
+// clock). Offset -1 means the group has no commit for it.
+type CommitObservation struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+	At        time.Time
+}
+
+// ObserveCommit routes a commit observation to its path.
+func (e *Engine) ObserveCommit(c CommitObservation) {
+	e.Path(c.Group, c.Topic, c.Partition).ObserveCommit(c.Offset, c.At)
+}
+
+// Path is the per-(group, topic, partition) state: the replay tracker, the sketches and the counters. Its methods
+// are safe for concurrent use; mu serialises them.
+type Path struct {
+	e   *Engine
+	key pathKey
+
+	mu       sync.Mutex // guards everything below
+	tracker  *ReplayTracker
+	sk       sketches
+	counters Counters
+	skew     []uint64 // skew-suspected records blamed on each HostID
+}
+
+func newPath(e *Engine, k pathKey) *Path {
+	return &Path{e: e, key: k, tracker: NewReplayTracker(), sk: newSketches(e.cfg.RelativeAccuracy)}
+}
+
+// Key returns the path's group, topic and partition.
+func (p *Path) Key() (group, topic string, partition int32) { return p.key.group, p.key.topic, p.key.partition }
+
+// ObserveCommit records the group's committed offset (-1: none) read at reference time at.
+func (p *Path) ObserveCommit(offset int64, at time.Time) {
+	p.mu.Lock()
+	p.tracker.ObserveCommit(offset, timeToMs(at))
+	p.mu.Unlock()
+}
+
+// Replay returns the path's replay state (C30: replay flag and boundary offset for the lag exporter).
+func (p *Path) Replay() ReplayState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tracker.State()
+}
+
+// Observe validates, corrects and classifies one processed record, updates the sketches and counters, and returns
+// the result. Records of a path should be fed in processing order (receipts keyed by source partition keep it).
+func (p *Path) Observe(r Record) Result {
+	res := Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
+	var tl timeline
+	e := p.e
+	hs := *e.hosts.Load()
+	for m := Moment(0); m < NumMoments; m++ {
+		s := r.Stamps[m]
+		if !s.Present() {
+			continue
+		}
+		ms, why := ToMillis(s)
+		if why == ReasonOK && (s.Host < 0 || int(s.Host) >= len(hs)) {
+			why = ReasonNegative // a host id this engine never issued: treat as corrupt input
+		}
+		if why != ReasonOK {
+			res.Invalid[m] = why
+			res.Flags |= FlagInvalidStamp
+			continue
+		}
+		tl.valid |= 1 << m
+		tl.obs[m], tl.host[m] = ms, s.Host
+	}
+	// Anchor the bounds on the append time (or the nearest thing to it) and reject stamps absurdly far from it.
+	anchor := Moment(NumMoments)
+	for _, m := range [...]Moment{Append, SourceAppend, Receive, Processed, Produce, Commit} {
+		if tl.has(m) {
+			anchor = m
+			break
+		}
+	}
+	if anchor < NumMoments {
+		for m := Moment(0); m < NumMoments; m++ {
+			if m == anchor || !tl.has(m) {
+				continue
+			}
+			if why := e.cfg.Bounds.Check(m, tl.obs[m], tl.obs[anchor]); why != ReasonOK {
+				tl.valid &^= 1 << m
+				res.Invalid[m] = why
+				res.Flags |= FlagInvalidStamp
+			}
+		}
+	}
+	e.resolve(hs, &tl)
+	correct(&tl, e.tolMs, &res)
+
+	appendMs, atMs := math.NaN(), math.NaN()
+	if v := res.Corrected[Append]; v != 0 {
+		appendMs = v
+	} else if v := res.Corrected[Produce]; v != 0 {
+		appendMs = v
+	}
+	for _, m := range [...]Moment{Processed, Commit, Receive} {
+		if v := res.Corrected[m]; v != 0 {
+			atMs = v
+			break
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var rewindAt float64
+	res.Class, rewindAt = p.tracker.Classify(r.Offset, appendMs, atMs)
+	if res.Class == ClassReplay {
+		if !p.tracker.rewindKnown {
+			res.Flags |= FlagRewindInferred
+		}
+		if !math.IsNaN(atMs) {
+			res.SinceRewindMs = math.Max(0, atMs-rewindAt)
+		}
+	}
+	p.account(&res)
+	return res
+}
+
+// resolve looks up every valid stamp's offset, feeding causal-envelope bounds first for hosts that have no
+// two-sided estimate.
+func (e *Engine) resolve(hs []*hostState, tl *timeline) {
+	var snaps [NumMoments]*hostSnap
+	for m := Moment(0); m < NumMoments; m++ {
+		if !tl.has(m) {
+			continue
+		}
+		if tl.host[m] == RefHost {
+			tl.res[m] = resolved{kind: KindReference}
+			continue
+		}
+		snaps[m] = hs[tl.host[m]].snap.Load()
+		if snaps[m].two.ok {
+			tl.res[m] = snaps[m].lookup(tl.obs[m])
+		} else {
+			tl.res[m] = resolved{kind: KindUnknown}
+		}
+	}
+	// Causal envelope: a stamp on a host without a two-sided estimate is bounded by the nearest stamp of a known
+	// host on each side: produce <= append means host − ref >= obs − ref(later); the later-side case mirrors it.
+	for m := Moment(0); m < Commit; m++ {
+		if !tl.has(m) || tl.res[m].kind != KindUnknown {
+			continue
+		}
+		h := hs[tl.host[m]]
+		lo, hi, at := math.Inf(-1), math.Inf(1), math.NaN()
+		for k := m + 1; k < NumMoments; k++ {
+			if tl.has(k) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
+				ref := tl.obs[k] - tl.res[k].theta
+				lo, at = tl.obs[m]-ref-tl.res[k].unc, ref
+				break
+			}
+		}
+		for k := int(m) - 1; k >= 0; k-- {
+			if tl.has(Moment(k)) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
+				ref := tl.obs[k] - tl.res[k].theta
+				hi = tl.obs[m] - ref + tl.res[k].unc
+				if math.IsNaN(at) {
+					at = ref
+				}
+				break
+			}
+		}
+		if math.IsNaN(at) {
+			continue
+		}
+		b := bound{at: at, lo: lo, hi: hi}
+		s := snaps[m]
+		idx := int64(math.Floor(at / e.env.bucketMs))
+		if s.envIdx != idx || b.lo > s.envLo || b.hi < s.envHi {
+			h.addEnv(b)
+			s = h.snap.Load()
+			snaps[m] = s
+		}
+		if s.env.ok {
+			tl.res[m] = s.lookup(tl.obs[m])
+		}
+	}
+}
+
+// known reports whether a resolved offset can anchor an envelope: two-sided or the reference, and unambiguous.
+func known(r resolved) bool {
+	return !r.ambiguous && (r.kind == KindReference || r.kind >= KindReported)
+}

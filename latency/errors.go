@@ -1,0 +1,13 @@
+package latency
+
+import "errors"
+
+// ErrBadRoundTrip is returned for a bracket or sync exchange whose times are out of order (an acknowledgement
+// before its send, or a reply processed longer than the round trip): it bounds nothing and is dropped.
+var ErrBadRoundTrip = errors.New("round trip times out of order")
+
+// ErrUnknownHost is returned when a HostID was not issued by this Engine.
+var ErrUnknownHost = errors.New("unknown host id")
+
+// ErrConfig wraps every configuration validation failure.
+var ErrConfig = errors.New("invalid latency config")

@@ -1,0 +1,222 @@
+package latency
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// OffsetKind says where a host's offset estimate comes from, which says how far to trust it.
+type OffsetKind uint8
+
+// Offset sources, from none to the reference clock itself.
+const (
+	KindUnknown   OffsetKind = iota // no estimate: corrections through this host are flagged
+	KindEnvelope                    // causal envelope: a one-sided bound, biased by the minimum one-way delay
+	KindReported                    // supplied from outside (e.g. NTP/chrony reports), trusted at face value ± its uncertainty
+	KindSynced                      // round-trip exchanges between the host and the collector (NTP maths)
+	KindBracketed                   // probe brackets: send and ack on the reference clock around the host's stamp
+	KindReference                   // the reference clock itself: offset 0
+)
+
+var kindNames = [...]string{"unknown", "envelope", "reported", "synced", "bracketed", "reference"}
+
+// String returns the kind's name (a metric label value).
+func (k OffsetKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "invalid"
+}
+
+// Offset is a host's clock offset from the reference clock at one reference time: Offset = host clock − reference
+// clock (the cases' convention), so corrected = observed − Offset.
+//
+// For KindBracketed, KindSynced and KindReported the true offset lies within Offset ± Uncertainty (a hard bound when
+// the inputs are true brackets and drift is linear over the window). For KindEnvelope the estimate is the causal
+// bound itself: the true offset is larger (for a host that stamps earlier moments, e.g. a producer) or smaller (a
+// host that stamps later moments) by up to the minimum one-way delay between the two hosts, which no passive
+// measurement can see; Uncertainty then counts only the anchor's uncertainty and drift extrapolation, and
+// LowerBound/UpperBound say which side the bias is on.
+type Offset struct {
+	Host        string
+	Kind        OffsetKind
+	At          time.Time     // reference time the estimate is for
+	Offset      time.Duration // host − reference
+	Uncertainty time.Duration // half-width of the interval around Offset
+	DriftPPM    float64       // fitted drift of the host clock against the reference, parts per million
+	LowerBound  bool          // envelope only: the true offset is ≥ Offset
+	UpperBound  bool          // envelope only: the true offset is ≤ Offset
+	Samples     int           // bounds fed since the host was first seen
+	Steps       int           // clock steps detected (each restarted the window)
+	Suspect     bool          // inconsistent bounds are pending: a step may be under way; corrections are flagged
+}
+
+// Bracket is one probe round trip: the collector sent a record at Send and got the acknowledgement at Ack (both on
+// the reference clock), and the host (the partition leader) stamped it RemoteMs (LogAppendTime, ms, its own clock)
+// in between. Hence host − reference ∈ [RemoteMs − Ack, RemoteMs + 1 ms − Send]; the +1 ms covers the truncation of
+// the broker's millisecond stamp. This is the NTP offset bound of RFC 5905 §8 with the remote's receive and transmit
+// collapsed into one stamp.
+type Bracket struct {
+	Host     HostID
+	Send     time.Time
+	RemoteMs int64
+	Ack      time.Time
+}
+
+// SyncExchange is one NTP-style round trip initiated by an instrumented host: it sent at T1 (host clock), the
+// collector received at T2 and replied at T3 (reference clock), the host received the reply at T4 (host clock).
+// Then host − reference ∈ [T1 − T2, T4 − T3], an interval as wide as the round-trip delay (T4−T1) − (T3−T2);
+// its midpoint is RFC 5905's θ = ((T1−T2) + (T4−T3))/2 with the sign flipped to host − reference.
+type SyncExchange struct {
+	Host           HostID
+	T1, T2, T3, T4 time.Time
+}
+
+// bounds converts a bracket to an offset bound in ms.
+func (b Bracket) bound() (bound, error) {
+	s, a := timeToMs(b.Send), timeToMs(b.Ack)
+	if a < s {
+		return bound{}, ErrBadRoundTrip
+	}
+	r := float64(b.RemoteMs)
+	return bound{at: (s + a) / 2, lo: r - a, hi: r + 1 - s}, nil
+}
+
+func (x SyncExchange) bound() (bound, error) {
+	t1, t2, t3, t4 := timeToMs(x.T1), timeToMs(x.T2), timeToMs(x.T3), timeToMs(x.T4)
+	if t4 < t1 || t3 < t2 || (t4-t1) < (t3-t2) {
+		return bound{}, ErrBadRoundTrip
+	}
+	return bound{at: (t2 + t3) / 2, lo: t1 - t2, hi: t4 - t3}, nil
+}
+
+// hostSnap is an immutable view of one host's estimate, published atomically so message paths read it without a
+// lock.
+type hostSnap struct {
+	kind      OffsetKind // of the two-sided family, KindUnknown when it has no fit
+	two       segment
+	prev      segment
+	prevUntil float64
+	stepAt    float64
+	suspectAt float64 // +Inf unless inconsistent bounds are pending; stamps after it are suspect
+	env       segment
+	envIdx    int64 // bucket of the newest envelope bound and its extremes: the fast path skips non-improving bounds
+	envLo     float64
+	envHi     float64
+	samples   int
+	steps     int
+}
+
+// hostState is one host's estimators. mu guards two and env; snap is replaced (never mutated) under mu.
+type hostState struct {
+	name string
+	mu   sync.Mutex
+	two  *window // brackets, sync exchanges, reported offsets
+	env  *window // causal envelope bounds from records
+	kind OffsetKind
+	snap atomic.Pointer[hostSnap]
+}
+
+func newHostState(name string, twoCfg, envCfg windowConfig) *hostState {
+	h := &hostState{name: name, two: newWindow(twoCfg), env: newWindow(envCfg)}
+	h.snap.Store(&hostSnap{suspectAt: math.Inf(1), envIdx: math.MinInt64})
+	return h
+}
+
+// publish rebuilds the snapshot; mu must be held.
+func (h *hostState) publish() {
+	s := &hostSnap{
+		kind: h.kind, two: h.two.cur, prev: h.two.prev, prevUntil: h.two.prevUntil, stepAt: h.two.stepAt,
+		suspectAt: math.Inf(1), env: h.env.cur, envIdx: math.MinInt64, envLo: math.Inf(-1), envHi: math.Inf(1),
+		samples: h.two.samples + h.env.samples, steps: h.two.steps + h.env.steps,
+	}
+	if !h.two.cur.ok {
+		s.kind = KindUnknown
+	}
+	if len(h.two.pending) > 0 {
+		s.suspectAt = h.two.lastConsistent
+	}
+	if h.env.latest != math.MinInt64 {
+		k := &h.env.buckets[mod(h.env.latest, len(h.env.buckets))]
+		s.envIdx, s.envLo, s.envHi = k.idx, k.lo, k.hi
+	}
+	h.snap.Store(s)
+}
+
+func (h *hostState) addTwo(b bound, kind OffsetKind) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if kind > h.kind || !h.two.cur.ok {
+		h.kind = kind
+	}
+	h.two.add(b)
+	h.publish()
+}
+
+// addEnv feeds a causal bound; the caller has checked the fast path.
+func (h *hostState) addEnv(b bound) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.env.improves(b) {
+		h.env.add(b)
+		h.publish()
+	}
+}
+
+// resolved is one host's correction for one stamp.
+type resolved struct {
+	theta, unc float64 // ms
+	kind       OffsetKind
+	ambiguous  bool // the stamp falls in a step's ambiguity or a pending inconsistency: flag it
+}
+
+// lookup returns the offset that applies to a stamp read as obsMs on this host. The reference time of the stamp is
+// approximated by obsMs − θ (offsets are tiny against the window, so one iteration suffices). A stamp before a
+// detected step uses the pre-step fit; a stamp whose host reading could belong to either side is ambiguous.
+func (s *hostSnap) lookup(obsMs float64) resolved {
+	if s.two.ok {
+		theta, _ := s.two.eval(obsMs)
+		t := obsMs - theta
+		if s.prev.ok {
+			pt, pu := s.prev.eval(obsMs)
+			inPrev, inCur := obsMs-pt < s.prevUntil, t >= s.stepAt
+			if inPrev && !inCur {
+				return resolved{theta: pt, unc: pu, kind: s.kind}
+			}
+			if !inCur || inPrev { // in the gap, or a backward step made the reading occur twice
+				th, u := s.two.eval(t)
+				return resolved{theta: th, unc: u, kind: s.kind, ambiguous: true}
+			}
+		}
+		th, u := s.two.eval(t)
+		return resolved{theta: th, unc: u, kind: s.kind, ambiguous: t > s.suspectAt}
+	}
+	if s.env.ok {
+		theta, _ := s.env.eval(obsMs)
+		th, u := s.env.eval(obsMs - theta)
+		return resolved{theta: th, unc: u, kind: KindEnvelope}
+	}
+	return resolved{kind: KindUnknown}
+}
+
+// offset renders the snapshot as an Offset at reference time atMs.
+func (s *hostSnap) offset(name string, atMs float64) Offset {
+	o := Offset{Host: name, At: msToTime(atMs), Samples: s.samples, Steps: s.steps, Suspect: !math.IsInf(s.suspectAt, 1)}
+	var seg segment
+	switch {
+	case s.two.ok:
+		seg, o.Kind = s.two, s.kind
+	case s.env.ok:
+		seg, o.Kind = s.env, KindEnvelope
+		o.LowerBound, o.UpperBound = seg.oneSided > 0, seg.oneSided < 0
+	default:
+		return o
+	}
+	th, u := seg.eval(atMs)
+	o.Offset = time.Duration(th * float64(time.Millisecond))
+	o.Uncertainty = time.Duration(u * float64(time.Millisecond))
+	o.DriftPPM = seg.slope * 1e6
+	return o
+}

@@ -1,0 +1,120 @@
+package latency
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func msDur(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// bracketAt builds a probe round trip at reference time t: out and back one-way delays (ms), host offset theta (ms).
+// The broker stamps the arrival on its own clock, truncated to the millisecond as Kafka does.
+func bracketAt(h HostID, t time.Time, out, back, theta float64) Bracket {
+	arrive := timeToMs(t) + out
+	return Bracket{Host: h, Send: t, RemoteMs: int64(math.Floor(arrive + theta)), Ack: t.Add(msDur(out + back))}
+}
+
+func TestBracketIntersection(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	tests := []struct {
+		name     string
+		brackets [][2]float64 // (out, back) delays in ms, 1 s apart
+		theta    float64
+		want     float64 // estimated offset, ms
+		unc      float64 // uncertainty, ms
+	}{
+		// One bracket: [remote − ack, remote + 1 − send] = [θ−back, θ+out+1]; midpoint θ + (out+1−back)/2.
+		{name: "single symmetric", brackets: [][2]float64{{5, 5}}, theta: 3000, want: 3000.5, unc: 5.5},
+		// Two asymmetric brackets intersect to [θ−1, θ+1+1]: the NTP minimum-delay idea done as an intersection.
+		{name: "asymmetric pair", brackets: [][2]float64{{1, 9}, {9, 1}}, theta: -7000, want: -6999.5, unc: 1.5},
+		// A slow round trip (a GC pause) adds nothing: the tight bracket still decides.
+		{name: "slow bracket ignored", brackets: [][2]float64{{1, 1}, {200, 300}}, theta: 42, want: 42.5, unc: 1.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := mustEngine(t, Config{})
+			h := e.Host("B1")
+			for i, d := range tc.brackets {
+				if err := e.ObserveBracket(bracketAt(h, base.Add(time.Duration(i)*time.Second), d[0], d[1], tc.theta)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o, err := e.Offset(h, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.Kind != KindBracketed || math.Abs(durMs(o.Offset)-tc.want) > 1e-3 || math.Abs(durMs(o.Uncertainty)-tc.unc) > 1e-3 {
+				t.Errorf("offset %v ± %v (%v), want %v ± %v ms bracketed", o.Offset, o.Uncertainty, o.Kind, tc.want, tc.unc)
+			}
+		})
+	}
+}
+
+func TestSyncExchangeBound(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	e := mustEngine(t, Config{})
+	h := e.Host("C1")
+	// Host 300 ms behind; 4 ms out, 2 ms back, 1 ms at the collector.
+	t1 := base.Add(-300 * time.Millisecond)
+	x := SyncExchange{Host: h, T1: t1, T2: base.Add(4 * time.Millisecond), T3: base.Add(5 * time.Millisecond),
+		T4: base.Add(7*time.Millisecond - 300*time.Millisecond)}
+	if err := e.ObserveSync(x); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := e.Offset(h, base.Add(4500*time.Microsecond)) // the exchange's reference midpoint: no extrapolation
+	// [T1−T2, T4−T3] = [−304, −298]: midpoint −301 (the asymmetry of 2 ms shows as 1 ms error), ±3.
+	if o.Kind != KindSynced || durMs(o.Offset) != -301 || durMs(o.Uncertainty) != 3 {
+		t.Errorf("offset %v ± %v (%v), want -301 ± 3 ms synced", o.Offset, o.Uncertainty, o.Kind)
+	}
+	bad := x
+	bad.T4 = bad.T1.Add(-time.Millisecond)
+	if err := e.ObserveSync(bad); !errors.Is(err, ErrBadRoundTrip) {
+		t.Errorf("reply before request: err %v, want ErrBadRoundTrip", err)
+	}
+	if err := e.ObserveBracket(Bracket{Host: 99, Send: base, Ack: base}); !errors.Is(err, ErrUnknownHost) {
+		t.Errorf("unknown host: err %v, want ErrUnknownHost", err)
+	}
+}
+
+func TestStepRestartsWindow(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	e := mustEngine(t, Config{})
+	b := e.Host("B1")
+	p := e.Path("g", "t", 0)
+	// 30 s at +100 ms, one bracket per 100 ms with 1 ms each way.
+	i := 0
+	for ; i < 300; i++ {
+		_ = e.ObserveBracket(bracketAt(b, base.Add(time.Duration(i)*100*time.Millisecond), 1, 1, 100))
+	}
+	stepAt := base.Add(time.Duration(i) * 100 * time.Millisecond)
+	// The leader fails over to a broker whose clock is 400 ms behind the old one: offset −300 ms.
+	for j := 0; j < 2; j++ {
+		_ = e.ObserveBracket(bracketAt(b, stepAt.Add(time.Duration(j)*100*time.Millisecond), 1, 1, -300))
+	}
+	if o, _ := e.Offset(b, stepAt); !o.Suspect || o.Steps != 0 {
+		t.Fatalf("after 2 inconsistent brackets: %+v, want suspect and no step yet", o)
+	}
+	_ = e.ObserveBracket(bracketAt(b, stepAt.Add(200*time.Millisecond), 1, 1, -300))
+	o, _ := e.Offset(b, stepAt.Add(300*time.Millisecond))
+	if o.Steps != 1 || o.Suspect || math.Abs(durMs(o.Offset)-(-299.5)) > 1 {
+		t.Fatalf("after the third: %+v, want one step and offset ≈ −299.5 ms", o)
+	}
+	// A record appended before the step is still corrected with the old offset, one after with the new.
+	rec := func(trueAppend time.Time, theta float64) Record {
+		var r Record
+		r.Stamps[Produce] = TimeStamp(RefHost, trueAppend.Add(-5*time.Millisecond))
+		r.Stamps[Append] = MillisStamp(b, trueAppend.Add(msDur(theta)).UnixMilli())
+		r.Stamps[Processed] = TimeStamp(RefHost, trueAppend.Add(10*time.Millisecond))
+		return r
+	}
+	before := p.Observe(rec(stepAt.Add(-2*time.Second), 100))
+	after := p.Observe(rec(stepAt.Add(time.Second), -300))
+	for _, r := range []Result{before, after} {
+		v, _ := r.Stage(StageIngest)
+		if math.Abs(v-5) > 1.5 || r.Flags&FlagSkewSuspected != 0 {
+			t.Errorf("ingest %v ms flags %b, want 5 ± 1.5 ms unflagged", v, r.Flags)
+		}
+	}
+}

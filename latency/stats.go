@@ -1,0 +1,193 @@
+package latency
+
+import (
+	"math"
+	"sort"
+)
+
+// Counters are a path's (or, summed, the engine's) record counts. All are monotonic totals.
+type Counters struct {
+	Records uint64
+	// Invalid counts rejected stamps by moment and reason; Invalid[Produce][ReasonMissing] is C27's
+	// missing_timestamp_total.
+	Invalid [NumMoments][NumReasons]uint64
+	Classes [NumClasses]uint64 // records per class; Classes[ClassReplay] is C30's replayed_records_total
+	// LiveSamples counts records that fed the live sketches.
+	LiveSamples uint64
+	// SkewSuspected counts records flagged FlagSkewSuspected (kept out of live percentiles).
+	SkewSuspected uint64
+	OffsetUnknown uint64
+	Envelope      uint64
+	CommitBound   uint64
+}
+
+func (c *Counters) add(o *Counters) {
+	c.Records += o.Records
+	for m := range c.Invalid {
+		for r := range c.Invalid[m] {
+			c.Invalid[m][r] += o.Invalid[m][r]
+		}
+	}
+	for k := range c.Classes {
+		c.Classes[k] += o.Classes[k]
+	}
+	c.LiveSamples += o.LiveSamples
+	c.SkewSuspected += o.SkewSuspected
+	c.OffsetUnknown += o.OffsetUnknown
+	c.Envelope += o.Envelope
+	c.CommitBound += o.CommitBound
+}
+
+// sketches are a path's latency distributions, all in ms.
+type sketches struct {
+	live        [NumStages]*Sketch // live, unflagged records only
+	sinceRewind *Sketch            // replays: processed − rewind time
+	e2eBound    *Sketch            // live commit-bounded records: e2e upper bound
+}
+
+func newSketches(acc float64) sketches {
+	mk := func() *Sketch {
+		s, err := NewSketch(acc)
+		if err != nil {
+			panic(err) // unreachable: Config.Validate checked acc
+		}
+		return s
+	}
+	var s sketches
+	for i := range s.live {
+		s.live[i] = mk()
+	}
+	s.sinceRewind, s.e2eBound = mk(), mk()
+	return s
+}
+
+// account updates counters and sketches for one result and sets res.Live; p.mu must be held.
+func (p *Path) account(res *Result) {
+	c := &p.counters
+	c.Records++
+	for m, why := range res.Invalid {
+		if why != ReasonOK {
+			c.Invalid[m][why]++
+		}
+	}
+	c.Classes[res.Class]++
+	if res.Flags&FlagSkewSuspected != 0 {
+		c.SkewSuspected++
+		for i := 0; i < res.NumSkewHosts; i++ {
+			h := int(res.SkewHosts[i])
+			for len(p.skew) <= h {
+				p.skew = append(p.skew, 0)
+			}
+			p.skew[h]++
+		}
+	}
+	if res.Flags&FlagOffsetUnknown != 0 {
+		c.OffsetUnknown++
+	}
+	if res.Flags&FlagEnvelope != 0 {
+		c.Envelope++
+	}
+	if res.Flags&FlagCommitBound != 0 {
+		c.CommitBound++
+	}
+	switch {
+	case res.Class == ClassReplay:
+		if !math.IsNaN(res.SinceRewindMs) {
+			p.sk.sinceRewind.Add(res.SinceRewindMs)
+		}
+	case res.Class != ClassLive || res.Flags&FlagSkewSuspected != 0:
+	case res.Flags&FlagCommitBound != 0:
+		if v, ok := res.Stage(StageE2E); ok {
+			p.sk.e2eBound.Add(v)
+		}
+	default:
+		res.Live = true
+		c.LiveSamples++
+		for s := Stage(0); s < NumStages; s++ {
+			if res.Has&(1<<s) != 0 {
+				p.sk.live[s].Add(res.Stages[s])
+			}
+		}
+	}
+}
+
+// PathSnapshot is one path's copied state.
+type PathSnapshot struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Counters  Counters
+	Replay    ReplayState
+	// Live holds copies of the live stage sketches (ms); SinceRewind the replays' time since the rewind; E2EUpperBound
+	// the commit-bounded e2e of live records.
+	Live          [NumStages]*Sketch
+	SinceRewind   *Sketch
+	E2EUpperBound *Sketch
+	// SkewSuspected counts skew-suspected records by blamed host name (C25's clock_skew_suspected_total{host}).
+	SkewSuspected map[string]uint64
+}
+
+// Snapshot copies the path's counters, replay state and sketches.
+func (p *Path) Snapshot() PathSnapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := PathSnapshot{Group: p.key.group, Topic: p.key.topic, Partition: p.key.partition, Counters: p.counters,
+		Replay: p.tracker.State(), SinceRewind: p.sk.sinceRewind.Copy(), E2EUpperBound: p.sk.e2eBound.Copy(),
+		SkewSuspected: map[string]uint64{}}
+	for i := range s.Live {
+		s.Live[i] = p.sk.live[i].Copy()
+	}
+	for h, n := range p.skew {
+		if n > 0 {
+			s.SkewSuspected[p.e.HostName(HostID(h))] += n
+		}
+	}
+	return s
+}
+
+// Snapshot is the engine-wide view: every path's snapshot, plus totals with merged sketches.
+type Snapshot struct {
+	Paths         []PathSnapshot // sorted by group, topic, partition
+	Totals        Counters
+	Live          [NumStages]*Sketch
+	SinceRewind   *Sketch
+	E2EUpperBound *Sketch
+	SkewSuspected map[string]uint64
+}
+
+// Snapshot copies every path and merges the totals. Each path is copied under its own lock, so the snapshot is
+// consistent per path, not across paths.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	paths := make([]*Path, 0, len(e.paths))
+	for _, p := range e.paths {
+		paths = append(paths, p)
+	}
+	e.mu.Unlock()
+	sk := newSketches(e.cfg.RelativeAccuracy)
+	out := Snapshot{Live: sk.live, SinceRewind: sk.sinceRewind, E2EUpperBound: sk.e2eBound, SkewSuspected: map[string]uint64{}}
+	for _, p := range paths {
+		ps := p.Snapshot()
+		out.Totals.add(&ps.Counters)
+		for i := range out.Live {
+			_ = out.Live[i].Merge(ps.Live[i]) // same accuracy by construction
+		}
+		_ = out.SinceRewind.Merge(ps.SinceRewind)
+		_ = out.E2EUpperBound.Merge(ps.E2EUpperBound)
+		for h, n := range ps.SkewSuspected {
+			out.SkewSuspected[h] += n
+		}
+		out.Paths = append(out.Paths, ps)
+	}
+	sort.Slice(out.Paths, func(i, j int) bool {
+		a, b := out.Paths[i], out.Paths[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}

@@ -1,0 +1,287 @@
+package latency
+
+import "math"
+
+// bound says that a host's clock offset (host − reference, ms) lay within [lo, hi] at reference time at (ms since
+// the epoch). Brackets and sync exchanges give both sides; causal envelopes give one side (the other is ±Inf).
+type bound struct{ at, lo, hi float64 }
+
+func (b bound) twoSided() bool { return !math.IsInf(b.lo, 0) && !math.IsInf(b.hi, 0) }
+
+// windowConfig parameterises a window; all times in ms, drifts as ratios (1e-6 = 1 ppm).
+type windowConfig struct {
+	bucketMs    float64 // width of one bucket
+	nBuckets    int     // buckets kept: the window is nBuckets*bucketMs
+	maxDrift    float64 // fitted slopes are clamped to ±maxDrift
+	extrapRate  float64 // uncertainty growth per ms of extrapolation beyond the data
+	stepTolMs   float64 // a bound further than this outside the predicted interval is inconsistent
+	stepConfirm int     // consecutive, mutually consistent inconsistent bounds that confirm a step
+}
+
+// bucket keeps the few bounds of one time slice that matter: the narrowest two-sided bound (for the drift fit, the
+// NTP minimum-delay filter), the largest lower and the smallest upper bound (for the intersection).
+type bucket struct {
+	idx                    int64 // floor(at / bucketMs); meaningful when n > 0
+	n                      int
+	bestAt, bestLo, bestHi float64
+	loAt, lo               float64
+	hiAt, hi               float64
+}
+
+// segment is an immutable offset fit: θ(t) = mid + slope·(t − t0), true value within ±half at t0 (for a one-sided
+// segment, mid is the bound itself and the estimate is biased toward it; see Offset). from..to is the span of data.
+type segment struct {
+	ok             bool
+	oneSided       int8 // 0 two-sided; +1 only lower bounds (θ ≥ mid); −1 only upper bounds (θ ≤ mid)
+	t0, mid, slope float64
+	half           float64
+	from, to       float64
+	n              int
+	extrapRate     float64
+}
+
+// eval returns the offset and its uncertainty at reference time t (ms).
+func (s segment) eval(t float64) (theta, unc float64) {
+	theta = s.mid + s.slope*(t-s.t0)
+	unc = s.half
+	if t > s.to {
+		unc += (t - s.to) * s.extrapRate
+	} else if t < s.from {
+		unc += (s.from - t) * s.extrapRate
+	}
+	return theta, unc
+}
+
+// window is the sliding-window estimator of one host's offset from one family of bounds. Not safe for concurrent
+// use; hostState serialises it.
+type window struct {
+	cfg     windowConfig
+	buckets []bucket
+	latest  int64 // highest bucket index seen
+	cur     segment
+	// After a step, prev is the segment before it; it answers for times before prevUntil. Times between prevUntil and
+	// stepAt are ambiguous (the step happened somewhere in there).
+	prev            segment
+	prevUntil       float64
+	stepAt          float64
+	lastConsistent  float64
+	pending         []bound // inconsistent bounds awaiting confirmation of a step
+	steps           int
+	samples         int
+	lastSlopeKnown  bool
+	lastSlope       float64
+}
+
+func newWindow(cfg windowConfig) *window {
+	return &window{cfg: cfg, buckets: make([]bucket, cfg.nBuckets), latest: math.MinInt64}
+}
+
+// consistent reports whether b agrees with the current fit within the step tolerance.
+func (w *window) consistent(b bound) bool {
+	if !w.cur.ok {
+		return true
+	}
+	theta, unc := w.cur.eval(b.at)
+	lo, hi := theta-unc-w.cfg.stepTolMs, theta+unc+w.cfg.stepTolMs
+	switch w.cur.oneSided {
+	case +1: // θ ≥ mid: only an upper bound below it contradicts (a lower bound above it just tightens)
+		lo = math.Inf(-1)
+		hi = math.Inf(1)
+		if b.hi < theta-unc-w.cfg.stepTolMs {
+			return false
+		}
+		return true
+	case -1:
+		if b.lo > theta+unc+w.cfg.stepTolMs {
+			return false
+		}
+		return true
+	}
+	return b.hi >= lo && b.lo <= hi
+}
+
+// add feeds one bound. It reports whether a step was confirmed (the window restarted) and whether the window is
+// now suspect (inconsistent bounds pending). Two-sided fits restart on a confirmed step; one-sided (envelope) fits
+// absorb upward moves and are restarted by detectEnvelopeStep.
+func (w *window) add(b bound) (stepped bool) {
+	w.samples++
+	if w.cur.ok && w.cur.oneSided == 0 && b.twoSided() && !w.consistent(b) {
+		w.pending = append(w.pending, b)
+		if !mutuallyConsistent(w.pending, w.cfg.stepTolMs) {
+			w.pending = append(w.pending[:0], b) // the older ones were not a step together; keep the newest
+		}
+		if len(w.pending) < w.cfg.stepConfirm {
+			return false
+		}
+		// Confirmed step: keep the old fit for stamps taken before it, restart the window with the new bounds.
+		w.prev, w.prevUntil, w.stepAt = w.cur, w.lastConsistent, w.pending[0].at
+		w.lastSlope, w.lastSlopeKnown = w.cur.slope, true
+		pend := append([]bound(nil), w.pending...)
+		w.reset()
+		for _, p := range pend {
+			w.insert(p)
+		}
+		w.lastConsistent = pend[len(pend)-1].at
+		w.steps++
+		w.refit()
+		return true
+	}
+	w.pending = w.pending[:0]
+	w.lastConsistent = math.Max(w.lastConsistent, b.at)
+	if w.insert(b) {
+		w.refit()
+	}
+	return false
+}
+
+// improves reports whether b would change its bucket (cheap pre-check for the per-message envelope path).
+func (w *window) improves(b bound) bool {
+	idx := int64(math.Floor(b.at / w.cfg.bucketMs))
+	k := &w.buckets[mod(idx, len(w.buckets))]
+	if k.n == 0 || k.idx != idx {
+		return true
+	}
+	return b.lo > k.lo || b.hi < k.hi
+}
+
+func (w *window) reset() {
+	for i := range w.buckets {
+		w.buckets[i] = bucket{}
+	}
+	w.latest = math.MinInt64
+	w.cur = segment{}
+	w.pending = w.pending[:0]
+}
+
+// insert puts b into its bucket; it reports whether anything the fit uses changed.
+func (w *window) insert(b bound) bool {
+	idx := int64(math.Floor(b.at / w.cfg.bucketMs))
+	if w.latest != math.MinInt64 && idx <= w.latest-int64(len(w.buckets)) {
+		return false // older than the window
+	}
+	if idx > w.latest {
+		w.latest = idx
+	}
+	k := &w.buckets[mod(idx, len(w.buckets))]
+	if k.n == 0 || k.idx != idx {
+		*k = bucket{idx: idx, bestAt: math.NaN(), lo: math.Inf(-1), hi: math.Inf(1), loAt: b.at, hiAt: b.at}
+	}
+	k.n++
+	changed := false
+	if b.twoSided() && (math.IsNaN(k.bestAt) || b.hi-b.lo < k.bestHi-k.bestLo) {
+		k.bestAt, k.bestLo, k.bestHi = b.at, b.lo, b.hi
+		changed = true
+	}
+	if b.lo > k.lo {
+		k.lo, k.loAt = b.lo, b.at
+		changed = true
+	}
+	if b.hi < k.hi {
+		k.hi, k.hiAt = b.hi, b.at
+		changed = true
+	}
+	return changed
+}
+
+// refit recomputes the current segment from the buckets in the window: a drift slope by weighted least squares over
+// each bucket's narrowest bracket (or, for envelopes, each bucket's extreme), then the intersection of every bucket's
+// bounds carried to the newest time along that slope.
+func (w *window) refit() {
+	var sw, st, sy, stt, sty float64
+	var n, nTwo int
+	from, to := math.Inf(1), math.Inf(-1)
+	oldest := w.latest - int64(len(w.buckets)) + 1
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		n++
+		if !math.IsNaN(k.bestAt) {
+			nTwo++
+		}
+	}
+	if n == 0 {
+		w.cur = segment{}
+		return
+	}
+	// Slope points.
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		var t, y, wt float64
+		switch {
+		case nTwo > 0 && !math.IsNaN(k.bestAt):
+			t, y = k.bestAt, (k.bestLo+k.bestHi)/2
+			h := (k.bestHi-k.bestLo)/2 + 0.5
+			wt = 1 / (h * h)
+		case nTwo > 0:
+			continue
+		case !math.IsInf(k.lo, 0):
+			t, y, wt = k.loAt, k.lo, 1
+		default:
+			t, y, wt = k.hiAt, k.hi, 1
+		}
+		from, to = math.Min(from, math.Min(t, math.Min(k.loAt, k.hiAt))), math.Max(to, math.Max(t, math.Max(k.loAt, k.hiAt)))
+		sw += wt
+		st += wt * t
+		sy += wt * y
+		stt += wt * t * t
+		sty += wt * t * y
+	}
+	slope := 0.0
+	if w.lastSlopeKnown {
+		slope = w.lastSlope
+	}
+	if n >= 3 && to-from >= w.cfg.bucketMs*float64(len(w.buckets))/4 {
+		mt, my := st/sw, sy/sw
+		if v := stt/sw - mt*mt; v > 0 {
+			slope = (sty/sw - mt*my) / v
+		}
+	}
+	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
+
+	t0 := to
+	L, H := math.Inf(-1), math.Inf(1)
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		if !math.IsInf(k.lo, 0) {
+			L = math.Max(L, k.lo+slope*(t0-k.loAt))
+		}
+		if !math.IsInf(k.hi, 0) {
+			H = math.Min(H, k.hi+slope*(t0-k.hiAt))
+		}
+	}
+	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: w.cfg.extrapRate}
+	switch {
+	case !math.IsInf(L, 0) && !math.IsInf(H, 0):
+		s.mid, s.half = (L+H)/2, math.Abs(H-L)/2
+	case !math.IsInf(L, 0):
+		s.mid, s.oneSided = L, +1
+	default:
+		s.mid, s.oneSided = H, -1
+	}
+	w.cur = s
+}
+
+// mutuallyConsistent reports whether all bounds overlap within tol (ignoring drift over their short span).
+func mutuallyConsistent(bs []bound, tol float64) bool {
+	lo, hi := math.Inf(-1), math.Inf(1)
+	for _, b := range bs {
+		lo, hi = math.Max(lo, b.lo), math.Min(hi, b.hi)
+	}
+	return lo <= hi+tol
+}
+
+func mod(i int64, n int) int {
+	m := int(i % int64(n))
+	if m < 0 {
+		m += n
+	}
+	return m
+}
