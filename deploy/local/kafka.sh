@@ -5,6 +5,8 @@
 #   kafka.sh start [--brokers N] start N brokers (default 1); node 1 is broker+controller, the others brokers
 #   kafka.sh stop               stop the brokers this script started (pid files)
 #   kafka.sh env                print export lines for a running cluster
+#   kafka.sh stop-node I        stop broker I only (fault tests: leader failover, broker restart)
+#   kafka.sh start-node I       start broker I again on its existing data and wait until the cluster answers
 #
 # Env: TIDEMARK_KAFKA_VERSION (4.4.0), TIDEMARK_KAFKA_PORT (19092; broker i listens on PORT+i-1),
 #      TIDEMARK_KAFKA_CONTROLLER_PORT (19192), TIDEMARK_STATE_DIR, TIDEMARK_CACHE_DIR.
@@ -141,13 +143,7 @@ start() {
     java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
       >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting storage of Kafka node $i failed"; }
   done
-  for i in $(seq 1 "$n"); do
-    local dir="$KDIR/node-$i"
-    setsid java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-      -Dlog4j2.configurationFile="file:$dir/log4j2.properties" -cp "$KAFKA_LIB/*" \
-      kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
-    echo $! >"$dir/pid"
-  done
+  for i in $(seq 1 "$n"); do launch_node "$i"; done
   log "waiting for $n Kafka broker(s) on $(bootstrap "$n")"
   if ! wait_until 90 "Kafka brokers" ready "$n"; then
     for i in $(seq 1 "$n"); do tail -n 5 "$KDIR/node-$i/server.log" "$KDIR/node-$i/stdout.log" >&2 2>/dev/null || true; done
@@ -155,6 +151,30 @@ start() {
     die "Kafka did not become ready; logs are in $KDIR"
   fi
   log "Kafka $KAFKA_VERSION ready: $(bootstrap "$n")"
+}
+
+# launch_node I: start the JVM of node I in its own session (so a stop never hits our caller) and record its pid.
+launch_node() {
+  local dir="$KDIR/node-$1"
+  setsid java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="file:$dir/log4j2.properties" -cp "$KAFKA_LIB/*" \
+      kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
+  echo $! >"$dir/pid"
+}
+
+stop_node() {
+  [[ -f "$KDIR/node-$1/server.properties" ]] || die "no Kafka node $1 in $KDIR"
+  stop_pidfile "$KDIR/node-$1/pid" "kafka node-$1"
+}
+
+start_node() {
+  [[ -f "$KDIR/node-$1/server.properties" ]] || die "no Kafka node $1 in $KDIR"
+  if pid_alive "$KDIR/node-$1/pid"; then log "Kafka node $1 already running"; return 0; fi
+  launch_node "$1"
+  local n
+  n=$(cat "$KDIR/brokers")
+  wait_until 90 "Kafka node $1" ready "$n" || die "Kafka node $1 did not rejoin; see $KDIR/node-$1/server.log"
+  log "Kafka node $1 is back"
 }
 
 stop() {
@@ -175,5 +195,7 @@ case "${1:-}" in
   start) shift; start "$@" ;;
   stop) stop ;;
   env) env_lines ;;
-  *) die "usage: kafka.sh install|start [--brokers N]|stop|env" ;;
+  stop-node) stop_node "${2:?node number}" ;;
+  start-node) start_node "${2:?node number}" ;;
+  *) die "usage: kafka.sh install|start [--brokers N]|stop|env|stop-node I|start-node I" ;;
 esac
