@@ -1,0 +1,55 @@
+package query
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ClockOffsetQuery asks for hosts' clock offsets against the collector's reference clock.
+type ClockOffsetQuery struct {
+	Window Window
+	Hosts  []string // empty: all
+}
+
+// ClockOffsetPoint is a host's last estimate of one kind in a bucket: the host clock minus the reference clock, with
+// the half-width of the interval it is known to lie in.
+type ClockOffsetPoint struct {
+	Time          time.Time
+	Host          string
+	Kind          string // bracketed, synced or envelope
+	OffsetMs      float64
+	UncertaintyMs float64
+}
+
+// ClockOffsets answers q from clock_offsets, ordered by host, kind, time.
+func (r *Reader) ClockOffsets(ctx context.Context, q ClockOffsetQuery) ([]ClockOffsetPoint, error) {
+	if err := q.Window.validate(); err != nil {
+		return nil, err
+	}
+	var wh where
+	wh.timeRange("at", q.Window.From, q.Window.To)
+	wh.in("host", q.Hosts)
+	b, args := bucket("at", q.Window.Step)
+	args = append(args, wh.args...)
+	sql := "SELECT " + b + " AS t, host, toString(kind) AS kd, argMax(offset_ms, at_ms), argMax(uncertainty_ms, at_ms) " +
+		"FROM clock_offsets WHERE " + wh.sql() + " GROUP BY t, host, kd ORDER BY host, kd, t"
+	rows, err := r.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query clock offsets: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []ClockOffsetPoint
+	for rows.Next() {
+		var p ClockOffsetPoint
+		if err := rows.Scan(&p.Time, &p.Host, &p.Kind, &p.OffsetMs, &p.UncertaintyMs); err != nil {
+			return nil, fmt.Errorf("scan clock offsets: %w", err)
+		}
+		p.Time = p.Time.UTC()
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read clock offsets: %w", classify(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package query
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Stage names one latency stage (ARCHITECTURE.md, "The three timestamps and the stages").
+type Stage string
+
+// The stages, named as the plugin's query model names them.
+const (
+	StageProduceAppend  Stage = "produce_append"  // append − produce: ingest
+	StageAppendReceive  Stage = "append_receive"  // receive − append: queue wait
+	StageReceiveProcess Stage = "receive_process" // processed − receive: processing
+	StageE2E            Stage = "e2e"             // processed − produce
+)
+
+// stageSpec is how a stage is stored: its raw column, its validity bit in latency_events.valid, the rollup's stage
+// enum value, and the raw column naming the host whose behaviour the stage measures (the rollup's host column).
+type stageSpec struct {
+	column, rollup, host string
+	bit                  int
+}
+
+var stages = map[Stage]stageSpec{
+	StageProduceAppend:  {column: "ingest_ms", rollup: "ingest", host: "producer_host", bit: 1},
+	StageAppendReceive:  {column: "queue_ms", rollup: "queue", host: "consumer_host", bit: 2},
+	StageReceiveProcess: {column: "process_ms", rollup: "process", host: "consumer_host", bit: 4},
+	StageE2E:            {column: "e2e_ms", rollup: "e2e", host: "consumer_host", bit: 8},
+}
+
+// Stages lists the stages in pipeline order.
+func Stages() []Stage {
+	return []Stage{StageProduceAppend, StageAppendReceive, StageReceiveProcess, StageE2E}
+}
+
+func (s Stage) spec() (stageSpec, error) {
+	sp, ok := stages[s]
+	if !ok {
+		return stageSpec{}, fmt.Errorf("stage %q: want one of produce_append, append_receive, receive_process, e2e: %w", s, ErrBadInput)
+	}
+	return sp, nil
+}
+
+// Dimension is what a query's series are keyed by.
+type Dimension string
+
+// The dimensions. DimNone gives one series over everything the filter selects.
+const (
+	DimNone  Dimension = "none"
+	DimTopic Dimension = "topic"
+	DimGroup Dimension = "group"
+	DimHost  Dimension = "host"
+)
+
+// Filter selects rows by exact names; an empty list selects all. Values are bound as array parameters (has(?, col)).
+type Filter struct {
+	Topics []string
+	Groups []string
+	Hosts  []string
+}
+
+// Window is a query's time range [From, To) and the width of its time buckets.
+type Window struct {
+	From, To time.Time
+	Step     time.Duration
+}
+
+func (w Window) validate() error {
+	if !w.To.After(w.From) {
+		return fmt.Errorf("time range %s..%s is empty: %w", w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339), ErrBadInput)
+	}
+	if w.Step < time.Second {
+		return fmt.Errorf("step %s: must be at least 1s: %w", w.Step, ErrBadInput)
+	}
+	return nil
+}
+
+// Source is where an answer comes from.
+type Source string
+
+// The sources. SourceAuto lets ChooseSource decide.
+const (
+	SourceAuto   Source = ""
+	SourceRaw    Source = "raw"
+	SourceRollup Source = "rollup"
+)
+
+// RawMaxRange is the longest range answered from raw rows by default; longer ranges read the per-minute rollups.
+// Six hours of raw rows at a few thousand messages a second is tens of millions of rows, where the rollups (one
+// row per minute, topic, group, host and stage) answer an order of magnitude faster (cmd/bench-plugin measures it).
+const RawMaxRange = 6 * time.Hour
+
+// ChooseSource picks the rollups for a window longer than RawMaxRange or with buckets of a minute or more, raw rows
+// otherwise. Queries that include replays always read raw rows: the rollups keep live samples only.
+func ChooseSource(w Window, includeReplays bool) Source {
+	if includeReplays {
+		return SourceRaw
+	}
+	if w.To.Sub(w.From) > RawMaxRange || w.Step >= time.Minute {
+		return SourceRollup
+	}
+	return SourceRaw
+}
+
+// where accumulates a WHERE clause from fixed SQL fragments and the values bound to their placeholders.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds = append(w.conds, cond)
+	w.args = append(w.args, args...)
+}
+
+// in adds has(?, column) when values is not empty.
+func (w *where) in(column string, values []string) {
+	if len(values) > 0 {
+		w.add("has(?, "+column+")", values)
+	}
+}
+
+func (w *where) sql() string { return strings.Join(w.conds, " AND ") }
+
+// timeRange adds column >= from AND column < to, bound as Unix seconds.
+func (w *where) timeRange(column string, from, to time.Time) {
+	w.add(column+" >= toDateTime(?) AND "+column+" < toDateTime(?)", from.Unix(), to.Unix())
+}
+
+// bucket returns the SQL for column's time bucket of width step (bound twice) and its arguments. Buckets start at
+// multiples of step since the Unix epoch, so raw and rollup answers with the same step share bucket boundaries.
+func bucket(column string, step time.Duration) (string, []any) {
+	s := int64(step / time.Second)
+	return "toDateTime(intDiv(toUInt32(" + column + "), ?) * ?)", []any{s, s}
+}
+
+// liveSamples is the condition the rollup's materialized view uses for a live, valid sample of a stage
+// (internal/store/migrations/0001_init.sql); includeReplays widens it to replays too.
+func liveSamples(w *where, sp stageSpec, includeReplays bool) {
+	w.add("bitAnd(valid, ?) != 0", sp.bit)
+	if includeReplays {
+		w.add("replay_class IN ('live', 'replay')")
+	} else {
+		w.add("replay_class = 'live'")
+	}
+}
+
+func validateLevels(levels []float64) error {
+	if len(levels) == 0 || len(levels) > MaxLevels {
+		return fmt.Errorf("%d percentiles: want 1 to %d: %w", len(levels), MaxLevels, ErrBadInput)
+	}
+	for _, l := range levels {
+		if !(l > 0 && l < 1) {
+			return fmt.Errorf("percentile %v: want a fraction in (0, 1): %w", l, ErrBadInput)
+		}
+	}
+	return nil
+}
+
+// MaxLevels is the most percentile levels one query may ask for.
+const MaxLevels = 10
+
+// levelsLiteral renders validated levels as the literal parameter list of a quantiles function, e.g. "0.5, 0.99".
+// It is the one place a user's value reaches the SQL text other than through a placeholder: ClickHouse requires an
+// aggregate function's parameters to be literals ("Parameters to aggregate functions must be literals"), and
+// clickhouse-go binds a float as cast(x, 'Float64'). What is written is not the user's text but the shortest decimal
+// rendering of a float64 that validateLevels has checked to lie in (0, 1), so it only ever holds digits and one '.'
+// (strconv 'f' format never writes an exponent).
+func levelsLiteral(levels []float64) string {
+	parts := make([]string, len(levels))
+	for i, l := range levels {
+		parts[i] = strconv.FormatFloat(l, 'f', -1, 64)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,86 @@
+package query
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestChooseSource(t *testing.T) {
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		w        Window
+		replays  bool
+		expected Source
+	}{
+		{"1h at 5s buckets reads raw rows", Window{now.Add(-time.Hour), now, 5 * time.Second}, false, SourceRaw},
+		// exactly RawMaxRange is still short
+		{"6h at 30s", Window{now.Add(-6 * time.Hour), now, 30 * time.Second}, false, SourceRaw},
+		{"6h and a second", Window{now.Add(-6*time.Hour - time.Second), now, 30 * time.Second}, false, SourceRollup},
+		// a minute-wide bucket is the rollup's resolution, so the rollup answers it exactly as well
+		{"1h at 1m buckets", Window{now.Add(-time.Hour), now, time.Minute}, false, SourceRollup},
+		{"7d with replays must read raw rows", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, true, SourceRaw},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseSource(tc.w, tc.replays); got != tc.expected {
+				t.Fatalf("got %s want %s", got, tc.expected)
+			}
+		})
+	}
+}
+
+func TestPlanAlignsRollupsToMinutes(t *testing.T) {
+	from := time.Date(2026, 11, 1, 10, 0, 42, 0, time.UTC)
+	src, w, err := plan(Window{From: from, To: from.Add(7 * time.Hour), Step: 90 * time.Second}, SourceAuto, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 90 s truncates to the 1-minute rollup resolution; the start moves back to the minute.
+	if src != SourceRollup || w.Step != time.Minute || !w.From.Equal(from.Truncate(time.Minute)) {
+		t.Fatalf("got %s %+v", src, w)
+	}
+	if _, _, err := plan(Window{From: from, To: from.Add(time.Hour), Step: time.Minute}, SourceRollup, true); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("rollup with replays: got %v", err)
+	}
+}
+
+func TestLevelsLiteral(t *testing.T) {
+	if got := levelsLiteral([]float64{0.5, 0.99, 0.999, 1e-7}); got != "0.5, 0.99, 0.999, 0.0000001" {
+		t.Fatalf("got %q", got)
+	}
+	only := regexp.MustCompile(`^[0-9., ]+$`)
+	for _, l := range []float64{math.Nextafter(0, 1), math.Nextafter(1, 0), 0.123456789} {
+		if err := validateLevels([]float64{l}); err != nil {
+			t.Fatal(err)
+		}
+		if s := levelsLiteral([]float64{l}); !only.MatchString(s) {
+			t.Fatalf("%v renders as %q", l, s)
+		}
+	}
+	for _, bad := range [][]float64{{0}, {1}, {math.NaN()}, {math.Inf(1)}, {-0.5}, {}, make([]float64, MaxLevels+1)} {
+		if err := validateLevels(bad); !errors.Is(err, ErrBadInput) {
+			t.Errorf("%v: got %v, want ErrBadInput", bad, err)
+		}
+	}
+}
+
+func TestLatencySQLBindsEveryFilter(t *testing.T) {
+	from := time.Unix(1700000000, 0)
+	sql, args := latencySQL(SourceRaw, stages[StageE2E], Window{From: from, To: from.Add(time.Hour), Step: time.Minute}, "topic",
+		Filter{Topics: []string{"o'; DROP TABLE x"}, Groups: []string{"g"}, Hosts: []string{"h"}}, false,
+		"quantilesTDigest%s("+levelsLiteral([]float64{0.5})+")(%s)")
+	want := "SELECT toDateTime(intDiv(toUInt32(observed_time), ?) * ?) AS t, topic AS k, " +
+		"quantilesTDigest(0.5)(toFloat64(e2e_ms)) AS v, count() AS n FROM latency_events WHERE " +
+		"observed_time >= toDateTime(?) AND observed_time < toDateTime(?) AND bitAnd(valid, ?) != 0 AND " +
+		"replay_class = 'live' AND has(?, topic) AND has(?, consumer_group) AND has(?, consumer_host) " +
+		"GROUP BY t, k HAVING n > 0"
+	if sql != want {
+		t.Fatalf("got\n%s\nwant\n%s", sql, want)
+	}
+	if len(args) != 8 || args[5].([]string)[0] != "o'; DROP TABLE x" {
+		t.Fatalf("args %v", args)
+	}
+}

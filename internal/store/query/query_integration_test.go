@@ -1,0 +1,281 @@
+package query_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/store/query"
+	"github.com/tidemark/tidemark/internal/store/query/querytest"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+var t0 = querytest.T0
+
+func seeded(t *testing.T) *query.Reader {
+	t.Helper()
+	_, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, conn)
+	querytest.SeedFixture(t, conn)
+	return query.NewReader(conn)
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// twoMinutes covers the whole fixture in one-minute buckets.
+var twoMinutes = query.Window{From: t0, To: t0.Add(2 * time.Minute), Step: time.Minute}
+
+type pp = query.PercentilePoint
+
+func TestStagePercentilesRawAndRollupAgree(t *testing.T) {
+	r := seeded(t)
+	for _, src := range []query.Source{query.SourceRaw, query.SourceRollup} {
+		t.Run(string(src), func(t *testing.T) {
+			res, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: twoMinutes, Stage: query.StageE2E,
+				Levels: []float64{0.5, 0.99}, GroupBy: query.DimTopic, Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Replays (50000) and the invalid e2e rows (99999) are left out: every bucket holds one repeated value.
+			want := []pp{
+				{Time: t0, Key: "orders", ValuesMs: []float64{100, 100}, Count: 10},
+				{Time: t0.Add(time.Minute), Key: "orders", ValuesMs: []float64{300, 300}, Count: 10},
+				{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5},
+			}
+			if res.Source != src || res.Step != time.Minute || !reflect.DeepEqual(res.Points, want) {
+				t.Fatalf("got %s step %s %+v\nwant %+v", res.Source, res.Step, res.Points, want)
+			}
+		})
+	}
+}
+
+func TestStagePercentilesByHostAndStage(t *testing.T) {
+	r := seeded(t)
+	for _, src := range []query.Source{query.SourceRaw, query.SourceRollup} {
+		// ingest is keyed by the producer's host; the invalid-e2e rows are valid for ingest and count here (12).
+		res, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: twoMinutes, Stage: query.StageProduceAppend,
+			Levels: []float64{0.9}, GroupBy: query.DimHost, Source: src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []pp{
+			{Time: t0, Key: "p1", ValuesMs: []float64{10}, Count: 12},
+			{Time: t0.Add(time.Minute), Key: "p1", ValuesMs: []float64{20}, Count: 10},
+			{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5},
+		}
+		if !reflect.DeepEqual(res.Points, want) {
+			t.Fatalf("%s: got %+v\nwant %+v", src, res.Points, want)
+		}
+	}
+}
+
+func TestStagePercentilesFiltersAndReplays(t *testing.T) {
+	r := seeded(t)
+	res, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: twoMinutes, Stage: query.StageReceiveProcess,
+		Levels: []float64{0.5}, Filter: query.Filter{Topics: []string{"orders"}, Hosts: []string{"c1"}}, IncludeReplays: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Including replays forces raw rows; bucket T0 of orders then holds 10 live + 2 invalid-e2e (process valid) + 5
+	// replays = 17 samples, and its maximum is the replays' 50000.
+	if res.Source != query.SourceRaw || len(res.Points) != 2 || res.Points[0].Count != 17 || res.Points[1].Count != 10 {
+		t.Fatalf("got %s %+v", res.Source, res.Points)
+	}
+	// A filter that matches nothing returns no points, not an error.
+	res, err = r.StagePercentiles(ctx(t), query.PercentileQuery{Window: twoMinutes, Stage: query.StageE2E,
+		Levels: []float64{0.5}, Filter: query.Filter{Groups: []string{"nobody' OR 1=1 --"}}})
+	if err != nil || len(res.Points) != 0 {
+		t.Fatalf("injection-shaped filter: %v %+v", err, res.Points)
+	}
+}
+
+func TestDistribution(t *testing.T) {
+	r := seeded(t)
+	src, series, err := r.Distribution(ctx(t), query.DistributionQuery{Window: twoMinutes, Stage: query.StageE2E,
+		GroupBy: query.DimTopic, Filter: query.Filter{Topics: []string{"payments"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src != query.SourceRollup || len(series) != 1 || series[0].Key != "payments" || series[0].Count != 5 {
+		t.Fatalf("got %s %+v", src, series)
+	}
+	for i, v := range series[0].ValuesMs {
+		if v != 1000 {
+			t.Fatalf("level %v = %v, want 1000", query.DistributionLevels[i], v)
+		}
+	}
+}
+
+func TestConsumerLag(t *testing.T) {
+	r := seeded(t)
+	got, err := r.ConsumerLag(ctx(t), query.LagQuery{Window: twoMinutes, GroupBy: query.DimGroup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// billing at T0: each partition's last snapshot, orders 3+4 and payments 100; time lag is the max, 9000.
+	want := []query.LagPoint{
+		{Time: t0, Key: "billing", Lag: 107, Expired: 50, TimeLagMs: 9000, Partitions: 3},
+		{Time: t0.Add(time.Minute), Key: "idle-group", Lag: 1, TimeLagMs: 60000, Partitions: 1},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	got, err = r.ConsumerLag(ctx(t), query.LagQuery{Window: twoMinutes, GroupBy: query.DimTopic,
+		Filter: query.Filter{Groups: []string{"billing"}, Topics: []string{"orders"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []query.LagPoint{{Time: t0, Key: "orders", Lag: 7, TimeLagMs: 2000, Partitions: 2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSLO(t *testing.T) {
+	r := seeded(t)
+	got, err := r.SLO(ctx(t), query.SLOQuery{Window: twoMinutes, ThresholdMs: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// T0: orders' 10 at 100 ms are good, payments' 5 at 1000 ms are not; T0+1m: orders' 10 at 300 ms are good.
+	want := []query.SLOPoint{{Time: t0, Good: 10, Total: 15}, {Time: t0.Add(time.Minute), Good: 10, Total: 10}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSlowest(t *testing.T) {
+	r := seeded(t)
+	got, err := r.Slowest(ctx(t), query.SlowestQuery{Window: twoMinutes, Stage: query.StageE2E, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, m := range got {
+		if m.LatencyMs != 1000 || m.Topic != "payments" || m.TraceID != querytest.TraceID("payments", m.Offset) ||
+			m.ConsumerHost != "c2" || m.ReplayClass != "live" {
+			t.Fatalf("unexpected message %+v", m)
+		}
+		keys = append(keys, m.Topic+":"+string(rune('0'+m.Offset)))
+	}
+	// ties at 1000 ms are broken by partition and offset
+	if !reflect.DeepEqual(keys, []string{"payments:0", "payments:1", "payments:2"}) {
+		t.Fatalf("got %v", keys)
+	}
+}
+
+func TestSlowestCollapsesRedelivery(t *testing.T) {
+	_, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, conn)
+	row := querytest.Latency{Observed: t0, Topic: "t", Group: "g", Offset: 7, E2EMs: 900}
+	querytest.InsertLatency(t, conn, []querytest.Latency{row, {Observed: t0, Topic: "t", Group: "g", Offset: 8, E2EMs: 5}})
+	querytest.InsertLatency(t, conn, []querytest.Latency{row}) // at-least-once: the same message written again
+	got, err := query.NewReader(conn).Slowest(ctx(t), query.SlowestQuery{Window: twoMinutes, Stage: query.StageE2E, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Offset != 7 || got[1].Offset != 8 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestClockOffsets(t *testing.T) {
+	r := seeded(t)
+	got, err := r.ClockOffsets(ctx(t), query.ClockOffsetQuery{Window: twoMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []query.ClockOffsetPoint{
+		{Time: t0.Add(time.Minute), Host: "b1", Kind: "envelope", OffsetMs: -4, UncertaintyMs: 2},
+		{Time: t0, Host: "c1", Kind: "bracketed", OffsetMs: 13, UncertaintyMs: 0.5}, // the bucket's last estimate
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestProbeHealth(t *testing.T) {
+	r := seeded(t)
+	got, err := r.ProbeHealth(ctx(t), query.ProbeQuery{Window: twoMinutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []query.ProbePoint{
+		{Time: t0, Broker: "1", Sent: 5, Lost: 1, Duplicates: 1, P50Ms: 20, P99Ms: 20},
+		{Time: t0, Broker: "2", Sent: 2, P50Ms: 40, P99Ms: 40},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if _, err := r.ProbeHealth(ctx(t), query.ProbeQuery{Window: twoMinutes, Brokers: []string{"b1"}}); !errors.Is(err, query.ErrBadInput) {
+		t.Fatalf("broker filter b1: got %v, want ErrBadInput", err)
+	}
+}
+
+func TestList(t *testing.T) {
+	r := seeded(t)
+	since := t0.Add(-time.Hour)
+	for _, tc := range []struct {
+		q    query.ListQuery
+		want []string
+	}{
+		{query.ListQuery{Kind: query.ListTopics, Since: since}, []string{"archive", "orders", "payments"}},
+		{query.ListQuery{Kind: query.ListGroups, Since: since}, []string{"billing", "idle-group"}},
+		// rollup hosts (producers for ingest, consumers otherwise) and clock-offset hosts
+		{query.ListQuery{Kind: query.ListHosts, Since: since}, []string{"b1", "c1", "c2", "p1", "p2"}},
+		// narrowed by topic: clock-offset hosts know no topic
+		{query.ListQuery{Kind: query.ListHosts, Since: since, Filter: query.Filter{Topics: []string{"payments"}}}, []string{"c2", "p2"}},
+		{query.ListQuery{Kind: query.ListTopics, Since: since, Filter: query.Filter{Groups: []string{"idle-group"}}}, []string{"archive"}},
+		// nothing since after the data
+		{query.ListQuery{Kind: query.ListTopics, Since: t0.Add(time.Hour)}, []string{}},
+	} {
+		got, err := r.List(ctx(t), tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%+v: got %v want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestSchemaChecks(t *testing.T) {
+	_, conn := testenv.ClickHouseDB(t)
+	r := query.NewReader(conn)
+	if _, err := r.CheckSchema(ctx(t)); !errors.Is(err, store.ErrSchemaMissing) {
+		t.Fatalf("empty database: got %v, want ErrSchemaMissing", err)
+	}
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion)
+	if v, err := r.CheckSchema(ctx(t)); err != nil || v != store.CurrentSchemaVersion {
+		t.Fatalf("current schema: got %d %v", v, err)
+	}
+	// a newer Tidemark migrated this database
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion+1)
+	if _, err := r.CheckSchema(ctx(t)); !errors.Is(err, store.ErrSchemaNewer) {
+		t.Fatalf("newer schema: got %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	_, err := query.Open(ctx(t), query.Config{Addr: []string{addr}, Database: "default", User: "default", Password: "wrong"})
+	if !errors.Is(err, query.ErrAuth) {
+		t.Fatalf("wrong password: got %v, want ErrAuth", err)
+	}
+	// a port on loopback nothing listens on
+	_, err = query.Open(ctx(t), query.Config{Addr: []string{"127.0.0.1:1"}, Database: "default", DialTimeout: time.Second})
+	if !errors.Is(err, query.ErrUnreachable) {
+		t.Fatalf("unreachable: got %v, want ErrUnreachable", err)
+	}
+	_, err = query.Open(ctx(t), query.Config{Addr: []string{addr}, Database: "no_such_db_tidemark"})
+	if !errors.Is(err, store.ErrSchemaMissing) {
+		t.Fatalf("missing database: got %v, want ErrSchemaMissing", err)
+	}
+}

@@ -1,0 +1,184 @@
+// Package querytest is test-only support for the read queries: it creates Tidemark's schema in a test database and
+// seeds rows with batch inserts, so the query package's and the plugin's integration tests start from known data on
+// the real ClickHouse server.
+package querytest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Schema creates the current schema (legacy dialect, which both 18.16 and current servers run) in conn's database
+// and records it in schema_migrations, as `tidemark migrate` would. SchemaAt records an older version instead.
+func Schema(t testing.TB, conn driver.Conn) { SchemaAt(t, conn, store.CurrentSchemaVersion) }
+
+// SchemaAt creates the schema and records version as the highest applied migration (to stage an old database).
+func SchemaAt(t testing.TB, conn driver.Conn, version int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ddl, err := store.RenderSchema(store.SchemaParams{Dialect: store.DialectLegacy, RetentionDays: 14, RollupRetentionDays: 90})
+	if err != nil {
+		t.Fatalf("render schema: %v", err)
+	}
+	for _, stmt := range store.SplitStatements(ddl) {
+		if err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("create schema: %v\n%s", err, stmt)
+		}
+	}
+	if version <= 0 {
+		return
+	}
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+store.TableSchemaMigrations+" (version, name, dialect, checksum, applied_at)")
+	if err != nil {
+		t.Fatalf("prepare schema_migrations: %v", err)
+	}
+	for v := 1; v <= version; v++ {
+		if err := b.Append(uint32(v), "test", string(store.DialectLegacy), "", time.Now()); err != nil {
+			t.Fatalf("append schema_migrations: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("insert schema_migrations: %v", err)
+	}
+}
+
+// Latency is one latency_events row with the columns the read queries use; the zero value of the others is fine.
+type Latency struct {
+	Observed     time.Time
+	Topic, Group string
+	Partition    int32
+	Offset       int64
+	ReplayClass  string // live, replay, backfill; "" is live
+	IngestMs     int64
+	QueueMs      int64
+	ProcessMs    int64
+	E2EMs        int64
+	Valid        uint8 // validity bits: 1 ingest, 2 queue, 4 process, 8 e2e; 0 means all valid (15)
+	ProducerHost string
+	ConsumerHost string
+	TraceID      string
+}
+
+// InsertLatency inserts rows in one batch; the rollup's materialized view aggregates them into latency_1m.
+func InsertLatency(t testing.TB, conn driver.Conn, rows []Latency) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO latency_events (record_time, observed_time, consumer_group, topic, "+
+		"partition, offset, replay_class, source, ingest_ms, queue_ms, process_ms, e2e_ms, "+
+		"ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, valid, producer_host, consumer_host, trace_id, ver)")
+	if err != nil {
+		t.Fatalf("prepare latency_events: %v", err)
+	}
+	for _, r := range rows {
+		rc := r.ReplayClass
+		if rc == "" {
+			rc = "live"
+		}
+		valid := r.Valid
+		if valid == 0 {
+			valid = 15 | 15<<4
+		}
+		if err := b.Append(r.Observed, r.Observed, r.Group, r.Topic, r.Partition, r.Offset, rc, "receipt",
+			r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs, r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs, valid,
+			r.ProducerHost, r.ConsumerHost, r.TraceID, uint64(1)); err != nil {
+			t.Fatalf("append latency_events: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("insert latency_events: %v", err)
+	}
+}
+
+// Lag is one lag_snapshots row.
+type Lag struct {
+	At                    time.Time
+	Cluster, Group, Topic string
+	Partition             int32
+	Committed, End, Lag   int64
+	Expired, TimeLagMs    int64
+}
+
+// InsertLag inserts lag snapshots in one batch.
+func InsertLag(t testing.TB, conn driver.Conn, rows []Lag) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO lag_snapshots (at, at_ms, cluster, consumer_group, topic, partition, "+
+		"committed, end_offset, lag, expired, time_lag_ms, status, partition_status, ver)")
+	if err != nil {
+		t.Fatalf("prepare lag_snapshots: %v", err)
+	}
+	for _, r := range rows {
+		if err := b.Append(r.At, r.At.UnixMilli(), r.Cluster, r.Group, r.Topic, r.Partition, r.Committed, r.End, r.Lag,
+			r.Expired, r.TimeLagMs, "OK", "OK", uint64(1)); err != nil {
+			t.Fatalf("append lag_snapshots: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("insert lag_snapshots: %v", err)
+	}
+}
+
+// ClockOffset is one clock_offsets row.
+type ClockOffset struct {
+	At                      time.Time
+	Host, Kind              string // kind: bracketed, synced, envelope
+	OffsetMs, UncertaintyMs float64
+}
+
+// InsertClockOffsets inserts estimates in one batch.
+func InsertClockOffsets(t testing.TB, conn driver.Conn, rows []ClockOffset) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO clock_offsets (at, at_ms, host, kind, offset_ms, uncertainty_ms, samples, ver)")
+	if err != nil {
+		t.Fatalf("prepare clock_offsets: %v", err)
+	}
+	for _, r := range rows {
+		if err := b.Append(r.At, r.At.UnixMilli(), r.Host, r.Kind, r.OffsetMs, r.UncertaintyMs, uint32(1), uint64(1)); err != nil {
+			t.Fatalf("append clock_offsets: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("insert clock_offsets: %v", err)
+	}
+}
+
+// Probe is one probe_events row.
+type Probe struct {
+	At         time.Time
+	Topic      string
+	Partition  int32
+	Seq        uint64
+	Broker     int32
+	E2EMs      int64
+	Status     string // ok, lost
+	Duplicates uint32
+}
+
+// InsertProbes inserts probe rows in one batch.
+func InsertProbes(t testing.TB, conn driver.Conn, rows []Probe) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO probe_events (record_time, topic, partition, seq, broker_id, e2e_ms, status, duplicates, ver)")
+	if err != nil {
+		t.Fatalf("prepare probe_events: %v", err)
+	}
+	for _, r := range rows {
+		if err := b.Append(r.At, r.Topic, r.Partition, r.Seq, r.Broker, r.E2EMs, r.Status, r.Duplicates, uint64(1)); err != nil {
+			t.Fatalf("append probe_events: %v", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatalf("insert probe_events: %v", err)
+	}
+}
