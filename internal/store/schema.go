@@ -51,7 +51,7 @@ type Migration struct {
 	Name       string   // file name without ".sql", e.g. "0001_init"
 	SQL        string   // the rendered file, comments included
 	Statements []string // SQL split into statements, comments removed, without the trailing ';'
-	Checksum   string   // hex SHA-256 of SQL, recorded in schema_migrations
+	Checksum   string   // hex SHA-256 of the dialect and the template (not of SQL: retention days may change)
 }
 
 // SchemaParams are the values a migration template is rendered with.
@@ -151,7 +151,7 @@ func Migrations(p SchemaParams) ([]Migration, error) {
 		if err := tmpl.Execute(&buf, data); err != nil {
 			return nil, fmt.Errorf("render migration %s: %w", name, err)
 		}
-		sum := sha256.Sum256(buf.Bytes())
+		sum := sha256.Sum256(append([]byte(string(p.Dialect)+"\x00"), src...))
 		out = append(out, Migration{
 			Version: v, Name: name, SQL: buf.String(), Statements: SplitStatements(buf.String()),
 			Checksum: hex.EncodeToString(sum[:]),
@@ -198,5 +198,43 @@ func RenderSchema(p SchemaParams) (string, error) {
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- migration %s\n%s", m.Name, m.SQL)
 	}
+	if stmts := retentionStatements(p); len(stmts) > 0 {
+		fmt.Fprintf(&b, "\n-- retention: re-applied by every migrate so a changed retention_days takes effect\n")
+		for _, s := range stmts {
+			fmt.Fprintf(&b, "%s;\n", s)
+		}
+	}
 	return b.String(), nil
+}
+
+// retentionTable is a table with daily partitions and the DateTime column they are derived from.
+type retentionTable struct {
+	Name, TimeColumn string
+	Rollup           bool // kept RollupRetentionDays instead of RetentionDays
+}
+
+// retentionTables lists every table retention applies to.
+var retentionTables = []retentionTable{
+	{TableLatency, "record_time", false},
+	{TableProbe, "record_time", false},
+	{TableLag, "at", false},
+	{TableClockOffsets, "at", false},
+	{TableLatency1m, "minute", true},
+}
+
+// retentionStatements returns the statements that set each table's TTL to the configured retention: none on the
+// legacy dialect (no TTL in 18.16), an ALTER ... MODIFY TTL per table on the modern one.
+func retentionStatements(p SchemaParams) []string {
+	if p.Dialect != DialectModern {
+		return nil
+	}
+	var out []string
+	for _, t := range retentionTables {
+		days := p.RetentionDays
+		if t.Rollup {
+			days = p.RollupRetentionDays
+		}
+		out = append(out, fmt.Sprintf("ALTER TABLE %s MODIFY TTL %s + toIntervalDay(%d)", t.Name, t.TimeColumn, days))
+	}
+	return out
 }

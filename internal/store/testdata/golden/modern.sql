@@ -177,3 +177,10 @@ ARRAY JOIN
     [ingest_ms, queue_ms, process_ms, e2e_ms] AS corrected,
     [ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms] AS naive
 GROUP BY minute, topic, consumer_group, host, stage;
+
+-- retention: re-applied by every migrate so a changed retention_days takes effect
+ALTER TABLE latency_events MODIFY TTL record_time + toIntervalDay(14);
+ALTER TABLE probe_events MODIFY TTL record_time + toIntervalDay(14);
+ALTER TABLE lag_snapshots MODIFY TTL at + toIntervalDay(14);
+ALTER TABLE clock_offsets MODIFY TTL at + toIntervalDay(14);
+ALTER TABLE latency_1m MODIFY TTL minute + toIntervalDay(90);

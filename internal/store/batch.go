@@ -1,0 +1,193 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// tableBatch is one table's share of a flush: typed rows that append themselves column by column (clickhouse-go's
+// columnar Append, far cheaper than a []any per row). ver is the batch's version: the writer's clock in Unix ms.
+type tableBatch interface {
+	table() string
+	columns() []string
+	len() int
+	appendTo(b driver.Batch, ver uint64) error
+}
+
+// insertSQL is the INSERT a batch is prepared with. The column list is required: without it ClickHouse 18.16
+// answers with an empty header ("expected 0 arguments").
+func insertSQL(tb tableBatch) string {
+	return "INSERT INTO " + tb.table() + " (" + strings.Join(tb.columns(), ", ") + ")"
+}
+
+var latencyColumns = []string{
+	"record_time", "observed_time", "consumer_group", "topic", "partition", "offset", "replay_class", "source",
+	"event_ts_ms", "append_ts_ms", "receive_ts_ms", "processed_ts_ms",
+	"ingest_naive_ms", "queue_naive_ms", "process_naive_ms", "e2e_naive_ms",
+	"ingest_ms", "queue_ms", "process_ms", "e2e_ms", "uncertainty_ms", "valid", "flags",
+	"producer_host", "broker_host", "consumer_host", "trace_id", "span_id", "ver",
+}
+
+var probeColumns = []string{
+	"record_time", "topic", "partition", "seq", "broker_id",
+	"send_ts_ms", "append_ts_ms", "ack_ts_ms", "receive_ts_ms",
+	"ingest_ms", "delivery_ms", "rtt_ms", "e2e_ms", "broker_offset_ms", "uncertainty_ms",
+	"status", "duplicates", "flags", "trace_id", "ver",
+}
+
+var lagColumns = []string{
+	"at", "at_ms", "cluster", "consumer_group", "topic", "partition",
+	"committed", "log_start", "end_offset", "lag", "expired", "time_lag_ms",
+	"status", "partition_status", "flags", "ver",
+}
+
+var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples", "ver"}
+
+type latencyBatch []LatencyRow
+type probeBatch []ProbeRow
+type lagBatch []LagRow
+type clockBatch []ClockOffsetRow
+
+func (latencyBatch) table() string     { return TableLatency }
+func (probeBatch) table() string       { return TableProbe }
+func (lagBatch) table() string         { return TableLag }
+func (clockBatch) table() string       { return TableClockOffsets }
+func (latencyBatch) columns() []string { return latencyColumns }
+func (probeBatch) columns() []string   { return probeColumns }
+func (lagBatch) columns() []string     { return lagColumns }
+func (clockBatch) columns() []string   { return clockColumns }
+func (rs latencyBatch) len() int       { return len(rs) }
+func (rs probeBatch) len() int         { return len(rs) }
+func (rs lagBatch) len() int           { return len(rs) }
+func (rs clockBatch) len() int         { return len(rs) }
+
+// col maps a row slice to one column's values.
+func col[R, V any](rs []R, f func(*R) V) []V {
+	out := make([]V, len(rs))
+	for i := range rs {
+		out[i] = f(&rs[i])
+	}
+	return out
+}
+
+// enum8 clamps values outside an Enum8's defined range [0, n) to 0 ('unknown'): one bad value must not fail a whole
+// batch of other rows.
+func enum8(v int8, n int8) int8 {
+	if v < 0 || v >= n {
+		return 0
+	}
+	return v
+}
+
+func appendColumns(b driver.Batch, table string, names []string, cols []any) error {
+	for i, c := range cols {
+		if err := b.Column(i).Append(c); err != nil {
+			return fmt.Errorf("append column %s.%s: %w", table, names[i], err)
+		}
+	}
+	return nil
+}
+
+func vers(n int, ver uint64) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = ver
+	}
+	return out
+}
+
+func (rs latencyBatch) appendTo(b driver.Batch, ver uint64) error {
+	return appendColumns(b, TableLatency, latencyColumns, []any{
+		col(rs, func(r *LatencyRow) time.Time { return r.RecordTime() }),
+		col(rs, func(r *LatencyRow) time.Time { return r.ObservedTime() }),
+		col(rs, func(r *LatencyRow) string { return r.Group }),
+		col(rs, func(r *LatencyRow) string { return r.Topic }),
+		col(rs, func(r *LatencyRow) int32 { return r.Partition }),
+		col(rs, func(r *LatencyRow) int64 { return r.Offset }),
+		col(rs, func(r *LatencyRow) int8 { return enum8(int8(r.Class), 4) }),
+		col(rs, func(r *LatencyRow) int8 { return enum8(int8(r.Source), 4) }),
+		col(rs, func(r *LatencyRow) int64 { return r.EventMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.AppendMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.ReceiveMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.ProcessedMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.IngestNaiveMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.QueueNaiveMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.ProcessNaiveMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.E2ENaiveMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.IngestMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.QueueMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.ProcessMs }),
+		col(rs, func(r *LatencyRow) int64 { return r.E2EMs }),
+		col(rs, func(r *LatencyRow) float64 { return r.UncertaintyMs }),
+		col(rs, func(r *LatencyRow) uint8 { return uint8(r.Valid) }),
+		col(rs, func(r *LatencyRow) uint32 { return r.Flags }),
+		col(rs, func(r *LatencyRow) string { return r.ProducerHost }),
+		col(rs, func(r *LatencyRow) string { return r.BrokerHost }),
+		col(rs, func(r *LatencyRow) string { return r.ConsumerHost }),
+		col(rs, func(r *LatencyRow) string { return r.TraceID }),
+		col(rs, func(r *LatencyRow) string { return r.SpanID }),
+		vers(len(rs), ver),
+	})
+}
+
+func (rs probeBatch) appendTo(b driver.Batch, ver uint64) error {
+	return appendColumns(b, TableProbe, probeColumns, []any{
+		col(rs, func(r *ProbeRow) time.Time { return r.RecordTime() }),
+		col(rs, func(r *ProbeRow) string { return r.Topic }),
+		col(rs, func(r *ProbeRow) int32 { return r.Partition }),
+		col(rs, func(r *ProbeRow) uint64 { return r.Seq }),
+		col(rs, func(r *ProbeRow) int32 { return r.BrokerID }),
+		col(rs, func(r *ProbeRow) int64 { return r.SendMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.AppendMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.AckMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.ReceiveMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.IngestMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.DeliveryMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.RTTMs }),
+		col(rs, func(r *ProbeRow) int64 { return r.E2EMs }),
+		col(rs, func(r *ProbeRow) float64 { return r.BrokerOffsetMs }),
+		col(rs, func(r *ProbeRow) float64 { return r.UncertaintyMs }),
+		col(rs, func(r *ProbeRow) int8 { return enum8(int8(r.Status), 3) }),
+		col(rs, func(r *ProbeRow) uint32 { return r.Duplicates }),
+		col(rs, func(r *ProbeRow) uint32 { return r.Flags }),
+		col(rs, func(r *ProbeRow) string { return r.TraceID }),
+		vers(len(rs), ver),
+	})
+}
+
+func (rs lagBatch) appendTo(b driver.Batch, ver uint64) error {
+	return appendColumns(b, TableLag, lagColumns, []any{
+		col(rs, func(r *LagRow) time.Time { return r.At.UTC().Truncate(time.Second) }),
+		col(rs, func(r *LagRow) int64 { return r.At.UnixMilli() }),
+		col(rs, func(r *LagRow) string { return r.Cluster }),
+		col(rs, func(r *LagRow) string { return r.Group }),
+		col(rs, func(r *LagRow) string { return r.Topic }),
+		col(rs, func(r *LagRow) int32 { return r.Partition }),
+		col(rs, func(r *LagRow) int64 { return r.Committed }),
+		col(rs, func(r *LagRow) int64 { return r.LogStart }),
+		col(rs, func(r *LagRow) int64 { return r.End }),
+		col(rs, func(r *LagRow) int64 { return r.Lag }),
+		col(rs, func(r *LagRow) int64 { return r.Expired }),
+		col(rs, func(r *LagRow) int64 { return r.TimeLagMs }),
+		col(rs, func(r *LagRow) int8 { return enum8(int8(r.Status), 7) }),
+		col(rs, func(r *LagRow) int8 { return enum8(int8(r.PartitionStatus), 7) }),
+		col(rs, func(r *LagRow) uint32 { return r.Flags }),
+		vers(len(rs), ver),
+	})
+}
+
+func (rs clockBatch) appendTo(b driver.Batch, ver uint64) error {
+	return appendColumns(b, TableClockOffsets, clockColumns, []any{
+		col(rs, func(r *ClockOffsetRow) time.Time { return r.At.UTC().Truncate(time.Second) }),
+		col(rs, func(r *ClockOffsetRow) int64 { return r.At.UnixMilli() }),
+		col(rs, func(r *ClockOffsetRow) string { return r.Host }),
+		col(rs, func(r *ClockOffsetRow) int8 { return enum8(int8(r.Kind), 4) }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.OffsetMs }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.UncertaintyMs }),
+		col(rs, func(r *ClockOffsetRow) uint32 { return r.Samples }),
+		vers(len(rs), ver),
+	})
+}

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// DroppedPartition names a daily partition DropExpired removed.
+type DroppedPartition struct {
+	Table string
+	Day   string // partition id: the UTC day as YYYYMMDD
+}
+
+// RetentionCutoff returns the first UTC day kept with a retention of days at now: every row of an older daily
+// partition is more than days×24h old. E.g. now 2026-11-29 10:00 UTC, 1 day: cutoff 2026-11-28, so 2026-11-27 and
+// older partitions are dropped while 2026-11-28 (which still holds rows younger than 24 h) is kept.
+func RetentionCutoff(now time.Time, days int) time.Time {
+	t := now.UTC().AddDate(0, 0, -days)
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// DropExpired drops every daily partition older than the retention at now: RetentionDays for the raw tables,
+// RollupRetentionDays for the rollup. It works on both dialects (on the modern one the TTL usually got there
+// first). It returns the partitions it dropped, in table and day order; on error, those dropped before it.
+func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartition, error) {
+	names := make([]string, len(retentionTables))
+	for i, t := range retentionTables {
+		names[i] = t.Name
+	}
+	// 18.16: a slice bound to IN ? fails; has(?, col) takes it as an array literal.
+	rows, err := s.conn.Query(ctx,
+		"SELECT DISTINCT table, partition_id FROM system.parts WHERE database = ? AND active AND has(?, table)",
+		s.cfg.Database, names)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", s.cfg.Database, err)
+	}
+	byTable := map[string][]string{}
+	for rows.Next() {
+		var table, id string
+		if err := rows.Scan(&table, &id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list partitions of %s: %w", s.cfg.Database, err)
+		}
+		byTable[table] = append(byTable[table], id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list partitions of %s: %w", s.cfg.Database, err)
+	}
+
+	var dropped []DroppedPartition
+	for _, t := range retentionTables {
+		days := s.cfg.RetentionDays
+		if t.Rollup {
+			days = s.cfg.RollupRetentionDays
+		}
+		cutoff := RetentionCutoff(now, days).Format("20060102")
+		ids := byTable[t.Name]
+		sort.Strings(ids)
+		for _, id := range ids {
+			// Partition ids of toYYYYMMDD are 8 digits; anything else is not ours to drop.
+			if len(id) != 8 || id >= cutoff {
+				continue
+			}
+			if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", t.Name, id)); err != nil {
+				return dropped, fmt.Errorf("drop partition %s of %s: %w", id, t.Name, err)
+			}
+			dropped = append(dropped, DroppedPartition{Table: t.Name, Day: id})
+		}
+	}
+	return dropped, nil
+}

@@ -1,0 +1,227 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// ReplayClass says whether a processing is live traffic, a replay or a backfill (ARCHITECTURE.md, replay
+// correction). Only live rows enter latency percentiles. Values match the Enum8 in latency_events.replay_class.
+type ReplayClass int8
+
+// Replay classes.
+const (
+	ClassUnknown  ReplayClass = 0
+	ClassLive     ReplayClass = 1
+	ClassReplay   ReplayClass = 2 // processed again after the group's committed offset decreased
+	ClassBackfill ReplayClass = 3 // a new group's first pass over old data
+)
+
+// Source is the collector path a latency row came from (latency_events.source).
+type Source int8
+
+// Sources.
+const (
+	SourceUnknown Source = 0
+	SourceProbe   Source = 1
+	SourceReceipt Source = 2
+	SourceTap     Source = 3
+)
+
+// StageBits is latency_events.valid: bits 0–3 say a corrected stage is valid (usable in percentiles), bits 4–7 that
+// the naive stage could be computed (both raw stamps present).
+type StageBits uint8
+
+// Stage validity bits.
+const (
+	ValidIngest  StageBits = 1 << 0
+	ValidQueue   StageBits = 1 << 1
+	ValidProcess StageBits = 1 << 2
+	ValidE2E     StageBits = 1 << 3
+	NaiveIngest  StageBits = 1 << 4
+	NaiveQueue   StageBits = 1 << 5
+	NaiveProcess StageBits = 1 << 6
+	NaiveE2E     StageBits = 1 << 7
+)
+
+// ProbeStatus is probe_events.status.
+type ProbeStatus int8
+
+// Probe statuses.
+const (
+	ProbeUnknown ProbeStatus = 0
+	ProbeOK      ProbeStatus = 1
+	ProbeLost    ProbeStatus = 2 // not received within the loss timeout
+)
+
+// LagStatus is a Burrow-style status (lag_snapshots.status and partition_status).
+type LagStatus int8
+
+// Lag statuses.
+const (
+	StatusUnknown LagStatus = 0
+	StatusOK      LagStatus = 1
+	StatusWarn    LagStatus = 2
+	StatusStall   LagStatus = 3
+	StatusStop    LagStatus = 4
+	StatusErr     LagStatus = 5
+	StatusRewind  LagStatus = 6
+)
+
+// ClockKind is how a clock offset was estimated (clock_offsets.kind).
+type ClockKind int8
+
+// Clock-offset estimate kinds.
+const (
+	ClockUnknown   ClockKind = 0
+	ClockBracketed ClockKind = 1 // probe round trip brackets the broker's append stamp
+	ClockSynced    ClockKind = 2 // round-trip time sync with the collector
+	ClockEnvelope  ClockKind = 3 // causality envelope of observed stage differences
+)
+
+// LatencyRow is one processing of (Group, Topic, Partition, Offset): a row of latency_events. Stamps are Unix
+// milliseconds on the clock of the host that took them, -1 (or 0) when unknown; stages are milliseconds, naive
+// (raw stamp differences) and corrected (on the reference clock). docs/schema.md defines every field.
+type LatencyRow struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Class     ReplayClass
+	Source    Source
+
+	EventMs, AppendMs, ReceiveMs, ProcessedMs int64 // raw stamps, Unix ms
+
+	// ObservedMs is when the processing happened on the reference clock (corrected processed time, else receive
+	// time), Unix ms; it picks the rollup minute. 0 means ProcessedMs, else ReceiveMs, else the record time.
+	ObservedMs int64
+
+	IngestNaiveMs, QueueNaiveMs, ProcessNaiveMs, E2ENaiveMs int64
+	IngestMs, QueueMs, ProcessMs, E2EMs                     int64
+	UncertaintyMs                                           float64 // ± bound of the correction
+	Valid                                                   StageBits
+	Flags                                                   uint32 // latency core flag bits
+
+	ProducerHost, BrokerHost, ConsumerHost string
+	TraceID, SpanID                        string // lowercase hex, '' when none
+}
+
+// RecordTime is the row's partition and dedup anchor: the first known of the append, event, receive and processed
+// stamps. It depends only on the row's content, so every copy of a row lands in the same daily partition and
+// ReplacingMergeTree can collapse them.
+func (r *LatencyRow) RecordTime() time.Time {
+	return time.UnixMilli(firstPositive(r.AppendMs, r.EventMs, r.ReceiveMs, r.ProcessedMs)).UTC()
+}
+
+// ObservedTime is latency_events.observed_time: ObservedMs or its fallbacks (see ObservedMs).
+func (r *LatencyRow) ObservedTime() time.Time {
+	return time.UnixMilli(firstPositive(r.ObservedMs, r.ProcessedMs, r.ReceiveMs, r.AppendMs, r.EventMs)).UTC()
+}
+
+// ProbeRow is one probe record: a row of probe_events. Send, ack and receive stamps are on the collector's clock,
+// the append stamp on the broker's; all Unix ms, -1 when unknown. Seq must be unique per (Topic, Partition) over the
+// retention period.
+type ProbeRow struct {
+	Topic     string
+	Partition int32
+	Seq       uint64
+	BrokerID  int32
+
+	SendMs, AppendMs, AckMs, ReceiveMs int64
+
+	IngestMs, DeliveryMs, RTTMs, E2EMs int64
+	BrokerOffsetMs, UncertaintyMs      float64
+	Status                             ProbeStatus
+	Duplicates                         uint32
+	Flags                              uint32
+	TraceID                            string
+}
+
+// RecordTime is probe_events.record_time: the send time (else append time).
+func (r *ProbeRow) RecordTime() time.Time {
+	return time.UnixMilli(firstPositive(r.SendMs, r.AppendMs, r.ReceiveMs)).UTC()
+}
+
+// LagRow is one partition of one group in one lag-exporter snapshot: a row of lag_snapshots. Offsets are Kafka's
+// exclusive next positions; Committed is -1 when the group has no commit.
+type LagRow struct {
+	At        time.Time // snapshot time, collector clock (stored with millisecond precision)
+	Cluster   string
+	Group     string
+	Topic     string
+	Partition int32
+
+	Committed, LogStart, End int64
+	Lag                      int64 // max(0, End − max(Committed, LogStart))
+	Expired                  int64 // offsets deleted unconsumed
+	TimeLagMs                int64
+
+	Status, PartitionStatus LagStatus
+	Flags                   uint32
+}
+
+// ClockOffsetRow is one clock-offset estimate: a row of clock_offsets. The true offset (host clock − reference
+// clock) is within OffsetMs ± UncertaintyMs.
+type ClockOffsetRow struct {
+	At            time.Time
+	Host          string
+	Kind          ClockKind
+	OffsetMs      float64
+	UncertaintyMs float64
+	Samples       uint32
+}
+
+// Rows is what one Writer.Write call carries: any mix of the four row kinds, acknowledged together.
+type Rows struct {
+	Latency      []LatencyRow
+	Probe        []ProbeRow
+	Lag          []LagRow
+	ClockOffsets []ClockOffsetRow
+}
+
+// Len is the total number of rows.
+func (r *Rows) Len() int { return len(r.Latency) + len(r.Probe) + len(r.Lag) + len(r.ClockOffsets) }
+
+func firstPositive(vs ...int64) int64 {
+	for _, v := range vs {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+// Estimated in-memory bytes per row: the fixed fields plus string headers; string contents are added per row.
+const (
+	latencyFixedBytes = 232
+	probeFixedBytes   = 136
+	lagFixedBytes     = 152
+	clockFixedBytes   = 72
+)
+
+func (r *LatencyRow) size() int64 {
+	return latencyFixedBytes + int64(len(r.Group)+len(r.Topic)+len(r.ProducerHost)+len(r.BrokerHost)+
+		len(r.ConsumerHost)+len(r.TraceID)+len(r.SpanID))
+}
+func (r *ProbeRow) size() int64       { return probeFixedBytes + int64(len(r.Topic)+len(r.TraceID)) }
+func (r *LagRow) size() int64         { return lagFixedBytes + int64(len(r.Cluster)+len(r.Group)+len(r.Topic)) }
+func (r *ClockOffsetRow) size() int64 { return clockFixedBytes + int64(len(r.Host)) }
+
+// String forms, for logs and errors.
+func (c ReplayClass) String() string {
+	return enumName(int8(c), "unknown", "live", "replay", "backfill")
+}
+func (s Source) String() string { return enumName(int8(s), "unknown", "probe", "receipt", "tap") }
+func (s LagStatus) String() string {
+	return enumName(int8(s), "unknown", "OK", "WARN", "STALL", "STOP", "ERR", "REWIND")
+}
+func (k ClockKind) String() string {
+	return enumName(int8(k), "unknown", "bracketed", "synced", "envelope")
+}
+
+func enumName(v int8, names ...string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("invalid(%d)", v)
+}

@@ -1,0 +1,437 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Ack is called once per accepted Write, in the order the Writes were accepted: with nil after ClickHouse
+// acknowledged every row of it (only then may the caller commit the Kafka offsets the rows came from), or with the
+// error that made the writer give the rows up. It runs on the writer's flush goroutine: keep it short, and never
+// call Write or Flush from it.
+type Ack func(err error)
+
+// inserter inserts one table's batch with version ver. The Store's is insertBatch; tests substitute their own.
+type inserter func(ctx context.Context, tb tableBatch, ver uint64) error
+
+// WriterOptions are the Writer's dependencies.
+type WriterOptions struct {
+	// Registerer receives the writer's metrics (tidemark_store_writer_*); nil registers nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock for the rows' version column; nil is time.Now.
+	Now func() time.Time
+	// Logger logs retries and given-up batches; nil discards.
+	Logger *slog.Logger
+}
+
+// Writer batches rows into ClickHouse with bounded memory. Write buffers rows and returns at once unless the buffer
+// is full, in which case it blocks (backpressure) until a flush makes room or its context ends. One goroutine
+// flushes when BatchRows rows are buffered or every FlushInterval, one batch at a time, retrying connection errors
+// with exponential backoff; Acks run in Write order after ClickHouse acknowledged. It is safe for concurrent use.
+type Writer struct {
+	cfg    WriterConfig
+	insert inserter
+	now    func() time.Time
+	log    *slog.Logger
+	m      *writerMetrics
+
+	ctx    context.Context    // ends retries; cancelled when Close gives up waiting
+	cancel context.CancelFunc //
+	kick   chan struct{}      // wakes the flusher (cap 1)
+	done   chan struct{}      // closed when the flusher returned
+
+	mu sync.Mutex // guards the fields below
+	// pending is accepted and not yet taken by the flusher; pendingAcks are its Writes' acks in order.
+	pending      Rows
+	pendingAcks  []Ack
+	pendingRows  int
+	pendingBytes int64
+	// heldRows/heldBytes count pending plus the batch in flight: the quantities MaxRows/MaxBytes bound.
+	heldRows  int
+	heldBytes int64
+	// accepted counts accepted Writes, acked those whose Ack ran; Flush waits for acked to catch up.
+	accepted, acked uint64
+	flushWanted     bool          // a Flush or Close asks the flusher to take a partial batch
+	changed         chan struct{} // closed (and replaced) whenever held shrinks or acked grows
+	closed          bool
+	dedup           *dedupWindow
+	hasher          keyHasher
+}
+
+// NewWriter returns a Writer inserting into s with s's Config().Writer settings, and starts its flush goroutine;
+// Close stops it.
+func NewWriter(s *Store, opts WriterOptions) (*Writer, error) {
+	return newWriter(s.insertBatch, s.cfg.Writer, opts)
+}
+
+func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("store writer config: writer.%w", err)
+	}
+	m, err := newWriterMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m,
+		kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
+		dedup: newDedupWindow(cfg.DedupWindow),
+	}
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	go w.run()
+	return w, nil
+}
+
+// Write accepts rows for insertion; ack (may be nil) runs once they are acknowledged or given up (see Ack). A row
+// whose key the dedup window has seen is dropped and counted, and does not delay the ack. An empty Rows is accepted
+// too: its ack runs in order after the Writes before it (useful to commit offsets of records that produced no row).
+//
+// Write blocks while accepting rows would exceed MaxRows or MaxBytes held, until a flush makes room; a single Write
+// larger than the limits is accepted once nothing else is held. It returns ctx.Err() if ctx ends first (nothing was
+// accepted and ack never runs) and ErrWriterClosed after Close began. Rows are copied; the caller may reuse them.
+func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
+	n, size := rows.Len(), rowsSize(&rows)
+	var blockedSince time.Time
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return ErrWriterClosed
+		}
+		if w.heldRows == 0 || (w.heldRows+n <= w.cfg.MaxRows && w.heldBytes+size <= w.cfg.MaxBytes) {
+			break // holding w.mu
+		}
+		changed := w.changed
+		w.flushWanted = true // room comes sooner if the flusher takes what is pending now
+		w.mu.Unlock()
+		w.wake()
+		if blockedSince.IsZero() {
+			blockedSince = time.Now()
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			w.m.blockedSecs.Add(time.Since(blockedSince).Seconds())
+			return ctx.Err()
+		}
+	}
+	if !blockedSince.IsZero() {
+		w.m.blockedSecs.Add(time.Since(blockedSince).Seconds())
+	}
+	added, addedBytes := w.admitLocked(&rows)
+	w.pendingAcks = append(w.pendingAcks, ack)
+	w.pendingRows += added
+	w.pendingBytes += addedBytes
+	w.heldRows += added
+	w.heldBytes += addedBytes
+	w.accepted++
+	full := w.pendingRows >= w.cfg.BatchRows
+	w.m.bufferedRows.Set(float64(w.heldRows))
+	w.m.bufferedBytes.Set(float64(w.heldBytes))
+	w.mu.Unlock()
+	if full {
+		w.wake()
+	}
+	return nil
+}
+
+// admitLocked appends the rows whose keys the dedup window admits to pending and returns how many rows and
+// estimated bytes it added. Caller holds w.mu.
+func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
+	if w.dedup == nil {
+		w.pending.Latency = append(w.pending.Latency, rows.Latency...)
+		w.pending.Probe = append(w.pending.Probe, rows.Probe...)
+		w.pending.Lag = append(w.pending.Lag, rows.Lag...)
+		w.pending.ClockOffsets = append(w.pending.ClockOffsets, rows.ClockOffsets...)
+		return rows.Len(), rowsSize(rows)
+	}
+	var dups [4]int
+	seed := w.dedup.seed
+	for i := range rows.Latency {
+		r := &rows.Latency[i]
+		if w.dedup.admit(w.hasher.latency(seed, r)) {
+			w.pending.Latency = append(w.pending.Latency, *r)
+			n, size = n+1, size+r.size()
+		} else {
+			dups[0]++
+		}
+	}
+	for i := range rows.Probe {
+		r := &rows.Probe[i]
+		if w.dedup.admit(w.hasher.probe(seed, r)) {
+			w.pending.Probe = append(w.pending.Probe, *r)
+			n, size = n+1, size+r.size()
+		} else {
+			dups[1]++
+		}
+	}
+	for i := range rows.Lag {
+		r := &rows.Lag[i]
+		if w.dedup.admit(w.hasher.lag(seed, r)) {
+			w.pending.Lag = append(w.pending.Lag, *r)
+			n, size = n+1, size+r.size()
+		} else {
+			dups[2]++
+		}
+	}
+	for i := range rows.ClockOffsets {
+		r := &rows.ClockOffsets[i]
+		if w.dedup.admit(w.hasher.clock(seed, r)) {
+			w.pending.ClockOffsets = append(w.pending.ClockOffsets, *r)
+			n, size = n+1, size+r.size()
+		} else {
+			dups[3]++
+		}
+	}
+	for i, t := range []string{TableLatency, TableProbe, TableLag, TableClockOffsets} {
+		if dups[i] > 0 {
+			w.m.duplicates.WithLabelValues(t).Add(float64(dups[i]))
+		}
+	}
+	return n, size
+}
+
+// Flush waits until every Write accepted before it was acknowledged or given up, or ctx ends. It does not stop
+// other Writes meanwhile.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	target := w.accepted
+	for w.acked < target {
+		w.flushWanted = true
+		changed := w.changed
+		w.mu.Unlock()
+		w.wake()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.done:
+			w.mu.Lock()
+			if w.acked < target {
+				w.mu.Unlock()
+				return ErrWriterClosed
+			}
+			w.mu.Unlock()
+			return nil
+		}
+		w.mu.Lock()
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// Close stops accepting Writes, flushes everything accepted (retrying as configured) and stops the flusher. If ctx
+// ends first, the batch being retried and everything still buffered are given up: their Acks get the error, and
+// Close returns it. Close is idempotent.
+func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	w.closed = true
+	w.flushWanted = true
+	w.mu.Unlock()
+	w.wake()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		w.cancel() // ends the retry loop; the flusher then fails what is left and returns
+		<-w.done
+		return fmt.Errorf("close store writer: unflushed rows given up: %w", ctx.Err())
+	}
+}
+
+func (w *Writer) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// batch is what the flusher took: the rows of some Writes and their acks.
+type batch struct {
+	rows  Rows
+	acks  []Ack
+	n     int
+	bytes int64
+}
+
+// run is the flush goroutine: it owns the batch in flight and is the only caller of Acks.
+func (w *Writer) run() {
+	defer close(w.done)
+	defer w.cancel()
+	tick := time.NewTicker(w.cfg.FlushInterval)
+	defer tick.Stop()
+	for {
+		force := false
+		select {
+		case <-w.kick:
+		case <-tick.C:
+			force = true
+		}
+		for {
+			b, closed := w.take(force)
+			if b == nil {
+				if closed {
+					return
+				}
+				break
+			}
+			w.flush(b)
+			force = false
+		}
+	}
+}
+
+// take returns the pending batch when it is due (full, forced by the ticker, or wanted by Flush/Close/a blocked
+// Write), else nil; closed reports that the writer is closed and nothing is pending, so the flusher may exit.
+func (w *Writer) take(force bool) (b *batch, closed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	empty := w.pendingRows == 0 && len(w.pendingAcks) == 0
+	if empty {
+		w.flushWanted = false
+		return nil, w.closed
+	}
+	if !force && !w.flushWanted && !w.closed && w.pendingRows < w.cfg.BatchRows {
+		return nil, false
+	}
+	b = &batch{rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
+	w.pending, w.pendingAcks, w.pendingRows, w.pendingBytes = Rows{}, nil, 0, 0
+	w.flushWanted = false
+	return b, false
+}
+
+// flush inserts a batch table by table, each with retries, then runs its acks and releases its room. A table
+// already inserted is never re-sent when a later one fails: that would double count it in the rollups.
+func (w *Writer) flush(b *batch) {
+	ver := uint64(w.now().UnixMilli())
+	tables := []tableBatch{latencyBatch(b.rows.Latency), probeBatch(b.rows.Probe), lagBatch(b.rows.Lag),
+		clockBatch(b.rows.ClockOffsets)}
+	var err error
+	failedFrom := len(tables)
+	for i, tb := range tables {
+		if tb.len() == 0 {
+			continue
+		}
+		if err = w.insertWithRetry(tb, ver); err != nil {
+			failedFrom = i
+			break
+		}
+		w.m.rowsWritten.WithLabelValues(tb.table()).Add(float64(tb.len()))
+		w.m.batches.WithLabelValues(tb.table()).Inc()
+	}
+	if err != nil {
+		for _, tb := range tables[failedFrom:] {
+			if tb.len() > 0 {
+				w.m.rowsDropped.WithLabelValues(tb.table()).Add(float64(tb.len()))
+			}
+		}
+		w.m.failures.WithLabelValues(tables[failedFrom].table()).Inc()
+		w.log.Error("store writer gave up a batch; its writers were told", "table", tables[failedFrom].table(),
+			"rows", b.n, "err", err)
+		w.forget(tables[failedFrom:])
+	}
+	for _, ack := range b.acks {
+		if ack != nil {
+			ack(err)
+		}
+	}
+	w.mu.Lock()
+	w.heldRows -= b.n
+	w.heldBytes -= b.bytes
+	w.acked += uint64(len(b.acks))
+	w.m.bufferedRows.Set(float64(w.heldRows))
+	w.m.bufferedBytes.Set(float64(w.heldBytes))
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// forget removes the keys of rows that were given up from the dedup window, so their re-delivery is written.
+func (w *Writer) forget(tables []tableBatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dedup == nil {
+		return
+	}
+	seed := w.dedup.seed
+	for _, tb := range tables {
+		switch rs := tb.(type) {
+		case latencyBatch:
+			for i := range rs {
+				w.dedup.forget(w.hasher.latency(seed, &rs[i]))
+			}
+		case probeBatch:
+			for i := range rs {
+				w.dedup.forget(w.hasher.probe(seed, &rs[i]))
+			}
+		case lagBatch:
+			for i := range rs {
+				w.dedup.forget(w.hasher.lag(seed, &rs[i]))
+			}
+		case clockBatch:
+			for i := range rs {
+				w.dedup.forget(w.hasher.clock(seed, &rs[i]))
+			}
+		}
+	}
+}
+
+// insertWithRetry inserts tb, retrying retryable errors with exponential backoff (with jitter) until success,
+// RetryMaxElapsed, or the writer's context ends.
+func (w *Writer) insertWithRetry(tb tableBatch, ver uint64) error {
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval = w.cfg.RetryInitial
+	eb.MaxInterval = w.cfg.RetryMax
+	op := func() (struct{}, error) {
+		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
+		defer cancel()
+		start := time.Now()
+		err := w.insert(ctx, tb, ver)
+		w.m.insertSeconds.WithLabelValues(tb.table()).Observe(time.Since(start).Seconds())
+		if err != nil && !retryable(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}
+	notify := func(err error, next time.Duration) {
+		w.m.retries.WithLabelValues(tb.table()).Inc()
+		w.log.Warn("store insert failed, retrying", "table", tb.table(), "rows", tb.len(), "in", next, "err", err)
+	}
+	_, err := backoff.Retry(w.ctx, op, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(w.cfg.RetryMaxElapsed),
+		backoff.WithNotify(notify))
+	if err != nil && errors.Is(err, context.Canceled) && w.ctx.Err() != nil {
+		return fmt.Errorf("insert into %s abandoned at writer close: %w", tb.table(), err)
+	}
+	return err
+}
+
+func rowsSize(r *Rows) int64 {
+	var n int64
+	for i := range r.Latency {
+		n += r.Latency[i].size()
+	}
+	for i := range r.Probe {
+		n += r.Probe[i].size()
+	}
+	for i := range r.Lag {
+		n += r.Lag[i].size()
+	}
+	for i := range r.ClockOffsets {
+		n += r.ClockOffsets[i].size()
+	}
+	return n
+}

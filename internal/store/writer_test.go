@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// fakeCH is an inserter that records what it was given. fail, when set, decides each attempt's error; block, when
+// set, makes every insert wait for it to be closed.
+type fakeCH struct {
+	mu       sync.Mutex
+	attempts int
+	inserted map[string][]tableBatch
+	fail     func(attempt int, tb tableBatch) error
+	block    chan struct{}
+}
+
+func (f *fakeCH) insert(ctx context.Context, tb tableBatch, ver uint64) error {
+	f.mu.Lock()
+	f.attempts++
+	attempt, fail, block := f.attempts, f.fail, f.block
+	f.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail != nil {
+		if err := fail(attempt, tb); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inserted == nil {
+		f.inserted = map[string][]tableBatch{}
+	}
+	f.inserted[tb.table()] = append(f.inserted[tb.table()], tb)
+	return nil
+}
+
+// offsets returns the latency rows' offsets in insertion order.
+func (f *fakeCH) offsets() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []int64
+	for _, tb := range f.inserted[TableLatency] {
+		for _, r := range tb.(latencyBatch) {
+			out = append(out, r.Offset)
+		}
+	}
+	return out
+}
+
+func latencyRows(from, n int64) Rows {
+	var r Rows
+	for o := from; o < from+n; o++ {
+		r.Latency = append(r.Latency, LatencyRow{Group: "g", Topic: "t", Offset: o, Class: ClassLive})
+	}
+	return r
+}
+
+func testWriter(t *testing.T, f *fakeCH, cfg WriterConfig) (*Writer, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if cfg.RetryInitial == 0 {
+		cfg.RetryInitial, cfg.RetryMax = time.Millisecond, 5*time.Millisecond
+	}
+	w, err := newWriter(f.insert, cfg, WriterOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = w.Close(ctx)
+	})
+	return w, reg
+}
+
+// ackLog records acks in call order.
+type ackLog struct {
+	mu   sync.Mutex
+	ids  []int
+	errs []error
+}
+
+func (a *ackLog) ack(id int) Ack {
+	return func(err error) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.ids = append(a.ids, id)
+		a.errs = append(a.errs, err)
+	}
+}
+
+func (a *ackLog) snapshot() ([]int, []error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]int(nil), a.ids...), append([]error(nil), a.errs...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestWriterFlushesBySizeAndAcksInOrder(t *testing.T) {
+	f := &fakeCH{}
+	// An interval of an hour: only the size trigger can flush.
+	w, reg := testWriter(t, f, WriterConfig{BatchRows: 3, FlushInterval: time.Hour})
+	var acks ackLog
+	ctx := context.Background()
+	for i := range 4 {
+		if err := w.Write(ctx, latencyRows(int64(i)*3, 3), acks.ack(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "4 acks", func() bool { ids, _ := acks.snapshot(); return len(ids) == 4 })
+	ids, errs := acks.snapshot()
+	for i := range ids {
+		if ids[i] != i || errs[i] != nil {
+			t.Fatalf("acks %v errs %v, want 0..3 in order, all nil", ids, errs)
+		}
+	}
+	got := f.offsets()
+	if len(got) != 12 {
+		t.Fatalf("inserted %d rows, want 12", len(got))
+	}
+	for i, o := range got {
+		if o != int64(i) {
+			t.Fatalf("offsets %v, want 0..11 in order", got)
+		}
+	}
+	if v := testutil.ToFloat64(w.m.rowsWritten.WithLabelValues(TableLatency)); v != 12 {
+		t.Errorf("rows_written_total = %v, want 12", v)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tidemark_store_writer_buffered_rows"); err != nil || n != 1 {
+		t.Errorf("buffered_rows series: %d, %v", n, err)
+	}
+	if v := testutil.ToFloat64(w.m.bufferedRows); v != 0 {
+		t.Errorf("buffered_rows = %v after everything was acked, want 0", v)
+	}
+}
+
+func TestWriterFlushesByInterval(t *testing.T) {
+	f := &fakeCH{}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 1000, FlushInterval: 10 * time.Millisecond})
+	done := make(chan error, 1)
+	if err := w.Write(context.Background(), latencyRows(7, 1), func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a 1-row batch was not flushed by the 10ms interval")
+	}
+	if got := f.offsets(); len(got) != 1 || got[0] != 7 {
+		t.Fatalf("inserted %v, want [7]", got)
+	}
+}
+
+func TestWriterBackpressure(t *testing.T) {
+	f := &fakeCH{block: make(chan struct{})}
+	// MaxRows 4: one 4-row batch in flight (blocked in the fake) fills the writer.
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 4, MaxRows: 4, FlushInterval: time.Hour})
+	ctx := context.Background()
+	if err := w.Write(ctx, latencyRows(0, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := w.Write(short, latencyRows(4, 1), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Write into a full writer returned %v, want it to block until the deadline", err)
+	}
+	if v := testutil.ToFloat64(w.m.bufferedRows); v != 4 {
+		t.Errorf("buffered_rows = %v, want 4 (the rejected row was not accepted)", v)
+	}
+	if v := testutil.ToFloat64(w.m.blockedSecs); v < 0.04 {
+		t.Errorf("blocked_seconds_total = %v, want >= 0.04", v)
+	}
+	accepted := make(chan error, 1)
+	go func() { accepted <- w.Write(ctx, latencyRows(4, 1), nil) }()
+	select {
+	case err := <-accepted:
+		t.Fatalf("Write returned %v while the writer was full", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(f.block) // ClickHouse answers: the in-flight batch completes and frees room
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.offsets(); len(got) != 5 {
+		t.Fatalf("inserted %v, want offsets 0..4", got)
+	}
+}
+
+func TestWriterOversizedWriteAcceptedWhenEmpty(t *testing.T) {
+	f := &fakeCH{}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 2, MaxRows: 2, FlushInterval: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// 5 rows > MaxRows: refusing it forever would deadlock the caller, so an empty writer takes it.
+	if err := w.Write(ctx, latencyRows(0, 5), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.offsets(); len(got) != 5 {
+		t.Fatalf("inserted %v, want 5 rows", got)
+	}
+}
+
+func TestWriterRetriesConnectionErrors(t *testing.T) {
+	f := &fakeCH{fail: func(attempt int, _ tableBatch) error {
+		if attempt <= 3 {
+			return io.ErrUnexpectedEOF // what a dropped connection looks like
+		}
+		return nil
+	}}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 2, FlushInterval: time.Hour})
+	var acks ackLog
+	ctx := context.Background()
+	if err := w.Write(ctx, latencyRows(0, 2), acks.ack(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := acks.snapshot(); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("ack errors %v, want one nil", errs)
+	}
+	if got := f.offsets(); len(got) != 2 {
+		t.Fatalf("inserted %v, want 2 rows once", got)
+	}
+	if v := testutil.ToFloat64(w.m.retries.WithLabelValues(TableLatency)); v != 3 {
+		t.Errorf("retries_total = %v, want 3", v)
+	}
+}
+
+func TestWriterPermanentErrorFailsAck(t *testing.T) {
+	unknownTable := &clickhouse.Exception{Code: 60, Message: "Table x doesn't exist"}
+	f := &fakeCH{fail: func(attempt int, tb tableBatch) error {
+		if tb.table() == TableProbe {
+			return unknownTable
+		}
+		return nil
+	}}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 10, FlushInterval: time.Hour})
+	var acks ackLog
+	rows := latencyRows(0, 2)
+	rows.Probe = []ProbeRow{{Topic: "p", Seq: 1}}
+	ctx := context.Background()
+	if err := w.Write(ctx, rows, acks.ack(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, errs := acks.snapshot()
+	if len(errs) != 1 || !errors.Is(errs[0], unknownTable) {
+		t.Fatalf("ack errors %v, want the unknown-table exception", errs)
+	}
+	// The latency rows went in before the probe table failed, and are not re-sent: that would double count them in
+	// the rollup. One attempt per table: a permanent error is not retried.
+	if got := f.offsets(); len(got) != 2 {
+		t.Fatalf("latency rows inserted %v, want 2 once", got)
+	}
+	if f.attempts != 2 {
+		t.Errorf("%d insert attempts, want 2", f.attempts)
+	}
+	if v := testutil.ToFloat64(w.m.rowsDropped.WithLabelValues(TableProbe)); v != 1 {
+		t.Errorf("dropped_rows_total{probe} = %v, want 1", v)
+	}
+	// A given-up row's key is forgotten, so its re-delivery is written.
+	f.mu.Lock()
+	f.fail = nil
+	f.mu.Unlock()
+	if err := w.Write(ctx, Rows{Probe: []ProbeRow{{Topic: "p", Seq: 1}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.inserted[TableProbe]); n != 1 {
+		t.Errorf("re-delivered probe inserted %d times, want 1", n)
+	}
+}
+
+func TestWriterDedupWindow(t *testing.T) {
+	f := &fakeCH{}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 100, FlushInterval: time.Hour, DedupWindow: 3})
+	ctx := context.Background()
+	write := func(rows ...LatencyRow) {
+		t.Helper()
+		if err := w.Write(ctx, Rows{Latency: rows}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func(off int64, class ReplayClass) LatencyRow {
+		return LatencyRow{Group: "g", Topic: "t", Offset: off, Class: class}
+	}
+	write(row(1, ClassLive), row(2, ClassLive))
+	write(row(1, ClassLive))   // re-delivered: dropped
+	write(row(1, ClassReplay)) // a replay of offset 1 is another processing event: kept
+	write(row(3, ClassLive))   // window of 3 now holds 2/live, 1/replay, 3 — offset 1/live was evicted
+	write(row(1, ClassLive))   // out of the window: written again (ReplacingMergeTree collapses it in raw)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := f.offsets()
+	want := []int64{1, 2, 1, 3, 1}
+	if len(got) != len(want) {
+		t.Fatalf("inserted offsets %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("inserted offsets %v, want %v", got, want)
+		}
+	}
+	if v := testutil.ToFloat64(w.m.duplicates.WithLabelValues(TableLatency)); v != 1 {
+		t.Errorf("duplicate_rows_total = %v, want 1", v)
+	}
+}
+
+func TestWriterEmptyWriteAckedInOrder(t *testing.T) {
+	f := &fakeCH{}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 10, FlushInterval: time.Hour})
+	var acks ackLog
+	ctx := context.Background()
+	_ = w.Write(ctx, latencyRows(0, 1), acks.ack(1))
+	_ = w.Write(ctx, Rows{}, acks.ack(2)) // e.g. a dead-lettered receipt: its offset is committed after row 0's
+	_ = w.Write(ctx, latencyRows(1, 1), acks.ack(3))
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids, _ := acks.snapshot()
+	if len(ids) != 3 || ids[0] != 1 || ids[1] != 2 || ids[2] != 3 {
+		t.Fatalf("acks %v, want [1 2 3]", ids)
+	}
+}
+
+func TestWriterCloseGivesUpAtDeadline(t *testing.T) {
+	f := &fakeCH{fail: func(int, tableBatch) error { return io.EOF }} // ClickHouse never comes back
+	reg := prometheus.NewRegistry()
+	w, err := newWriter(f.insert, WriterConfig{BatchRows: 1, FlushInterval: time.Hour,
+		RetryInitial: time.Millisecond, RetryMax: 2 * time.Millisecond}, WriterOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acks ackLog
+	_ = w.Write(context.Background(), latencyRows(0, 1), acks.ack(1))
+	_ = w.Write(context.Background(), latencyRows(1, 1), acks.ack(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := w.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the deadline", err)
+	}
+	ids, errs := acks.snapshot()
+	if len(ids) != 2 || errs[0] == nil || errs[1] == nil {
+		t.Fatalf("acks %v errs %v: both writes must be told they were given up", ids, errs)
+	}
+	if err := w.Write(context.Background(), latencyRows(2, 1), nil); !errors.Is(err, ErrWriterClosed) {
+		t.Fatalf("Write after Close = %v, want ErrWriterClosed", err)
+	}
+	if v := testutil.ToFloat64(w.m.retries.WithLabelValues(TableLatency)); v < 1 {
+		t.Errorf("retries_total = %v, want retries before the deadline", v)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused or reset", io.ErrUnexpectedEOF, true},
+		{"per-attempt timeout", context.DeadlineExceeded, true},
+		// Only Close cancels the writer's context: nothing to retry for.
+		{"writer closing", context.Canceled, false},
+		{"too many parts: the server is catching up", &clickhouse.Exception{Code: 252}, true},
+		{"memory limit", &clickhouse.Exception{Code: 241}, true},
+		// Schema and type errors do not heal by waiting.
+		{"unknown table", &clickhouse.Exception{Code: 60}, false},
+		{"type mismatch", &clickhouse.Exception{Code: 53}, false},
+		{"authentication", &clickhouse.Exception{Code: 516}, false},
+		{"encoding a row", &appendError{errors.New("converting x")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := retryable(tt.err); got != tt.want {
+				t.Errorf("retryable(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
