@@ -179,13 +179,15 @@ func (e *Evaluator) recordHW(st *tpState, now time.Time, hw int64) {
 }
 
 // estimateAppendTime returns the earliest history time at which the high watermark already covered offset, i.e. a
-// time at or after the record at offset was appended; false when the history never covered it.
-func estimateAppendTime(h []hwPoint, offset int64) (time.Time, bool) {
+// time at or after the record at offset was appended, so now − that time is at most one poll interval short of the
+// true time lag. bracketed is false when the first history point already covered the offset (the record is older
+// than the history: the estimate is only a lower bound). ok is false when the history never covered it.
+func estimateAppendTime(h []hwPoint, offset int64) (t time.Time, bracketed, ok bool) {
 	i, _ := slices.BinarySearchFunc(h, offset+1, func(p hwPoint, target int64) int { return cmp.Compare(p.hw, target) })
 	if i == len(h) {
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
-	return h[i].t, true
+	return h[i].t, i > 0, true
 }
 
 func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView, probes map[probeKey]*RecordProbe,
@@ -300,9 +302,12 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 		pl.Flags |= FlagStale
 	}
 	if pl.Known && pl.Lag > 0 && !pl.TimeLagKnown {
-		if t, ok := estimateAppendTime(pv.st.history, in.Start()); ok {
+		if t, bracketed, ok := estimateAppendTime(pv.st.history, in.Start()); ok {
 			pl.TimeLag, pl.TimeLagKnown = max(0, now.Sub(t)), true
 			pl.Flags |= FlagEstimated
+			if !bracketed {
+				pl.Flags |= FlagLowerBound // appended before the history starts: only "at least this old"
+			}
 		}
 	}
 	if st.replay.Active {
