@@ -1,0 +1,183 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// TopicInfo answers what the paths need to know about source topics (internal/kafka's Metadata satisfies it): the
+// leader broker whose clock stamped a LogAppendTime, and what a topic's timestamps mean.
+type TopicInfo interface {
+	Leader(topic string, partition int32) int32
+	TimestampType(topic string) kafka.TimestampType
+}
+
+// pathDeps are what every path shares.
+type pathDeps struct {
+	engine  *latency.Engine
+	hosts   *hosts
+	sink    Sink
+	dlq     DeadLetters
+	meta    TopicInfo
+	metrics *Metrics
+	clock   func() time.Time
+	log     *slog.Logger
+	markers markers
+}
+
+// write hands rows to the sink and marks next once they are acknowledged (at-least-once).
+func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows store.Rows, mark func(int64)) error {
+	next := b.Records[len(b.Records)-1].Offset + 1
+	m := d.markers.get(b.Topic, b.Partition, b.Generation, mark)
+	seg := m.add(next)
+	n := rows.Len()
+	if n == 0 {
+		m.ack(seg)
+		return nil
+	}
+	d.metrics.Rows.WithLabelValues(path).Add(float64(n))
+	start := time.Now()
+	err := d.sink.Write(ctx, rows, func(err error) {
+		if err != nil {
+			d.metrics.SinkErrors.WithLabelValues(path).Inc()
+			d.log.Error("writer gave up on a batch; its offsets stay uncommitted and will be re-read after a restart",
+				"path", path, "topic", b.Topic, "partition", b.Partition, "next", next, "err", err)
+			return
+		}
+		d.metrics.RowsAcked.WithLabelValues(path).Add(float64(n))
+		m.ack(seg)
+	})
+	d.metrics.SinkBlocked.WithLabelValues(path).Add(time.Since(start).Seconds())
+	if err != nil {
+		return fmt.Errorf("write %d rows of %s/%d: %w", n, b.Topic, b.Partition, err)
+	}
+	return nil
+}
+
+// deadLetter sends bad records to the dead-letter topic, retrying until it succeeds or ctx ends: an offset is never
+// committed past a record that is neither stored nor dead-lettered.
+func (d *pathDeps) deadLetter(ctx context.Context, path string, recs []kafka.Record, errs []error) error {
+	for i := range errs {
+		d.metrics.DeadLetters.WithLabelValues(path, reason(errs[i])).Inc()
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := d.dlq.Send(ctx, path, recs, errs)
+		if err == nil {
+			return nil
+		}
+		d.log.Warn("dead-letter send failed; retrying", "path", path, "records", len(recs), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Receipts is the receipts path: it decodes receipt batches from the receipts topic, corrects every receipt's stamps
+// through the latency engine and writes one latency row per receipt.
+type Receipts struct {
+	*pathDeps
+}
+
+// PathReceipts, PathProbe and PathTap are the path label values.
+const (
+	PathReceipts = "receipts"
+	PathProbe    = "probe"
+	PathTap      = "tap"
+)
+
+// HandleBatch is the receipts path's kafka.BatchHandler.
+func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
+	p.metrics.Records.WithLabelValues(PathReceipts).Add(float64(len(b.Records)))
+	var (
+		bad  []kafka.Record
+		errs []error
+		buf  []instrument.Receipt
+		rows store.Rows
+	)
+	now := p.clock()
+	for i := range b.Records {
+		var err error
+		buf, err = instrument.DecodeReceiptBatch(buf[:0], b.Records[i].Value)
+		if err != nil {
+			bad = append(bad, b.Records[i])
+			errs = append(errs, err)
+			continue
+		}
+		for j := range buf {
+			rows.Latency = append(rows.Latency, p.row(&buf[j], now))
+		}
+	}
+	if len(bad) > 0 {
+		if err := p.deadLetter(ctx, PathReceipts, bad, errs); err != nil {
+			return err
+		}
+	}
+	return p.write(ctx, PathReceipts, b, rows, mark)
+}
+
+// row corrects one receipt.
+func (p *Receipts) row(r *instrument.Receipt, now time.Time) store.LatencyRow {
+	var rec latency.Record
+	rec.Offset = r.Offset
+	var raw rawStamps
+	consumer := p.hosts.id(r.Host)
+	if r.Clock.Valid {
+		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
+	}
+	rec.Stamps[latency.Processed] = latency.Stamp{Value: r.ProcessedNs, Host: consumer, Unit: latency.Nanos}
+	raw.processed = nsToMs(r.ProcessedNs)
+	if r.ReceiveNs != 0 {
+		rec.Stamps[latency.Receive] = latency.Stamp{Value: r.ReceiveNs, Host: consumer, Unit: latency.Nanos}
+		raw.receive = nsToMs(r.ReceiveNs)
+	}
+	tt := r.TimestampType
+	if tt == instrument.TimestampUnknown && r.HasRecordTimestamp {
+		tt = instrument.TimestampType(p.meta.TimestampType(r.Topic))
+	}
+	producer, broker := r.ProduceHost, ""
+	if r.ProduceNs != 0 {
+		id := p.hosts.id(r.ProduceHost)
+		if r.ProduceClock.Valid {
+			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
+		}
+		rec.Stamps[latency.Produce] = latency.Stamp{Value: r.ProduceNs, Host: id, Unit: latency.Nanos}
+		raw.event = nsToMs(r.ProduceNs)
+	}
+	if r.HasRecordTimestamp {
+		switch tt {
+		case instrument.TimestampLogAppend:
+			if leader := p.meta.Leader(r.Topic, r.Partition); leader >= 0 {
+				broker = brokerHost(leader)
+				rec.Stamps[latency.Append] = latency.MillisStamp(p.hosts.id(broker), r.RecordTimestampMs)
+				raw.append = r.RecordTimestampMs
+			}
+		case instrument.TimestampCreate:
+			if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
+				producer = "producer@" + r.Topic
+				rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(producer), r.RecordTimestampMs)
+				raw.event = r.RecordTimestampMs
+			}
+		}
+	}
+	res := p.engine.Path(r.Group, r.Topic, r.Partition).Observe(rec)
+	p.metrics.Classes.WithLabelValues(PathReceipts, res.Class.String()).Inc()
+	if res.Flags&latency.FlagSkewSuspected != 0 {
+		p.metrics.Skewed.WithLabelValues(PathReceipts).Inc()
+	}
+	var tid, sid []byte
+	if r.HasTrace {
+		tid, sid = r.TraceID[:], r.SpanID[:]
+	}
+	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
+}

@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// fakeSink records writes and acknowledges only when told to.
+type fakeSink struct {
+	mu   sync.Mutex
+	rows []store.Rows
+	acks []func(error)
+}
+
+func (s *fakeSink) Write(_ context.Context, rows store.Rows, ack func(error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = append(s.rows, rows)
+	s.acks = append(s.acks, ack)
+	return nil
+}
+
+type fakeDLQ struct {
+	recs    []kafka.Record
+	reasons []error
+}
+
+func (d *fakeDLQ) Send(_ context.Context, _ string, recs []kafka.Record, reasons []error) error {
+	d.recs = append(d.recs, recs...)
+	d.reasons = append(d.reasons, reasons...)
+	return nil
+}
+
+type fakeMeta struct{}
+
+func (fakeMeta) Leader(string, int32) int32               { return 1 }
+func (fakeMeta) TimestampType(string) kafka.TimestampType { return kafka.TimestampLogAppend }
+
+func newTestDeps(t *testing.T, now time.Time) (*pathDeps, *fakeSink, *fakeDLQ) {
+	t.Helper()
+	eng, err := latency.NewEngine(latency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, dlq := &fakeSink{}, &fakeDLQ{}
+	return &pathDeps{engine: eng, hosts: newHosts(eng), sink: sink, dlq: dlq, meta: fakeMeta{}, metrics: NewMetrics(nil),
+		clock: func() time.Time { return now }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink, dlq
+}
+
+func receiptRecord(t *testing.T, offset int64, rs ...instrument.Receipt) kafka.Record {
+	t.Helper()
+	v, err := instrument.AppendReceiptBatch(nil, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kafka.Record{Topic: "tidemark-receipts", Partition: 0, Offset: offset, Value: v}
+}
+
+// TestReceiptsCorrectsC25 is case C25 end to end through the receipts path: producer P1 +2500 ms, broker B1 0 ms,
+// consumer C1 −300 ms; true create 12:00:00.000, append .020, processed .120 (receive at .100).
+func TestReceiptsCorrectsC25(t *testing.T) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deps, sink, dlq := newTestDeps(t, truth.Add(200*time.Millisecond))
+	// The broker's offset is known from a probe bracket: sent at .0195, acked at .0215 (reference), stamped .020;
+	// the bracket [20 − 21.5, 20 + 1 − 19.5] = [−1.5, +1.5] ms (the +1 covers ms truncation) is centred on 0.
+	if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
+		Send: truth.Add(19500 * time.Microsecond), RemoteMs: truth.Add(20 * time.Millisecond).UnixMilli(),
+		Ack: truth.Add(21500 * time.Microsecond)}); err != nil {
+		t.Fatal(err)
+	}
+	sync := func(d time.Duration) instrument.ClockOffset {
+		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
+	}
+	r := instrument.Receipt{
+		Group: "g", Topic: "orders", Partition: 3, Offset: 100,
+		RecordTimestampMs: truth.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
+		ProduceNs: truth.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
+		ReceiveNs:   truth.Add(100*time.Millisecond - 300*time.Millisecond).UnixNano(),
+		ProcessedNs: truth.Add(120*time.Millisecond - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond),
+		TraceID: [16]byte{1}, SpanID: [8]byte{2}, HasTrace: true,
+	}
+	garbage := kafka.Record{Topic: "tidemark-receipts", Offset: 11, Value: []byte{1, 0xff}}
+	var marks []int64
+	p := &Receipts{deps}
+	b := kafka.Batch{Topic: "tidemark-receipts", Records: []kafka.Record{receiptRecord(t, 10, r), garbage}}
+	if err := p.HandleBatch(context.Background(), b, func(n int64) { marks = append(marks, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq.recs) != 1 || dlq.recs[0].Offset != 11 || !errors.Is(dlq.reasons[0], instrument.ErrMalformed) {
+		t.Fatalf("dead letters %+v %v", dlq.recs, dlq.reasons)
+	}
+	if len(sink.rows) != 1 || len(sink.rows[0].Latency) != 1 {
+		t.Fatalf("sink got %+v", sink.rows)
+	}
+	if len(marks) != 0 {
+		t.Fatal("offsets marked before the sink acknowledged")
+	}
+	row := sink.rows[0].Latency[0]
+	// Naive values are what other tools show (C25): ingest −2480, e2e −2680.
+	if row.IngestNaiveMs != -2480 || row.E2ENaiveMs != -2680 || row.QueueNaiveMs != -220 || row.ProcessNaiveMs != 20 {
+		t.Fatalf("naive stages %d %d %d %d", row.IngestNaiveMs, row.QueueNaiveMs, row.ProcessNaiveMs, row.E2ENaiveMs)
+	}
+	// Corrected with the offsets: ingest 20, queue 80, process 20, e2e 120, all valid.
+	if row.IngestMs != 20 || row.QueueMs != 80 || row.ProcessMs != 20 || row.E2EMs != 120 {
+		t.Fatalf("corrected stages %d %d %d %d (flags %b)", row.IngestMs, row.QueueMs, row.ProcessMs, row.E2EMs, row.Flags)
+	}
+	if want := store.ValidIngest | store.ValidQueue | store.ValidProcess | store.ValidE2E; row.Valid&want != want {
+		t.Fatalf("valid bits %08b", row.Valid)
+	}
+	if row.Class != store.ClassLive || row.Source != store.SourceReceipt || row.BrokerHost != "broker-1" ||
+		row.ProducerHost != "P1" || row.ConsumerHost != "C1" || row.TraceID != "01000000000000000000000000000000" || row.SpanID != "0200000000000000" {
+		t.Fatalf("row %+v", row)
+	}
+	sink.acks[0](nil)
+	if len(marks) != 1 || marks[0] != 12 {
+		t.Fatalf("marks %v, want [12] (after the dead-lettered record too)", marks)
+	}
+}
+
+func TestReceiptsWriterFailureKeepsOffsets(t *testing.T) {
+	deps, sink, _ := newTestDeps(t, time.Now())
+	p := &Receipts{deps}
+	var marks []int64
+	mark := func(n int64) { marks = append(marks, n) }
+	r := instrument.Receipt{Group: "g", Topic: "t", ProcessedNs: time.Now().UnixNano(), Host: "c"}
+	for off := int64(0); off < 2; off++ {
+		b := kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, off, r)}}
+		if err := p.HandleBatch(context.Background(), b, mark); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink.acks[0](errors.New("clickhouse gone"))
+	sink.acks[1](nil)
+	// The first batch was never stored: nothing may be committed, even though the second batch was.
+	if len(marks) != 0 {
+		t.Fatalf("marks %v after a failed first batch", marks)
+	}
+}

@@ -1,0 +1,147 @@
+package collector
+
+import (
+	"encoding/hex"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+)
+
+// hosts interns host names into the engine's ids and feeds reported clock offsets to the engine only when they
+// change, so the per-record path takes no engine lock in the common case.
+type hosts struct {
+	engine *latency.Engine
+	ids    sync.Map // string → latency.HostID
+
+	// mu guards reported: the last offset reported per host.
+	mu       sync.Mutex
+	reported map[latency.HostID][2]time.Duration
+}
+
+func newHosts(e *latency.Engine) *hosts {
+	return &hosts{engine: e, reported: map[latency.HostID][2]time.Duration{}}
+}
+
+func (h *hosts) id(name string) latency.HostID {
+	if v, ok := h.ids.Load(name); ok {
+		return v.(latency.HostID)
+	}
+	id := h.engine.Host(name)
+	h.ids.Store(name, id)
+	return id
+}
+
+// report feeds a host's self-reported (time-synced) offset when it differs from the last one reported.
+func (h *hosts) report(id latency.HostID, offset, unc time.Duration, at time.Time) {
+	h.mu.Lock()
+	last, ok := h.reported[id]
+	if ok && last == [2]time.Duration{offset, unc} {
+		h.mu.Unlock()
+		return
+	}
+	h.reported[id] = [2]time.Duration{offset, unc}
+	h.mu.Unlock()
+	_ = h.engine.ReportOffset(id, offset, unc, at)
+}
+
+// brokerHost is the host id of a broker's clock, as stored in broker_host and clock_offsets.host.
+func brokerHost(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
+
+// rawStamps are a record's stamps in Unix ms on their own hosts' clocks, 0 when absent.
+type rawStamps struct {
+	event, append, receive, processed int64
+}
+
+func nsToMs(ns int64) int64 { return ns / 1e6 }
+
+// latencyRow builds a latency_events row from a record's raw stamps and the engine's result.
+func latencyRow(src store.Source, group, topic string, partition int32, raw rawStamps, res *latency.Result,
+	producer, broker, consumer string, traceID []byte, spanID []byte) store.LatencyRow {
+	row := store.LatencyRow{
+		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src,
+		EventMs: raw.event, AppendMs: raw.append, ReceiveMs: raw.receive, ProcessedMs: raw.processed,
+		Flags: uint32(res.Flags), ProducerHost: producer, BrokerHost: broker, ConsumerHost: consumer,
+	}
+	switch res.Class {
+	case latency.ClassLive:
+		row.Class = store.ClassLive
+	case latency.ClassReplay, latency.ClassRedelivery:
+		row.Class = store.ClassReplay
+	case latency.ClassBackfill:
+		row.Class = store.ClassBackfill
+	}
+	naive := func(from, to int64, bit store.StageBits, dst *int64) {
+		if from > 0 && to > 0 {
+			*dst = to - from
+			row.Valid |= bit
+		}
+	}
+	naive(raw.event, raw.append, store.NaiveIngest, &row.IngestNaiveMs)
+	naive(raw.append, raw.receive, store.NaiveQueue, &row.QueueNaiveMs)
+	naive(raw.receive, raw.processed, store.NaiveProcess, &row.ProcessNaiveMs)
+	naive(raw.event, raw.processed, store.NaiveE2E, &row.E2ENaiveMs)
+
+	trusted := res.Flags&latency.FlagSkewSuspected == 0
+	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
+		if v, ok := res.Stage(s); ok {
+			*dst = int64(math.Round(v))
+			if trusted {
+				row.Valid |= bit
+			}
+		}
+	}
+	ingest := latency.StageIngest
+	stage(ingest, store.ValidIngest, &row.IngestMs)
+	if m, ok := res.Stage(latency.StageMirror); ok { // a mirrored topic: the ingest column covers produce → local append
+		row.IngestMs += int64(math.Round(m))
+	}
+	stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
+	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
+	stage(latency.StageE2E, store.ValidE2E, &row.E2EMs)
+	if !math.IsNaN(res.Uncertainty) {
+		row.UncertaintyMs = res.Uncertainty
+	}
+	for _, m := range [...]latency.Moment{latency.Processed, latency.Receive, latency.Commit} {
+		if v := res.Corrected[m]; v > 0 {
+			row.ObservedMs = int64(v)
+			break
+		}
+	}
+	if len(traceID) == 16 {
+		row.TraceID = hex.EncodeToString(traceID)
+	}
+	if len(spanID) == 8 {
+		row.SpanID = hex.EncodeToString(spanID)
+	}
+	return row
+}
+
+// clockRows converts the engine's current offsets to clock_offsets rows (the reference host and hosts without an
+// estimate are left out).
+func clockRows(offs []latency.Offset) []store.ClockOffsetRow {
+	out := make([]store.ClockOffsetRow, 0, len(offs))
+	for _, o := range offs {
+		var k store.ClockKind
+		switch o.Kind {
+		case latency.KindBracketed:
+			k = store.ClockBracketed
+		case latency.KindSynced, latency.KindReported:
+			k = store.ClockSynced
+		case latency.KindEnvelope:
+			k = store.ClockEnvelope
+		default:
+			continue
+		}
+		out = append(out, store.ClockOffsetRow{
+			At: o.At, Host: o.Host, Kind: k,
+			OffsetMs:      float64(o.Offset) / float64(time.Millisecond),
+			UncertaintyMs: float64(o.Uncertainty) / float64(time.Millisecond),
+			Samples:       uint32(max(0, o.Samples)),
+		})
+	}
+	return out
+}

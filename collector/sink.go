@@ -1,0 +1,22 @@
+package collector
+
+import (
+	"context"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+)
+
+// Sink is the batched ClickHouse writer as the collector uses it (internal/store's Writer satisfies it).
+type Sink interface {
+	// Write hands rows to the writer. It blocks while the writer is full (backpressure) and returns ctx's error if
+	// ctx ends first, in which case ack is never called. Otherwise ack is called exactly once, from any goroutine,
+	// after ClickHouse acknowledged every row (nil) or when the writer gave up on them (non-nil).
+	Write(ctx context.Context, rows store.Rows, ack func(error)) error
+}
+
+// DeadLetters receives records that could not be decoded. Send returns once the dead-letter topic has them, so the
+// source offsets may then be committed.
+type DeadLetters interface {
+	Send(ctx context.Context, path string, recs []kafka.Record, reasons []error) error
+}

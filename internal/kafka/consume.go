@@ -1,0 +1,217 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Header is one record header.
+type Header struct {
+	Key, Value []byte
+}
+
+// Record is one consumed Kafka record, copied out of sarama's types so the collector does not import sarama.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	// Timestamp is the record's Kafka timestamp: the broker's append time on a LogAppendTime topic, else the
+	// producer's CreateTime. The zero time when the record carried none (pre-0.10 format); a -1 (NO_TIMESTAMP) stamp
+	// reads as 1 ms before the epoch.
+	Timestamp time.Time
+}
+
+// HeaderValue returns the last value of the header named key, or nil.
+func (r *Record) HeaderValue(key string) []byte {
+	var v []byte
+	for i := range r.Headers {
+		if string(r.Headers[i].Key) == key {
+			v = r.Headers[i].Value
+			if v == nil {
+				v = []byte{}
+			}
+		}
+	}
+	return v
+}
+
+// Batch is a run of consecutive records of one partition, in offset order.
+type Batch struct {
+	Topic     string
+	Partition int32
+	// Generation is the consumer-group generation the batch was read in; marks are scoped to it.
+	Generation int32
+	Records    []Record
+}
+
+// BatchHandler processes one batch. It may block (that is the backpressure: while it blocks the partition is not
+// read and sarama stops fetching it once its buffers fill). mark(next) records that every offset below next is
+// durably processed, so it may be committed; it is safe to call from any goroutine, later, after the handler
+// returned; marks from a session that has ended are ignored (the records will be delivered again). A handler error
+// ends the consumer.
+type BatchHandler func(ctx context.Context, b Batch, mark func(next int64)) error
+
+// GroupConfig configures RunGroup.
+type GroupConfig struct {
+	Brokers []string
+	// Sarama is the client config (version, TLS, SASL); RunGroup sets the consumer-group fields it needs on it and
+	// it must not be shared with another client.
+	Sarama *sarama.Config
+	Group  string
+	Topics []string
+	// Oldest starts a group without commits at the log start (else at the end).
+	Oldest bool
+	// MaxBatch is the most records per batch (default 500); MaxWait how long a partial batch waits (default 50 ms).
+	MaxBatch int
+	MaxWait  time.Duration
+	// CommitInterval is how often marked offsets are committed (default 1 s).
+	CommitInterval time.Duration
+	// OnAssigned, if set, is called with the claimed partitions at the start of every session (after a rebalance).
+	OnAssigned func(claims map[string][]int32)
+	Logger     *slog.Logger
+}
+
+// RunGroup consumes cfg.Topics as consumer group cfg.Group until ctx is done, handing each partition's records to h
+// in batches. Offsets are committed only as h marks them (at-least-once): records never marked are delivered again
+// after a restart or rebalance. It returns nil when ctx ends, or the first handler error.
+func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 500
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 50 * time.Millisecond
+	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	sc := cfg.Sarama
+	if sc == nil {
+		sc = sarama.NewConfig()
+		sc.Version = sarama.V4_0_0_0
+	}
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.AutoCommit.Enable = true
+	sc.Consumer.Offsets.AutoCommit.Interval = cfg.CommitInterval
+	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
+	if cfg.Oldest {
+		sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	}
+	cg, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc)
+	if err != nil {
+		return fmt.Errorf("start consumer group %s on %v: %w", cfg.Group, cfg.Brokers, err)
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	go func() {
+		for err := range cg.Errors() {
+			cfg.Logger.Warn("consumer group error", "group", cfg.Group, "err", err)
+		}
+	}()
+	gh := &groupHandler{cfg: cfg, h: h, fail: fail}
+	for ctx.Err() == nil {
+		if err := cg.Consume(ctx, cfg.Topics, gh); err != nil {
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			cfg.Logger.Warn("consume", "group", cfg.Group, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	// Close commits what was marked and leaves the group.
+	closeErr := cg.Close()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	if closeErr != nil {
+		return fmt.Errorf("close consumer group %s: %w", cfg.Group, closeErr)
+	}
+	return nil
+}
+
+type groupHandler struct {
+	cfg  GroupConfig
+	h    BatchHandler
+	fail context.CancelCauseFunc
+}
+
+func (g *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	if g.cfg.OnAssigned != nil {
+		g.cfg.OnAssigned(sess.Claims())
+	}
+	return nil
+}
+
+func (g *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	topic, part := claim.Topic(), claim.Partition()
+	ctx := sess.Context()
+	mark := func(next int64) { sess.MarkOffset(topic, part, next, "") }
+	batch := make([]Record, 0, g.cfg.MaxBatch)
+	timer := time.NewTimer(g.cfg.MaxWait)
+	timer.Stop()
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := g.h(ctx, Batch{Topic: topic, Partition: part, Generation: sess.GenerationID(), Records: batch}, mark)
+		batch = make([]Record, 0, g.cfg.MaxBatch) // the handler may keep the slice
+		if err != nil && ctx.Err() == nil {
+			g.fail(fmt.Errorf("handle %s/%d: %w", topic, part, err))
+			return err
+		}
+		return nil
+	}
+	for {
+		select {
+		case msg, ok := <-claim.Messages():
+			if !ok {
+				return flush()
+			}
+			if len(batch) == 0 {
+				timer.Reset(g.cfg.MaxWait)
+			}
+			batch = append(batch, fromSarama(msg))
+			if len(batch) >= g.cfg.MaxBatch {
+				timer.Stop()
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		case <-timer.C:
+			if err := flush(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			// Unflushed records were never marked: they are delivered again to the partition's next owner.
+			return nil
+		}
+	}
+}
+
+func fromSarama(m *sarama.ConsumerMessage) Record {
+	r := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+	if len(m.Headers) > 0 {
+		r.Headers = make([]Header, 0, len(m.Headers))
+		for _, h := range m.Headers {
+			if h != nil {
+				r.Headers = append(r.Headers, Header{Key: h.Key, Value: h.Value})
+			}
+		}
+	}
+	return r
+}
