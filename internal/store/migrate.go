@@ -35,13 +35,8 @@ type appliedMigration struct {
 // differs from the embedded one; otherwise the failing statement's error.
 func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 	var res MigrateResult
-	major, minor, patch, err := s.ServerVersion()
+	major, err := s.createDatabase(ctx, &res)
 	if err != nil {
-		return res, err
-	}
-	res.Server = fmt.Sprintf("%d.%d.%d", major, minor, patch)
-
-	if err := s.createDatabase(ctx); err != nil {
 		return res, err
 	}
 	if err := s.conn.Exec(ctx, schemaMigrationsDDL); err != nil {
@@ -127,17 +122,22 @@ func (s *Store) dialect(applied []appliedMigration, major uint64) (Dialect, erro
 }
 
 // createDatabase creates the configured database through a connection to the user's default database (a connection
-// naming a missing database is refused at the handshake).
-func (s *Store) createDatabase(ctx context.Context) error {
+// naming a missing database is refused at the handshake), and records the server version in res.
+func (s *Store) createDatabase(ctx context.Context, res *MigrateResult) (major uint64, err error) {
 	admin, err := clickhouse.Open(s.cfg.options(""))
 	if err != nil {
-		return fmt.Errorf("open clickhouse %v: %w", s.cfg.Addr, err)
+		return 0, fmt.Errorf("open clickhouse %v: %w", s.cfg.Addr, err)
 	}
 	defer admin.Close()
 	if err := admin.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.cfg.Database); err != nil {
-		return fmt.Errorf("create database %s: %w", s.cfg.Database, err)
+		return 0, fmt.Errorf("create database %s: %w", s.cfg.Database, err)
 	}
-	return nil
+	v, err := admin.ServerVersion()
+	if err != nil {
+		return 0, fmt.Errorf("server version of %v: %w", s.cfg.Addr, err)
+	}
+	res.Server = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	return v.Version.Major, nil
 }
 
 func (s *Store) recordMigration(ctx context.Context, m Migration, d Dialect) error {

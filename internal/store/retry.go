@@ -66,4 +66,3 @@ func (s *Store) insertBatch(ctx context.Context, tb tableBatch, ver uint64) erro
 	}
 	return nil
 }
-
