@@ -1,0 +1,109 @@
+package store
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestRollupCountsAndQuantiles feeds latency_events through the writer and reads latency_1m back: counts must be
+// exact, and the t-digest quantiles within the documented error (docs/schema.md: 1% of rank).
+func TestRollupCountsAndQuantiles(t *testing.T) {
+	s, conn := migratedStore(t, nil)
+	ctx := testCtx(t)
+	w := newTestWriter(t, s, nil, nil)
+	minute := time.Date(2026, 11, 29, 10, 7, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	const live = 10000
+	var e2e, naive []float64
+	var rows []LatencyRow
+	offset := int64(0)
+	add := func(r LatencyRow) {
+		r.Group, r.Topic, r.Partition, r.Offset = "g", "orders", 0, offset
+		r.ProducerHost, r.ConsumerHost = "prod-1", "cons-1"
+		r.AppendMs = minute.UnixMilli() + offset%50000
+		r.ObservedMs = r.AppendMs + 100 // every row lands in the same minute
+		offset++
+		rows = append(rows, r)
+	}
+	for range live {
+		// Log-normal-ish latencies, median ≈ 20 ms with a long tail: what queue waits look like.
+		v := int64(math.Round(math.Exp(3 + rng.NormFloat64())))
+		nv := v + 2500 // a naive value on skewed clocks
+		e2e, naive = append(e2e, float64(v)), append(naive, float64(nv))
+		add(LatencyRow{Class: ClassLive, E2EMs: v, E2ENaiveMs: nv, IngestMs: 1, QueueMs: v - 1,
+			Valid: ValidE2E | NaiveE2E | ValidIngest | ValidQueue})
+	}
+	for range 300 { // replays: counted, never in the live quantiles, whatever their latency
+		add(LatencyRow{Class: ClassReplay, E2EMs: 999999, Valid: ValidE2E})
+	}
+	for range 200 {
+		add(LatencyRow{Class: ClassBackfill, E2EMs: 999999, Valid: ValidE2E})
+	}
+	for range 150 { // live but the e2e stage is invalid (e.g. a sentinel timestamp): flagged
+		add(LatencyRow{Class: ClassLive, E2EMs: 0, Valid: ValidIngest})
+	}
+	for range 50 { // unclassified: flagged too
+		add(LatencyRow{Class: ClassUnknown, E2EMs: 5, Valid: ValidE2E})
+	}
+	// Several inserts, so the rollup holds several partial states that -Merge combines.
+	for i := 0; i < len(rows); i += 2000 {
+		writeAndFlush(t, w, Rows{Latency: rows[i:min(i+2000, len(rows))]})
+	}
+	// Re-delivered through the same writer: the dedup window keeps them out of the rollup.
+	writeAndFlush(t, w, Rows{Latency: rows[:1000]})
+
+	var gotMinute time.Time
+	var liveN, flagged, replay, backfill uint64
+	var q, nq []float64
+	var maxMs int64
+	err := conn.QueryRow(ctx, "SELECT minute, sumMerge(live), sumMerge(flagged), sumMerge(replay), sumMerge(backfill), "+
+		"quantilesTDigestMerge(0.5, 0.9, 0.99)(latency_ms), quantilesTDigestMerge(0.5, 0.9, 0.99)(naive_ms), maxMerge(max_ms) "+
+		"FROM latency_1m WHERE stage = 'e2e' AND topic = 'orders' AND consumer_group = 'g' AND host = 'cons-1' GROUP BY minute").
+		Scan(&gotMinute, &liveN, &flagged, &replay, &backfill, &q, &nq, &maxMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gotMinute.Equal(minute) || liveN != live || flagged != 200 || replay != 300 || backfill != 200 {
+		t.Fatalf("minute %v live %d flagged %d replay %d backfill %d; want %v 10000 200 300 200",
+			gotMinute, liveN, flagged, replay, backfill, minute)
+	}
+	if want := int64(slices.Max(e2e)); maxMs != want {
+		t.Errorf("max_ms %d, want %d", maxMs, want)
+	}
+	slices.Sort(e2e)
+	slices.Sort(naive)
+	for i, level := range []float64{0.5, 0.9, 0.99} {
+		// Rank error: the estimate must lie between the exact quantiles at level ± 0.01.
+		lo, hi := exactQuantile(e2e, level-0.01), exactQuantile(e2e, level+0.01)
+		if q[i] < lo || q[i] > hi {
+			t.Errorf("p%v = %v, exact %v, want within [%v, %v]", level*100, q[i], exactQuantile(e2e, level), lo, hi)
+		}
+		lo, hi = exactQuantile(naive, level-0.01), exactQuantile(naive, level+0.01)
+		if nq[i] < lo || nq[i] > hi {
+			t.Errorf("naive p%v = %v, want within [%v, %v]", level*100, nq[i], lo, hi)
+		}
+		t.Logf("p%v: rollup %.1f exact %.1f", level*100, q[i], exactQuantile(e2e, level))
+	}
+
+	// The ingest stage belongs to the producer host; queue to the consumer. Validity is per stage: the 150 rows whose
+	// e2e is invalid still have a valid ingest stage.
+	var ingestLive, queueLive uint64
+	if err := conn.QueryRow(ctx, "SELECT sumMergeIf(live, stage = 'ingest' AND host = 'prod-1'), "+
+		"sumMergeIf(live, stage = 'queue' AND host = 'cons-1') FROM latency_1m").Scan(&ingestLive, &queueLive); err != nil {
+		t.Fatal(err)
+	}
+	if ingestLive != live+150 || queueLive != live {
+		t.Errorf("ingest live on prod-1 %d, queue live on cons-1 %d; want %d and %d", ingestLive, queueLive, live+150, live)
+	}
+}
+
+// exactQuantile is the nearest-rank quantile of sorted xs.
+func exactQuantile(xs []float64, q float64) float64 {
+	q = min(max(q, 0), 1)
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}
