@@ -46,15 +46,16 @@ try {
       }
     }
   }
-  // Two live rows and one replay for one (topic, group); the MV must aggregate them per stage.
+  // Two live rows and one replay for one (topic, group); the MV must aggregate them per stage. The rows are stamped
+  // now: older rows would be past the tables' TTL, and the server may drop their part before the read.
   session.query(`INSERT INTO latency_events
     (record_time, observed_time, consumer_group, topic, partition, offset, replay_class, source,
      event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms, ingest_ms, queue_ms, process_ms, e2e_ms, valid,
      producer_host, consumer_host, ver)
     VALUES
-    ('2026-01-02 03:04:05', '2026-01-02 03:04:06', 'g', 't', 0, 1, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
-    ('2026-01-02 03:04:05', '2026-01-02 03:04:07', 'g', 't', 0, 2, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
-    ('2026-01-02 03:04:05', '2026-01-02 03:04:08', 'g', 't', 0, 1, 'replay', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1)`, "CSV");
+    (now(), now(), 'g', 't', 0, 1, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
+    (now(), now(), 'g', 't', 0, 2, 'live', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1),
+    (now(), now(), 'g', 't', 0, 1, 'replay', 'receipt', 1, 2, 3, 4, 10, 20, 30, 60, 15, 'p1', 'c1', 1)`, "CSV");
   const got = session.query(`SELECT stage, sumMerge(live), sumMerge(replay), quantilesTDigestMerge(0.5)(latency_ms)[1]
     FROM latency_1m GROUP BY stage ORDER BY stage`, "CSV").trim();
   const want = ['"ingest",2,1,10', '"queue",2,1,20', '"process",2,1,30', '"e2e",2,1,60'].join("\n");
