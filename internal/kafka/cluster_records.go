@@ -1,0 +1,186 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/IBM/sarama"
+
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+// ReadRecords answers every request with one Fetch per (leader, isolation level): a few KiB from the requested
+// offset, decoded into the first consumable record and its timestamp (see probeBatches). The loop caches the answers
+// by topic incarnation and offset, so a group that does not move costs no further fetch.
+func (c *ClusterReader) ReadRecords(ctx context.Context, reqs []lagexporter.RecordRequest) ([]lagexporter.RecordProbe, error) {
+	type key struct {
+		leader int32
+		iso    lagexporter.Isolation
+	}
+	groups := map[key][]int{}
+	out := make([]lagexporter.RecordProbe, len(reqs))
+	var errs lagexporter.CycleErrors
+	c.mu.Lock()
+	for i, r := range reqs {
+		out[i] = lagexporter.RecordProbe{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset,
+			Isolation: r.Isolation, FirstOffset: -1, TimestampOffset: -1, ScannedTo: r.Offset}
+		leader, ok := c.leaders[tp{r.Topic, r.Partition}]
+		if !ok || leader < 0 {
+			out[i].Error = "no leader"
+			continue
+		}
+		k := key{leader, r.Isolation}
+		groups[k] = append(groups[k], i)
+	}
+	c.mu.Unlock()
+	keys := make([]key, 0, len(groups))
+	ids := map[int32]bool{}
+	for k := range groups {
+		keys = append(keys, k)
+		ids[k.leader] = true
+	}
+	leaderIDs := make([]int32, 0, len(ids))
+	for id := range ids {
+		leaderIDs = append(leaderIDs, id)
+	}
+	res := perBroker(leaderIDs, func(id int32) lagexporter.CycleErrors {
+		var errs lagexporter.CycleErrors
+		for _, k := range keys {
+			if k.leader != id {
+				continue
+			}
+			if err := c.fetchProbes(ctx, id, k.iso, reqs, groups[k], out); err != nil {
+				for _, i := range groups[k] {
+					out[i].Error = err.Error()
+				}
+				errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindRecords, Subject: brokerSubject(id), Message: err.Error()})
+			}
+		}
+		return errs
+	})
+	for _, id := range leaderIDs {
+		errs = append(errs, res[id]...)
+	}
+	if len(errs) > 0 {
+		return out, errs
+	}
+	return out, nil
+}
+
+func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexporter.Isolation, reqs []lagexporter.RecordRequest,
+	idx []int, out []lagexporter.RecordProbe) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b, err := c.broker(id)
+	if err != nil {
+		return err
+	}
+	fr := &sarama.FetchRequest{Version: 11, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 64 << 20, SessionEpoch: -1}
+	if iso == lagexporter.ReadCommitted {
+		fr.Isolation = sarama.ReadCommitted
+	}
+	for _, i := range idx {
+		fr.AddBlock(reqs[i].Topic, reqs[i].Partition, reqs[i].Offset, c.FetchPartitionBytes, -1)
+	}
+	c.requests.Add(1)
+	resp, err := b.Fetch(fr)
+	if err != nil {
+		_ = b.Close()
+		return fmt.Errorf("fetch record timestamps of %d partitions: %w", len(idx), err)
+	}
+	for _, i := range idx {
+		r := reqs[i]
+		blk := resp.GetBlock(r.Topic, r.Partition)
+		switch {
+		case blk == nil:
+			out[i].Error = "partition missing from Fetch response"
+		case !errors.Is(blk.Err, sarama.ErrNoError):
+			out[i].Error = blk.Err.Error()
+		default:
+			var batches []*sarama.RecordBatch
+			for _, rs := range blk.RecordsSet {
+				if rs != nil && rs.RecordBatch != nil {
+					batches = append(batches, rs.RecordBatch)
+				}
+			}
+			out[i] = probeBatches(r, batches, blk.AbortedTransactions)
+		}
+	}
+	return nil
+}
+
+// probeBatches finds, in record batches fetched from r.Offset (in offset order), the first consumable record at or
+// after r.Offset and the first valid timestamp from there, the way a consumer with r.Isolation would see them:
+// control batches (transaction markers) are never delivered; for read_committed, data batches of a producer inside an
+// aborted transaction (from the Fetch response's aborted list, until that producer's marker) are skipped. Offsets
+// missing inside or between batches before the first consumable record are compaction gaps. A pure function.
+func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
+	p := lagexporter.RecordProbe{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset,
+		Isolation: r.Isolation, FirstOffset: -1, TimestampOffset: -1, ScannedTo: r.Offset}
+	ab := make([]*sarama.AbortedTransaction, 0, len(aborted))
+	for _, a := range aborted {
+		if a != nil {
+			ab = append(ab, a)
+		}
+	}
+	sort.Slice(ab, func(i, j int) bool { return ab[i].FirstOffset < ab[j].FirstOffset })
+	active := map[int64]bool{}
+	pos := r.Offset
+	for _, b := range batches {
+		last := b.FirstOffset + int64(b.LastOffsetDelta)
+		if r.Isolation == lagexporter.ReadCommitted {
+			for len(ab) > 0 && ab[0].FirstOffset <= last {
+				active[ab[0].ProducerID] = true
+				ab = ab[1:]
+			}
+		}
+		if last < pos {
+			continue
+		}
+		if b.FirstOffset > pos && p.FirstOffset < 0 {
+			p.Gap = true // offsets [pos, batch start) were removed
+		}
+		switch {
+		case b.Control:
+			delete(active, b.ProducerID) // the marker ends the producer's transaction
+		case b.IsTransactional && active[b.ProducerID]:
+			// aborted data: a read_committed consumer never receives it
+		default:
+			for _, rec := range b.Records {
+				off := b.FirstOffset + rec.OffsetDelta
+				if off < pos {
+					continue
+				}
+				if p.FirstOffset < 0 {
+					if off > max(pos, b.FirstOffset) {
+						p.Gap = true
+					}
+					p.FirstOffset = off
+				}
+				ts := b.FirstTimestamp.Add(rec.TimestampDelta)
+				if b.LogAppendTime {
+					ts = b.MaxTimestamp
+				}
+				if b.FirstTimestamp.IsZero() && !b.LogAppendTime || ts.IsZero() || ts.UnixMilli() <= 0 {
+					continue // NO_TIMESTAMP (-1): keep looking for a valid stamp
+				}
+				p.TimestampOffset, p.Timestamp = off, ts
+				p.ScannedTo = last + 1
+				return p
+			}
+		}
+		pos = last + 1
+		p.ScannedTo = pos
+		if pos >= r.End {
+			break
+		}
+	}
+	p.ScannedTo = min(p.ScannedTo, max(r.End, r.Offset))
+	if p.FirstOffset < 0 && p.ScannedTo < r.End {
+		p.Gap = false // nothing known beyond what was fetched
+	}
+	return p
+}

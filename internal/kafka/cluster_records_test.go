@@ -1,0 +1,87 @@
+package kafka
+
+import (
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// data returns a batch of n records from first, one second apart, optionally transactional for producer pid.
+func data(first int64, n int, pid int64, tx bool) *sarama.RecordBatch {
+	b := &sarama.RecordBatch{FirstOffset: first, LastOffsetDelta: int32(n - 1), FirstTimestamp: t0.Add(time.Duration(first) * time.Second),
+		ProducerID: pid, IsTransactional: tx}
+	for i := range n {
+		b.Records = append(b.Records, &sarama.Record{OffsetDelta: int64(i), TimestampDelta: time.Duration(i) * time.Second})
+	}
+	return b
+}
+
+func marker(off, pid int64) *sarama.RecordBatch {
+	return &sarama.RecordBatch{FirstOffset: off, Control: true, IsTransactional: true, ProducerID: pid,
+		FirstTimestamp: t0, Records: []*sarama.Record{{}}}
+}
+
+func TestProbeBatches(t *testing.T) {
+	rc, ru := lagexporter.ReadCommitted, lagexporter.ReadUncommitted
+	tests := []struct {
+		name         string
+		req          lagexporter.RecordRequest
+		batches      []*sarama.RecordBatch
+		aborted      []*sarama.AbortedTransaction
+		first, tsOff int64
+		scanned      int64
+		gap          bool
+	}{
+		// C01: data 0..4 of T1, COMMIT marker at 5, HW 6; from 5 there is nothing to consume up to End.
+		{"C01 marker at the tail", lagexporter.RecordRequest{Offset: 5, End: 6, Isolation: rc},
+			[]*sarama.RecordBatch{marker(5, 7)}, nil, -1, -1, 6, false},
+		// druid variant from 2: aborted data (pid 9) at 2, ABORT marker at 3, plain record at 4.
+		{"aborted then marker then data", lagexporter.RecordRequest{Offset: 2, End: 5, Isolation: rc},
+			[]*sarama.RecordBatch{data(2, 1, 9, true), marker(3, 9), data(4, 1, -1, false)},
+			[]*sarama.AbortedTransaction{{ProducerID: 9, FirstOffset: 2}}, 4, 4, 5, false},
+		// read_uncommitted receives aborted data: first consumable is 2.
+		{"aborted data is consumable uncommitted", lagexporter.RecordRequest{Offset: 2, End: 5, Isolation: ru},
+			[]*sarama.RecordBatch{data(2, 1, 9, true), marker(3, 9), data(4, 1, -1, false)}, nil, 2, 2, 3, false},
+		// the committed offset lands inside a batch: records below it are skipped, no gap.
+		{"inside a batch", lagexporter.RecordRequest{Offset: 12, End: 20, Isolation: ru},
+			[]*sarama.RecordBatch{data(10, 5, -1, false)}, nil, 12, 12, 15, false},
+		// compaction: offsets 100..104 removed, next batch starts at 105.
+		{"compaction gap", lagexporter.RecordRequest{Offset: 100, End: 110, Isolation: ru},
+			[]*sarama.RecordBatch{data(105, 5, -1, false)}, nil, 105, 105, 110, true},
+		// nothing fetched (partition max bytes too small to tell): nothing claimed.
+		{"empty fetch", lagexporter.RecordRequest{Offset: 5, End: 9, Isolation: ru}, nil, nil, -1, -1, 5, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := probeBatches(tc.req, tc.batches, tc.aborted)
+			if p.FirstOffset != tc.first || p.TimestampOffset != tc.tsOff || p.ScannedTo != tc.scanned || p.Gap != tc.gap {
+				t.Fatalf("probe = first %d ts@%d scanned %d gap %v, want %d %d %d %v", p.FirstOffset, p.TimestampOffset,
+					p.ScannedTo, p.Gap, tc.first, tc.tsOff, tc.scanned, tc.gap)
+			}
+			if tc.tsOff >= 0 && !p.Timestamp.Equal(t0.Add(time.Duration(tc.tsOff)*time.Second)) {
+				t.Fatalf("timestamp %v, want t0+%ds", p.Timestamp, tc.tsOff)
+			}
+		})
+	}
+}
+
+func TestProbeBatchesTimestamps(t *testing.T) {
+	// record 10 has no timestamp (a batch whose first timestamp is -1 decodes as zero); record 11's is used.
+	noTS := &sarama.RecordBatch{FirstOffset: 10, Records: []*sarama.Record{{}}}
+	p := probeBatches(lagexporter.RecordRequest{Offset: 10, End: 12}, []*sarama.RecordBatch{noTS, data(11, 1, -1, false)}, nil)
+	if p.FirstOffset != 10 || p.TimestampOffset != 11 {
+		t.Fatalf("first %d ts@%d, want 10 and 11 (C27)", p.FirstOffset, p.TimestampOffset)
+	}
+	// LogAppendTime: every record carries the batch's max timestamp.
+	lat := data(20, 3, -1, false)
+	lat.LogAppendTime, lat.MaxTimestamp = true, t0.Add(time.Hour)
+	p = probeBatches(lagexporter.RecordRequest{Offset: 21, End: 23}, []*sarama.RecordBatch{lat}, nil)
+	if !p.Timestamp.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("LogAppendTime stamp %v, want the batch max timestamp", p.Timestamp)
+	}
+}
