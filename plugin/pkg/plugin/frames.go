@@ -1,0 +1,317 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/grafana/grafana-plugin-sdk-go/data"
+
+	"github.com/tidemark/tidemark/internal/store/query"
+)
+
+// run answers one parsed query and builds its frames. Time series come as one frame per series (the
+// "timeseries-multi" shape), each with a time field and numeric fields labelled by the series' key, which is what
+// Grafana's alerting reads.
+func run(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window, s Settings) (data.Frames, error) {
+	switch q.Type {
+	case QueryStagePercentiles:
+		res, err := r.StagePercentiles(ctx, query.PercentileQuery{Window: w, Stage: q.Stage, Levels: q.Levels,
+			GroupBy: q.GroupBy, Filter: q.Filter, IncludeReplays: q.IncludeReplays})
+		if err != nil {
+			return nil, err
+		}
+		return percentileFrames(res, q), nil
+	case QueryE2EDistribution:
+		src, series, err := r.Distribution(ctx, query.DistributionQuery{Window: w, Stage: q.Stage, GroupBy: q.GroupBy,
+			Filter: q.Filter, IncludeReplays: q.IncludeReplays})
+		if err != nil {
+			return nil, err
+		}
+		return distributionFrames(src, series, q), nil
+	case QueryConsumerLag:
+		pts, err := r.ConsumerLag(ctx, query.LagQuery{Window: w, GroupBy: q.GroupBy, Filter: q.Filter})
+		if err != nil {
+			return nil, err
+		}
+		return lagFrames(pts, q), nil
+	case QuerySLO:
+		pts, err := r.SLO(ctx, query.SLOQuery{Window: w, ThresholdMs: q.ThresholdMs, GroupBy: q.GroupBy, Filter: q.Filter,
+			IncludeReplays: q.IncludeReplays})
+		if err != nil {
+			return nil, err
+		}
+		return sloFrames(pts, q), nil
+	case QuerySlowestMessages:
+		msgs, err := r.Slowest(ctx, query.SlowestQuery{Window: w, Stage: q.Stage, Filter: q.Filter, Limit: q.Limit,
+			IncludeReplays: q.IncludeReplays})
+		if err != nil {
+			return nil, err
+		}
+		return data.Frames{slowestFrame(msgs, q, s.TracingDatasourceUID)}, nil
+	case QueryClockOffsets:
+		pts, err := r.ClockOffsets(ctx, query.ClockOffsetQuery{Window: w, Hosts: q.Filter.Hosts})
+		if err != nil {
+			return nil, err
+		}
+		return clockFrames(pts), nil
+	case QueryProbeHealth:
+		pts, err := r.ProbeHealth(ctx, query.ProbeQuery{Window: w, Brokers: q.Filter.Hosts})
+		if err != nil {
+			return nil, err
+		}
+		return probeFrames(pts), nil
+	}
+	return nil, fmt.Errorf("query type %q has no handler", q.Type)
+}
+
+// levelName is a percentile's field name: 0.99 → "p99", 0.999 → "p99.9".
+func levelName(l float64) string {
+	return "p" + strconv.FormatFloat(l*100, 'f', -1, 64)
+}
+
+// keyLabels labels a series by its group-by dimension; DimNone has no label.
+func keyLabels(d query.Dimension, key string, extra data.Labels) data.Labels {
+	l := data.Labels{}
+	for k, v := range extra {
+		l[k] = v
+	}
+	if d != query.DimNone {
+		l[string(d)] = key
+	}
+	return l
+}
+
+func meta(q ParsedQuery, custom map[string]any) *data.FrameMeta {
+	return &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}, Custom: custom}
+}
+
+func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
+	frames := data.Frames{}
+	for i := 0; i < len(res.Points); {
+		j := i
+		for j < len(res.Points) && res.Points[j].Key == res.Points[i].Key {
+			j++
+		}
+		pts := res.Points[i:j]
+		labels := keyLabels(q.GroupBy, pts[0].Key, data.Labels{"stage": string(q.Stage)})
+		times := make([]time.Time, len(pts))
+		counts := make([]float64, len(pts))
+		vals := make([][]float64, len(q.Levels))
+		for k := range vals {
+			vals[k] = make([]float64, len(pts))
+		}
+		for n, p := range pts {
+			times[n] = p.Time
+			counts[n] = float64(p.Count)
+			for k := range q.Levels {
+				vals[k][n] = p.ValuesMs[k]
+			}
+		}
+		f := data.NewFrame("stage_percentiles", data.NewField("time", nil, times))
+		for k, l := range q.Levels {
+			f.Fields = append(f.Fields, data.NewField(levelName(l), labels, vals[k]).SetConfig(&data.FieldConfig{Unit: "ms"}))
+		}
+		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}))
+		f.Meta = meta(q, map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
+		if res.Source == query.SourceRollup {
+			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
+				Text: fmt.Sprintf("answered from per-minute rollups in %s buckets (t-digest; ranges over %s or minute buckets use rollups)",
+					res.Step, query.RawMaxRange)}}
+		}
+		frames = append(frames, f)
+		i = j
+	}
+	return frames
+}
+
+func distributionFrames(src query.Source, series []query.DistributionSeries, q ParsedQuery) data.Frames {
+	frames := data.Frames{}
+	pct := make([]float64, len(query.DistributionLevels))
+	for i, l := range query.DistributionLevels {
+		pct[i] = l * 100
+	}
+	for _, s := range series {
+		labels := keyLabels(q.GroupBy, s.Key, data.Labels{"stage": string(q.Stage)})
+		f := data.NewFrame("e2e_distribution",
+			data.NewField("percentile", nil, append([]float64(nil), pct...)).SetConfig(&data.FieldConfig{Unit: "percent"}),
+			data.NewField("latency", labels, s.ValuesMs).SetConfig(&data.FieldConfig{Unit: "ms"}),
+		)
+		f.Meta = &data.FrameMeta{Custom: map[string]any{"source": string(src), "samples": s.Count}}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
+func lagFrames(pts []query.LagPoint, q ParsedQuery) data.Frames {
+	frames := data.Frames{}
+	for i := 0; i < len(pts); {
+		j := i
+		for j < len(pts) && pts[j].Key == pts[i].Key {
+			j++
+		}
+		s := pts[i:j]
+		labels := keyLabels(q.GroupBy, s[0].Key, nil)
+		times := make([]time.Time, len(s))
+		lag, tl, exp, parts := make([]float64, len(s)), make([]float64, len(s)), make([]float64, len(s)), make([]float64, len(s))
+		for n, p := range s {
+			times[n], lag[n], tl[n], exp[n], parts[n] = p.Time, float64(p.Lag), float64(p.TimeLagMs)/1000, float64(p.Expired), float64(p.Partitions)
+		}
+		f := data.NewFrame("consumer_lag",
+			data.NewField("time", nil, times),
+			data.NewField("lag", labels, lag).SetConfig(&data.FieldConfig{Unit: "short", DisplayNameFromDS: displayName("lag", q.GroupBy, s[0].Key)}),
+			data.NewField("time_lag", labels, tl).SetConfig(&data.FieldConfig{Unit: "s", DisplayNameFromDS: displayName("time lag", q.GroupBy, s[0].Key)}),
+			data.NewField("expired", labels, exp).SetConfig(&data.FieldConfig{Unit: "short"}),
+			data.NewField("partitions", labels, parts).SetConfig(&data.FieldConfig{Unit: "short"}),
+		)
+		f.Meta = meta(q, nil)
+		frames = append(frames, f)
+		i = j
+	}
+	return frames
+}
+
+func displayName(what string, d query.Dimension, key string) string {
+	if d == query.DimNone {
+		return what
+	}
+	return key + " " + what
+}
+
+// sloFrames turns good/total counts into compliance (good/total), burn rate ((bad/total)/(1−objective), the Google
+// SRE workbook's definition: 1 spends the error budget exactly over the SLO window), and the error budget remaining
+// since the start of the range (1 − cumulative bad / ((1−objective) × cumulative total)).
+func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
+	frames := data.Frames{}
+	budget := 1 - q.Objective
+	for i := 0; i < len(pts); {
+		j := i
+		for j < len(pts) && pts[j].Key == pts[i].Key {
+			j++
+		}
+		s := pts[i:j]
+		labels := keyLabels(q.GroupBy, s[0].Key, nil)
+		n := len(s)
+		times := make([]time.Time, n)
+		comp, burn, remain, good, total := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		var cumBad, cumTotal float64
+		for k, p := range s {
+			times[k], good[k], total[k] = p.Time, float64(p.Good), float64(p.Total)
+			bad := float64(p.Total - p.Good)
+			comp[k] = float64(p.Good) / float64(p.Total)
+			burn[k] = bad / float64(p.Total) / budget
+			cumBad += bad
+			cumTotal += float64(p.Total)
+			remain[k] = 1 - cumBad/(budget*cumTotal)
+		}
+		f := data.NewFrame("slo",
+			data.NewField("time", nil, times),
+			data.NewField("compliance", labels, comp).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: displayName("compliance", q.GroupBy, s[0].Key)}),
+			data.NewField("burn_rate", labels, burn).SetConfig(&data.FieldConfig{Unit: "short", DisplayNameFromDS: displayName("burn rate", q.GroupBy, s[0].Key)}),
+			data.NewField("error_budget_remaining", labels, remain).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: displayName("error budget remaining", q.GroupBy, s[0].Key)}),
+			data.NewField("good", labels, good),
+			data.NewField("total", labels, total),
+		)
+		f.Meta = meta(q, map[string]any{"thresholdMs": q.ThresholdMs, "objective": q.Objective})
+		frames = append(frames, f)
+		i = j
+	}
+	return frames
+}
+
+// slowestFrame is a table of the slowest messages; the trace id links to the tracing datasource when one is set.
+func slowestFrame(msgs []query.Message, q ParsedQuery, tracingUID string) *data.Frame {
+	n := len(msgs)
+	times := make([]time.Time, n)
+	topic, group, rc, trace, prod, cons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	part, off, lat := make([]int64, n), make([]int64, n), make([]float64, n)
+	for i, m := range msgs {
+		times[i], topic[i], group[i], part[i], off[i] = m.ObservedTime, m.Topic, m.Group, int64(m.Partition), m.Offset
+		lat[i], rc[i], trace[i], prod[i], cons[i] = float64(m.LatencyMs), m.ReplayClass, m.TraceID, m.ProducerHost, m.ConsumerHost
+	}
+	traceCfg := &data.FieldConfig{DisplayName: "trace id"}
+	if tracingUID != "" {
+		traceCfg.Links = []data.DataLink{{
+			Title: "Open trace",
+			Internal: &data.InternalDataLink{
+				DatasourceUID: tracingUID,
+				// Tempo reads a TraceQL query holding a trace id; Jaeger and Zipkin read "query" as the trace id.
+				Query: map[string]any{"query": "${__value.raw}", "queryType": "traceql"},
+			},
+		}}
+	}
+	f := data.NewFrame("slowest_messages",
+		data.NewField("time", nil, times),
+		data.NewField("topic", nil, topic),
+		data.NewField("group", nil, group),
+		data.NewField("partition", nil, part),
+		data.NewField("offset", nil, off),
+		data.NewField("latency", nil, lat).SetConfig(&data.FieldConfig{Unit: "ms", DisplayName: string(q.Stage) + " latency"}),
+		data.NewField("replay_class", nil, rc),
+		data.NewField("trace_id", nil, trace).SetConfig(traceCfg),
+		data.NewField("producer_host", nil, prod),
+		data.NewField("consumer_host", nil, cons),
+	)
+	f.Meta = &data.FrameMeta{PreferredVisualization: data.VisTypeTable}
+	return f
+}
+
+func clockFrames(pts []query.ClockOffsetPoint) data.Frames {
+	frames := data.Frames{}
+	for i := 0; i < len(pts); {
+		j := i
+		for j < len(pts) && pts[j].Host == pts[i].Host && pts[j].Kind == pts[i].Kind {
+			j++
+		}
+		s := pts[i:j]
+		labels := data.Labels{"host": s[0].Host, "kind": s[0].Kind}
+		times := make([]time.Time, len(s))
+		off, unc := make([]float64, len(s)), make([]float64, len(s))
+		for k, p := range s {
+			times[k], off[k], unc[k] = p.Time, p.OffsetMs, p.UncertaintyMs
+		}
+		f := data.NewFrame("clock_offsets",
+			data.NewField("time", nil, times),
+			data.NewField("offset", labels, off).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " offset"}),
+			data.NewField("uncertainty", labels, unc).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " ± uncertainty"}),
+		)
+		f.Meta = &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}}
+		frames = append(frames, f)
+		i = j
+	}
+	return frames
+}
+
+func probeFrames(pts []query.ProbePoint) data.Frames {
+	frames := data.Frames{}
+	for i := 0; i < len(pts); {
+		j := i
+		for j < len(pts) && pts[j].Broker == pts[i].Broker {
+			j++
+		}
+		s := pts[i:j]
+		labels := data.Labels{"broker": s[0].Broker}
+		n := len(s)
+		times := make([]time.Time, n)
+		sent, lost, loss, dups, p50, p99 := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		for k, p := range s {
+			times[k], sent[k], lost[k], dups[k], p50[k], p99[k] = p.Time, float64(p.Sent), float64(p.Lost), float64(p.Duplicates), p.P50Ms, p.P99Ms
+			loss[k] = float64(p.Lost) / float64(p.Sent)
+		}
+		b := "broker " + s[0].Broker
+		f := data.NewFrame("probe_health",
+			data.NewField("time", nil, times),
+			data.NewField("sent", labels, sent).SetConfig(&data.FieldConfig{Unit: "short", DisplayNameFromDS: b + " sent"}),
+			data.NewField("lost", labels, lost).SetConfig(&data.FieldConfig{Unit: "short", DisplayNameFromDS: b + " lost"}),
+			data.NewField("loss_ratio", labels, loss).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: b + " loss"}),
+			data.NewField("duplicates", labels, dups).SetConfig(&data.FieldConfig{Unit: "short", DisplayNameFromDS: b + " duplicates"}),
+			data.NewField("p50", labels, p50).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: b + " p50"}),
+			data.NewField("p99", labels, p99).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: b + " p99"}),
+		)
+		f.Meta = &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}}
+		frames = append(frames, f)
+		i = j
+	}
+	return frames
+}

@@ -1,0 +1,218 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/tidemark/tidemark/internal/store/query"
+)
+
+// QueryType names one purpose-built question; docs/plugin.md documents each and its frames.
+type QueryType string
+
+// The query types this backend serves (src/types.ts lists the same).
+const (
+	QueryStagePercentiles QueryType = "stage_percentiles"
+	QueryE2EDistribution  QueryType = "e2e_distribution"
+	QueryConsumerLag      QueryType = "consumer_lag"
+	QuerySLO              QueryType = "slo"
+	QuerySlowestMessages  QueryType = "slowest_messages"
+	QueryClockOffsets     QueryType = "clock_offsets"
+	QueryProbeHealth      QueryType = "probe_health"
+)
+
+// QueryTypes lists every query type served, in the editor's order. The dashboards' test checks panels against it.
+func QueryTypes() []QueryType {
+	return []QueryType{QueryStagePercentiles, QueryE2EDistribution, QueryConsumerLag, QuerySLO, QuerySlowestMessages,
+		QueryClockOffsets, QueryProbeHealth}
+}
+
+// Query is the query model shared with the frontend (src/types.ts). Pointers distinguish "not set" (take the
+// default) from a zero the user typed (rejected where zero is meaningless).
+type Query struct {
+	QueryType      QueryType `json:"queryType"`
+	Topic          string    `json:"topic"`
+	Group          string    `json:"group"`
+	Host           string    `json:"host"`
+	Stage          string    `json:"stage"`
+	Percentiles    []float64 `json:"percentiles"`
+	GroupBy        string    `json:"groupBy"`
+	SLOThresholdMs *float64  `json:"sloThresholdMs"`
+	SLOObjective   *float64  `json:"sloObjective"`
+	Limit          *int      `json:"limit"`
+	IncludeReplays bool      `json:"includeReplays"`
+}
+
+// Defaults of the query model.
+var (
+	DefaultPercentiles = []float64{0.5, 0.99}
+)
+
+const (
+	DefaultStage          = query.StageE2E
+	DefaultSLOThresholdMs = 500.0
+	DefaultSLOObjective   = 0.999
+	DefaultLimit          = 20
+)
+
+// ParsedQuery is a validated Query with defaults applied and filters split.
+type ParsedQuery struct {
+	Type           QueryType
+	Filter         query.Filter
+	Stage          query.Stage
+	Levels         []float64
+	GroupBy        query.Dimension
+	ThresholdMs    float64
+	Objective      float64
+	Limit          int
+	IncludeReplays bool
+}
+
+// ParseQuery decodes a query's JSON and validates it. queryType is the DataQuery's own QueryType, which Grafana fills
+// from the same JSON field; either may be set. Errors are messages for the panel's error box.
+func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
+	var q Query
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &q); err != nil {
+			return ParsedQuery{}, fmt.Errorf("the query is not valid JSON for a Tidemark query: %v", err)
+		}
+	}
+	if q.QueryType == "" {
+		q.QueryType = QueryType(queryType)
+	}
+	p := ParsedQuery{Type: q.QueryType, IncludeReplays: q.IncludeReplays}
+	if !knownType(p.Type) {
+		return ParsedQuery{}, fmt.Errorf("unknown query type %q: choose one of %s", p.Type, joinTypes())
+	}
+	var err error
+	if p.Filter.Topics, err = splitFilter("topic", q.Topic, topicName); err != nil {
+		return ParsedQuery{}, err
+	}
+	if p.Filter.Groups, err = splitFilter("group", q.Group, nil); err != nil {
+		return ParsedQuery{}, err
+	}
+	if p.Filter.Hosts, err = splitFilter("host", q.Host, nil); err != nil {
+		return ParsedQuery{}, err
+	}
+	p.Stage = query.Stage(q.Stage)
+	if p.Stage == "" {
+		p.Stage = DefaultStage
+	}
+	if !knownStage(p.Stage) {
+		return ParsedQuery{}, fmt.Errorf("unknown stage %q: choose one of produce_append, append_receive, receive_process, e2e", q.Stage)
+	}
+	p.Levels = q.Percentiles
+	if len(p.Levels) == 0 {
+		p.Levels = DefaultPercentiles
+	}
+	if len(p.Levels) > query.MaxLevels {
+		return ParsedQuery{}, fmt.Errorf("%d percentiles: at most %d per query", len(p.Levels), query.MaxLevels)
+	}
+	for _, l := range p.Levels {
+		if !(l > 0 && l < 1) {
+			return ParsedQuery{}, fmt.Errorf("percentile %v is outside (0, 1): write 0.99 for p99", l)
+		}
+	}
+	p.GroupBy = query.Dimension(q.GroupBy)
+	switch p.GroupBy {
+	case "":
+		p.GroupBy = query.DimNone
+	case query.DimNone, query.DimTopic, query.DimGroup, query.DimHost:
+	default:
+		return ParsedQuery{}, fmt.Errorf("unknown group by %q: choose one of none, topic, group, host", q.GroupBy)
+	}
+	if p.Type == QueryConsumerLag && p.GroupBy == query.DimHost {
+		return ParsedQuery{}, fmt.Errorf("consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group or topic")
+	}
+	p.ThresholdMs = DefaultSLOThresholdMs
+	if q.SLOThresholdMs != nil {
+		p.ThresholdMs = *q.SLOThresholdMs
+		if !(p.ThresholdMs > 0) || math.IsInf(p.ThresholdMs, 0) {
+			return ParsedQuery{}, fmt.Errorf("SLO threshold %v ms must be a positive number of milliseconds", p.ThresholdMs)
+		}
+	}
+	p.Objective = DefaultSLOObjective
+	if q.SLOObjective != nil {
+		p.Objective = *q.SLOObjective
+		if !(p.Objective > 0 && p.Objective < 1) {
+			return ParsedQuery{}, fmt.Errorf("SLO objective %v is outside (0, 1): write 0.999 for 99.9%%", p.Objective)
+		}
+	}
+	p.Limit = DefaultLimit
+	if q.Limit != nil {
+		p.Limit = *q.Limit
+		if p.Limit < 1 || p.Limit > query.MaxSlowest {
+			return ParsedQuery{}, fmt.Errorf("limit %d must be from 1 to %d", p.Limit, query.MaxSlowest)
+		}
+	}
+	return p, nil
+}
+
+func knownType(t QueryType) bool {
+	for _, k := range QueryTypes() {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+func joinTypes() string {
+	var s []string
+	for _, t := range QueryTypes() {
+		s = append(s, string(t))
+	}
+	return strings.Join(s, ", ")
+}
+
+func knownStage(s query.Stage) bool {
+	for _, k := range query.Stages() {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// topicName is Kafka's legal topic name (kafka.common.internals.Topic): letters, digits, '.', '_', '-'; at most 249.
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// unresolved matches a template variable Grafana did not replace (alert rules run without dashboard variables).
+var unresolved = regexp.MustCompile(`\$\{?[A-Za-z_]\w*\}?`)
+
+// allValues are what a variable's "All" option may turn into when the dashboard sets a custom all value.
+var allValues = map[string]bool{"*": true, "$__all": true, ".*": true}
+
+// splitFilter splits a comma-separated filter into names. Empty selects all; a name must be non-empty, at most 255
+// characters, without control characters, and match pattern when one is given.
+func splitFilter(field, value string, pattern *regexp.Regexp) ([]string, error) {
+	value = strings.TrimSpace(value)
+	if value == "" || allValues[value] {
+		return nil, nil
+	}
+	if m := unresolved.FindString(value); m != "" {
+		return nil, fmt.Errorf("%s filter %q holds the template variable %s, which was not replaced: alert rules and "+
+			"Explore have no dashboard variables, so write the %s name", field, value, m, field)
+	}
+	parts := strings.Split(value, ",")
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("%s filter %q is malformed: an empty name between commas", field, value)
+		case len(p) > 255:
+			return nil, fmt.Errorf("%s filter: name %.20q… is longer than 255 characters", field, p)
+		case strings.IndexFunc(p, unicode.IsControl) >= 0:
+			return nil, fmt.Errorf("%s filter %q holds a control character", field, p)
+		case pattern != nil && !pattern.MatchString(p):
+			return nil, fmt.Errorf("%s filter %q is not a Kafka topic name (letters, digits, '.', '_', '-')", field, p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+package plugin
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/tidemark/tidemark/internal/store/query"
+)
+
+func TestParseQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		json      string
+		queryType string
+		want      ParsedQuery
+		err       string
+	}{
+		{
+			name: "defaults",
+			json: `{"queryType":"stage_percentiles"}`,
+			want: ParsedQuery{Type: QueryStagePercentiles, Stage: query.StageE2E, Levels: []float64{0.5, 0.99},
+				GroupBy: query.DimNone, ThresholdMs: 500, Objective: 0.999, Limit: 20},
+		},
+		{
+			// Grafana sets DataQuery.QueryType from the same JSON field; a query saved without it in JSON still works
+			name: "type from the DataQuery", json: `{}`, queryType: "consumer_lag",
+			want: ParsedQuery{Type: QueryConsumerLag, Stage: query.StageE2E, Levels: []float64{0.5, 0.99},
+				GroupBy: query.DimNone, ThresholdMs: 500, Objective: 0.999, Limit: 20},
+		},
+		{
+			name: "multi-value variable filters split on commas; All means no filter",
+			json: `{"queryType":"slo","topic":"orders, payments","group":"$__all","host":"h1","groupBy":"topic",` +
+				`"sloThresholdMs":250,"sloObjective":0.99,"includeReplays":true,"stage":"append_receive","percentiles":[0.9],"limit":5}`,
+			want: ParsedQuery{Type: QuerySLO, Filter: query.Filter{Topics: []string{"orders", "payments"}, Hosts: []string{"h1"}},
+				Stage: query.StageAppendReceive, Levels: []float64{0.9}, GroupBy: query.DimTopic, ThresholdMs: 250,
+				Objective: 0.99, Limit: 5, IncludeReplays: true},
+		},
+		{name: "unknown type", json: `{"queryType":"lag_forecast"}`,
+			err: `unknown query type "lag_forecast": choose one of stage_percentiles, e2e_distribution, consumer_lag, slo, slowest_messages, clock_offsets, probe_health`},
+		{name: "no type", json: `{}`,
+			err: `unknown query type "": choose one of stage_percentiles, e2e_distribution, consumer_lag, slo, slowest_messages, clock_offsets, probe_health`},
+		{name: "malformed filter", json: `{"queryType":"slo","topic":"orders,,payments"}`,
+			err: `topic filter "orders,,payments" is malformed: an empty name between commas`},
+		{name: "not a topic name", json: `{"queryType":"slo","topic":"orders; DROP TABLE x"}`,
+			err: `topic filter "orders; DROP TABLE x" is not a Kafka topic name (letters, digits, '.', '_', '-')`},
+		{
+			// an alert rule has no dashboard variables: say so rather than match nothing
+			name: "unresolved variable", json: `{"queryType":"consumer_lag","group":"${group}"}`,
+			err: `group filter "${group}" holds the template variable ${group}, which was not replaced: alert rules and Explore have no dashboard variables, so write the group name`,
+		},
+		{name: "control character", json: `{"queryType":"slo","host":"a\u0000b"}`, err: `host filter "a\x00b" holds a control character`},
+		{name: "unknown stage", json: `{"queryType":"stage_percentiles","stage":"commit"}`,
+			err: `unknown stage "commit": choose one of produce_append, append_receive, receive_process, e2e`},
+		{name: "percentile as percent", json: `{"queryType":"stage_percentiles","percentiles":[99]}`,
+			err: `percentile 99 is outside (0, 1): write 0.99 for p99`},
+		{name: "lag by host", json: `{"queryType":"consumer_lag","groupBy":"host"}`,
+			err: `consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group or topic`},
+		{name: "objective as percent", json: `{"queryType":"slo","sloObjective":99.9}`,
+			err: `SLO objective 99.9 is outside (0, 1): write 0.999 for 99.9%`},
+		{name: "zero threshold", json: `{"queryType":"slo","sloThresholdMs":0}`,
+			err: `SLO threshold 0 ms must be a positive number of milliseconds`},
+		{name: "limit too large", json: `{"queryType":"slowest_messages","limit":5000}`, err: `limit 5000 must be from 1 to 1000`},
+		{name: "wrong JSON type", json: `{"queryType":"slo","limit":"many"}`,
+			err: `the query is not valid JSON for a Tidemark query: json: cannot unmarshal string into Go struct field Query.limit of type int`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseQuery([]byte(tc.json), tc.queryType)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("got error %v\nwant %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseQuery(f *testing.F) {
+	f.Add([]byte(`{"queryType":"slo","topic":"a,b","percentiles":[0.5]}`), "")
+	f.Add([]byte(`{"queryType":"stage_percentiles","group":"${g}"}`), "slo")
+	f.Fuzz(func(t *testing.T, raw []byte, qt string) {
+		p, err := ParseQuery(raw, qt)
+		if err != nil {
+			return
+		}
+		// whatever parses must be something the reader accepts: known type, levels in (0, 1), sane limit
+		if !knownType(p.Type) || len(p.Levels) == 0 || p.Limit < 1 || p.Limit > query.MaxSlowest {
+			t.Fatalf("accepted %+v", p)
+		}
+		for _, l := range p.Levels {
+			if !(l > 0 && l < 1) {
+				t.Fatalf("accepted level %v", l)
+			}
+		}
+	})
+}

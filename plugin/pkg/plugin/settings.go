@@ -1,0 +1,167 @@
+package plugin
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/grafana/grafana-plugin-sdk-go/backend"
+
+	"github.com/tidemark/tidemark/internal/store/query"
+)
+
+// Settings are a datasource's decoded settings: jsonData plus the secure password and CA certificate.
+type Settings struct {
+	Address              string        // host:port of ClickHouse's native protocol
+	Database             string        // default "tidemark"
+	Username             string        // default "default"
+	Password             string        // secure
+	TLSEnabled           bool          // connect with TLS
+	TLSSkipVerify        bool          // accept any server certificate
+	TLSCACert            string        // secure; PEM; empty: system roots
+	QueryTimeout         time.Duration // max_execution_time; default 30 s, 1 s..10 min
+	TracingDatasourceUID string        // slowest-message trace links target; empty: no links
+}
+
+type jsonSettings struct {
+	Address              string          `json:"address"`
+	Database             string          `json:"database"`
+	Username             string          `json:"username"`
+	TLSEnabled           bool            `json:"tlsEnabled"`
+	TLSSkipVerify        bool            `json:"tlsSkipVerify"`
+	QueryTimeoutSeconds  json.RawMessage `json:"queryTimeoutSeconds"`
+	TracingDatasourceUID string          `json:"tracingDatasourceUid"`
+}
+
+// Defaults and bounds of the settings.
+const (
+	DefaultDatabase     = "tidemark"
+	DefaultUser         = "default"
+	DefaultQueryTimeout = 30 * time.Second
+	MaxQueryTimeout     = 10 * time.Minute
+)
+
+// LoadSettings decodes and validates a datasource's settings. Its errors are written for the person filling in the
+// datasource form: they name the field as the form labels it and say what a valid value looks like.
+func LoadSettings(s backend.DataSourceInstanceSettings) (Settings, error) {
+	var js jsonSettings
+	if len(s.JSONData) > 0 {
+		if err := json.Unmarshal(s.JSONData, &js); err != nil {
+			return Settings{}, fmt.Errorf("datasource settings are not valid JSON: %v", err)
+		}
+	}
+	out := Settings{
+		Address:              strings.TrimSpace(js.Address),
+		Database:             strings.TrimSpace(js.Database),
+		Username:             strings.TrimSpace(js.Username),
+		Password:             s.DecryptedSecureJSONData["password"],
+		TLSEnabled:           js.TLSEnabled,
+		TLSSkipVerify:        js.TLSSkipVerify,
+		TLSCACert:            strings.TrimSpace(s.DecryptedSecureJSONData["tlsCACert"]),
+		QueryTimeout:         DefaultQueryTimeout,
+		TracingDatasourceUID: strings.TrimSpace(js.TracingDatasourceUID),
+	}
+	if out.Database == "" {
+		out.Database = DefaultDatabase
+	}
+	if out.Username == "" {
+		out.Username = DefaultUser
+	}
+	if err := out.parseTimeout(js.QueryTimeoutSeconds); err != nil {
+		return Settings{}, err
+	}
+	if err := out.validate(); err != nil {
+		return Settings{}, err
+	}
+	return out, nil
+}
+
+// parseTimeout accepts a number or a numeric string (provisioning files often quote numbers).
+func (s *Settings) parseTimeout(raw json.RawMessage) error {
+	txt := strings.Trim(strings.TrimSpace(string(raw)), `"`)
+	if txt == "" || txt == "null" {
+		return nil
+	}
+	secs, err := strconv.ParseFloat(txt, 64)
+	if err != nil || secs < 1 || secs > MaxQueryTimeout.Seconds() {
+		return fmt.Errorf("Query timeout %q: enter whole seconds from 1 to %d", txt, int(MaxQueryTimeout.Seconds()))
+	}
+	s.QueryTimeout = time.Duration(secs) * time.Second
+	return nil
+}
+
+func (s *Settings) validate() error {
+	if s.Address == "" {
+		return errors.New("Address is missing: enter host:port of ClickHouse's native protocol, e.g. clickhouse:9000")
+	}
+	if strings.Contains(s.Address, "://") {
+		return fmt.Errorf("Address %q: enter host:port of ClickHouse's native protocol (e.g. clickhouse:9000), not a URL", s.Address)
+	}
+	host, port, err := net.SplitHostPort(s.Address)
+	if err != nil || host == "" {
+		return fmt.Errorf("Address %q: enter host:port, e.g. clickhouse:9000", s.Address)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("Address %q: port %q is not a number from 1 to 65535", s.Address, port)
+	}
+	if !validIdent(s.Database) {
+		return fmt.Errorf("Database %q: use letters, digits and '_', not starting with a digit", s.Database)
+	}
+	if s.TLSCACert != "" {
+		if !s.TLSEnabled {
+			return errors.New("CA certificate is set but TLS is off: turn on TLS or remove the certificate")
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(s.TLSCACert)) {
+			return errors.New("CA certificate: no PEM certificate found (paste the -----BEGIN CERTIFICATE----- block)")
+		}
+	}
+	return nil
+}
+
+// tlsConfig returns the TLS settings, nil when TLS is off.
+func (s Settings) tlsConfig() *tls.Config {
+	if !s.TLSEnabled {
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.TLSSkipVerify} //nolint:gosec // the user's explicit choice
+	if s.TLSCACert != "" {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(s.TLSCACert))
+		cfg.RootCAs = pool
+	}
+	return cfg
+}
+
+// readerConfig is the connection the read queries use.
+func (s Settings) readerConfig() query.Config {
+	return query.Config{
+		Addr:             []string{s.Address},
+		Database:         s.Database,
+		User:             s.Username,
+		Password:         s.Password,
+		TLS:              s.tlsConfig(),
+		DialTimeout:      5 * time.Second,
+		MaxExecutionTime: s.QueryTimeout,
+	}
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
