@@ -19,10 +19,10 @@ import (
 type fakeSink struct {
 	mu   sync.Mutex
 	rows []store.Rows
-	acks []func(error)
+	acks []store.Ack
 }
 
-func (s *fakeSink) Write(_ context.Context, rows store.Rows, ack func(error)) error {
+func (s *fakeSink) Write(_ context.Context, rows store.Rows, ack store.Ack) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rows = append(s.rows, rows)
@@ -110,8 +110,13 @@ func TestReceiptsCorrectsC25(t *testing.T) {
 	if row.IngestNaiveMs != -2480 || row.E2ENaiveMs != -2680 || row.QueueNaiveMs != -220 || row.ProcessNaiveMs != 20 {
 		t.Fatalf("naive stages %d %d %d %d", row.IngestNaiveMs, row.QueueNaiveMs, row.ProcessNaiveMs, row.E2ENaiveMs)
 	}
-	// Corrected with the offsets: ingest 20, queue 80, process 20, e2e 120, all valid.
-	if row.IngestMs != 20 || row.QueueMs != 80 || row.ProcessMs != 20 || row.E2EMs != 120 {
+	// Corrected with the offsets: ingest 20, queue 80, process 20, e2e 120, all valid. Producer and consumer are
+	// synced to ±0.1 ms, so e2e and processing are exact after rounding; the broker is known to ±1.5 ms, so the
+	// append moment (and with it the ingest/queue split) may move by up to 2 ms after rounding, but the stages must
+	// still sum to e2e.
+	near := func(got, want int64) bool { return got >= want-2 && got <= want+2 }
+	if !near(row.IngestMs, 20) || !near(row.QueueMs, 80) || row.ProcessMs != 20 || row.E2EMs != 120 ||
+		row.IngestMs+row.QueueMs+row.ProcessMs != row.E2EMs {
 		t.Fatalf("corrected stages %d %d %d %d (flags %b)", row.IngestMs, row.QueueMs, row.ProcessMs, row.E2EMs, row.Flags)
 	}
 	if want := store.ValidIngest | store.ValidQueue | store.ValidProcess | store.ValidE2E; row.Valid&want != want {

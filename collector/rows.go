@@ -85,23 +85,38 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	naive(raw.receive, raw.processed, store.NaiveProcess, &row.ProcessNaiveMs)
 	naive(raw.event, raw.processed, store.NaiveE2E, &row.E2ENaiveMs)
 
+	// Stages are rounded to whole ms by rounding their running sums, so the stored stages still add up to the
+	// stored end-to-end exactly (independent rounding could be off by one or two).
 	trusted := res.Flags&latency.FlagSkewSuspected == 0
+	var cum, prev float64
+	var prevRounded int64
 	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
-		if v, ok := res.Stage(s); ok {
-			*dst = int64(math.Round(v))
-			if trusted {
-				row.Valid |= bit
+		v, ok := res.Stage(s)
+		if s == latency.StageIngest { // a mirrored topic: the ingest column covers produce → local append
+			if m, okm := res.Stage(latency.StageMirror); okm {
+				v, ok = v+m, true
 			}
 		}
+		if !ok {
+			return
+		}
+		cum = prev + v
+		r := int64(math.Round(cum))
+		*dst = r - prevRounded
+		prev, prevRounded = cum, r
+		if trusted {
+			row.Valid |= bit
+		}
 	}
-	ingest := latency.StageIngest
-	stage(ingest, store.ValidIngest, &row.IngestMs)
-	if m, ok := res.Stage(latency.StageMirror); ok { // a mirrored topic: the ingest column covers produce → local append
-		row.IngestMs += int64(math.Round(m))
-	}
+	stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
 	stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
 	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
-	stage(latency.StageE2E, store.ValidE2E, &row.E2EMs)
+	if v, ok := res.Stage(latency.StageE2E); ok {
+		row.E2EMs = int64(math.Round(v))
+		if trusted {
+			row.Valid |= store.ValidE2E
+		}
+	}
 	if !math.IsNaN(res.Uncertainty) {
 		row.UncertaintyMs = res.Uncertainty
 	}

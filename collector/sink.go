@@ -12,7 +12,7 @@ type Sink interface {
 	// Write hands rows to the writer. It blocks while the writer is full (backpressure) and returns ctx's error if
 	// ctx ends first, in which case ack is never called. Otherwise ack is called exactly once, from any goroutine,
 	// after ClickHouse acknowledged every row (nil) or when the writer gave up on them (non-nil).
-	Write(ctx context.Context, rows store.Rows, ack func(error)) error
+	Write(ctx context.Context, rows store.Rows, ack store.Ack) error
 }
 
 // DeadLetters receives records that could not be decoded. Send returns once the dead-letter topic has them, so the

@@ -76,7 +76,11 @@ type GroupConfig struct {
 	CommitInterval time.Duration
 	// OnAssigned, if set, is called with the claimed partitions at the start of every session (after a rebalance).
 	OnAssigned func(claims map[string][]int32)
-	Logger     *slog.Logger
+	// BeforeCommit, if set, is called when a session ends (shutdown or rebalance), after the handlers returned and
+	// before the session's final commit: the place to wait for in-flight batches to be acknowledged so their marks
+	// make it into that commit instead of being re-read.
+	BeforeCommit func()
+	Logger       *slog.Logger
 }
 
 // RunGroup consumes cfg.Topics as consumer group cfg.Group until ctx is done, handing each partition's records to h
@@ -155,7 +159,12 @@ func (g *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	return nil
 }
 
-func (g *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (g *groupHandler) Cleanup(sarama.ConsumerGroupSession) error {
+	if g.cfg.BeforeCommit != nil {
+		g.cfg.BeforeCommit()
+	}
+	return nil
+}
 
 func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	topic, part := claim.Topic(), claim.Partition()

@@ -113,3 +113,17 @@ func TraceFromHeaders(hs []*sarama.RecordHeader) (traceID [16]byte, spanID [8]by
 	}
 	return sc.TraceID(), sc.SpanID(), true
 }
+
+// ParseTraceParent parses a W3C traceparent header value through OpenTelemetry's propagator. ok is false when v is
+// empty or not a valid traceparent.
+func ParseTraceParent(v []byte) (traceID [16]byte, spanID [8]byte, ok bool) {
+	if len(v) == 0 {
+		return traceID, spanID, false
+	}
+	carrier := propagation.MapCarrier{HeaderTraceParent: string(v)}
+	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+	if !sc.IsValid() {
+		return traceID, spanID, false
+	}
+	return sc.TraceID(), sc.SpanID(), true
+}

@@ -1,0 +1,160 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+)
+
+// FlushingSink is a Sink that can wait for everything it accepted to be acknowledged (internal/store's Writer).
+type FlushingSink interface {
+	Sink
+	Flush(ctx context.Context) error
+}
+
+// Options are the collector's dependencies.
+type Options struct {
+	Kafka   kafka.ClientConfig
+	Engine  *latency.Engine
+	Sink    FlushingSink
+	Metrics *Metrics
+	Clock   func() time.Time // reference clock; nil is time.Now
+	Logger  *slog.Logger
+}
+
+// Collector runs the enabled paths.
+type Collector struct {
+	cfg  Config
+	opts Options
+	deps *pathDeps
+}
+
+// New validates cfg (after defaults) and returns a collector; Run starts it.
+func New(cfg Config, opts Options) (*Collector, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Kafka.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Engine == nil || opts.Sink == nil {
+		return nil, fmt.Errorf("collector: engine and sink are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
+		clock: opts.Clock, log: opts.Logger}
+	return &Collector{cfg: cfg, opts: opts, deps: d}, nil
+}
+
+// Run ensures the collector's topics, then runs every enabled path until ctx ends. On the way out each path stops
+// reading, waits (up to DrainTimeout) for its rows to be acknowledged and commits their offsets. It returns the
+// first path error, nil after a clean stop.
+func (c *Collector) Run(ctx context.Context) error {
+	sc, err := c.opts.Kafka.Sarama()
+	if err != nil {
+		return err
+	}
+	brokers := c.opts.Kafka.Brokers
+	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
+		return fmt.Errorf("ensure dead-letter topic: %w", err)
+	}
+	if c.cfg.Receipts.Enabled {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
+			return fmt.Errorf("ensure receipts topic: %w", err)
+		}
+	}
+	if c.cfg.Probe.Enabled {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
+			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
+			return fmt.Errorf("ensure probe topic: %w", err)
+		}
+	}
+	psc, _ := c.opts.Kafka.Sarama()
+	prod, err := kafka.NewProducer(brokers, psc)
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	msc, _ := c.opts.Kafka.Sarama()
+	meta, err := kafka.NewMetadata(brokers, msc, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer meta.Close()
+	c.deps.dlq = &KafkaDeadLetters{Producer: prod, Topic: c.cfg.DeadLetterTopic}
+	c.deps.meta = meta
+
+	g, gctx := errgroup.WithContext(ctx)
+	group := func(name string, topics []string, oldest bool, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
+		g.Go(func() error {
+			gsc, err := c.opts.Kafka.Sarama()
+			if err != nil {
+				return err
+			}
+			return kafka.RunGroup(gctx, kafka.GroupConfig{
+				Brokers: brokers, Sarama: gsc, Group: name, Topics: topics, Oldest: oldest,
+				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger,
+				OnAssigned: onAssigned, BeforeCommit: c.drain,
+			}, h)
+		})
+	}
+	if c.cfg.Receipts.Enabled {
+		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, (&Receipts{c.deps}).HandleBatch, nil)
+	}
+	if c.cfg.Probe.Enabled {
+		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
+		group(c.cfg.Probe.Group, []string{c.cfg.Probe.Topic}, false, p.HandleBatch, p.Assigned)
+		g.Go(func() error { return p.RunSender(gctx) })
+	}
+	if c.cfg.Tap.Enabled {
+		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost)
+		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, false, t.HandleBatch, nil)
+	}
+	g.Go(func() error { return c.writeClockOffsets(gctx) })
+	return g.Wait()
+}
+
+// drain waits for the sink to acknowledge what it accepted, so the ending session's commit includes it.
+func (c *Collector) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
+	defer cancel()
+	if err := c.opts.Sink.Flush(ctx); err != nil {
+		c.opts.Logger.Warn("drain before commit", "err", err)
+	}
+}
+
+// writeClockOffsets writes the engine's offset estimates every ClockOffsetInterval.
+func (c *Collector) writeClockOffsets(ctx context.Context) error {
+	t := time.NewTicker(c.cfg.ClockOffsetInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		rows := clockRows(c.opts.Engine.Offsets(c.opts.Clock()))
+		if len(rows) == 0 {
+			continue
+		}
+		if err := c.opts.Sink.Write(ctx, store.Rows{ClockOffsets: rows}, nil); err != nil {
+			return nil // ctx ended
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures the collector's paths. Zero values take the defaults of SetDefaults; every key is documented
+// in docs/collector.md and shown in cmd/tidemark/testdata/config.yaml.
+type Config struct {
+	// ReferenceHost names the collector's own clock, the reference every stamp is mapped onto.
+	ReferenceHost string `koanf:"reference_host"`
+	// DeadLetterTopic receives records that do not decode (default tidemark-dead-letters).
+	DeadLetterTopic string         `koanf:"dead_letter_topic"`
+	Receipts        ReceiptsConfig `koanf:"receipts"`
+	Probe           ProbeConfig    `koanf:"probe"`
+	Tap             TapConfig      `koanf:"tap"`
+	// ClockOffsetInterval is how often the engine's clock-offset estimates are written to clock_offsets (default 10 s).
+	ClockOffsetInterval time.Duration `koanf:"clock_offset_interval"`
+	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms).
+	MaxBatch int           `koanf:"max_batch"`
+	MaxWait  time.Duration `koanf:"max_wait"`
+	// DrainTimeout bounds how long a path waits, when it stops or loses partitions, for its rows to be acknowledged
+	// so their offsets are committed (default 10 s). Rows still unacknowledged then are re-read later.
+	DrainTimeout time.Duration `koanf:"drain_timeout"`
+}
+
+// ReceiptsConfig configures the receipts path.
+type ReceiptsConfig struct {
+	Enabled bool   `koanf:"enabled"`
+	Topic   string `koanf:"topic"` // default tidemark-receipts
+	Group   string `koanf:"group"` // default tidemark-receipts
+	// Partitions of the receipts topic when the collector creates it (default 6).
+	Partitions int32 `koanf:"partitions"`
+}
+
+// ProbeConfig configures the probe path.
+type ProbeConfig struct {
+	Enabled bool   `koanf:"enabled"`
+	Topic   string `koanf:"topic"` // default tidemark-probe
+	Group   string `koanf:"group"` // default tidemark-probe
+	// Interval between probe rounds, one probe per partition each (default 1 s).
+	Interval time.Duration `koanf:"interval"`
+	// LossTimeout: a probe not received this long after it was sent is lost (default 10 s).
+	LossTimeout time.Duration `koanf:"loss_timeout"`
+	// Partitions of the probe topic when the collector creates it: 0 means one per broker, each led by a different
+	// broker.
+	Partitions int32 `koanf:"partitions"`
+}
+
+// TapConfig configures the tap path.
+type TapConfig struct {
+	Enabled bool     `koanf:"enabled"`
+	Topics  []string `koanf:"topics"`
+	Group   string   `koanf:"group"` // default tidemark-tap
+	// SampleRate is the fraction of records recorded, in (0, 1] (default 1).
+	SampleRate float64 `koanf:"sample_rate"`
+}
+
+// SetDefaults fills zero fields with their documented defaults.
+func (c *Config) SetDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defd := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.ReferenceHost, "collector")
+	def(&c.DeadLetterTopic, DefaultDLQTopic)
+	def(&c.Receipts.Topic, "tidemark-receipts")
+	def(&c.Receipts.Group, DefaultReceiptsGrp)
+	def(&c.Probe.Topic, DefaultProbeTopic)
+	def(&c.Probe.Group, DefaultProbeGroup)
+	def(&c.Tap.Group, DefaultTapGroup)
+	if c.Receipts.Partitions == 0 {
+		c.Receipts.Partitions = 6
+	}
+	defd(&c.Probe.Interval, time.Second)
+	defd(&c.Probe.LossTimeout, 10*time.Second)
+	if c.Tap.SampleRate == 0 {
+		c.Tap.SampleRate = 1
+	}
+	defd(&c.ClockOffsetInterval, 10*time.Second)
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 1000
+	}
+	defd(&c.MaxWait, 100*time.Millisecond)
+	defd(&c.DrainTimeout, 10*time.Second)
+}
+
+// Validate reports every invalid field, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("collector.%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Receipts.Partitions < 1 {
+		bad("receipts.partitions", "must be >= 1, got %d", c.Receipts.Partitions)
+	}
+	if c.Probe.Interval < 10*time.Millisecond {
+		bad("probe.interval", "must be >= 10ms, got %v", c.Probe.Interval)
+	}
+	if c.Probe.LossTimeout <= c.Probe.Interval {
+		bad("probe.loss_timeout", "must be longer than probe.interval (%v), got %v", c.Probe.Interval, c.Probe.LossTimeout)
+	}
+	if c.Probe.Partitions < 0 {
+		bad("probe.partitions", "must be >= 0, got %d", c.Probe.Partitions)
+	}
+	if c.Tap.Enabled && len(c.Tap.Topics) == 0 {
+		bad("tap.topics", "the tap is enabled but no topics are listed")
+	}
+	if !(c.Tap.SampleRate > 0 && c.Tap.SampleRate <= 1) {
+		bad("tap.sample_rate", "must be in (0, 1], got %v", c.Tap.SampleRate)
+	}
+	if c.MaxBatch < 1 || c.MaxBatch > 100000 {
+		bad("max_batch", "must be in [1, 100000], got %d", c.MaxBatch)
+	}
+	if c.MaxWait <= 0 {
+		bad("max_wait", "must be > 0, got %v", c.MaxWait)
+	}
+	if c.ClockOffsetInterval < time.Second {
+		bad("clock_offset_interval", "must be >= 1s, got %v", c.ClockOffsetInterval)
+	}
+	if c.DrainTimeout <= 0 {
+		bad("drain_timeout", "must be > 0, got %v", c.DrainTimeout)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,214 @@
+package collector
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+)
+
+// probeVersion is the first byte of a probe record value: version 1 = uint64 seq, int64 send time (collector clock,
+// ns), 17 bytes.
+const probeVersion = 1
+
+// ProbeSender is the producer the probe path sends with (internal/kafka's Producer satisfies it).
+type ProbeSender interface {
+	Send(m kafka.Message, clock func() time.Time) (kafka.Sent, error)
+	Leaders(topic string) (map[int32]int32, error)
+}
+
+// Probe is the probe path: it sends a sequenced probe to every partition of its LogAppendTime topic each interval,
+// consumes them back with its own group, and measures each leader broker: the send/ack times bracket the broker's
+// append stamp (its clock offset, fed to the latency engine), ingest = corrected append − send, delivery = receive −
+// corrected append, plus loss (not received within LossTimeout) and duplicates.
+type Probe struct {
+	*pathDeps
+	topic       string
+	interval    time.Duration
+	lossTimeout time.Duration
+	sender      ProbeSender
+	ready       chan struct{} // closed once the consumer has its first assignment
+	readyOnce   sync.Once
+
+	// mu guards inflight and seq.
+	mu       sync.Mutex
+	inflight map[probeKey]*probeState
+	seq      uint64
+}
+
+type probeKey struct {
+	partition int32
+	seq       uint64
+}
+
+type probeState struct {
+	row      store.ProbeRow
+	broker   latency.HostID
+	send     time.Time // collector clock, just before the send (also carried in the probe value)
+	ack      time.Time // collector clock; zero until the send returned, and when it failed
+	received bool
+}
+
+// newProbe returns the probe path. Sequence numbers start at the start time in µs so a restarted collector never
+// reuses one (probe_events is keyed by topic, partition, seq).
+func newProbe(d *pathDeps, topic string, interval, lossTimeout time.Duration, sender ProbeSender) *Probe {
+	return &Probe{pathDeps: d, topic: topic, interval: interval, lossTimeout: lossTimeout, sender: sender,
+		ready: make(chan struct{}), inflight: map[probeKey]*probeState{}, seq: uint64(d.clock().UnixMicro())}
+}
+
+// Assigned is the consumer's OnAssigned hook: probes are sent only once the consumer will see them, so the first
+// probes are not counted lost.
+func (p *Probe) Assigned(map[string][]int32) { p.readyOnce.Do(func() { close(p.ready) }) }
+
+// RunSender sends probes every interval and sweeps lost ones until ctx ends.
+func (p *Probe) RunSender(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.ready:
+	}
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		p.sendRound(ctx)
+		if lost := p.sweep(); len(lost) > 0 {
+			if err := p.sink.Write(ctx, store.Rows{Probe: lost}, nil); err != nil {
+				return nil // ctx ended
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Probe) sendRound(ctx context.Context) {
+	leaders, err := p.sender.Leaders(p.topic)
+	if err != nil {
+		p.log.Warn("probe leaders", "topic", p.topic, "err", err)
+	}
+	for part, broker := range leaders {
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.Lock()
+		p.seq++
+		seq := p.seq
+		p.mu.Unlock()
+		val := make([]byte, 0, 17)
+		val = append(val, probeVersion)
+		val = binary.BigEndian.AppendUint64(val, seq)
+		now := p.clock()
+		val = binary.BigEndian.AppendUint64(val, uint64(now.UnixNano()))
+		bh := brokerHost(broker)
+		p.metrics.ProbeSent.WithLabelValues(bh).Inc()
+		st := &probeState{broker: p.hosts.id(bh), send: now, row: store.ProbeRow{Topic: p.topic, Partition: part, Seq: seq,
+			BrokerID: broker, SendMs: now.UnixMilli(), AppendMs: -1, ReceiveMs: -1, AckMs: -1}}
+		// Register before sending: the consumer may see the probe before Send returns.
+		p.mu.Lock()
+		p.inflight[probeKey{part, seq}] = st
+		p.mu.Unlock()
+		sent, err := p.sender.Send(kafka.Message{Topic: p.topic, Partition: part, Value: val}, p.clock)
+		p.mu.Lock()
+		if err == nil {
+			st.row.AckMs = sent.AckTime.UnixMilli()
+			st.row.RTTMs = sent.AckTime.Sub(now).Milliseconds()
+			st.ack = sent.AckTime
+			p.metrics.ProbeLatency.WithLabelValues(bh, "rtt").Observe(sent.AckTime.Sub(now).Seconds())
+		} else {
+			p.log.Warn("probe send", "topic", p.topic, "partition", part, "err", err)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// sweep removes probes older than the loss timeout and returns rows for those never received.
+func (p *Probe) sweep() []store.ProbeRow {
+	now := p.clock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var lost []store.ProbeRow
+	for k, st := range p.inflight {
+		if now.Sub(st.send) < p.lossTimeout {
+			continue
+		}
+		delete(p.inflight, k)
+		if !st.received {
+			st.row.Status = store.ProbeLost
+			lost = append(lost, st.row)
+			p.metrics.ProbeLost.WithLabelValues(brokerHost(st.row.BrokerID)).Inc()
+		}
+	}
+	return lost
+}
+
+// HandleBatch is the probe consumer's kafka.BatchHandler.
+func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
+	p.metrics.Records.WithLabelValues(PathProbe).Add(float64(len(b.Records)))
+	var rows store.Rows
+	var bad []kafka.Record
+	var errs []error
+	for i := range b.Records {
+		rec := &b.Records[i]
+		recv := p.clock()
+		if len(rec.Value) != 17 || rec.Value[0] != probeVersion {
+			bad = append(bad, *rec)
+			errs = append(errs, fmt.Errorf("probe record of %d bytes, want 17 with version %d", len(rec.Value), probeVersion))
+			continue
+		}
+		seq := binary.BigEndian.Uint64(rec.Value[1:9])
+		p.mu.Lock()
+		st, ok := p.inflight[probeKey{rec.Partition, seq}]
+		if !ok {
+			p.mu.Unlock()
+			continue // a probe of an earlier run, or one already swept: nothing to compare it with
+		}
+		if st.received {
+			st.row.Duplicates++
+			p.metrics.ProbeDup.WithLabelValues(brokerHost(st.row.BrokerID)).Inc()
+			rows.Probe = append(rows.Probe, st.row) // same key, newer version: the count replaces the old row
+			p.mu.Unlock()
+			continue
+		}
+		st.received = true
+		appendMs := rec.Timestamp.UnixMilli()
+		st.row.AppendMs, st.row.ReceiveMs, st.row.Status = appendMs, recv.UnixMilli(), store.ProbeOK
+		st.row.E2EMs = recv.Sub(st.send).Milliseconds()
+		// The append happened between send and ack on our clock (or, if the probe came back before the ack was
+		// processed, before the receive): a two-sided bound of the broker's offset.
+		upper := st.ack
+		if upper.IsZero() || recv.Before(upper) {
+			upper = recv
+		}
+		_ = p.engine.ObserveBracket(latency.Bracket{Host: st.broker, Send: st.send, RemoteMs: appendMs, Ack: upper})
+		if off, err := p.engine.Offset(st.broker, st.send); err == nil && off.Kind != latency.KindUnknown {
+			corrected := float64(appendMs) - float64(off.Offset)/1e6
+			st.row.BrokerOffsetMs = float64(off.Offset) / 1e6
+			st.row.UncertaintyMs = float64(off.Uncertainty) / 1e6
+			ingest := math.Max(0, corrected-float64(st.send.UnixNano())/1e6)
+			delivery := math.Max(0, float64(recv.UnixNano())/1e6-corrected)
+			st.row.IngestMs, st.row.DeliveryMs = int64(math.Round(ingest)), int64(math.Round(delivery))
+			bh := brokerHost(st.row.BrokerID)
+			p.metrics.ProbeLatency.WithLabelValues(bh, "ingest").Observe(ingest / 1e3)
+			p.metrics.ProbeLatency.WithLabelValues(bh, "delivery").Observe(delivery / 1e3)
+		} else {
+			st.row.Flags |= uint32(latency.FlagOffsetUnknown)
+		}
+		rows.Probe = append(rows.Probe, st.row)
+		p.mu.Unlock()
+	}
+	if len(bad) > 0 {
+		if err := p.deadLetter(ctx, PathProbe, bad, errs); err != nil {
+			return err
+		}
+	}
+	return p.write(ctx, PathProbe, b, rows, mark)
+}

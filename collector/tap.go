@@ -1,0 +1,125 @@
+package collector
+
+import (
+	"context"
+	"hash/fnv"
+	"math"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// Tap is the tap path: the collector's own group reads monitored topics and records, for a deterministic sample of
+// records, the produce stamp (produce-time header, else CreateTime), the append stamp (LogAppendTime, leader's
+// clock), the trace id, and its own receive time on the reference clock. Its rows carry the tap group as
+// consumer_group, so they measure delivery to a consumer that is always keeping up: a baseline for the instrumented
+// groups, and the produce/append stamps of uninstrumented ones.
+type Tap struct {
+	*pathDeps
+	group string
+	// threshold: a record is sampled when its hash is below it (SampleRate × 2^64).
+	threshold uint64
+	refHost   string
+}
+
+func newTap(d *pathDeps, group string, sampleRate float64, refHost string) *Tap {
+	t := &Tap{pathDeps: d, group: group, refHost: refHost}
+	switch {
+	case sampleRate >= 1:
+		t.threshold = math.MaxUint64
+	case sampleRate > 0:
+		t.threshold = uint64(sampleRate * float64(math.MaxUint64))
+	}
+	return t
+}
+
+// sampled decides by a hash of the record's position, so a re-read after a restart samples the same records and
+// their rows collapse as duplicates instead of adding new ones.
+func (t *Tap) sampled(topic string, partition int32, offset int64) bool {
+	if t.threshold == math.MaxUint64 {
+		return true
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(topic))
+	x := h.Sum64() ^ uint64(partition)<<48 ^ uint64(offset)
+	// splitmix64 finaliser: spreads consecutive offsets uniformly.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x < t.threshold
+}
+
+// HandleBatch is the tap's kafka.BatchHandler.
+func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
+	t.metrics.Records.WithLabelValues(PathTap).Add(float64(len(b.Records)))
+	var rows store.Rows
+	var bad []kafka.Record
+	var errs []error
+	tt := t.meta.TimestampType(b.Topic)
+	path := t.engine.Path(t.group, b.Topic, b.Partition)
+	for i := range b.Records {
+		rec := &b.Records[i]
+		if !t.sampled(rec.Topic, rec.Partition, rec.Offset) {
+			continue
+		}
+		recv := t.clock()
+		var lr latency.Record
+		lr.Offset = rec.Offset
+		raw := rawStamps{receive: recv.UnixMilli()}
+		lr.Stamps[latency.Receive] = latency.Stamp{Value: recv.UnixNano(), Host: latency.RefHost, Unit: latency.Nanos}
+		producer, broker := "", ""
+		if v := rec.HeaderValue(instrument.HeaderProduceTime); v != nil {
+			var h instrument.ProduceHeader
+			if err := h.UnmarshalBinary(v); err != nil {
+				bad = append(bad, *rec)
+				errs = append(errs, err)
+			} else {
+				producer = h.Host
+				id := t.hosts.id(h.Host)
+				if h.Offset.Valid {
+					t.hosts.report(id, h.Offset.Offset, h.Offset.Uncertainty, recv)
+				}
+				lr.Stamps[latency.Produce] = latency.Stamp{Value: h.Time.UnixNano(), Host: id, Unit: latency.Nanos}
+				raw.event = h.Time.UnixMilli()
+			}
+		}
+		if !rec.Timestamp.IsZero() {
+			ms := rec.Timestamp.UnixMilli()
+			switch tt {
+			case kafka.TimestampLogAppend:
+				if leader := t.meta.Leader(rec.Topic, rec.Partition); leader >= 0 {
+					broker = brokerHost(leader)
+					lr.Stamps[latency.Append] = latency.MillisStamp(t.hosts.id(broker), ms)
+					raw.append = ms
+				}
+			case kafka.TimestampCreate:
+				if raw.event == 0 && producer == "" {
+					producer = "producer@" + rec.Topic
+					lr.Stamps[latency.Produce] = latency.MillisStamp(t.hosts.id(producer), ms)
+					raw.event = ms
+				}
+			}
+		}
+		res := path.Observe(lr)
+		t.metrics.Classes.WithLabelValues(PathTap, res.Class.String()).Inc()
+		if res.Flags&latency.FlagSkewSuspected != 0 {
+			t.metrics.Skewed.WithLabelValues(PathTap).Inc()
+		}
+		var tp, sp []byte
+		if tid, sid, ok := instrument.ParseTraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); ok {
+			tp, sp = tid[:], sid[:]
+		}
+		rows.Latency = append(rows.Latency, latencyRow(store.SourceTap, t.group, rec.Topic, rec.Partition, raw, &res,
+			producer, broker, t.refHost, tp, sp))
+	}
+	if len(bad) > 0 {
+		if err := t.deadLetter(ctx, PathTap, bad, errs); err != nil {
+			return err
+		}
+	}
+	return t.write(ctx, PathTap, b, rows, mark)
+}
