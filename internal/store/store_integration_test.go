@@ -18,7 +18,7 @@ import (
 
 // These tests run against the real ClickHouse server deploy/local starts (18.16 here); see internal/testenv.
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -27,7 +27,7 @@ func testCtx(t *testing.T) context.Context {
 
 // migratedStore opens a Store on a fresh test database and migrates it. conn is testenv's own connection to the
 // same database, used to read back independently of the Store.
-func migratedStore(t *testing.T, mod func(*Config)) (*Store, driver.Conn) {
+func migratedStore(t testing.TB, mod func(*Config)) (*Store, driver.Conn) {
 	t.Helper()
 	db, conn := testenv.ClickHouseDB(t)
 	cfg := Config{Addr: []string{testenv.ClickHouseAddr(t)}, Database: db}
@@ -209,7 +209,7 @@ func fullLatencyRow() LatencyRow {
 	}
 }
 
-func newTestWriter(t *testing.T, s *Store, reg prometheus.Registerer, now func() time.Time) *Writer {
+func newTestWriter(t testing.TB, s *Store, reg prometheus.Registerer, now func() time.Time) *Writer {
 	t.Helper()
 	w, err := NewWriter(s, WriterOptions{Registerer: reg, Now: now})
 	if err != nil {
