@@ -60,8 +60,8 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 		ids := byTable[t.Name]
 		sort.Strings(ids)
 		for _, id := range ids {
-			// Partition ids of toYYYYMMDD are 8 digits; anything else is not ours to drop.
-			if len(id) != 8 || id >= cutoff {
+			// Partition ids of toYYYYMMDD are 8 digits; anything else is not ours to drop (and is never spliced).
+			if !isDay(id) || id >= cutoff {
 				continue
 			}
 			if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", t.Name, id)); err != nil {
@@ -71,4 +71,16 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 		}
 	}
 	return dropped, nil
+}
+
+func isDay(id string) bool {
+	if len(id) != 8 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
