@@ -417,3 +417,88 @@ func TestRetryable(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterConcurrentWritersStayBounded: many writers, a slow ClickHouse; every row arrives exactly once, every
+// ack runs once with nil, and the rows held never exceed MaxRows.
+func TestWriterConcurrentWritersStayBounded(t *testing.T) {
+	const maxRows = 40
+	var w *Writer
+	var mu sync.Mutex
+	peak := 0
+	f := &fakeCH{fail: func(int, tableBatch) error {
+		time.Sleep(time.Millisecond) // a slow server: writers must block rather than pile up rows
+		w.mu.Lock()
+		held := w.heldRows
+		w.mu.Unlock()
+		mu.Lock()
+		peak = max(peak, held)
+		mu.Unlock()
+		return nil
+	}}
+	w, _ = testWriter(t, f, WriterConfig{BatchRows: 20, MaxRows: maxRows, FlushInterval: 5 * time.Millisecond})
+	var wg sync.WaitGroup
+	var acked sync.Map
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				id := g*1000 + i
+				from := int64(id) * 10
+				if err := w.Write(context.Background(), latencyRows(from, 10), func(err error) {
+					if _, dup := acked.LoadOrStore(id, err); dup {
+						t.Errorf("write %d acked twice", id)
+					}
+				}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	acked.Range(func(_, v any) bool {
+		if v != nil {
+			t.Errorf("ack error %v", v)
+		}
+		n++
+		return true
+	})
+	if n != 200 {
+		t.Errorf("%d acks, want 200", n)
+	}
+	seen := map[int64]bool{}
+	for _, o := range f.offsets() {
+		if seen[o] {
+			t.Fatalf("offset %d inserted twice", o)
+		}
+		seen[o] = true
+	}
+	if len(seen) != 2000 {
+		t.Errorf("%d distinct rows inserted, want 2000", len(seen))
+	}
+	if peak > maxRows || peak == 0 {
+		t.Errorf("peak rows held %d, want 1..%d", peak, maxRows)
+	}
+	t.Logf("peak rows held during inserts: %d of %d", peak, maxRows)
+}
+
+func TestDialectFor(t *testing.T) {
+	tests := []struct {
+		major uint64
+		want  Dialect
+	}{
+		{18, DialectLegacy}, // Debian's 18.16, tested here
+		{22, DialectLegacy}, // 22.x has TTL and CODEC but is below the versions the modern DDL is checked for
+		{23, DialectModern},
+		{26, DialectModern}, // chDB's engine
+	}
+	for _, tt := range tests {
+		if got := DialectFor(tt.major); got != tt.want {
+			t.Errorf("DialectFor(%d) = %s, want %s", tt.major, got, tt.want)
+		}
+	}
+}
