@@ -17,8 +17,8 @@ var t0 = querytest.T0
 
 func seeded(t *testing.T) *query.Reader {
 	t.Helper()
-	_, conn := testenv.ClickHouseDB(t)
-	querytest.Schema(t, conn)
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, db)
 	querytest.SeedFixture(t, conn)
 	return query.NewReader(conn)
 }
@@ -172,8 +172,8 @@ func TestSlowest(t *testing.T) {
 }
 
 func TestSlowestCollapsesRedelivery(t *testing.T) {
-	_, conn := testenv.ClickHouseDB(t)
-	querytest.Schema(t, conn)
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, db)
 	row := querytest.Latency{Observed: t0, Topic: "t", Group: "g", Offset: 7, E2EMs: 900}
 	querytest.InsertLatency(t, conn, []querytest.Latency{row, {Observed: t0, Topic: "t", Group: "g", Offset: 8, E2EMs: 5}})
 	querytest.InsertLatency(t, conn, []querytest.Latency{row}) // at-least-once: the same message written again
@@ -255,6 +255,11 @@ func TestSchemaChecks(t *testing.T) {
 	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion)
 	if v, err := r.CheckSchema(ctx(t)); err != nil || v != store.CurrentSchemaVersion {
 		t.Fatalf("current schema: got %d %v", v, err)
+	}
+	// an older Tidemark's database
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion-1)
+	if _, err := r.CheckSchema(ctx(t)); !errors.Is(err, store.ErrSchemaOutdated) {
+		t.Fatalf("older schema: got %v", err)
 	}
 	// a newer Tidemark migrated this database
 	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion+1)

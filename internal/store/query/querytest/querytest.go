@@ -11,13 +11,28 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// Schema creates the current schema (legacy dialect, which both 18.16 and current servers run) in conn's database
-// and records it in schema_migrations, as `tidemark migrate` would. SchemaAt records an older version instead.
-func Schema(t testing.TB, conn driver.Conn) { SchemaAt(t, conn, store.CurrentSchemaVersion) }
+// Schema migrates database to the current schema with the store's own migrations (store.Open + Migrate), exactly as
+// `tidemark migrate` would, on the server testenv names.
+func Schema(t testing.TB, database string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, store.Config{Addr: []string{testenv.ClickHouseAddr(t)}, Database: database})
+	if err != nil {
+		t.Fatalf("open store %s: %v", database, err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate %s: %v", database, err)
+	}
+}
 
-// SchemaAt creates the schema and records version as the highest applied migration (to stage an old database).
+// SchemaAt stages a database migrated by another Tidemark: it creates the current tables (legacy dialect) but records
+// version as the only applied migration, e.g. CurrentSchemaVersion-1 for an older Tidemark's database or +1 for a
+// newer one's.
 func SchemaAt(t testing.TB, conn driver.Conn, version int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -31,17 +46,15 @@ func SchemaAt(t testing.TB, conn driver.Conn, version int) {
 			t.Fatalf("create schema: %v\n%s", err, stmt)
 		}
 	}
-	if version <= 0 {
-		return
+	if err := conn.Exec(ctx, "TRUNCATE TABLE "+store.TableSchemaMigrations); err != nil {
+		t.Fatalf("truncate schema_migrations: %v", err)
 	}
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+store.TableSchemaMigrations+" (version, name, dialect, checksum, applied_at)")
 	if err != nil {
 		t.Fatalf("prepare schema_migrations: %v", err)
 	}
-	for v := 1; v <= version; v++ {
-		if err := b.Append(uint32(v), "test", string(store.DialectLegacy), "", time.Now()); err != nil {
-			t.Fatalf("append schema_migrations: %v", err)
-		}
+	if err := b.Append(uint32(version), "staged", string(store.DialectLegacy), "", time.Now()); err != nil {
+		t.Fatalf("append schema_migrations: %v", err)
 	}
 	if err := b.Send(); err != nil {
 		t.Fatalf("insert schema_migrations: %v", err)

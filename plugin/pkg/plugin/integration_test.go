@@ -1,0 +1,367 @@
+package plugin_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grafana/grafana-plugin-sdk-go/backend"
+	"github.com/grafana/grafana-plugin-sdk-go/backend/instancemgmt"
+	"github.com/grafana/grafana-plugin-sdk-go/data"
+	"github.com/grafana/grafana-plugin-sdk-go/experimental/datasourcetest"
+
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/store/query/querytest"
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/plugin/pkg/plugin"
+)
+
+var (
+	t0  = querytest.T0
+	uid atomic.Int64
+)
+
+// The backend runs once per test binary as Grafana would run it, a gRPC plugin server (the SDK registers its
+// metrics globally, so a second server in one process would panic); each test is its own datasource instance, told
+// apart by the settings' UID.
+var (
+	serveOnce sync.Once
+	client    *datasourcetest.TestPluginClient
+	serveErr  error
+)
+
+func served(t *testing.T) *datasourcetest.TestPluginClient {
+	t.Helper()
+	serveOnce.Do(func() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			serveErr = err
+			return
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		factory := func(ctx context.Context, s backend.DataSourceInstanceSettings) (instancemgmt.Instance, error) {
+			// the resources' 7-day window is measured from a clock just after the fixture
+			return plugin.NewDatasourceWithClock(s, func() time.Time { return t0.Add(time.Hour) }), nil
+		}
+		tp, err := datasourcetest.Manage(factory, datasourcetest.ManageOpts{Address: addr})
+		if err != nil {
+			serveErr = err
+			return
+		}
+		client = tp.Client
+	})
+	if serveErr != nil {
+		t.Fatalf("start plugin: %v", serveErr)
+	}
+	return client
+}
+
+// settingsFor is a datasource pointing at the test server's database; mod edits the JSON settings.
+func settingsFor(t *testing.T, db, password string, mod map[string]any) *backend.DataSourceInstanceSettings {
+	js := map[string]any{"address": testenv.ClickHouseAddr(t), "database": db, "tracingDatasourceUid": "tempo"}
+	for k, v := range mod {
+		js[k] = v
+	}
+	raw, _ := json.Marshal(js)
+	// Grafana keeps one instance per datasource until its settings' Updated time changes; a fresh UID per settings
+	// value gives every variant its own instance.
+	return &backend.DataSourceInstanceSettings{
+		ID: 1, UID: fmt.Sprintf("tm-%s-%d", db, uid.Add(1)), Name: "Tidemark", JSONData: raw, Updated: time.Now(),
+		DecryptedSecureJSONData: map[string]string{"password": password},
+	}
+}
+
+func pctx(s *backend.DataSourceInstanceSettings) backend.PluginContext {
+	return backend.PluginContext{OrgID: 1, PluginID: plugin.ID, DataSourceInstanceSettings: s}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func seeded(t *testing.T) (*datasourcetest.TestPluginClient, *backend.DataSourceInstanceSettings) {
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, db)
+	querytest.SeedFixture(t, conn)
+	return served(t), settingsFor(t, db, "", nil)
+}
+
+// dq is a DataQuery over the fixture's two minutes in one-minute buckets.
+func dq(refID, js string) backend.DataQuery {
+	return backend.DataQuery{RefID: refID, JSON: json.RawMessage(js), Interval: time.Minute, MaxDataPoints: 1000,
+		TimeRange: backend.TimeRange{From: t0, To: t0.Add(2 * time.Minute)}}
+}
+
+func queryData(t *testing.T, c *datasourcetest.TestPluginClient, s *backend.DataSourceInstanceSettings, qs ...backend.DataQuery) *backend.QueryDataResponse {
+	t.Helper()
+	resp, err := c.QueryData(ctx(t), &backend.QueryDataRequest{PluginContext: pctx(s), Queries: qs})
+	if err != nil {
+		t.Fatalf("QueryData over gRPC: %v", err)
+	}
+	return resp
+}
+
+// series renders frames as "name{labels} field=v1,v2" lines, which compare exactly and read well in a diff.
+func series(t *testing.T, r backend.DataResponse) []string {
+	t.Helper()
+	if r.Error != nil {
+		t.Fatalf("response error: %v", r.Error)
+	}
+	var out []string
+	for _, f := range r.Frames {
+		for _, fld := range f.Fields {
+			if fld.Type() == data.FieldTypeTime {
+				continue
+			}
+			var vals []string
+			for i := 0; i < fld.Len(); i++ {
+				// ten significant digits: exact for the fixture's values, blind to float rounding in the last bits
+				if v, ok := fld.At(i).(float64); ok {
+					vals = append(vals, fmt.Sprintf("%.10g", v))
+				} else {
+					vals = append(vals, fmt.Sprint(fld.At(i)))
+				}
+			}
+			out = append(out, fmt.Sprintf("%s%s %s=%s", f.Name, labelString(fld.Labels), fld.Name, strings.Join(vals, ",")))
+		}
+	}
+	return out
+}
+
+func labelString(l data.Labels) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return "{" + l.String() + "}"
+}
+
+func TestQueryDataOverGRPC(t *testing.T) {
+	c, s := seeded(t)
+	resp := queryData(t, c, s,
+		dq("P", `{"queryType":"stage_percentiles","stage":"e2e","percentiles":[0.5,0.99],"groupBy":"topic"}`),
+		dq("L", `{"queryType":"consumer_lag","groupBy":"group"}`),
+		dq("S", `{"queryType":"slo","sloThresholdMs":500,"sloObjective":0.9}`),
+		dq("C", `{"queryType":"clock_offsets","host":"c1"}`),
+		dq("H", `{"queryType":"probe_health"}`),
+		dq("D", `{"queryType":"e2e_distribution","topic":"orders","groupBy":"none","stage":"receive_process"}`),
+	)
+	for _, tc := range []struct {
+		ref  string
+		want []string
+	}{
+		// buckets T0 and T0+1m; the interval of one minute selects the rollups, which agree with raw rows here
+		{"P", []string{
+			"stage_percentiles{stage=e2e, topic=orders} p50=100,300",
+			"stage_percentiles{stage=e2e, topic=orders} p99=100,300",
+			"stage_percentiles{stage=e2e, topic=orders} samples=10,10",
+			"stage_percentiles{stage=e2e, topic=payments} p50=1000",
+			"stage_percentiles{stage=e2e, topic=payments} p99=1000",
+			"stage_percentiles{stage=e2e, topic=payments} samples=5",
+		}},
+		// billing at T0: last snapshot per partition (3 + 4 + 100); time lag is the max, 9 s
+		{"L", []string{
+			"consumer_lag{group=billing} lag=107", "consumer_lag{group=billing} time_lag=9",
+			"consumer_lag{group=billing} expired=50", "consumer_lag{group=billing} partitions=3",
+			"consumer_lag{group=idle-group} lag=1", "consumer_lag{group=idle-group} time_lag=60",
+			"consumer_lag{group=idle-group} expired=0", "consumer_lag{group=idle-group} partitions=1",
+		}},
+		// T0: 10 of 15 good → compliance 2/3, burn (5/15)/0.1 = 3.33…, budget 1 − 5/(0.1·15) = −2.33…;
+		// T0+1m: 10 of 10 good → burn 0, budget over both buckets 1 − 5/(0.1·25) = −1
+		{"S", []string{
+			"slo compliance=0.6666666667,1", "slo burn_rate=3.333333333,0",
+			"slo error_budget_remaining=-2.333333333,-1", "slo good=10,10", "slo total=15,10",
+		}},
+		{"C", []string{"clock_offsets{host=c1, kind=bracketed} offset=13", "clock_offsets{host=c1, kind=bracketed} uncertainty=0.5"}},
+		{"H", []string{
+			"probe_health{broker=1} sent=5", "probe_health{broker=1} lost=1", "probe_health{broker=1} loss_ratio=0.2",
+			"probe_health{broker=1} duplicates=1", "probe_health{broker=1} p50=20", "probe_health{broker=1} p99=20",
+			"probe_health{broker=2} sent=2", "probe_health{broker=2} lost=0", "probe_health{broker=2} loss_ratio=0",
+			"probe_health{broker=2} duplicates=0", "probe_health{broker=2} p50=40", "probe_health{broker=2} p99=40",
+		}},
+	} {
+		if got := series(t, resp.Responses[tc.ref]); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\ngot  %q\nwant %q", tc.ref, got, tc.want)
+		}
+	}
+	// processing of orders: 12 samples at 60 ms (T0, invalid-e2e rows included) and 10 at 200 ms (T0+1m)
+	d := resp.Responses["D"]
+	if d.Error != nil || len(d.Frames) != 1 {
+		t.Fatalf("distribution: %v %d frames", d.Error, len(d.Frames))
+	}
+	lat := d.Frames[0].Fields[1]
+	if lat.At(0).(float64) != 60 || lat.At(lat.Len()-1).(float64) != 200 {
+		t.Errorf("distribution p5 %v, p99.9 %v; want 60 and 200", lat.At(0), lat.At(lat.Len()-1))
+	}
+}
+
+func TestRawAndRollupChosenByRange(t *testing.T) {
+	c, s := seeded(t)
+	short := dq("A", `{"queryType":"stage_percentiles","groupBy":"host","stage":"produce_append","percentiles":[0.5]}`)
+	short.Interval = 30 * time.Second // under a minute over a short range: raw rows
+	long := dq("B", `{"queryType":"stage_percentiles","groupBy":"host","stage":"produce_append","percentiles":[0.5]}`)
+	long.TimeRange = backend.TimeRange{From: t0.Add(-7 * 24 * time.Hour), To: t0.Add(2 * time.Minute)}
+	long.Interval, long.MaxDataPoints = 10*time.Second, 1 // one bucket over 7 days: rollups
+	resp := queryData(t, c, s, short, long)
+	// 30 s buckets: T0 holds offsets 0..9, T0+30s the two invalid-e2e rows (valid for ingest), T0+60s offsets 10..19
+	if got, want := series(t, resp.Responses["A"]), []string{
+		"stage_percentiles{host=p1, stage=produce_append} p50=10,10,20", "stage_percentiles{host=p1, stage=produce_append} samples=10,2,10",
+		"stage_percentiles{host=p2, stage=produce_append} p50=100", "stage_percentiles{host=p2, stage=produce_append} samples=5",
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("short range:\ngot  %q\nwant %q", got, want)
+	}
+	if src := resp.Responses["A"].Frames[0].Meta.Custom.(map[string]any)["source"]; src != "raw" {
+		t.Errorf("short range source %v, want raw", src)
+	}
+	b := resp.Responses["B"]
+	if got := series(t, b); !reflect.DeepEqual(got[1], "stage_percentiles{host=p1, stage=produce_append} samples=22") {
+		t.Errorf("long range: %q", got)
+	}
+	if src := b.Frames[0].Meta.Custom.(map[string]any)["source"]; src != "rollup" {
+		t.Errorf("long range source %v, want rollup", src)
+	}
+}
+
+func TestSlowestMessagesLinkToTraces(t *testing.T) {
+	c, s := seeded(t)
+	r := queryData(t, c, s, dq("A", `{"queryType":"slowest_messages","stage":"e2e","limit":2}`)).Responses["A"]
+	if r.Error != nil || len(r.Frames) != 1 {
+		t.Fatalf("%v", r.Error)
+	}
+	f := r.Frames[0]
+	trace, _ := f.FieldByName("trace_id")
+	lat, _ := f.FieldByName("latency")
+	if f.Rows() != 2 || trace.At(0) != querytest.TraceID("payments", 0) || lat.At(0).(float64) != 1000 {
+		t.Fatalf("rows %d first trace %v latency %v", f.Rows(), trace.At(0), lat.At(0))
+	}
+	links := trace.Config.Links
+	if len(links) != 1 || links[0].Internal == nil || links[0].Internal.DatasourceUID != "tempo" {
+		t.Fatalf("trace links %+v", links)
+	}
+}
+
+func TestBadQueriesAreDownstreamErrors(t *testing.T) {
+	c, s := seeded(t)
+	resp := queryData(t, c, s,
+		dq("A", `{"queryType":"lag_forecast"}`),
+		dq("B", `{"queryType":"consumer_lag","topic":"orders,,x"}`),
+		dq("C", `{"queryType":"consumer_lag","topic":"orders"}`), // a good query next to bad ones still answers
+	)
+	for ref, want := range map[string]string{
+		"A": `unknown query type "lag_forecast": choose one of stage_percentiles, e2e_distribution, consumer_lag, slo, slowest_messages, clock_offsets, probe_health`,
+		"B": `topic filter "orders,,x" is malformed: an empty name between commas`,
+	} {
+		r := resp.Responses[ref]
+		if r.Error == nil || r.Error.Error() != want || r.ErrorSource != backend.ErrorSourceDownstream || r.Status != backend.StatusBadRequest {
+			t.Errorf("%s: got %v (%s, %d)\nwant %s", ref, r.Error, r.ErrorSource, r.Status, want)
+		}
+	}
+	if got := series(t, resp.Responses["C"]); len(got) != 4 || got[0] != "consumer_lag lag=7" {
+		t.Errorf("good query: %q", got)
+	}
+}
+
+func TestCheckHealth(t *testing.T) {
+	db, conn := testenv.ClickHouseDB(t)
+	c := served(t)
+	check := func(s *backend.DataSourceInstanceSettings) *backend.CheckHealthResult {
+		t.Helper()
+		res, err := c.CheckHealth(ctx(t), &backend.CheckHealthRequest{PluginContext: pctx(s)})
+		if err != nil {
+			t.Fatalf("CheckHealth over gRPC: %v", err)
+		}
+		return res
+	}
+	addr := testenv.ClickHouseAddr(t)
+	for _, tc := range []struct {
+		name   string
+		s      *backend.DataSourceInstanceSettings
+		status backend.HealthStatus
+		msg    string
+	}{
+		{"empty database", settingsFor(t, db, "", nil), backend.HealthStatusError,
+			fmt.Sprintf("database %q on %s has no Tidemark schema: run `tidemark migrate` against it, or correct the Database setting", db, addr)},
+		{"wrong password", settingsFor(t, db, "not-the-password", nil), backend.HealthStatusError,
+			fmt.Sprintf(`ClickHouse at %s refused user "default": check the user and password in the datasource settings`, addr)},
+		{"bad address", settingsFor(t, db, "", map[string]any{"address": "clickhouse"}), backend.HealthStatusError,
+			`Address "clickhouse": enter host:port, e.g. clickhouse:9000`},
+		{"database that does not exist", settingsFor(t, "tm_nothing_here", "", nil), backend.HealthStatusError,
+			fmt.Sprintf("database \"tm_nothing_here\" on %s has no Tidemark schema: run `tidemark migrate` against it, or correct the Database setting", addr)},
+	} {
+		if res := check(tc.s); res.Status != tc.status || res.Message != tc.msg {
+			t.Errorf("%s: got %v %q\nwant %v %q", tc.name, res.Status, res.Message, tc.status, tc.msg)
+		}
+	}
+	// unreachable: a loopback port nothing listens on
+	res := check(settingsFor(t, db, "", map[string]any{"address": "127.0.0.1:1"}))
+	if res.Status != backend.HealthStatusError || !strings.HasPrefix(res.Message, "cannot reach ClickHouse at 127.0.0.1:1 (") ||
+		!strings.Contains(res.Message, "connection refused") {
+		t.Errorf("unreachable: %q", res.Message)
+	}
+	// an older Tidemark's schema
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion-1)
+	res = check(settingsFor(t, db, "", map[string]any{"queryTimeoutSeconds": 7}))
+	want := fmt.Sprintf("database %q was migrated by an older Tidemark (schema version %d, want %d): run `tidemark migrate` to upgrade it",
+		db, store.CurrentSchemaVersion-1, store.CurrentSchemaVersion)
+	if res.Status != backend.HealthStatusError || res.Message != want {
+		t.Errorf("older schema: got %q\nwant %q", res.Message, want)
+	}
+	// migrated: healthy
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion)
+	res = check(settingsFor(t, db, "", map[string]any{"queryTimeoutSeconds": 8}))
+	want = fmt.Sprintf("Connected to ClickHouse 18.16.1 at %s; database %q has Tidemark schema version %d", addr, db, store.CurrentSchemaVersion)
+	if res.Status != backend.HealthStatusOk || res.Message != want {
+		t.Errorf("healthy: got %v %q\nwant %q", res.Status, res.Message, want)
+	}
+}
+
+func TestQueryAgainstOlderSchema(t *testing.T) {
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion-1)
+	c := served(t)
+	r := queryData(t, c, settingsFor(t, db, "", nil), dq("A", `{"queryType":"consumer_lag"}`)).Responses["A"]
+	if r.Error == nil || !strings.Contains(r.Error.Error(), "was migrated by an older Tidemark") || r.ErrorSource != backend.ErrorSourceDownstream {
+		t.Fatalf("got %v (%s)", r.Error, r.ErrorSource)
+	}
+}
+
+type sender struct{ got *backend.CallResourceResponse }
+
+func (s *sender) Send(r *backend.CallResourceResponse) error { s.got = r; return nil }
+
+func TestResourcesListVariables(t *testing.T) {
+	c, s := seeded(t)
+	for _, tc := range []struct {
+		path, url string
+		status    int
+		body      string
+	}{
+		{"topics", "topics", 200, `{"values":["archive","orders","payments"]}`},
+		{"groups", "groups?topic=orders", 200, `{"values":["billing"]}`},
+		{"hosts", "hosts?topic=payments", 200, `{"values":["c2","p2"]}`},
+		{"hosts", "hosts", 200, `{"values":["b1","c1","c2","p1","p2"]}`},
+		{"brokers", "brokers", 404, `{"error":"unknown resource brokers: use topics, groups or hosts"}`},
+		{"groups", "groups?topic=a%20b", 400, `{"error":"topic filter \"a b\" is not a Kafka topic name (letters, digits, '.', '_', '-')"}`},
+	} {
+		var snd sender
+		err := c.CallResource(ctx(t), &backend.CallResourceRequest{PluginContext: pctx(s), Path: tc.path, Method: "GET", URL: tc.url}, &snd)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if snd.got == nil || snd.got.Status != tc.status || string(snd.got.Body) != tc.body {
+			t.Errorf("%s: got %+v", tc.url, snd.got)
+			if snd.got != nil {
+				t.Logf("body %s", snd.got.Body)
+			}
+		}
+	}
+}
