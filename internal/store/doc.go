@@ -9,8 +9,8 @@
 // Delivery is at-least-once and idempotent: a Write's Ack runs only after ClickHouse acknowledged every row of it, so
 // the collector commits Kafka offsets only then; a row re-delivered after a crash collapses with its first copy in
 // the raw ReplacingMergeTree tables (key: consumer_group, topic, partition, offset, replay_class), and the writer's
-// dedup window keeps re-deliveries it has seen recently out of the rollups. docs/schema.md says exactly what the
-// rollups can and cannot promise about duplicates.
+// dedup window keeps re-deliveries it has seen recently out of the rollups; Store.RebuildRollup makes a closed day's
+// rollup exact again after a crash. docs/schema.md says exactly what the rollups can and cannot promise.
 //
 // Main types: Config, Store, Writer, and the row types LatencyRow, ProbeRow, LagRow and ClockOffsetRow.
 package store

@@ -21,11 +21,8 @@ func (s *Store) RebuildRollup(ctx context.Context, day time.Time) error {
 	if err != nil {
 		return err
 	}
-	from := time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
-	if day.Location() != time.UTC {
-		d := day.UTC()
-		from = time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
-	}
+	d := day.UTC()
+	from := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
 	id := from.Format("20060102")
 	if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", TableLatency1m, id)); err != nil {
 		return fmt.Errorf("rebuild rollup %s: drop partition: %w", id, err)
