@@ -69,44 +69,84 @@ func (c *ClusterReader) ReadRecords(ctx context.Context, reqs []lagexporter.Reco
 	return out, nil
 }
 
+// maxFetchRounds bounds the Fetch requests per (leader, isolation) in one ReadRecords call. A Fetch can carry one
+// offset per partition, so when several groups wait at different offsets of one partition, the lowest is fetched
+// first and every other request the returned batches cover is answered from the same bytes; offsets beyond them
+// need another round. Requests left after the last round fail for this cycle (the loop falls back to interpolation
+// and asks again next cycle; answers are cached, so the backlog drains).
+const maxFetchRounds = 3
+
 func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexporter.Isolation, reqs []lagexporter.RecordRequest,
 	idx []int, out []lagexporter.RecordProbe) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	b, err := c.broker(id)
 	if err != nil {
 		return err
 	}
-	fr := &sarama.FetchRequest{Version: 11, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 64 << 20, SessionEpoch: -1}
-	if iso == lagexporter.ReadCommitted {
-		fr.Isolation = sarama.ReadCommitted
-	}
+	pending := map[tp][]int{} // request indexes per partition, by ascending offset
 	for _, i := range idx {
-		fr.AddBlock(reqs[i].Topic, reqs[i].Partition, reqs[i].Offset, c.FetchPartitionBytes, -1)
+		k := tp{reqs[i].Topic, reqs[i].Partition}
+		pending[k] = append(pending[k], i)
 	}
-	c.requests.Add(1)
-	resp, err := b.Fetch(fr)
-	if err != nil {
-		_ = b.Close()
-		return fmt.Errorf("fetch record timestamps of %d partitions: %w", len(idx), err)
+	for _, l := range pending {
+		sort.Slice(l, func(a, b int) bool { return reqs[l[a]].Offset < reqs[l[b]].Offset })
 	}
-	for _, i := range idx {
-		r := reqs[i]
-		blk := resp.GetBlock(r.Topic, r.Partition)
-		switch {
-		case blk == nil:
-			out[i].Error = "partition missing from Fetch response"
-		case !errors.Is(blk.Err, sarama.ErrNoError):
-			out[i].Error = blk.Err.Error()
-		default:
+	for round := 0; round < maxFetchRounds && len(pending) > 0; round++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fr := &sarama.FetchRequest{Version: 11, MaxWaitTime: 0, MinBytes: 0, MaxBytes: 64 << 20, SessionEpoch: -1}
+		if iso == lagexporter.ReadCommitted {
+			fr.Isolation = sarama.ReadCommitted
+		}
+		for k, l := range pending {
+			fr.AddBlock(k.topic, k.partition, reqs[l[0]].Offset, c.FetchPartitionBytes, -1)
+		}
+		c.requests.Add(1)
+		resp, err := b.Fetch(fr)
+		if err != nil {
+			_ = b.Close()
+			return fmt.Errorf("fetch record timestamps of %d partitions: %w", len(pending), err)
+		}
+		for k, l := range pending {
+			blk := resp.GetBlock(k.topic, k.partition)
+			if blk == nil || !errors.Is(blk.Err, sarama.ErrNoError) {
+				msg := "partition missing from Fetch response"
+				if blk != nil {
+					msg = blk.Err.Error()
+				}
+				for _, i := range l {
+					out[i].Error = msg
+				}
+				delete(pending, k)
+				continue
+			}
 			var batches []*sarama.RecordBatch
+			covered := int64(-1) // last offset the returned batches cover
 			for _, rs := range blk.RecordsSet {
 				if rs != nil && rs.RecordBatch != nil {
 					batches = append(batches, rs.RecordBatch)
+					covered = max(covered, rs.RecordBatch.FirstOffset+int64(rs.RecordBatch.LastOffsetDelta))
 				}
 			}
-			out[i] = probeBatches(r, batches, blk.AbortedTransactions)
+			rest := l[:0]
+			for n, i := range l {
+				// the first request is always answered (even by an empty fetch); the others when covered
+				if n == 0 || reqs[i].Offset <= covered {
+					out[i] = probeBatches(reqs[i], batches, blk.AbortedTransactions)
+					continue
+				}
+				rest = append(rest, i)
+			}
+			if len(rest) == 0 {
+				delete(pending, k)
+			} else {
+				pending[k] = rest
+			}
+		}
+	}
+	for _, l := range pending {
+		for _, i := range l {
+			out[i].Error = "not fetched this cycle (fetch round limit)"
 		}
 	}
 	return nil
