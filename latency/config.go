@@ -18,16 +18,25 @@ type Config struct {
 	// EnvelopeWindow and EnvelopeBuckets do the same for causal envelopes. Default 1 min in 12 buckets.
 	EnvelopeWindow  time.Duration
 	EnvelopeBuckets int
-	// MaxDriftPPM clamps fitted drift (default 200 ppm; quartz is within tens of ppm).
+	// MaxDriftPPM clamps fitted drift (default 100 ppm: quartz oscillators are specified within ±20–100 ppm); it is also the
+	// drift assumed, for the uncertainty, before enough of the window exists to fit one.
 	MaxDriftPPM float64
 	// StepTolerance is how far outside the predicted interval a bracket must fall to count as inconsistent
 	// (default 5 ms); StepConfirm consistent-with-each-other inconsistent brackets confirm a step (default 3).
 	StepTolerance time.Duration
 	StepConfirm   int
-	// SkewTolerance is the smallest uncertainty that flags a stage: a stage is skew-suspected when its corrected
-	// value is negative beyond its uncertainty plus SkewTolerance, or when its uncertainty exceeds
-	// max(stage, SkewTolerance). Default 2 ms, the accuracy the estimator targets.
+	// SkewTolerance is the slack of the ordering check: a stage is skew-suspected when its corrected value is
+	// negative by more than its uncertainty plus SkewTolerance (default 2 ms, the accuracy the estimator targets).
 	SkewTolerance time.Duration
+	// UncertaintyFloor and UncertaintyRatio: a stage is also skew-suspected when its uncertainty (the sum of its two
+	// hosts' offset uncertainties) exceeds max(UncertaintyFloor, UncertaintyRatio × stage); defaults 5 ms and 0.02,
+	// the accuracy target max(2 ms, 2 %) with room for the bracket floor. This contains the rule "uncertainty larger
+	// than the stage" for every stage longer than the floor. The floor exists because a bracket is never narrower
+	// than the two minimum one-way delays (about 1 ms each way on a LAN), so every converged stage carries ±2–3 ms;
+	// flagging every stage shorter than that would drop the fastest samples and bias the percentiles upward.
+	// Stages within the floor keep their uncertainty in Result.Uncertainty.
+	UncertaintyFloor time.Duration
+	UncertaintyRatio float64
 	// RelativeAccuracy of every quantile sketch (default 0.01).
 	RelativeAccuracy float64
 }
@@ -56,7 +65,7 @@ func (c *Config) SetDefaults() {
 		c.EnvelopeBuckets = 12
 	}
 	if c.MaxDriftPPM == 0 {
-		c.MaxDriftPPM = 200
+		c.MaxDriftPPM = 100
 	}
 	if c.StepTolerance == 0 {
 		c.StepTolerance = 5 * time.Millisecond
@@ -66,6 +75,12 @@ func (c *Config) SetDefaults() {
 	}
 	if c.SkewTolerance == 0 {
 		c.SkewTolerance = 2 * time.Millisecond
+	}
+	if c.UncertaintyFloor == 0 {
+		c.UncertaintyFloor = 5 * time.Millisecond
+	}
+	if c.UncertaintyRatio == 0 {
+		c.UncertaintyRatio = 0.02
 	}
 	if c.RelativeAccuracy == 0 {
 		c.RelativeAccuracy = 0.01
@@ -85,8 +100,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: max drift must be in [0, 10000] ppm, got %v", ErrConfig, c.MaxDriftPPM)
 	case c.StepTolerance <= 0 || c.StepConfirm < 1:
 		return fmt.Errorf("%w: step tolerance must be > 0 and step confirm >= 1, got %v, %d", ErrConfig, c.StepTolerance, c.StepConfirm)
-	case c.SkewTolerance < 0:
-		return fmt.Errorf("%w: skew tolerance must be >= 0, got %v", ErrConfig, c.SkewTolerance)
+	case c.SkewTolerance < 0 || c.UncertaintyFloor < 0:
+		return fmt.Errorf("%w: skew tolerance and uncertainty floor must be >= 0, got %v, %v", ErrConfig, c.SkewTolerance, c.UncertaintyFloor)
+	case c.UncertaintyRatio < 0 || c.UncertaintyRatio > 1:
+		return fmt.Errorf("%w: uncertainty ratio must be in [0, 1], got %v", ErrConfig, c.UncertaintyRatio)
 	case !(c.RelativeAccuracy > 0 && c.RelativeAccuracy < 1):
 		return fmt.Errorf("%w: relative accuracy must be in (0, 1), got %v", ErrConfig, c.RelativeAccuracy)
 	}

@@ -32,12 +32,12 @@ type Flags uint16
 
 // Result flags.
 const (
-	FlagInvalidStamp  Flags = 1 << iota // a present stamp was rejected (see Result.Invalid); its stages are absent
-	FlagSkewSuspected                   // an offset is unknown or ambiguous, an order is violated beyond the uncertainty, or an uncertainty exceeds its stage: kept out of live percentiles
-	FlagOffsetUnknown                   // some host had no offset estimate; its stamps were used uncorrected
-	FlagEnvelope                        // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
-	FlagCommitBound                     // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
-	FlagRewindInferred                  // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
+	FlagInvalidStamp   Flags = 1 << iota // a present stamp was rejected (see Result.Invalid); its stages are absent
+	FlagSkewSuspected                    // an offset is unknown or ambiguous, an order is violated beyond the uncertainty, or an uncertainty exceeds its stage: kept out of live percentiles
+	FlagOffsetUnknown                    // some host had no offset estimate; its stamps were used uncorrected
+	FlagEnvelope                         // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
+	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
+	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
 )
 
 // Result is what the engine makes of one record.
@@ -83,6 +83,9 @@ func (r *Result) blame(h HostID) {
 	r.NumSkewHosts++
 }
 
+// policy is Config's flagging policy in ms.
+type policy struct{ tolMs, floorMs, ratio float64 }
+
 // timeline is one record's valid stamps with their offsets, ready for correction.
 type timeline struct {
 	valid uint8 // bit per Moment
@@ -94,13 +97,13 @@ type timeline struct {
 func (tl *timeline) has(m Moment) bool { return tl.valid&(1<<m) != 0 }
 
 // correct applies the offsets (corrected = observed − offset), flags what cannot be trusted, projects the timeline
-// onto the nearest monotone one and fills out's stages. tolMs is Config.SkewTolerance in ms.
+// onto the nearest monotone one and fills out's stages. pol holds the flagging policy of Config.
 //
 // The projection is weighted isotonic regression by pool-adjacent-violators (Ayer et al., "An empirical distribution
 // function for sampling with incomplete information", Ann. Math. Statist. 1955; Barlow et al. 1972) with weights
 // 1/u² from each moment's offset uncertainty: violations within the uncertainty are resolved by moving the
 // least-certain stamps most, so every stage is >= 0 and the stages telescope to end-to-end.
-func correct(tl *timeline, tolMs float64, out *Result) {
+func correct(tl *timeline, pol policy, out *Result) {
 	var chain [NumMoments]Moment
 	n := 0
 	for m := Produce; m <= Processed; m++ {
@@ -109,26 +112,27 @@ func correct(tl *timeline, tolMs float64, out *Result) {
 			n++
 		}
 	}
+	end := Processed
 	if !tl.has(Processed) && tl.has(Commit) {
 		chain[n] = Commit
 		n++
+		end = Commit
 		out.Flags |= FlagCommitBound
 	}
-	var c, w, risk [NumMoments]float64
+	var c [NumMoments]float64
+	monotone := true
 	for i := 0; i < n; i++ {
 		m := chain[i]
-		r := tl.res[m]
+		r := &tl.res[m]
 		c[i] = tl.obs[m] - r.theta
-		w[i] = 1 / (r.unc*r.unc + 0.25)
-		risk[i] = r.unc
-		switch {
-		case r.kind == KindUnknown:
+		switch r.kind {
+		case KindUnknown:
 			out.Flags |= FlagOffsetUnknown
-			risk[i], w[i] = math.Inf(1), 1
-		case r.ambiguous:
-			risk[i] = math.Inf(1)
-		case r.kind == KindEnvelope:
+		case KindEnvelope:
 			out.Flags |= FlagEnvelope
+		}
+		if i > 0 && c[i] < c[i-1] {
+			monotone = false
 		}
 	}
 	for i := 0; i+1 < n; i++ {
@@ -136,21 +140,24 @@ func correct(tl *timeline, tolMs float64, out *Result) {
 		ha, hb := tl.host[a], tl.host[b]
 		stage := c[i+1] - c[i]
 		if ha == hb {
-			if stage < -tolMs { // one clock went backwards between two of its own stamps: that host is broken
+			if stage < -pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
 				out.Flags |= FlagSkewSuspected
 				out.blame(ha)
 			}
 			continue
 		}
-		u := tl.res[a].unc + tl.res[b].unc
-		if !(math.IsInf(risk[i], 1) || math.IsInf(risk[i+1], 1) || -stage > u+tolMs || u > math.Max(stage, tolMs)) {
+		ra, rb := &tl.res[a], &tl.res[b]
+		u := ra.unc + rb.unc
+		if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
+			-stage > u+pol.tolMs || u > math.Max(pol.floorMs, pol.ratio*stage)) {
 			continue
 		}
 		out.Flags |= FlagSkewSuspected
+		riskA, riskB := risk(ra), risk(rb)
 		switch {
-		case risk[i] > risk[i+1]:
+		case riskA > riskB:
 			out.blame(ha)
-		case risk[i+1] > risk[i]:
+		case riskB > riskA:
 			out.blame(hb)
 		case isBrokerMoment(a) && !isBrokerMoment(b):
 			out.blame(hb)
@@ -158,65 +165,75 @@ func correct(tl *timeline, tolMs float64, out *Result) {
 			out.blame(ha)
 		}
 	}
-	pav(c[:n], w[:n])
+	if !monotone {
+		var w [NumMoments]float64
+		for i := 0; i < n; i++ {
+			r := &tl.res[chain[i]]
+			w[i] = 1
+			if r.kind != KindUnknown {
+				w[i] = 1 / (r.unc*r.unc + 0.25)
+			}
+		}
+		pav(c[:n], w[:n])
+	}
+	var pos [NumMoments]float64 // corrected time per moment; valid where present has its bit
+	var present uint8
 	for i := 0; i < n; i++ {
-		out.Corrected[chain[i]] = c[i]
+		pos[chain[i]] = c[i]
+		present |= 1 << chain[i]
 	}
-	// Stages from the monotone timeline; composites are sums of the partition so they add up exactly.
-	end := Processed
-	if out.Flags&FlagCommitBound != 0 {
-		end = Commit
-	}
-	at := func(m Moment) (float64, bool) {
-		if m == end || tl.has(m) && m < Commit {
-			v := out.Corrected[m]
-			return v, v != 0
-		}
-		return 0, false
-	}
+	out.Corrected = pos
 	set := func(s Stage, v float64) { out.Stages[s], out.Has = v, out.Has|1<<s }
-	firstAppend := Append
-	if _, ok := at(SourceAppend); ok {
-		firstAppend = SourceAppend
+	const (
+		bP  = 1 << Produce
+		bSA = 1 << SourceAppend
+		bA  = 1 << Append
+		bR  = 1 << Receive
+	)
+	bE := uint8(1) << end
+	first := Append // the first append: the source cluster's on a mirrored topic
+	if present&bSA != 0 {
+		first = SourceAppend
 	}
-	if p, ok := at(Produce); ok {
-		if a, ok := at(firstAppend); ok {
-			set(StageIngest, a-p)
-		}
+	if present&bP != 0 && present&(1<<first) != 0 {
+		set(StageIngest, pos[first]-pos[Produce])
 	}
-	if s, ok := at(SourceAppend); ok {
-		if a, ok := at(Append); ok {
-			set(StageMirror, a-s)
-		}
+	if present&bSA != 0 && present&bA != 0 {
+		set(StageMirror, pos[Append]-pos[SourceAppend])
 	}
-	if a, ok := at(Append); ok {
-		if r, ok := at(Receive); ok {
-			set(StageQueueWait, r-a)
-			if e, ok := at(end); ok {
-				set(StageProcessing, e-r)
+	if present&bA != 0 {
+		switch {
+		case present&bR != 0:
+			set(StageQueueWait, pos[Receive]-pos[Append])
+			if present&bE != 0 {
+				set(StageProcessing, pos[end]-pos[Receive])
 				set(StageDelivery, out.Stages[StageQueueWait]+out.Stages[StageProcessing])
 			}
-		} else if e, ok := at(end); ok {
-			set(StageDelivery, e-a)
+		case present&bE != 0:
+			set(StageDelivery, pos[end]-pos[Append])
 		}
 	}
-	if p, ok := at(Produce); ok {
-		if e, ok := at(end); ok {
-			// Sum the partition where it is complete so that the stages add up to e2e exactly.
-			switch {
-			case out.Has&(1<<StageIngest) != 0 && out.Has&(1<<StageDelivery) != 0 &&
-				(firstAppend == Append || out.Has&(1<<StageMirror) != 0):
-				v := out.Stages[StageIngest] + out.Stages[StageDelivery]
-				if firstAppend == SourceAppend {
-					v += out.Stages[StageMirror]
-				}
-				set(StageE2E, v)
-			default:
-				set(StageE2E, e-p)
-			}
-			out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
+	if present&bP != 0 && present&bE != 0 {
+		// Sum the partition where it is complete so that the stages add up to e2e exactly.
+		const full = 1<<StageIngest | 1<<StageDelivery
+		switch {
+		case out.Has&full == full && first == Append:
+			set(StageE2E, out.Stages[StageIngest]+out.Stages[StageDelivery])
+		case out.Has&full == full && out.Has&(1<<StageMirror) != 0:
+			set(StageE2E, out.Stages[StageIngest]+out.Stages[StageMirror]+out.Stages[StageDelivery])
+		default:
+			set(StageE2E, pos[end]-pos[Produce])
 		}
+		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
 	}
+}
+
+// risk orders two hosts for blame: unknown or ambiguous offsets first, then the larger uncertainty.
+func risk(r *resolved) float64 {
+	if r.kind == KindUnknown || r.ambiguous {
+		return math.Inf(1)
+	}
+	return r.unc
 }
 
 func isBrokerMoment(m Moment) bool { return m == Append || m == SourceAppend }

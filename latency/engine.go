@@ -17,10 +17,11 @@ import (
 // without contention. Host offset estimates are read by paths without locks (atomically published snapshots);
 // brackets, sync exchanges and envelope updates take the host's own mutex.
 type Engine struct {
-	cfg   Config
-	tolMs float64
-	two   windowConfig
-	env   windowConfig
+	cfg    Config
+	pol    policy
+	bounds boundsMs
+	two    windowConfig
+	env    windowConfig
 
 	hosts atomic.Pointer[[]*hostState] // index = HostID; replaced copy-on-write under mu
 
@@ -40,7 +41,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("create latency engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, tolMs: durMs(cfg.SkewTolerance), two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
+	e := &Engine{cfg: cfg, bounds: boundsMs{age: durMs(cfg.Bounds.MaxAge), skew: durMs(cfg.Bounds.MaxSkew)}, pol: policy{tolMs: durMs(cfg.SkewTolerance), floorMs: durMs(cfg.UncertaintyFloor), ratio: cfg.UncertaintyRatio}, two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
 		names: map[string]HostID{cfg.ReferenceHost: RefHost}, paths: map[pathKey]*Path{}}
 	ref := newHostState(cfg.ReferenceHost, e.two, e.env)
 	ref.kind = KindReference
@@ -202,7 +203,9 @@ func newPath(e *Engine, k pathKey) *Path {
 }
 
 // Key returns the path's group, topic and partition.
-func (p *Path) Key() (group, topic string, partition int32) { return p.key.group, p.key.topic, p.key.partition }
+func (p *Path) Key() (group, topic string, partition int32) {
+	return p.key.group, p.key.topic, p.key.partition
+}
 
 // ObserveCommit records the group's committed offset (-1: none) read at reference time at.
 func (p *Path) ObserveCommit(offset int64, at time.Time) {
@@ -221,7 +224,14 @@ func (p *Path) Replay() ReplayState {
 // Observe validates, corrects and classifies one processed record, updates the sketches and counters, and returns
 // the result. Records of a path should be fed in processing order (receipts keyed by source partition keep it).
 func (p *Path) Observe(r Record) Result {
-	res := Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
+	var res Result
+	p.ObserveInto(&r, &res)
+	return res
+}
+
+// ObserveInto is Observe writing into *res (overwritten), for callers that reuse a Result on a hot path.
+func (p *Path) ObserveInto(r *Record, res *Result) {
+	*res = Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
 	var tl timeline
 	e := p.e
 	hs := *e.hosts.Load()
@@ -239,6 +249,11 @@ func (p *Path) Observe(r Record) Result {
 			res.Flags |= FlagInvalidStamp
 			continue
 		}
+		if s.Unit == Millis {
+			// Kafka truncates to the millisecond (System.currentTimeMillis): the stamp stands for [v, v+1) ms, whose
+			// midpoint is the unbiased estimate. Differences of two ms stamps are unchanged.
+			ms += 0.5
+		}
 		tl.valid |= 1 << m
 		tl.obs[m], tl.host[m] = ms, s.Host
 	}
@@ -255,7 +270,7 @@ func (p *Path) Observe(r Record) Result {
 			if m == anchor || !tl.has(m) {
 				continue
 			}
-			if why := e.cfg.Bounds.Check(m, tl.obs[m], tl.obs[anchor]); why != ReasonOK {
+			if why := e.bounds.check(m, tl.obs[m], tl.obs[anchor]); why != ReasonOK {
 				tl.valid &^= 1 << m
 				res.Invalid[m] = why
 				res.Flags |= FlagInvalidStamp
@@ -263,7 +278,7 @@ func (p *Path) Observe(r Record) Result {
 		}
 	}
 	e.resolve(hs, &tl)
-	correct(&tl, e.tolMs, &res)
+	correct(&tl, e.pol, res)
 
 	appendMs, atMs := math.NaN(), math.NaN()
 	if v := res.Corrected[Append]; v != 0 {
@@ -279,7 +294,6 @@ func (p *Path) Observe(r Record) Result {
 	}
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	var rewindAt float64
 	res.Class, rewindAt = p.tracker.Classify(r.Offset, appendMs, atMs)
 	if res.Class == ClassReplay {
@@ -290,8 +304,8 @@ func (p *Path) Observe(r Record) Result {
 			res.SinceRewindMs = math.Max(0, atMs-rewindAt)
 		}
 	}
-	p.account(&res)
-	return res
+	p.account(res)
+	p.mu.Unlock()
 }
 
 // resolve looks up every valid stamp's offset, feeding causal-envelope bounds first for hosts that have no
@@ -320,20 +334,22 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			continue
 		}
 		h := hs[tl.host[m]]
-		lo, hi, at := math.Inf(-1), math.Inf(1), math.NaN()
+		lo, hi, at, anchorUnc := math.Inf(-1), math.Inf(1), math.NaN(), 0.0
+		// The bounds use the anchors' estimates, not their worst cases: widening by the anchor's uncertainty would
+		// bias the envelope by that much on every record; the anchor's uncertainty is added to the result instead.
 		for k := m + 1; k < NumMoments; k++ {
 			if tl.has(k) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
-				lo, at = tl.obs[m]-ref-tl.res[k].unc, ref
+				lo, at, anchorUnc = tl.obs[m]-ref, ref, tl.res[k].unc
 				break
 			}
 		}
 		for k := int(m) - 1; k >= 0; k-- {
 			if tl.has(Moment(k)) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
-				hi = tl.obs[m] - ref + tl.res[k].unc
+				hi = tl.obs[m] - ref
 				if math.IsNaN(at) {
-					at = ref
+					at, anchorUnc = ref, tl.res[k].unc
 				}
 				break
 			}
@@ -351,6 +367,7 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 		}
 		if s.env.ok {
 			tl.res[m] = s.lookup(tl.obs[m])
+			tl.res[m].unc += anchorUnc
 		}
 	}
 }

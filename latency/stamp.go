@@ -83,14 +83,14 @@ type Reason uint8
 
 // Validation outcomes; every reason but ReasonOK is counted per moment and the stamp is dropped.
 const (
-	ReasonOK        Reason = iota
-	ReasonMissing          // Kafka NO_TIMESTAMP (-1)
-	ReasonNegative         // another negative value: corrupt
-	ReasonSeconds          // declared ms but looks like seconds since the epoch
-	ReasonMicros           // declared ms but looks like microseconds
-	ReasonNanos            // declared ms (or µs) but looks like nanoseconds
-	ReasonTooOld           // further before the append time than Bounds allow
-	ReasonTooNew           // further after the append time than Bounds allow
+	ReasonOK       Reason = iota
+	ReasonMissing         // Kafka NO_TIMESTAMP (-1)
+	ReasonNegative        // another negative value: corrupt
+	ReasonSeconds         // declared ms but looks like seconds since the epoch
+	ReasonMicros          // declared ms but looks like microseconds
+	ReasonNanos           // declared ms (or µs) but looks like nanoseconds
+	ReasonTooOld          // further before the append time than Bounds allow
+	ReasonTooNew          // further after the append time than Bounds allow
 	NumReasons
 )
 
@@ -153,11 +153,16 @@ type Bounds struct {
 // Check returns ReasonOK when ms (a stamp of moment m) lies within the bounds of anchorMs (the append time, or the
 // anchor [Record] chose), ReasonTooOld or ReasonTooNew otherwise. Both arguments are milliseconds.
 func (b Bounds) Check(m Moment, ms, anchorMs float64) Reason {
-	age := float64(b.MaxAge) / float64(time.Millisecond)
-	skew := float64(b.MaxSkew) / float64(time.Millisecond)
-	before, after := age, skew // moments before the anchor: may be old, may not be much in its future
+	return boundsMs{age: durMs(b.MaxAge), skew: durMs(b.MaxSkew)}.check(m, ms, anchorMs)
+}
+
+// boundsMs is Bounds in milliseconds, precomputed for the per-record path.
+type boundsMs struct{ age, skew float64 }
+
+func (b boundsMs) check(m Moment, ms, anchorMs float64) Reason {
+	before, after := b.age, b.skew // moments before the anchor: may be old, may not be much in its future
 	if m > Append {
-		before, after = skew, age
+		before, after = b.skew, b.age
 	}
 	switch d := ms - anchorMs; {
 	case d < -before:

@@ -2,6 +2,7 @@ package latency
 
 import (
 	"math"
+	"math/bits"
 	"sort"
 )
 
@@ -65,9 +66,11 @@ func newSketches(acc float64) sketches {
 func (p *Path) account(res *Result) {
 	c := &p.counters
 	c.Records++
-	for m, why := range res.Invalid {
-		if why != ReasonOK {
-			c.Invalid[m][why]++
+	if res.Flags&FlagInvalidStamp != 0 {
+		for m, why := range res.Invalid {
+			if why != ReasonOK {
+				c.Invalid[m][why]++
+			}
 		}
 	}
 	c.Classes[res.Class]++
@@ -103,10 +106,9 @@ func (p *Path) account(res *Result) {
 	default:
 		res.Live = true
 		c.LiveSamples++
-		for s := Stage(0); s < NumStages; s++ {
-			if res.Has&(1<<s) != 0 {
-				p.sk.live[s].Add(res.Stages[s])
-			}
+		for has := res.Has; has != 0; has &= has - 1 {
+			s := bits.TrailingZeros8(has)
+			p.sk.live[s].Add(res.Stages[s])
 		}
 	}
 }

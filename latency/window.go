@@ -23,6 +23,7 @@ type windowConfig struct {
 type bucket struct {
 	idx                    int64 // floor(at / bucketMs); meaningful when n > 0
 	n                      int
+	firstAt, lastAt        float64 // span of the bounds seen in the bucket
 	bestAt, bestLo, bestHi float64
 	loAt, lo               float64
 	hiAt, hi               float64
@@ -61,15 +62,15 @@ type window struct {
 	cur     segment
 	// After a step, prev is the segment before it; it answers for times before prevUntil. Times between prevUntil and
 	// stepAt are ambiguous (the step happened somewhere in there).
-	prev            segment
-	prevUntil       float64
-	stepAt          float64
-	lastConsistent  float64
-	pending         []bound // inconsistent bounds awaiting confirmation of a step
-	steps           int
-	samples         int
-	lastSlopeKnown  bool
-	lastSlope       float64
+	prev           segment
+	prevUntil      float64
+	stepAt         float64
+	lastConsistent float64
+	pending        []bound // inconsistent bounds awaiting confirmation of a step
+	steps          int
+	samples        int
+	lastSlopeKnown bool
+	lastSlope      float64
 }
 
 func newWindow(cfg windowConfig) *window {
@@ -164,9 +165,11 @@ func (w *window) insert(b bound) bool {
 	}
 	k := &w.buckets[mod(idx, len(w.buckets))]
 	if k.n == 0 || k.idx != idx {
-		*k = bucket{idx: idx, bestAt: math.NaN(), lo: math.Inf(-1), hi: math.Inf(1), loAt: b.at, hiAt: b.at}
+		*k = bucket{idx: idx, bestAt: math.NaN(), lo: math.Inf(-1), hi: math.Inf(1), loAt: b.at, hiAt: b.at,
+			firstAt: b.at, lastAt: b.at}
 	}
 	k.n++
+	k.firstAt, k.lastAt = math.Min(k.firstAt, b.at), math.Max(k.lastAt, b.at)
 	changed := false
 	if b.twoSided() && (math.IsNaN(k.bestAt) || b.hi-b.lo < k.bestHi-k.bestLo) {
 		k.bestAt, k.bestLo, k.bestHi = b.at, b.lo, b.hi
@@ -200,31 +203,24 @@ func (w *window) refit() {
 		if !math.IsNaN(k.bestAt) {
 			nTwo++
 		}
+		from, to = math.Min(from, k.firstAt), math.Max(to, k.lastAt)
 	}
 	if n == 0 {
 		w.cur = segment{}
 		return
 	}
-	// Slope points.
+	// Slope points, with times relative to the newest bucket: epoch milliseconds squared would cancel catastrophically.
+	tr := float64(w.latest) * w.cfg.bucketMs
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
-		var t, y, wt float64
-		switch {
-		case nTwo > 0 && !math.IsNaN(k.bestAt):
-			t, y = k.bestAt, (k.bestLo+k.bestHi)/2
-			h := (k.bestHi-k.bestLo)/2 + 0.5
-			wt = 1 / (h * h)
-		case nTwo > 0:
+		t, y, wt, ok := slopePoint(k, nTwo > 0)
+		if !ok {
 			continue
-		case !math.IsInf(k.lo, 0):
-			t, y, wt = k.loAt, k.lo, 1
-		default:
-			t, y, wt = k.hiAt, k.hi, 1
 		}
-		from, to = math.Min(from, math.Min(t, math.Min(k.loAt, k.hiAt))), math.Max(to, math.Max(t, math.Max(k.loAt, k.hiAt)))
+		t -= tr
 		sw += wt
 		st += wt * t
 		sy += wt * y
@@ -235,10 +231,28 @@ func (w *window) refit() {
 	if w.lastSlopeKnown {
 		slope = w.lastSlope
 	}
-	if n >= 3 && to-from >= w.cfg.bucketMs*float64(len(w.buckets))/4 {
+	// Until a slope can be fitted the drift is unknown up to maxDrift; after, it is known to about two standard
+	// errors of the weighted least-squares slope. Either way the bounds carried across the window move by that
+	// much per ms of age, which widens the estimate's uncertainty.
+	slopeErr := w.cfg.maxDrift
+	if n >= 3 && to-from >= 2*w.cfg.bucketMs {
 		mt, my := st/sw, sy/sw
 		if v := stt/sw - mt*mt; v > 0 {
 			slope = (sty/sw - mt*my) / v
+			var rss float64
+			for i := range w.buckets {
+				k := &w.buckets[i]
+				if k.n == 0 || k.idx < oldest {
+					continue
+				}
+				t, y, wt, ok := slopePoint(k, nTwo > 0)
+				if !ok {
+					continue
+				}
+				r := y - (my + slope*(t-tr-mt))
+				rss += wt * r * r
+			}
+			slopeErr = 2 * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
 		}
 	}
 	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
@@ -257,14 +271,16 @@ func (w *window) refit() {
 			H = math.Min(H, k.hi+slope*(t0-k.hiAt))
 		}
 	}
-	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: w.cfg.extrapRate}
+	slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
+	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: math.Min(slopeErr, w.cfg.extrapRate)}
+	driftUnc := slopeErr * (to - from) / 2
 	switch {
 	case !math.IsInf(L, 0) && !math.IsInf(H, 0):
-		s.mid, s.half = (L+H)/2, math.Abs(H-L)/2
+		s.mid, s.half = (L+H)/2, math.Abs(H-L)/2+driftUnc
 	case !math.IsInf(L, 0):
-		s.mid, s.oneSided = L, +1
+		s.mid, s.oneSided, s.half = L, +1, driftUnc
 	default:
-		s.mid, s.oneSided = H, -1
+		s.mid, s.oneSided, s.half = H, -1, driftUnc
 	}
 	w.cur = s
 }
@@ -284,4 +300,21 @@ func mod(i int64, n int) int {
 		m += n
 	}
 	return m
+}
+
+// slopePoint returns the point a bucket contributes to the drift fit: its narrowest two-sided bound's midpoint when
+// the window has two-sided bounds (weighted by the inverse square of its half-width), else its one-sided extreme.
+func slopePoint(k *bucket, twoSided bool) (t, y, wt float64, ok bool) {
+	switch {
+	case twoSided && !math.IsNaN(k.bestAt):
+		h := (k.bestHi-k.bestLo)/2 + 0.5
+		return k.bestAt, (k.bestLo + k.bestHi) / 2, 1 / (h * h), true
+	case twoSided:
+		return 0, 0, 0, false
+	case !math.IsInf(k.lo, 0):
+		return k.loAt, k.lo, 1, true
+	case !math.IsInf(k.hi, 0):
+		return k.hiAt, k.hi, 1, true
+	}
+	return 0, 0, 0, false
 }

@@ -1,0 +1,218 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tidemark/tidemark/latency"
+)
+
+// Errors collects |corrected − true| of one stage over live, unflagged records, in ms, and the same error
+// normalised by the target max(2 ms, 2 % of the true stage).
+type Errors struct {
+	Abs  []float64
+	Norm []float64
+}
+
+// Quantile returns the q-quantile of the absolute errors (nearest rank), NaN when empty.
+func (e *Errors) Quantile(q float64) float64 { return quantile(e.Abs, q) }
+
+// NormQuantile returns the q-quantile of the normalised errors; <= 1 meets the target.
+func (e *Errors) NormQuantile(q float64) float64 { return quantile(e.Norm, q) }
+
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// Report is a scenario's score.
+type Report struct {
+	Scenario string
+	Records  int
+	Live     int // records the engine put in live percentiles
+	Flagged  int // records flagged skew-suspected
+	// Stage errors of live, unflagged records whose true class is live.
+	Stage [latency.NumStages]Errors
+	// NegativeStages counts corrected stages < 0 over all results; SumMismatch counts results whose partition stages
+	// do not add up to e2e (tolerance 1e-6 ms).
+	NegativeStages int
+	SumMismatch    int
+	// Confusion[truth][predicted] counts records by class.
+	Confusion [latency.NumClasses][latency.NumClasses]int
+	MinIngest float64
+	// Elapsed is the wall time spent inside the engine (brackets, syncs, commits and records).
+	Elapsed time.Duration
+	Engine  *latency.Engine
+	// OffsetErr samples |estimated − true offset| (ms) of every non-reference host once per simulated second, by the
+	// kind of estimate, after a warm-up of the first 10 s.
+	OffsetErr [latency.KindReference + 1]Errors
+}
+
+// Run feeds a flow's observations, in order, into a fresh engine built from cfg, and scores the results.
+func Run(f *Flow, cfg latency.Config) (*Report, error) {
+	e, err := latency.NewEngine(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("run scenario %q: %w", f.Scenario.Name, err)
+	}
+	ids := make([]latency.HostID, len(f.Hosts))
+	for i, n := range f.Hosts {
+		ids[i] = e.Host(n)
+	}
+	paths := make([]*latency.Path, f.Scenario.Partitions)
+	for p := range paths {
+		paths[p] = e.Path("sim", "t", int32(p))
+	}
+	rep := &Report{Scenario: f.Scenario.Name, MinIngest: f.MinIngest, Engine: e}
+	conv := func(s Stamp) latency.Stamp {
+		if s.Value == 0 {
+			return latency.Stamp{}
+		}
+		h := latency.RefHost
+		if s.Host >= 0 {
+			h = ids[s.Host]
+		}
+		return latency.Stamp{Value: s.Value, Host: h, Unit: s.Unit}
+	}
+	results := make([]latency.Result, 0, len(f.Truths))
+	truthOf := make([]int, 0, len(f.Truths))
+	t0 := time.Now()
+	var sampled time.Duration
+	nextSample := f.Obs[0].At + 10000
+	for i := range f.Obs {
+		o := &f.Obs[i]
+		if o.At >= nextSample {
+			s0 := time.Now()
+			for h, id := range ids {
+				est, _ := e.Offset(id, timeOf(o.At))
+				if est.Kind == latency.KindUnknown {
+					continue
+				}
+				d := math.Abs(float64(est.Offset)/1e6 - f.TrueOffset(h, o.At))
+				rep.OffsetErr[est.Kind].Abs = append(rep.OffsetErr[est.Kind].Abs, d)
+			}
+			nextSample += 1000
+			sampled += time.Since(s0)
+		}
+		switch o.Kind {
+		case ObsBracket:
+			err = e.ObserveBracket(latency.Bracket{Host: ids[o.Host], Send: timeOf(o.Send), RemoteMs: o.Remote, Ack: timeOf(o.Ack)})
+		case ObsSync:
+			err = e.ObserveSync(latency.SyncExchange{Host: ids[o.Host], T1: timeOf(o.T1), T2: timeOf(o.T2), T3: timeOf(o.T3), T4: timeOf(o.T4)})
+		case ObsCommit:
+			paths[o.Partition].ObserveCommit(o.Offset, timeOf(o.At))
+		case ObsRecord:
+			var rec latency.Record
+			rec.Offset = o.Offset
+			for m := range rec.Stamps {
+				rec.Stamps[m] = conv(o.Stamps[m])
+			}
+			results = append(results, paths[o.Partition].Observe(rec))
+			truthOf = append(truthOf, o.Truth)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("run scenario %q: %w", f.Scenario.Name, err)
+		}
+	}
+	rep.Elapsed = time.Since(t0) - sampled
+	for i := range results {
+		rep.score(&results[i], &f.Truths[truthOf[i]])
+	}
+	return rep, nil
+}
+
+func (rep *Report) score(res *latency.Result, tr *Truth) {
+	rep.Records++
+	rep.Confusion[tr.Class][res.Class]++
+	if res.Flags&latency.FlagSkewSuspected != 0 {
+		rep.Flagged++
+	}
+	var sum float64
+	for s := latency.Stage(0); s < latency.NumStages; s++ {
+		if v, ok := res.Stage(s); ok && v < 0 {
+			rep.NegativeStages++
+		}
+	}
+	for _, s := range []latency.Stage{latency.StageIngest, latency.StageMirror, latency.StageQueueWait, latency.StageProcessing} {
+		if v, ok := res.Stage(s); ok {
+			sum += v
+		}
+	}
+	if _, hasQ := res.Stage(latency.StageQueueWait); !hasQ {
+		if v, ok := res.Stage(latency.StageDelivery); ok {
+			sum += v
+		}
+	}
+	if e2e, ok := res.Stage(latency.StageE2E); ok && math.Abs(sum-e2e) > 1e-6 {
+		rep.SumMismatch++
+	}
+	if !res.Live {
+		return
+	}
+	rep.Live++
+	if tr.Class != latency.ClassLive {
+		return
+	}
+	truth := [latency.NumStages]float64{latency.StageIngest: tr.Ingest, latency.StageQueueWait: tr.QueueWait,
+		latency.StageProcessing: tr.Processing, latency.StageDelivery: tr.Delivery, latency.StageE2E: tr.E2E}
+	for s := latency.Stage(0); s < latency.NumStages; s++ {
+		v, ok := res.Stage(s)
+		if !ok || s == latency.StageMirror {
+			continue
+		}
+		d := math.Abs(v - truth[s])
+		rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
+		rep.Stage[s].Norm = append(rep.Stage[s].Norm, d/math.Max(2, 0.02*truth[s]))
+	}
+}
+
+// NonLivePrecisionRecall scores the decision "this record is a reprocessing (replay or redelivery), keep it out of
+// live latency" against the truth.
+func (rep *Report) NonLivePrecisionRecall() (precision, recall float64) {
+	var tp, fp, fn int
+	dup := func(c latency.Class) bool { return c == latency.ClassReplay || c == latency.ClassRedelivery }
+	for t := range rep.Confusion {
+		for p := range rep.Confusion[t] {
+			n := rep.Confusion[t][p]
+			switch {
+			case dup(latency.Class(t)) && dup(latency.Class(p)):
+				tp += n
+			case dup(latency.Class(p)):
+				fp += n
+			case dup(latency.Class(t)):
+				fn += n
+			}
+		}
+	}
+	precision, recall = 1, 1
+	if tp+fp > 0 {
+		precision = float64(tp) / float64(tp+fp)
+	}
+	if tp+fn > 0 {
+		recall = float64(tp) / float64(tp+fn)
+	}
+	return precision, recall
+}
+
+// ClassAccuracy returns the fraction of records whose predicted class equals the true class.
+func (rep *Report) ClassAccuracy() float64 {
+	var ok, all int
+	for t := range rep.Confusion {
+		for p, n := range rep.Confusion[t] {
+			all += n
+			if t == p {
+				ok += n
+			}
+		}
+	}
+	if all == 0 {
+		return 1
+	}
+	return float64(ok) / float64(all)
+}
