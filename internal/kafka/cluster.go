@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -228,3 +229,15 @@ func perBroker[T any](ids []int32, fn func(id int32) T) map[int32]T {
 }
 
 func brokerSubject(id int32) string { return "broker " + strconv.Itoa(int(id)) }
+
+// NewReaderConfig returns the sarama configuration ClusterReader expects: Kafka 4 protocol (Kafka 4 removed the old
+// request versions sarama defaults to), the given client id, and bounded network timeouts.
+func NewReaderConfig(clientID string) *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V4_0_0_0
+	c.ClientID = clientID
+	c.Net.DialTimeout = 10 * time.Second
+	c.Net.ReadTimeout = 30 * time.Second
+	c.Net.WriteTimeout = 10 * time.Second
+	return c
+}

@@ -90,6 +90,8 @@ func (e *lagEnv) commit(group string, offsets map[string]map[int32]int64) {
 	if err := e.reader.CommitOffsets(context.Background(), group, offsets); err != nil {
 		e.t.Fatal(err)
 	}
+	adm := testenv.Admin(e.t)
+	e.t.Cleanup(func() { _ = adm.DeleteConsumerGroup(group) })
 }
 
 // produce sends n records to each listed partition with CreateTime ts (zero: now) and returns when acked.

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+func init() { subcommands = append(subcommands, newLagCmd) }
+
+// lagFlags are the flags every `tidemark lag` command shares.
+type lagFlags struct {
+	brokers                              string
+	groups, groupDeny, topics, topicDeny []string
+	readCommitted, resetLatest           []string
+	output                               string
+	noRecords                            bool
+	cluster                              string
+	timeout                              time.Duration
+}
+
+func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
+	f := cmd.Flags()
+	if withKafka {
+		def := os.Getenv("TIDEMARK_KAFKA_BROKERS")
+		if def == "" {
+			def = "127.0.0.1:9092"
+		}
+		f.StringVar(&lf.brokers, "brokers", def, "bootstrap brokers, comma-separated (env TIDEMARK_KAFKA_BROKERS)")
+		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle")
+		f.StringVar(&lf.cluster, "cluster", "default", "value of the cluster label")
+	}
+	f.StringArrayVar(&lf.groups, "group", nil, "only groups matching this anchored regexp (repeatable)")
+	f.StringArrayVar(&lf.groupDeny, "group-deny", nil, "skip groups matching this anchored regexp (repeatable)")
+	f.StringArrayVar(&lf.topics, "topic", nil, "only topics matching this anchored regexp (repeatable)")
+	f.StringArrayVar(&lf.topicDeny, "topic-deny", nil, "skip topics matching this anchored regexp (repeatable)")
+	f.StringArrayVar(&lf.readCommitted, "read-committed", nil, "groups matching this regexp read with isolation read_committed: End = last stable offset (repeatable)")
+	f.StringArrayVar(&lf.resetLatest, "reset-latest", nil, "groups matching this regexp have auto.offset.reset=latest: partitions without a commit have lag 0 (repeatable)")
+	f.StringVarP(&lf.output, "output", "o", "table", "output format: table or json")
+	f.BoolVar(&lf.noRecords, "no-record-timestamps", false, "do not fetch the first unconsumed record (time lag is then interpolated and flagged estimated)")
+}
+
+// config builds a validated lagexporter.Config from the flags, on top of base (a timeline's config, or nil).
+func (lf *lagFlags) config(base *lagexporter.TimelineConfigBlock) (*lagexporter.Config, error) {
+	if lf.output != "table" && lf.output != "json" {
+		return nil, fmt.Errorf("--output: %q is not one of table, json", lf.output)
+	}
+	cfg := &lagexporter.Config{Cluster: lf.cluster}
+	if base != nil {
+		if err := base.Apply(cfg); err != nil {
+			return nil, fmt.Errorf("timeline config: %w", err)
+		}
+	}
+	cfg.GroupAllow = append(cfg.GroupAllow, lf.groups...)
+	cfg.GroupDeny = append(cfg.GroupDeny, lf.groupDeny...)
+	cfg.TopicAllow = append(cfg.TopicAllow, lf.topics...)
+	cfg.TopicDeny = append(cfg.TopicDeny, lf.topicDeny...)
+	var rules []lagexporter.GroupRule
+	for _, re := range lf.readCommitted {
+		rules = append(rules, lagexporter.GroupRule{Match: re, Isolation: lagexporter.ReadCommitted})
+	}
+	for _, re := range lf.resetLatest {
+		rules = append(rules, lagexporter.GroupRule{Match: re, Reset: lagexporter.ResetLatest})
+	}
+	cfg.Groups = append(rules, cfg.Groups...)
+	if lf.noRecords {
+		f := false
+		cfg.ReadRecordTimestamps = &f
+	}
+	cfg.SetDefaults()
+	if lf.timeout > 0 {
+		cfg.CycleTimeout = lf.timeout
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("lag config: %w", err)
+	}
+	return cfg, nil
+}
+
+func (lf *lagFlags) reader() (*kafka.ClusterReader, error) {
+	var seeds []string
+	for _, b := range strings.Split(lf.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			seeds = append(seeds, b)
+		}
+	}
+	return kafka.NewClusterReader(seeds, kafka.NewReaderConfig("tidemark-lag"))
+}
+
+// newLagCmd is `tidemark lag`: one poll cycle against a live cluster, printed like Kafka's consumer-groups command
+// plus time lag, status and flags.
+func newLagCmd() *cobra.Command {
+	var lf lagFlags
+	cmd := &cobra.Command{
+		Use:   "lag",
+		Short: "Print consumer-group lag once: offsets, lag, time lag, status, flags",
+		Long: "lag reads the cluster once (committed offsets first, then end offsets, then the first unconsumed record of\n" +
+			"each lagging partition) and prints one row per group-partition. LAG is the effective lag (records the group\n" +
+			"will still receive: transaction markers are not backlog); FLAGS explain anything unusual (docs/lag.md).\n" +
+			"Status needs a window of polls: a one-shot run can only show OK, STOP (no commit for long, from commit\n" +
+			"times when known), or threshold-based statuses.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := lf.config(nil)
+			if err != nil {
+				return err
+			}
+			r, err := lf.reader()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			loop, err := lagexporter.NewLoop(cfg, r, time.Now, nil)
+			if err != nil {
+				return err
+			}
+			snap, err := loop.Cycle(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("read lag: %w", err)
+			}
+			for _, e := range snap.Errors {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", e.Error())
+			}
+			return printSnapshot(cmd.OutOrStdout(), snap, lf.output, "")
+		},
+	}
+	lf.register(cmd, true)
+	cmd.AddCommand(newLagRecordCmd(), newLagEvalCmd())
+	return cmd
+}
+
+// printSnapshot writes a snapshot as a table (one row per group-partition) or as one JSON object per line.
+func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) error {
+	if output == "json" {
+		return json.NewEncoder(w).Encode(s)
+	}
+	if title != "" {
+		if _, err := fmt.Fprintln(w, title); err != nil {
+			return err
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tTIME-LAG\tSTATUS\tFLAGS")
+	for _, g := range s.Groups {
+		if len(g.Partitions) == 0 && g.Error != "" { // groups with no partition in scope are not shown
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%s\terror: %s\n", g.Group, g.Status, g.Error)
+		}
+		for _, p := range g.Partitions {
+			committed, end, lag, tl := "-", "-", "-", "-"
+			if p.HasCommit {
+				committed = fmt.Sprint(p.Committed)
+			}
+			if p.Known {
+				end, lag = fmt.Sprint(p.End), fmt.Sprint(p.Lag)
+			}
+			if p.TimeLagKnown {
+				tl = fmt.Sprintf("%.3fs", p.TimeLag.Seconds())
+			}
+			flags := p.FlagText
+			if flags == "" {
+				flags = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, p.Topic, p.Partition, committed, end, lag, tl, p.Status, flags)
+		}
+	}
+	return tw.Flush()
+}

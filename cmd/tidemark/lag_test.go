@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runLag(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newLagCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestLagEvalTable(t *testing.T) {
+	out, err := runLag(t, "eval", "../../lagexporter/testdata/c01_transactions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// C01: g1 committed 5, End 6, effective lag 0 with the control_records flag.
+	want := []string{"GROUP", "g1", "tx-orders", "0", "5", "6", "0", "0.000s", "OK", "control_records"}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "g1 ") {
+			if got := strings.Fields(line); strings.Join(got, " ") != strings.Join(want[1:], " ") {
+				t.Fatalf("g1 row = %q, want %q", got, want[1:])
+			}
+			return
+		}
+	}
+	t.Fatalf("no g1 row in:\n%s", out)
+}
+
+func TestLagEvalJSONAndBadLine(t *testing.T) {
+	out, err := runLag(t, "eval", "-o", "json", "../../lagexporter/testdata/c05_log_start.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"expired_offsets":7750000`) || !strings.Contains(out, `"lag":300`) {
+		t.Fatalf("json output lacks C05's numbers:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"time\":\"2026-11-29T12:00:00Z\"}\n{\"time\":\"2026-11-29T12:00:01Z\",\"grups\":[]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runLag(t, "eval", bad); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2") {
+		t.Fatalf("err = %v, want one naming bad.jsonl:2", err)
+	}
+	if _, err := runLag(t, "eval", "-o", "yaml", bad); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Fatalf("err = %v, want an --output error", err)
+	}
+}
