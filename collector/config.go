@@ -10,52 +10,52 @@ import (
 // in docs/collector.md and shown in cmd/tidemark/testdata/config.yaml.
 type Config struct {
 	// ReferenceHost names the collector's own clock, the reference every stamp is mapped onto.
-	ReferenceHost string `koanf:"reference_host"`
+	ReferenceHost string `yaml:"reference_host"`
 	// DeadLetterTopic receives records that do not decode (default tidemark-dead-letters).
-	DeadLetterTopic string         `koanf:"dead_letter_topic"`
-	Receipts        ReceiptsConfig `koanf:"receipts"`
-	Probe           ProbeConfig    `koanf:"probe"`
-	Tap             TapConfig      `koanf:"tap"`
+	DeadLetterTopic string         `yaml:"dead_letter_topic"`
+	Receipts        ReceiptsConfig `yaml:"receipts"`
+	Probe           ProbeConfig    `yaml:"probe"`
+	Tap             TapConfig      `yaml:"tap"`
 	// ClockOffsetInterval is how often the engine's clock-offset estimates are written to clock_offsets (default 10 s).
-	ClockOffsetInterval time.Duration `koanf:"clock_offset_interval"`
+	ClockOffsetInterval time.Duration `yaml:"clock_offset_interval"`
 	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms).
-	MaxBatch int           `koanf:"max_batch"`
-	MaxWait  time.Duration `koanf:"max_wait"`
+	MaxBatch int           `yaml:"max_batch"`
+	MaxWait  time.Duration `yaml:"max_wait"`
 	// DrainTimeout bounds how long a path waits, when it stops or loses partitions, for its rows to be acknowledged
 	// so their offsets are committed (default 10 s). Rows still unacknowledged then are re-read later.
-	DrainTimeout time.Duration `koanf:"drain_timeout"`
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
 // ReceiptsConfig configures the receipts path.
 type ReceiptsConfig struct {
-	Enabled bool   `koanf:"enabled"`
-	Topic   string `koanf:"topic"` // default tidemark-receipts
-	Group   string `koanf:"group"` // default tidemark-receipts
+	Enabled bool   `yaml:"enabled"`
+	Topic   string `yaml:"topic"` // default tidemark-receipts
+	Group   string `yaml:"group"` // default tidemark-receipts
 	// Partitions of the receipts topic when the collector creates it (default 6).
-	Partitions int32 `koanf:"partitions"`
+	Partitions int32 `yaml:"partitions"`
 }
 
 // ProbeConfig configures the probe path.
 type ProbeConfig struct {
-	Enabled bool   `koanf:"enabled"`
-	Topic   string `koanf:"topic"` // default tidemark-probe
-	Group   string `koanf:"group"` // default tidemark-probe
+	Enabled bool   `yaml:"enabled"`
+	Topic   string `yaml:"topic"` // default tidemark-probe
+	Group   string `yaml:"group"` // default tidemark-probe
 	// Interval between probe rounds, one probe per partition each (default 1 s).
-	Interval time.Duration `koanf:"interval"`
+	Interval time.Duration `yaml:"interval"`
 	// LossTimeout: a probe not received this long after it was sent is lost (default 10 s).
-	LossTimeout time.Duration `koanf:"loss_timeout"`
+	LossTimeout time.Duration `yaml:"loss_timeout"`
 	// Partitions of the probe topic when the collector creates it: 0 means one per broker, each led by a different
 	// broker.
-	Partitions int32 `koanf:"partitions"`
+	Partitions int32 `yaml:"partitions"`
 }
 
 // TapConfig configures the tap path.
 type TapConfig struct {
-	Enabled bool     `koanf:"enabled"`
-	Topics  []string `koanf:"topics"`
-	Group   string   `koanf:"group"` // default tidemark-tap
+	Enabled bool     `yaml:"enabled"`
+	Topics  []string `yaml:"topics"`
+	Group   string   `yaml:"group"` // default tidemark-tap
 	// SampleRate is the fraction of records recorded, in (0, 1] (default 1).
-	SampleRate float64 `koanf:"sample_rate"`
+	SampleRate float64 `yaml:"sample_rate"`
 }
 
 // SetDefaults fills zero fields with their documented defaults.

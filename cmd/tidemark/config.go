@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/latency"
+)
+
+// runConfig is everything `tidemark run` reads. Sources, later ones winning: the YAML file (--config), environment
+// variables, flags. Unknown keys anywhere are an error naming the key. testdata/config.yaml sets every option.
+type runConfig struct {
+	Kafka      kafka.ClientConfig `yaml:"kafka"`
+	ClickHouse store.Config       `yaml:"clickhouse"`
+	// Migrate applies pending schema migrations at start (default true); when false a missing or outdated schema is
+	// an error.
+	Migrate   *bool              `yaml:"migrate"`
+	Latency   latencyConfig      `yaml:"latency"`
+	Collector collector.Config   `yaml:"collector"`
+	Lag       lagexporter.Config `yaml:"lag"`
+	// LagEnabled runs the lag exporter (default true).
+	LagEnabled *bool      `yaml:"lag_enabled"`
+	HTTP       httpConfig `yaml:"http"`
+	Log        logConfig  `yaml:"log"`
+}
+
+// latencyConfig is the part of latency.Config that is configurable (its defaults are the engine's).
+type latencyConfig struct {
+	// Window of clock brackets and sync exchanges (default 2m); EnvelopeWindow of causal envelopes (default 1m).
+	Window         time.Duration `yaml:"window"`
+	EnvelopeWindow time.Duration `yaml:"envelope_window"`
+	// SkewTolerance: see latency.Config (default 2ms).
+	SkewTolerance time.Duration `yaml:"skew_tolerance"`
+	// MaxSkew: a stamp further than this on the impossible side of the append time is invalid (default 1h).
+	MaxSkew time.Duration `yaml:"max_skew"`
+	// MaxAge: a stamp further than this on the normal side is invalid (default 400 days).
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
+type httpConfig struct {
+	// Listen is the address of /metrics, /healthz, /readyz and the time-sync endpoint (default :9300).
+	Listen string `yaml:"listen"`
+	// ShutdownTimeout bounds the graceful shutdown of the HTTP server (default 10s).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+type logConfig struct {
+	Level  string `yaml:"level"`  // debug, info (default), warn, error
+	Format string `yaml:"format"` // text (default) or json
+}
+
+func (c *runConfig) setDefaults() {
+	t := true
+	if c.Migrate == nil {
+		c.Migrate = &t
+	}
+	if c.LagEnabled == nil {
+		c.LagEnabled = &t
+	}
+	c.ClickHouse.SetDefaults()
+	c.Collector.SetDefaults()
+	c.Lag.SetDefaults()
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = ":9300"
+	}
+	if c.HTTP.ShutdownTimeout == 0 {
+		c.HTTP.ShutdownTimeout = 10 * time.Second
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+}
+
+func (c *runConfig) validate() error {
+	var errs []error
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ClickHouse.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("clickhouse: %w", err))
+	}
+	if err := c.Collector.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Lag.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lag: %w", err))
+	}
+	if lc := c.engineConfig(); true {
+		lc.SetDefaults()
+		if err := lc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("latency: %w", err))
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format))
+	}
+	if c.HTTP.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("http.shutdown_timeout: must be > 0, got %v", c.HTTP.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *runConfig) engineConfig() latency.Config {
+	return latency.Config{
+		ReferenceHost: c.Collector.ReferenceHost,
+		Bounds:        latency.Bounds{MaxAge: c.Latency.MaxAge, MaxSkew: c.Latency.MaxSkew},
+		Window:        c.Latency.Window, EnvelopeWindow: c.Latency.EnvelopeWindow, SkewTolerance: c.Latency.SkewTolerance,
+	}
+}
+
+// envPrefix starts every configuration variable. A key's dots are written as double underscores:
+// TIDEMARK_COLLECTOR__TAP__SAMPLE_RATE=0.1 sets collector.tap.sample_rate. Two aliases match the variables the local
+// stack exports: TIDEMARK_KAFKA_BROKERS (kafka.brokers) and TIDEMARK_CLICKHOUSE_ADDR (clickhouse.addr). Other
+// TIDEMARK_ variables without a double underscore are not configuration and are ignored.
+const envPrefix = "TIDEMARK_"
+
+// listKeys are split on commas when they come from the environment.
+var listKeys = map[string]bool{"kafka.brokers": true, "clickhouse.addr": true, "collector.tap.topics": true,
+	"lag.group_allow": true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
+
+func envKey(k, v string) (string, any) {
+	var key string
+	switch k {
+	case "TIDEMARK_KAFKA_BROKERS":
+		key = "kafka.brokers"
+	case "TIDEMARK_CLICKHOUSE_ADDR":
+		key = "clickhouse.addr"
+	default:
+		rest := strings.TrimPrefix(k, envPrefix)
+		if !strings.Contains(rest, "__") {
+			return "", nil
+		}
+		key = strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+	}
+	if listKeys[key] {
+		return key, strings.Split(v, ",")
+	}
+	return key, v
+}
+
+// loadConfig reads the file at path (may be empty), then the environment (environ, nil: os.Environ), then the
+// changed flags of fs, and returns the validated configuration with defaults.
+func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runConfig, error) {
+	k := koanf.New(".")
+	if path != "" {
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", path, err)
+		}
+	}
+	if environ == nil {
+		environ = os.Environ
+	}
+	if err := k.Load(env.Provider(".", env.Opt{Prefix: envPrefix, TransformFunc: envKey, EnvironFunc: environ}), nil); err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	if fs != nil {
+		if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
+			if f.Name == "config" || !f.Changed {
+				return "", nil
+			}
+			return f.Name, posflag.FlagVal(fs, f)
+		}), nil); err != nil {
+			return nil, fmt.Errorf("read flags: %w", err)
+		}
+	}
+	var cfg runConfig
+	dc := &mapstructure.DecoderConfig{
+		TagName:          "yaml",
+		ErrorUnused:      true, // an unknown key is a mistake (a typo, an option of another version), never ignored
+		WeaklyTypedInput: true,
+		Result:           &cfg,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc(),
+		),
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &cfg, nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+func noEnv() []string { return nil }
+
+func TestConfigFileSetsEveryOption(t *testing.T) {
+	got, err := loadConfig("testdata/config.yaml", nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := false
+	var kc kafka.ClientConfig
+	kc.Brokers = []string{"kafka-1:9092", "kafka-2:9092"}
+	kc.ClientID = "tidemark-test"
+	kc.TLS.Enabled, kc.TLS.CAFile, kc.TLS.CertFile, kc.TLS.KeyFile, kc.TLS.InsecureSkipVerify = true, "/etc/tidemark/ca.pem", "/etc/tidemark/client.pem", "/etc/tidemark/client.key", true
+	kc.SASL.Mechanism, kc.SASL.User, kc.SASL.Password = "PLAIN", "tidemark", "secret"
+	want := &runConfig{
+		Kafka: kc,
+		ClickHouse: store.Config{
+			Addr: []string{"ch-1:9000", "ch-2:9000"}, Database: "tm", User: "writer", Password: "pw", TLS: true,
+			TLSInsecureSkipVerify: true, Dialect: "legacy", DialTimeout: 3 * time.Second, MaxExecutionTime: 30 * time.Second,
+			RetentionDays: 7, RollupRetentionDays: 30,
+			Writer: store.WriterConfig{BatchRows: 20000, FlushInterval: 2 * time.Second, MaxRows: 100000, MaxBytes: 33554432,
+				DedupWindow: 1000, RetryInitial: 200 * time.Millisecond, RetryMax: 5 * time.Second,
+				RetryMaxElapsed: 10 * time.Minute, InsertTimeout: 20 * time.Second},
+		},
+		Migrate: &f,
+		Latency: latencyConfig{Window: 3 * time.Minute, EnvelopeWindow: 90 * time.Second, SkewTolerance: 3 * time.Millisecond,
+			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour},
+		Collector: collector.Config{
+			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
+			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second,
+			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
+			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,
+				LossTimeout: 15 * time.Second, Partitions: 6},
+			Tap: collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25},
+		},
+		LagEnabled: &f,
+		Lag: lagexporter.Config{
+			Cluster: "prod", PollInterval: 15 * time.Second, CycleTimeout: 10 * time.Second, Granularity: lagexporter.GranularityTopic,
+			GroupAllow: []string{"app-.*"}, GroupDeny: []string{"tidemark-.*"}, TopicAllow: []string{"orders|payments"}, TopicDeny: []string{"__.*"},
+			Groups: []lagexporter.GroupRule{{Match: "billing-.*", Isolation: lagexporter.ReadCommitted, Reset: lagexporter.ResetLatest}},
+			Status: lagexporter.StatusConfig{Window: 5, StopAfter: 2 * time.Minute, WarnTimeLag: 30 * time.Second,
+				ErrTimeLag: 5 * time.Minute, WarnOffsetLag: 1000, ErrOffsetLag: 100000, SimpleConsumerWindow: 90 * time.Second},
+			ReadRecordTimestamps: &f, KafkaExporterCompat: true, HistorySize: 32,
+		},
+		HTTP: httpConfig{Listen: "127.0.0.1:9400", ShutdownTimeout: 3 * time.Second},
+		Log:  logConfig{Level: "debug", Format: "json"},
+	}
+	// The lag config compiles its patterns in Validate (unexported fields); do the same to the expected value.
+	want.setDefaults()
+	if err := want.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded config differs:\n got %+v\nwant %+v", *got, *want)
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name, body string
+		want       string // a substring the error must contain: the offending key
+	}{
+		{"unknown top-level key", "kafka: {brokers: [a:1]}\nkafak: {}\n", "kafak"},
+		{"unknown nested key (typo)", "kafka: {brokers: [a:1]}\ncollector: {probe: {intervall: 1s}}\n", "intervall"},
+		{"bad duration", "kafka: {brokers: [a:1]}\ncollector: {probe: {interval: soon}}\n", "interval"},
+		{"validation names the key", "kafka: {brokers: [a:1]}\ncollector: {tap: {enabled: true}}\n", "collector.tap.topics"},
+		{"sample rate out of range", "kafka: {brokers: [a:1]}\ncollector: {tap: {topics: [x], sample_rate: 2}}\n", "collector.tap.sample_rate"},
+		{"enum lists valid values", "kafka: {brokers: [a:1]}\nlog: {level: loud}\n", "debug, info, warn, error"},
+		{"brokers required", "log: {level: info}\n", "kafka.brokers"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(writeConfig(t, tc.body), nil, noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigEnvAndFlagsOverride(t *testing.T) {
+	path := writeConfig(t, "kafka: {brokers: [file:1]}\ncollector: {probe: {interval: 2s}}\nhttp: {listen: ':1'}\n")
+	environ := func() []string {
+		return []string{
+			"TIDEMARK_KAFKA_BROKERS=a:1,b:2",              // the local stack's variable, an alias of kafka.brokers
+			"TIDEMARK_COLLECTOR__PROBE__INTERVAL=250ms",   // nested key through double underscores
+			"TIDEMARK_COLLECTOR__TAP__TOPICS=orders,pays", // list split on commas
+			"TIDEMARK_KAFKA_LIB=/opt/kafka/lib",           // not configuration: ignored, not an unknown key
+			"HOME=/root",
+		}
+	}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.String("config", "", "")
+	fs.String("http.listen", "", "")
+	fs.String("log.level", "", "")
+	if err := fs.Parse([]string{"--http.listen=:7777"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadConfig(path, fs, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Kafka.Brokers, []string{"a:1", "b:2"}) || got.Collector.Probe.Interval != 250*time.Millisecond ||
+		!reflect.DeepEqual(got.Collector.Tap.Topics, []string{"orders", "pays"}) {
+		t.Fatalf("env not applied: %+v %v %v", got.Kafka.Brokers, got.Collector.Probe.Interval, got.Collector.Tap.Topics)
+	}
+	// The flag wins over the file; an unchanged flag (log.level) does not override the default.
+	if got.HTTP.Listen != ":7777" || got.Log.Level != "info" {
+		t.Fatalf("flags: listen %q level %q", got.HTTP.Listen, got.Log.Level)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+func init() { subcommands = append(subcommands, newRunCmd) }
+
+func newRunCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the collector, the lag exporter and the HTTP endpoints until interrupted",
+		Long: `Run the collector (probe, receipts and tap paths into ClickHouse), the lag exporter and the HTTP server
+(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `).
+
+Configuration: the YAML file given with --config, then TIDEMARK_* environment variables (a key's dots written as
+double underscores, e.g. TIDEMARK_COLLECTOR__TAP__SAMPLE_RATE; TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR are
+accepted as written by the local stack), then flags. docs/collector.md lists every key.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(path, cmd.Flags(), nil)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, newLogger(cfg.Log, os.Stderr))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&path, "config", "", "YAML configuration file")
+	f.StringSlice("kafka.brokers", nil, "Kafka bootstrap addresses (host:port,...)")
+	f.StringSlice("clickhouse.addr", nil, "ClickHouse native-protocol addresses (host:port,...)")
+	f.String("clickhouse.database", "", "ClickHouse database")
+	f.String("http.listen", "", "address of /metrics, /healthz, /readyz and the time-sync endpoint")
+	f.String("log.level", "", "debug, info, warn or error")
+	f.StringSlice("collector.tap.topics", nil, "topics the tap path reads")
+	return cmd
+}
+
+func newLogger(c logConfig, w *os.File) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// run wires and runs everything until ctx ends. Start order is "things taking requests before things sending
+// requests": store and writer, HTTP, then the collector and the lag exporter. Stop order is the reverse: consumers
+// stop (each path drains its rows into the writer and commits), the lag exporter stops, the writer flushes and
+// closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
+func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	st, err := store.Open(ctx, cfg.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if *cfg.Migrate {
+		res, err := st.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("schema ready", "result", fmt.Sprintf("%+v", res))
+	} else if err := st.CheckSchema(ctx); err != nil {
+		return fmt.Errorf("check schema (run `tidemark migrate`): %w", err)
+	}
+	writer, err := store.NewWriter(st, store.WriterOptions{Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	engine, err := latency.NewEngine(cfg.engineConfig())
+	if err != nil {
+		return err
+	}
+	col, err := collector.New(cfg.Collector, collector.Options{
+		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	var ready atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "starting\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle(instrument.TimeSyncPath, instrument.TimeSyncHandler(time.Now))
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Listen, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			httpDone <- err
+		}
+		close(httpDone)
+	}()
+	log.Info("http listening", "addr", ln.Addr().String())
+
+	var loop *lagexporter.Loop
+	if *cfg.LagEnabled {
+		sc, err := cfg.Kafka.Sarama()
+		if err != nil {
+			return err
+		}
+		cluster, err := kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		if err != nil {
+			return err
+		}
+		defer cluster.Close()
+		if loop, err = lagexporter.NewLoop(&cfg.Lag, cluster, time.Now, reg); err != nil {
+			return err
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return col.Run(gctx) })
+	if loop != nil {
+		snaps, cancelSub := loop.Subscribe(4)
+		defer cancelSub()
+		g.Go(func() error { return loop.Run(gctx) })
+		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer) })
+	}
+	g.Go(func() error {
+		select {
+		case err := <-httpDone:
+			return fmt.Errorf("http server: %w", err)
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	ready.Store(true)
+	log.Info("tidemark running", "brokers", cfg.Kafka.Brokers, "clickhouse", cfg.ClickHouse.Addr)
+
+	runErr := g.Wait() // consumers have stopped and drained
+	ready.Store(false)
+	log.Info("stopping: flushing the writer")
+	fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	if err := writer.Close(fctx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
+	}
+	hctx, hcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer hcancel()
+	if err := srv.Shutdown(hctx); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// forwardLag writes every lag snapshot to lag_snapshots and feeds its committed offsets to the latency engine (a
+// decreasing commit marks a replay boundary).
+func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine *latency.Engine, w *store.Writer) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s := <-snaps:
+			rows := lagRows(s)
+			for _, gl := range s.Groups {
+				for _, p := range gl.Partitions {
+					if p.HasCommit {
+						engine.ObserveCommit(latency.CommitObservation{Group: gl.Group, Topic: p.Topic,
+							Partition: p.Partition, Offset: p.Committed, At: s.Time})
+					}
+				}
+			}
+			if len(rows) > 0 {
+				if err := w.Write(ctx, store.Rows{Lag: rows}, nil); err != nil {
+					return nil // ctx ended
+				}
+			}
+		}
+	}
+}
+
+func lagRows(s *lagexporter.Snapshot) []store.LagRow {
+	var rows []store.LagRow
+	for _, gl := range s.Groups {
+		for _, p := range gl.Partitions {
+			committed := int64(-1)
+			if p.HasCommit {
+				committed = p.Committed
+			}
+			var tl int64
+			if p.TimeLagKnown {
+				tl = p.TimeLag.Milliseconds()
+			}
+			rows = append(rows, store.LagRow{
+				At: s.Time, Cluster: s.Cluster, Group: gl.Group, Topic: p.Topic, Partition: p.Partition,
+				Committed: committed, LogStart: p.LogStart, End: p.End, Lag: p.Lag, Expired: p.ExpiredOffsets,
+				TimeLagMs: tl, Status: lagStatus(gl.Status), PartitionStatus: lagStatus(p.Status), Flags: uint32(p.Flags),
+			})
+		}
+	}
+	return rows
+}
+
+// lagStatus maps the lag exporter's statuses (OK, REWIND, WARN, STALL, STOP, ERR) to lag_snapshots' Enum8.
+func lagStatus(s lagexporter.Status) store.LagStatus {
+	switch s {
+	case lagexporter.StatusOK:
+		return store.StatusOK
+	case lagexporter.StatusRewind:
+		return store.StatusRewind
+	case lagexporter.StatusWarn:
+		return store.StatusWarn
+	case lagexporter.StatusStall:
+		return store.StatusStall
+	case lagexporter.StatusStop:
+		return store.StatusStop
+	case lagexporter.StatusErr:
+		return store.StatusErr
+	}
+	return store.StatusUnknown
+}

@@ -1,0 +1,307 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/IBM/sarama"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// The integration tests in this package run on the real Kafka brokers and ClickHouse server deploy/local starts.
+
+// env is one test's world: unique topics and groups, a migrated ClickHouse database.
+type env struct {
+	t        *testing.T
+	brokers  []string
+	source   string // the application's topic (LogAppendTime, 3 partitions)
+	cfg      Config
+	db       string
+	chAddr   string
+	conn     driver.Conn
+	logLevel slog.Level
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, brokers: testenv.Kafka(t), chAddr: testenv.ClickHouseAddr(t), logLevel: slog.LevelWarn}
+	if os.Getenv("TIDEMARK_TEST_LOG") != "" {
+		e.logLevel = slog.LevelDebug
+	}
+	e.source = testenv.CreateTopic(t, "src", testenv.Topic{Partitions: 3, Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}})
+	e.cfg = Config{
+		DeadLetterTopic: testenv.Name(t, "dlq"),
+		Receipts:        ReceiptsConfig{Enabled: true, Topic: testenv.Name(t, "rc"), Group: testenv.Name(t, "rcg"), Partitions: 3},
+		Probe:           ProbeConfig{Enabled: true, Topic: testenv.Name(t, "pr"), Group: testenv.Name(t, "prg"), Interval: 200 * time.Millisecond, LossTimeout: 5 * time.Second},
+		MaxWait:         50 * time.Millisecond,
+		DrainTimeout:    5 * time.Second,
+	}
+	adm := testenv.Admin(t)
+	t.Cleanup(func() {
+		for _, topic := range []string{e.cfg.DeadLetterTopic, e.cfg.Receipts.Topic, e.cfg.Probe.Topic} {
+			_ = adm.DeleteTopic(topic)
+		}
+	})
+	e.db, e.conn = testenv.ClickHouseDB(t)
+	s := e.openStore(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	return e
+}
+
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: e.logLevel}))
+}
+
+// openStore opens the test database, optionally through another address (a proxy).
+func (e *env) openStore(addr []string) *store.Store {
+	e.t.Helper()
+	if addr == nil {
+		addr = []string{e.chAddr}
+	}
+	cfg := store.Config{Addr: addr, Database: e.db, DialTimeout: time.Second}
+	cfg.Writer.FlushInterval = 200 * time.Millisecond
+	cfg.Writer.RetryMax = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// running is a collector started by start.
+type running struct {
+	cancel  context.CancelFunc
+	done    chan error
+	writer  *store.Writer
+	st      *store.Store
+	metrics *Metrics
+}
+
+// start runs a collector writing through a store at addr (nil: the server itself) with writer settings mod.
+func (e *env) start(addr []string, mod func(*store.WriterConfig)) *running {
+	e.t.Helper()
+	st := e.openStore(addr)
+	if mod != nil {
+		cfg := st.Config()
+		mod(&cfg.Writer)
+		st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		if st, err = store.Open(ctx, cfg); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	w, err := store.NewWriter(st, store.WriterOptions{Logger: e.logger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	eng, err := latency.NewEngine(latency.Config{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := NewMetrics(nil)
+	c, err := New(e.cfg, Options{Kafka: kafka.ClientConfig{Brokers: e.brokers}, Engine: eng, Sink: w, Metrics: m, Logger: e.logger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m}
+	go func() { r.done <- c.Run(ctx) }()
+	return r
+}
+
+// stop stops the collector gracefully: consumers stop, the sink drains, offsets commit, the writer closes.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("collector run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("collector did not stop within 60s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.writer.Close(ctx); err != nil {
+		t.Errorf("close writer: %v", err)
+	}
+	_ = r.st.Close()
+}
+
+// app produces n instrumented records to the source topic (producer host p1 with clock skew pSkew) and consumes them
+// as group "app" on host c1 (skew cSkew), processing each for procDelay and emitting receipts to the receipts topic.
+func (e *env) app(n int, pSkew, cSkew, procDelay time.Duration) {
+	e.t.Helper()
+	pc := testenv.SaramaConfig(e.t)
+	pc.Producer.Interceptors = []sarama.ProducerInterceptor{
+		instrument.NewProducerInterceptor(instrument.ProducerConfig{Host: "p1", Clock: instrument.OffsetClock(time.Now, pSkew)}),
+	}
+	prod, err := sarama.NewSyncProducer(e.brokers, pc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	msgs := make([]*sarama.ProducerMessage, n)
+	for i := range msgs {
+		msgs[i] = &sarama.ProducerMessage{Topic: e.source, Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("order")}
+	}
+	if err := prod.SendMessages(msgs); err != nil {
+		e.t.Fatal(err)
+	}
+	_ = prod.Close()
+
+	ec := testenv.SaramaConfig(e.t)
+	ec.Producer.Idempotent = true
+	ec.Net.MaxOpenRequests = 1
+	ec.Producer.RequiredAcks = sarama.WaitForAll
+	ap, err := sarama.NewAsyncProducer(e.brokers, ec)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	em := instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: e.cfg.Receipts.Topic, Linger: 20 * time.Millisecond})
+	rc, err := instrument.NewConsumer(instrument.ConsumerConfig{Group: "app", Host: "c1", Clock: instrument.OffsetClock(time.Now, cSkew)}, em)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cons, err := sarama.NewConsumer(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cons.Close()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := 0
+	for p := int32(0); p < 3; p++ {
+		pcons, err := cons.ConsumePartition(e.source, p, sarama.OffsetOldest)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pcons.Close()
+			deadline := time.After(30 * time.Second)
+			for {
+				mu.Lock()
+				done := got >= n
+				mu.Unlock()
+				if done {
+					return
+				}
+				select {
+				case m := <-pcons.Messages():
+					rc.Receive(m)
+					time.Sleep(procDelay)
+					rc.Done(m)
+					mu.Lock()
+					got++
+					mu.Unlock()
+				case <-deadline:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	em.Close()
+	if st := em.Stats(); st.Sent != uint64(n) || got != n {
+		e.t.Fatalf("app consumed %d of %d, emitter %+v", got, n, st)
+	}
+}
+
+// produceRaw writes raw values to a topic (garbage for the dead-letter tests).
+func (e *env) produceRaw(topic string, values ...[]byte) {
+	e.t.Helper()
+	prod, err := sarama.NewSyncProducer(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer prod.Close()
+	for _, v := range values {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.ByteEncoder(v)}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// topicEnd returns the sum of the topic's high watermarks.
+func (e *env) topicEnd(topic string) int64 {
+	e.t.Helper()
+	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var sum int64
+	for _, p := range parts {
+		off, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		sum += off
+	}
+	return sum
+}
+
+// query runs a single-value query on the test database.
+func (e *env) count(q string, args ...any) uint64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var n uint64
+	if err := e.conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// waitCount polls q until it returns want or the timeout passes; it returns the last value.
+func (e *env) waitCount(want uint64, timeout time.Duration, q string, args ...any) uint64 {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var n uint64
+	for time.Now().Before(deadline) {
+		if n = e.count(q, args...); n >= want {
+			return n
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return n
+}
+
+// waitFor polls f until it returns at least want or the timeout passes; it returns the last value.
+func waitFor(want int64, timeout time.Duration, f func() int64) int64 {
+	deadline := time.Now().Add(timeout)
+	for {
+		v := f()
+		if v >= want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
