@@ -1,0 +1,145 @@
+package dashboards
+
+import "fmt"
+
+// PluginType is the Tidemark datasource's plugin id.
+const PluginType = "tidemark-kafka-datasource"
+
+// tidemark and prometheus point panels at the dashboard's datasource variables.
+var (
+	tidemark   = &DatasourceRef{Type: PluginType, UID: "${datasource}"}
+	prometheus = &DatasourceRef{Type: "prometheus", UID: "${prometheus}"}
+)
+
+// builder lays panels out left to right, wrapping at 24 columns.
+type builder struct {
+	d      Dashboard
+	x, y   int
+	rowH   int
+	nextID int
+}
+
+func newDashboard(uid, title, desc string) *builder {
+	return &builder{d: Dashboard{
+		UID: uid, Title: title, Description: desc, Tags: []string{"tidemark", "kafka"}, Editable: true, SchemaVersion: 39,
+		Time: TimeRange{From: "now-6h", To: "now"}, Refresh: "1m",
+		Links: []Link{{Title: "Tidemark", Type: "dashboards", Tags: []string{"tidemark"}, AsDrop: true, Keep: true, Vars: true}},
+	}, nextID: 1}
+}
+
+func (b *builder) vars(v ...Variable) *builder {
+	b.d.Templating.List = append(b.d.Templating.List, v...)
+	return b
+}
+
+// add places p with width w and height h.
+func (b *builder) add(w, h int, p Panel) *builder {
+	if b.x+w > 24 {
+		b.x, b.y, b.rowH = 0, b.y+b.rowH, 0
+	}
+	p.ID = b.nextID
+	b.nextID++
+	p.GridPos = GridPos{H: h, W: w, X: b.x, Y: b.y}
+	if p.FieldConfig.Defaults == nil {
+		p.FieldConfig.Defaults = map[string]any{}
+	}
+	if p.FieldConfig.Overrides == nil {
+		p.FieldConfig.Overrides = []map[string]any{}
+	}
+	b.d.Panels = append(b.d.Panels, p)
+	b.x += w
+	b.rowH = max(b.rowH, h)
+	return b
+}
+
+// row starts a full-width row header.
+func (b *builder) row(title string) *builder {
+	if b.x > 0 {
+		b.x, b.y, b.rowH = 0, b.y+b.rowH, 0
+	}
+	collapsed := false
+	return b.add(24, 1, Panel{Type: "row", Title: title, Collapsed: &collapsed})
+}
+
+func (b *builder) build() Dashboard { return b.d }
+
+// q is a Tidemark target: the query model of docs/plugin.md.
+func q(refID, queryType string, fields map[string]any) map[string]any {
+	t := map[string]any{"refId": refID, "datasource": tidemark, "queryType": queryType}
+	for k, v := range fields {
+		t[k] = v
+	}
+	return t
+}
+
+// prom is a Prometheus target.
+func prom(refID, expr, legend string) map[string]any {
+	return map[string]any{"refId": refID, "datasource": prometheus, "expr": expr, "legendFormat": legend}
+}
+
+// onlyFields keeps the fields whose names match pattern (a regex over field names, e.g. "^p99$"); the time field
+// stays.
+func onlyFields(pattern string) []map[string]any {
+	return []map[string]any{{
+		"id":      "filterFieldsByName",
+		"options": map[string]any{"byVariable": false, "include": map[string]any{"pattern": fmt.Sprintf("^time$|%s", pattern)}},
+	}}
+}
+
+func unit(u string) FieldConfig {
+	return FieldConfig{Defaults: map[string]any{"unit": u}}
+}
+
+func timeseries(title, desc string, fc FieldConfig, targets ...map[string]any) Panel {
+	return Panel{Type: "timeseries", Title: title, Description: desc, Datasource: datasourceOf(targets), Targets: targets, FieldConfig: fc,
+		Options: map[string]any{"legend": map[string]any{"displayMode": "table", "placement": "bottom", "calcs": []string{"mean", "max", "lastNotNull"}},
+			"tooltip": map[string]any{"mode": "multi", "sort": "desc"}}}
+}
+
+func stat(title, desc string, fc FieldConfig, targets ...map[string]any) Panel {
+	return Panel{Type: "stat", Title: title, Description: desc, Datasource: datasourceOf(targets), Targets: targets, FieldConfig: fc,
+		Options: map[string]any{"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false},
+			"colorMode": "background", "graphMode": "area", "textMode": "value_and_name"}}
+}
+
+func table(title, desc string, targets ...map[string]any) Panel {
+	return Panel{Type: "table", Title: title, Description: desc, Datasource: datasourceOf(targets), Targets: targets,
+		FieldConfig: FieldConfig{Defaults: map[string]any{}}, Options: map[string]any{"showHeader": true, "cellHeight": "sm"}}
+}
+
+func datasourceOf(targets []map[string]any) *DatasourceRef {
+	if len(targets) > 0 {
+		if ds, ok := targets[0]["datasource"].(*DatasourceRef); ok {
+			return ds
+		}
+	}
+	return tidemark
+}
+
+func thresholds(steps ...any) map[string]any {
+	var s []map[string]any
+	for i := 0; i+1 < len(steps); i += 2 {
+		s = append(s, map[string]any{"color": steps[i], "value": steps[i+1]})
+	}
+	return map[string]any{"mode": "absolute", "steps": s}
+}
+
+// Variables shared by the dashboards.
+var (
+	datasourceVar = Variable{Name: "datasource", Label: "Tidemark", Type: "datasource", Query: PluginType}
+	prometheusVar = Variable{Name: "prometheus", Label: "Prometheus", Type: "datasource", Query: "prometheus"}
+)
+
+// listVar is a topics/groups/hosts variable answered by the plugin's resource handler. "All" sends "*", which the
+// backend reads as no filter, rather than a list of every name.
+func listVar(name, label, kind string, filter map[string]string) Variable {
+	query := map[string]any{"kind": kind}
+	def := kind
+	for k, v := range filter {
+		query[k] = v
+		def += fmt.Sprintf(" (%s=%s)", k, v)
+	}
+	return Variable{Name: name, Label: label, Type: "query", Datasource: tidemark, Query: query, Definition: def,
+		Multi: true, IncludeAll: true, AllValue: "*", Refresh: 2,
+		Current: map[string]any{"selected": true, "text": []string{"All"}, "value": []string{"$__all"}}}
+}

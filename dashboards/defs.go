@@ -1,0 +1,153 @@
+package dashboards
+
+// SLO used by the dashboards: 99.9% of live messages end-to-end within 500 ms (the plugin's defaults). Teams with
+// another SLO change these two numbers and run `go test ./dashboards -update`.
+const (
+	sloThresholdMs = 500
+	sloObjective   = 0.999
+)
+
+// filters are the dashboard variables every Tidemark target is narrowed by.
+var filters = map[string]any{"topic": "${topic:csv}", "group": "${group:csv}"}
+
+func with(m map[string]any, extra map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// All returns every dashboard, keyed by file name.
+func All() map[string]Dashboard {
+	return map[string]Dashboard{
+		"overview.json":       Overview(),
+		"latency.json":        Latency(),
+		"consumer-group.json": ConsumerGroup(),
+		"probe-health.json":   ProbeHealth(),
+	}
+}
+
+// Overview is lag and SLO at a glance.
+func Overview() Dashboard {
+	slo := q("A", "slo", with(filters, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective}))
+	return newDashboard("tidemark-overview", "Tidemark / Overview",
+		"Kafka end-to-end latency against the SLO, consumer lag by group, and the collector's health.").
+		vars(datasourceVar, prometheusVar,
+			listVar("topic", "Topic", "topics", nil), listVar("group", "Group", "groups", nil)).
+		row("SLO: 99.9% of live messages end-to-end within 500 ms").
+		add(6, 6, withTransform(stat("Compliance", "Share of live messages within the threshold, per bucket (last bucket shown).",
+			FieldConfig{Defaults: map[string]any{"unit": "percentunit", "decimals": 3,
+				"thresholds": thresholds("red", nil, "orange", 0.99, "green", sloObjective)}}, slo), onlyFields("compliance"))).
+		add(6, 6, withTransform(stat("Error budget remaining", "1 − bad ÷ (allowed bad) since the start of the range.",
+			FieldConfig{Defaults: map[string]any{"unit": "percentunit", "decimals": 1,
+				"thresholds": thresholds("red", nil, "orange", 0.25, "green", 0.5)}}, slo), onlyFields("error_budget_remaining"))).
+		add(12, 6, withTransform(timeseries("Burn rate", "Bad share ÷ allowed bad share: 1 spends the budget exactly over the SLO window; "+
+			"14.4 over 1 h is the classic page.", FieldConfig{Defaults: map[string]any{"unit": "short",
+			"thresholds": thresholds("green", nil, "orange", 1, "red", 14.4), "custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}}}}, slo),
+			onlyFields("burn_rate"))).
+		row("Latency and lag").
+		add(12, 8, withTransform(timeseries("End-to-end latency by topic", "Corrected for clock skew; replays left out.", unit("ms"),
+			q("A", "stage_percentiles", with(filters, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
+			onlyFields("p50|p99"))).
+		add(12, 8, withTransform(timeseries("Consumer lag by group", "Records the group will still receive (effective lag).", unit("short"),
+			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), onlyFields("lag"))).
+		add(12, 8, withTransform(timeseries("Time lag by group", "Now − timestamp of the first unconsumed record; the oldest partition decides.", unit("s"),
+			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), onlyFields("time_lag"))).
+		add(6, 8, stat("Groups not OK", "Groups whose Burrow-style status is WARN, STALL, STOP, ERR or REWIND.",
+			FieldConfig{Defaults: map[string]any{"unit": "short", "thresholds": thresholds("green", nil, "red", 1)}},
+			prom("A", `sum(tidemark_lag_group_status{status!="OK"}) or vector(0)`, "groups"))).
+		add(6, 8, stat("Lag snapshot age", "Seconds since the lag exporter's served observation; it never queries Kafka during a scrape.",
+			FieldConfig{Defaults: map[string]any{"unit": "s", "thresholds": thresholds("green", nil, "orange", 60, "red", 300)}},
+			prom("A", `max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds)`, "age"))).
+		build()
+}
+
+// Latency is the per-stage deep dive: where the time goes, on which hosts, how far clocks disagree, and which
+// messages were slowest.
+func Latency() Dashboard {
+	f := with(filters, map[string]any{"host": "${host:csv}"})
+	stage := func(s, title, desc string) Panel {
+		return withTransform(timeseries(title, desc, unit("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": s, "percentiles": []float64{0.5, 0.9, 0.99}, "groupBy": "topic"}))),
+			onlyFields("p50|p90|p99"))
+	}
+	return newDashboard("tidemark-latency", "Tidemark / Latency deep dive",
+		"Each stage of a message's trip (produce → append → receive → processed) by topic and host, clock offsets, and the slowest messages with their traces.").
+		vars(datasourceVar, listVar("topic", "Topic", "topics", nil), listVar("group", "Group", "groups", nil),
+			listVar("host", "Host", "hosts", nil)).
+		row("Stages").
+		add(12, 8, stage("produce_append", "Ingest (produce → append)", "Broker append time − producer time, after skew correction.")).
+		add(12, 8, stage("append_receive", "Queue wait (append → receive)", "Consumer receive time − broker append time.")).
+		add(12, 8, stage("receive_process", "Processing (receive → processed)", "Processing completion − receive, on the consumer's clock.")).
+		add(12, 8, stage("e2e", "End-to-end", "Processed − produced; the stages sum to it.")).
+		row("Hosts and clocks").
+		add(12, 8, withTransform(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here.", unit("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))),
+			onlyFields("p99"))).
+		add(12, 8, timeseries("Clock offsets", "Host clock − reference clock, with the half-width of the interval it is known to lie in.",
+			unit("ms"), q("A", "clock_offsets", map[string]any{"host": "${host:csv}"}))).
+		add(12, 8, Panel{Type: "barchart", Title: "End-to-end distribution", Description: "Latency at each percentile over the whole range.",
+			Datasource: tidemark, Targets: []map[string]any{q("A", "e2e_distribution", with(f, map[string]any{"stage": "e2e"}))},
+			FieldConfig: unit("ms"), Options: map[string]any{"xField": "percentile", "orientation": "vertical", "showValue": "never"}}).
+		add(12, 8, table("Slowest messages", "Click a trace id to open the trace in the tracing datasource set on the Tidemark datasource.",
+			q("A", "slowest_messages", with(f, map[string]any{"stage": "e2e", "limit": 20})))).
+		build()
+}
+
+// ConsumerGroup drills into one group: backlog per topic, whether it is draining, its latency and SLO, and the
+// Prometheus per-partition view.
+func ConsumerGroup() Dashboard {
+	g := map[string]any{"group": "${group}", "topic": "${topic:csv}"}
+	group := listVar("group", "Group", "groups", nil)
+	group.Multi, group.IncludeAll, group.AllValue = false, false, ""
+	group.Current = nil
+	return newDashboard("tidemark-consumer-group", "Tidemark / Consumer group",
+		"One consumer group: lag per topic, time lag, latency, SLO and the slowest messages it processed.").
+		vars(datasourceVar, prometheusVar, group, listVar("topic", "Topic", "topics", map[string]string{"group": "$group"})).
+		row("Backlog").
+		add(12, 8, withTransform(timeseries("Lag by topic", "Records the group will still receive.", unit("short"),
+			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), onlyFields("lag"))).
+		add(12, 8, withTransform(timeseries("Time lag by topic", "How old the oldest unconsumed record is.", unit("s"),
+			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), onlyFields("time_lag"))).
+		add(12, 8, timeseries("Lag by partition (Prometheus)", "The lag exporter's live per-partition view.", unit("short"),
+			prom("A", `tidemark_lag_partition_offsets{group="$group"}`, "{{topic}}/{{partition}}"))).
+		add(12, 8, timeseries("Status", "1 for the group's current status.", unit("short"),
+			prom("A", `tidemark_lag_group_status{group="$group"} == 1`, "{{status}}"))).
+		row("Latency and SLO").
+		add(12, 8, withTransform(timeseries("End-to-end latency by topic", "", unit("ms"),
+			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
+			onlyFields("p50|p99"))).
+		add(12, 8, withTransform(timeseries("SLO compliance", "", FieldConfig{Defaults: map[string]any{"unit": "percentunit", "min": 0.99, "max": 1}},
+			q("A", "slo", with(g, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective, "groupBy": "topic"}))),
+			onlyFields("compliance"))).
+		add(24, 8, table("Slowest messages of the group", "",
+			q("A", "slowest_messages", with(g, map[string]any{"stage": "e2e", "limit": 50})))).
+		build()
+}
+
+// ProbeHealth is the probe path: per-broker loss, duplicates, delivery latency and broker clock offsets.
+func ProbeHealth() Dashboard {
+	pr := func(title, desc, u, field string) Panel {
+		return withTransform(timeseries(title, desc, unit(u), q("A", "probe_health", map[string]any{"host": "${broker:csv}"})), onlyFields(field))
+	}
+	broker := Variable{Name: "broker", Label: "Broker ids", Type: "textbox", Query: "", Current: map[string]any{"text": "", "value": ""}}
+	return newDashboard("tidemark-probe-health", "Tidemark / Probe health",
+		"Tidemark's own probe records, one stream per broker: loss, duplicates, delivery latency and broker clock offsets.").
+		vars(datasourceVar, broker).
+		add(12, 8, pr("Probe loss", "Lost probes ÷ sent, per broker.", "percentunit", "loss_ratio")).
+		add(12, 8, pr("Duplicates", "Extra deliveries of a probe beyond the first.", "short", "duplicates")).
+		add(12, 8, pr("Probe delivery latency p99", "Send → receive of delivered probes.", "ms", "p50|p99")).
+		add(12, 8, pr("Probes sent", "", "short", "sent")).
+		add(24, 8, timeseries("Broker clock offsets", "Bracketed from send, append and ack times to within half a round trip.",
+			unit("ms"), q("A", "clock_offsets", map[string]any{}))).
+		build()
+}
+
+func withTransform(p Panel, t []map[string]any) Panel {
+	p.Transformations = t
+	return p
+}
