@@ -1,6 +1,7 @@
 package lagexporter
 
 import (
+	"sort"
 	"strconv"
 	"time"
 
@@ -37,23 +38,34 @@ func (l *Loop) Health() Health {
 // for state mirrored from elsewhere): a scrape only reads the immutable snapshot, never Kafka. Series of groups and
 // partitions absent from the snapshot are absent from the scrape (case C15). Every metric is listed in
 // docs/metrics.md; a test checks the two agree.
+//
+// For large clusters (about 100,000 group-partitions and more) building hundreds of thousands of constant metrics per
+// scrape is slow; Handler serves the same series rendered once per snapshot (see handler.go).
 type Collector struct {
-	cfg    *Config
-	src    SnapshotSource
-	d      descs
-	compat *compatDescs
+	cfg      *Config
+	src      SnapshotSource
+	families []*family
+	f        fams
 }
 
-type descs struct {
-	partLag, partRaw, partSeconds, partCommitted, partExpired, partFlag, partReplayBoundary  *prometheus.Desc
-	topicLag, topicMax, topicSeconds, topicCommitted, topicExpired, topicUnknown, topicParts *prometheus.Desc
-	groupLag, groupSeconds, groupStatus, groupState, groupMembers, groupSimple, memberInfo   *prometheus.Desc
-	logStart, highWatermark, lastStable                                                      *prometheus.Desc
-	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *prometheus.Desc
+// family is one metric family: its name, help, type and label names, and the prometheus.Desc built from them.
+type family struct {
+	name, help string
+	counter    bool
+	labels     []string
+	desc       *prometheus.Desc
+	idx        int
+	order      []int // label indexes sorted by label name (the exposition's label order)
 }
 
-type compatDescs struct {
-	lag, lagSum, current, currentSum, members, topicCurrent, topicOldest *prometheus.Desc
+type fams struct {
+	partLag, partRaw, partSeconds, partCommitted, partExpired, partFlag, partReplayBoundary  *family
+	topicLag, topicMax, topicSeconds, topicCommitted, topicExpired, topicUnknown, topicParts *family
+	groupLag, groupSeconds, groupStatus, groupState, groupMembers, groupSimple, memberInfo   *family
+	logStart, highWatermark, lastStable                                                      *family
+	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
+	// kafka_exporter compatibility names; nil unless Config.KafkaExporterCompat
+	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
 
 // NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names).
@@ -62,98 +74,105 @@ func NewCollector(cfg *Config, src SnapshotSource) *Collector {
 	gt := []string{"cluster", "group", "topic"}
 	g := []string{"cluster", "group"}
 	tp := []string{"cluster", "topic", "partition"}
-	n := prometheus.NewDesc
-	c := &Collector{cfg: cfg, src: src, d: descs{
-		partLag:            n("tidemark_lag_partition_offsets", "Effective consumer-group lag of a partition: records the group will still receive, max(0, End - first consumable unconsumed offset); End is the high watermark (read_uncommitted) or last stable offset (read_committed).", gp, nil),
-		partRaw:            n("tidemark_lag_partition_raw_offsets", "Raw lag max(0, End - max(committed, log start)), emitted only where it differs from the effective lag (transaction markers, aborted or compacted records at the head of the backlog).", gp, nil),
-		partSeconds:        n("tidemark_lag_partition_seconds", "Time lag of a partition: observation time minus the timestamp of the first unconsumed record; 0 when nothing is unconsumed. Absent when unknown.", gp, nil),
-		partCommitted:      n("tidemark_lag_partition_committed_offset", "Committed offset (next offset to read) of the group on the partition; absent when the group has no commit there.", gp, nil),
-		partExpired:        n("tidemark_lag_partition_expired_offsets", "Offsets between the committed offset and the log start, deleted before the group read them (retention, DeleteRecords); emitted only when > 0.", gp, nil),
-		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay); absent flags have no series.", append(gp[:4:4], "flag"), nil),
-		partReplayBoundary: n("tidemark_lag_partition_replay_boundary_offset", "While the group replays after a rewind (flag replay), the committed offset before the rewind; replay ends when committed reaches it.", gp, nil),
-		topicLag:           n("tidemark_lag_topic_offsets", "Sum of effective lag over the topic's partitions whose lag is known.", gt, nil),
-		topicMax:           n("tidemark_lag_topic_max_offsets", "Largest effective partition lag of the group on the topic.", gt, nil),
-		topicSeconds:       n("tidemark_lag_topic_seconds", "Largest known time lag of the group on the topic.", gt, nil),
-		topicCommitted:     n("tidemark_lag_topic_committed_offsets", "Sum of committed offsets over the topic's partitions with a commit (partitions without one add nothing).", gt, nil),
-		topicExpired:       n("tidemark_lag_topic_expired_offsets", "Sum of expired offsets (below the log start, never read) over the topic's partitions.", gt, nil),
-		topicUnknown:       n("tidemark_lag_topic_unknown_partitions", "Partitions of the topic whose lag is unknown this cycle and therefore not in the sums (the sums are then lower bounds).", gt, nil),
-		topicParts:         n("tidemark_lag_topic_partitions", "Partitions of the topic in the group's scope.", gt, nil),
-		groupLag:           n("tidemark_lag_group_offsets", "Sum of effective lag over all the group's partitions whose lag is known.", g, nil),
-		groupSeconds:       n("tidemark_lag_group_seconds", "Largest known time lag over the group's partitions.", g, nil),
-		groupStatus:        n("tidemark_lag_group_status", "1 for the group's current status (OK, REWIND, WARN, STALL, STOP, ERR: Burrow-style window rules); one series per group.", []string{"cluster", "group", "status"}, nil),
-		groupState:         n("tidemark_lag_group_state", "1 for the group's current state as the coordinator reports it (Stable, Empty, ...); one series per group.", []string{"cluster", "group", "state"}, nil),
-		groupMembers:       n("tidemark_lag_group_members", "Number of members of the group.", g, nil),
-		groupSimple:        n("tidemark_lag_group_simple_consumer", "1 when the group has no members but committed recently (assign(), Flink, Spark), else 0.", g, nil),
-		memberInfo:         n("tidemark_lag_group_member_info", "1 per current member of the group (replaced on every membership change).", []string{"cluster", "group", "member_id", "client_id", "host"}, nil),
-		logStart:           n("tidemark_partition_log_start_offset", "Earliest available offset of the partition.", tp, nil),
-		highWatermark:      n("tidemark_partition_high_watermark_offset", "High watermark (next offset to be written) of the partition.", tp, nil),
-		lastStable:         n("tidemark_partition_last_stable_offset", "Last stable offset of the partition (first offset of the oldest open transaction, or the high watermark).", tp, nil),
-		cycles:             n("tidemark_lag_exporter_cycles_total", "Poll cycles run, successful or not.", []string{"cluster"}, nil),
-		errors:             n("tidemark_lag_exporter_errors_total", "Failed parts of poll cycles, by kind of cluster read.", []string{"cluster", "kind"}, nil),
-		cycleDuration:      n("tidemark_lag_exporter_cycle_duration_seconds", "Duration of the last poll cycle's cluster reads.", []string{"cluster"}, nil),
-		lastSuccess:        n("tidemark_lag_exporter_last_success_timestamp_seconds", "Unix time at which the last successful cycle published its snapshot.", []string{"cluster"}, nil),
-		snapshotTime:       n("tidemark_lag_exporter_snapshot_timestamp_seconds", "Unix time of the observation the served snapshot was computed from.", []string{"cluster"}, nil),
-		groupPartitions:    n("tidemark_lag_exporter_group_partitions", "Group-partitions in the served snapshot.", []string{"cluster"}, nil),
-	}}
-	if cfg.KafkaExporterCompat {
-		c.compat = &compatDescs{
-			lag:          n("kafka_consumergroup_lag", "kafka_exporter compatible: effective lag of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"}, nil),
-			lagSum:       n("kafka_consumergroup_lag_sum", "kafka_exporter compatible: sum of lag of a consumer group on a topic.", []string{"consumergroup", "topic"}, nil),
-			current:      n("kafka_consumergroup_current_offset", "kafka_exporter compatible: committed offset of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"}, nil),
-			currentSum:   n("kafka_consumergroup_current_offset_sum", "kafka_exporter compatible: sum of committed offsets of a consumer group on a topic.", []string{"consumergroup", "topic"}, nil),
-			members:      n("kafka_consumergroup_members", "kafka_exporter compatible: number of members of a consumer group.", []string{"consumergroup"}, nil),
-			topicCurrent: n("kafka_topic_partition_current_offset", "kafka_exporter compatible: high watermark of a partition.", []string{"topic", "partition"}, nil),
-			topicOldest:  n("kafka_topic_partition_oldest_offset", "kafka_exporter compatible: log start offset of a partition.", []string{"topic", "partition"}, nil),
+	cl := []string{"cluster"}
+	c := &Collector{cfg: cfg, src: src}
+	n := func(name, help string, labels []string) *family {
+		f := &family{name: name, help: help, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil), idx: len(c.families)}
+		for i := range labels {
+			f.order = append(f.order, i)
 		}
+		sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
+		c.families = append(c.families, f)
+		return f
+	}
+	counter := func(f *family) *family { f.counter = true; return f }
+	c.f = fams{
+		partLag:            n("tidemark_lag_partition_offsets", "Effective consumer-group lag of a partition: records the group will still receive, max(0, End - first consumable unconsumed offset); End is the high watermark (read_uncommitted) or last stable offset (read_committed).", gp),
+		partRaw:            n("tidemark_lag_partition_raw_offsets", "Raw lag max(0, End - max(committed, log start)), emitted only where it differs from the effective lag (transaction markers, aborted or compacted records at the head of the backlog).", gp),
+		partSeconds:        n("tidemark_lag_partition_seconds", "Time lag of a partition: observation time minus the timestamp of the first unconsumed record; 0 when nothing is unconsumed. Absent when unknown.", gp),
+		partCommitted:      n("tidemark_lag_partition_committed_offset", "Committed offset (next offset to read) of the group on the partition; absent when the group has no commit there.", gp),
+		partExpired:        n("tidemark_lag_partition_expired_offsets", "Offsets between the committed offset and the log start, deleted before the group read them (retention, DeleteRecords); emitted only when > 0.", gp),
+		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay); absent flags have no series.", append(gp[:4:4], "flag")),
+		partReplayBoundary: n("tidemark_lag_partition_replay_boundary_offset", "While the group replays after a rewind (flag replay), the committed offset before the rewind; replay ends when committed reaches it.", gp),
+		topicLag:           n("tidemark_lag_topic_offsets", "Sum of effective lag over the topic's partitions whose lag is known.", gt),
+		topicMax:           n("tidemark_lag_topic_max_offsets", "Largest effective partition lag of the group on the topic.", gt),
+		topicSeconds:       n("tidemark_lag_topic_seconds", "Largest known time lag of the group on the topic.", gt),
+		topicCommitted:     n("tidemark_lag_topic_committed_offsets", "Sum of committed offsets over the topic's partitions with a commit (partitions without one add nothing).", gt),
+		topicExpired:       n("tidemark_lag_topic_expired_offsets", "Sum of expired offsets (below the log start, never read) over the topic's partitions.", gt),
+		topicUnknown:       n("tidemark_lag_topic_unknown_partitions", "Partitions of the topic whose lag is unknown this cycle and therefore not in the sums (the sums are then lower bounds).", gt),
+		topicParts:         n("tidemark_lag_topic_partitions", "Partitions of the topic in the group's scope.", gt),
+		groupLag:           n("tidemark_lag_group_offsets", "Sum of effective lag over all the group's partitions whose lag is known.", g),
+		groupSeconds:       n("tidemark_lag_group_seconds", "Largest known time lag over the group's partitions.", g),
+		groupStatus:        n("tidemark_lag_group_status", "1 for the group's current status (OK, REWIND, WARN, STALL, STOP, ERR: Burrow-style window rules); one series per group.", []string{"cluster", "group", "status"}),
+		groupState:         n("tidemark_lag_group_state", "1 for the group's current state as the coordinator reports it (Stable, Empty, ...); one series per group.", []string{"cluster", "group", "state"}),
+		groupMembers:       n("tidemark_lag_group_members", "Number of members of the group.", g),
+		groupSimple:        n("tidemark_lag_group_simple_consumer", "1 when the group has no members but committed recently (assign(), Flink, Spark), else 0.", g),
+		memberInfo:         n("tidemark_lag_group_member_info", "1 per current member of the group (replaced on every membership change).", []string{"cluster", "group", "member_id", "client_id", "host"}),
+		logStart:           n("tidemark_partition_log_start_offset", "Earliest available offset of the partition.", tp),
+		highWatermark:      n("tidemark_partition_high_watermark_offset", "High watermark (next offset to be written) of the partition.", tp),
+		lastStable:         n("tidemark_partition_last_stable_offset", "Last stable offset of the partition (first offset of the oldest open transaction, or the high watermark).", tp),
+		cycles:             counter(n("tidemark_lag_exporter_cycles_total", "Poll cycles run, successful or not.", cl)),
+		errors:             counter(n("tidemark_lag_exporter_errors_total", "Failed parts of poll cycles, by kind of cluster read.", []string{"cluster", "kind"})),
+		cycleDuration:      n("tidemark_lag_exporter_cycle_duration_seconds", "Duration of the last poll cycle's cluster reads.", cl),
+		lastSuccess:        n("tidemark_lag_exporter_last_success_timestamp_seconds", "Unix time at which the last successful cycle published its snapshot.", cl),
+		snapshotTime:       n("tidemark_lag_exporter_snapshot_timestamp_seconds", "Unix time of the observation the served snapshot was computed from.", cl),
+		groupPartitions:    n("tidemark_lag_exporter_group_partitions", "Group-partitions in the served snapshot.", cl),
+	}
+	if cfg.KafkaExporterCompat {
+		c.f.kLag = n("kafka_consumergroup_lag", "kafka_exporter compatible: effective lag of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"})
+		c.f.kLagSum = n("kafka_consumergroup_lag_sum", "kafka_exporter compatible: sum of lag of a consumer group on a topic.", []string{"consumergroup", "topic"})
+		c.f.kCurrent = n("kafka_consumergroup_current_offset", "kafka_exporter compatible: committed offset of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"})
+		c.f.kCurrentSum = n("kafka_consumergroup_current_offset_sum", "kafka_exporter compatible: sum of committed offsets of a consumer group on a topic.", []string{"consumergroup", "topic"})
+		c.f.kMembers = n("kafka_consumergroup_members", "kafka_exporter compatible: number of members of a consumer group.", []string{"consumergroup"})
+		c.f.kTopicCurrent = n("kafka_topic_partition_current_offset", "kafka_exporter compatible: high watermark of a partition.", []string{"topic", "partition"})
+		c.f.kTopicOldest = n("kafka_topic_partition_oldest_offset", "kafka_exporter compatible: log start offset of a partition.", []string{"topic", "partition"})
 	}
 	return c
 }
 
 // Describe sends every descriptor the collector can emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	d := &c.d
-	for _, x := range []*prometheus.Desc{d.partLag, d.partRaw, d.partSeconds, d.partCommitted, d.partExpired, d.partFlag,
-		d.partReplayBoundary, d.topicLag, d.topicMax, d.topicSeconds, d.topicCommitted, d.topicExpired, d.topicUnknown,
-		d.topicParts, d.groupLag, d.groupSeconds, d.groupStatus, d.groupState, d.groupMembers, d.groupSimple,
-		d.memberInfo, d.logStart, d.highWatermark, d.lastStable, d.cycles, d.errors, d.cycleDuration, d.lastSuccess,
-		d.snapshotTime, d.groupPartitions} {
-		ch <- x
-	}
-	if k := c.compat; k != nil {
-		for _, x := range []*prometheus.Desc{k.lag, k.lagSum, k.current, k.currentSum, k.members, k.topicCurrent, k.topicOldest} {
-			ch <- x
-		}
+	for _, f := range c.families {
+		ch <- f.desc
 	}
 }
 
 // Collect emits the latest snapshot and the health metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	cl := c.cfg.Cluster
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	h := c.src.Health()
-	ch <- prometheus.MustNewConstMetric(c.d.cycles, prometheus.CounterValue, float64(h.Cycles), cl)
+	c.emit(c.src.Latest(), c.src.Health(), func(f *family, v float64, lvs ...string) {
+		t := prometheus.GaugeValue
+		if f.counter {
+			t = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(f.desc, t, v, lvs...)
+	})
+}
+
+// emit produces every series of snapshot s (nil: health only) and health h through add. It is the single definition
+// of the exposed series, shared by Collect and the pre-rendering Handler.
+func (c *Collector) emit(s *Snapshot, h Health, add func(f *family, v float64, lvs ...string)) {
+	cl, f := c.cfg.Cluster, &c.f
+	add(f.cycles, float64(h.Cycles), cl)
 	for _, k := range ErrorKinds {
-		ch <- prometheus.MustNewConstMetric(c.d.errors, prometheus.CounterValue, float64(h.Errors[k]), cl, string(k))
+		add(f.errors, float64(h.Errors[k]), cl, string(k))
 	}
-	gauge(c.d.cycleDuration, h.LastDuration.Seconds(), cl)
+	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
 	if !h.LastSuccess.IsZero() {
-		gauge(c.d.lastSuccess, unixSeconds(h.LastSuccess), cl)
+		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
 	}
-	s := c.src.Latest()
 	if s == nil {
 		return
 	}
-	gauge(c.d.snapshotTime, unixSeconds(s.Time), cl)
+	add(f.snapshotTime, unixSeconds(s.Time), cl)
 	perPartition := c.cfg.Granularity == GranularityPartition
-	var partLabels []string // "0", "1", ... reused across groups
+	compat := c.cfg.KafkaExporterCompat
+	var partLabels []string // "0", "1", ... shared by every group
 	pl := func(p int32) string {
-		for int(p) >= len(partLabels) {
-			partLabels = append(partLabels, strconv.Itoa(len(partLabels)))
-		}
 		if p < 0 {
 			return strconv.Itoa(int(p))
+		}
+		for int(p) >= len(partLabels) {
+			partLabels = append(partLabels, strconv.Itoa(len(partLabels)))
 		}
 		return partLabels[p]
 	}
@@ -161,33 +180,33 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for gi := range s.Groups {
 		g := &s.Groups[gi]
 		n += len(g.Partitions)
-		gauge(c.d.groupLag, float64(g.Total.Lag), cl, g.Group)
-		gauge(c.d.groupSeconds, g.Total.MaxTimeLag.Seconds(), cl, g.Group)
-		gauge(c.d.groupStatus, 1, cl, g.Group, g.Status.String())
+		add(f.groupLag, float64(g.Total.Lag), cl, g.Group)
+		add(f.groupSeconds, g.Total.MaxTimeLag.Seconds(), cl, g.Group)
+		add(f.groupStatus, 1, cl, g.Group, g.Status.String())
 		if g.State != "" {
-			gauge(c.d.groupState, 1, cl, g.Group, g.State)
+			add(f.groupState, 1, cl, g.Group, g.State)
 		}
-		gauge(c.d.groupMembers, float64(len(g.Members)), cl, g.Group)
-		gauge(c.d.groupSimple, b2f(g.SimpleConsumer), cl, g.Group)
+		add(f.groupMembers, float64(len(g.Members)), cl, g.Group)
+		add(f.groupSimple, b2f(g.SimpleConsumer), cl, g.Group)
 		for _, m := range g.Members {
-			gauge(c.d.memberInfo, 1, cl, g.Group, m.MemberID, m.ClientID, m.Host)
+			add(f.memberInfo, 1, cl, g.Group, m.MemberID, m.ClientID, m.Host)
+		}
+		if compat {
+			add(f.kMembers, float64(len(g.Members)), g.Group)
 		}
 		for ti := range g.Topics {
 			t := &g.Topics[ti]
-			gauge(c.d.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
-			gauge(c.d.topicMax, float64(t.MaxLag), cl, g.Group, t.Topic)
-			gauge(c.d.topicSeconds, t.MaxTimeLag.Seconds(), cl, g.Group, t.Topic)
-			gauge(c.d.topicCommitted, float64(t.CommittedSum), cl, g.Group, t.Topic)
-			gauge(c.d.topicExpired, float64(t.Expired), cl, g.Group, t.Topic)
-			gauge(c.d.topicUnknown, float64(t.Unknown), cl, g.Group, t.Topic)
-			gauge(c.d.topicParts, float64(t.Partitions), cl, g.Group, t.Topic)
-			if c.compat != nil {
-				gauge(c.compat.lagSum, float64(t.Lag), g.Group, t.Topic)
-				gauge(c.compat.currentSum, float64(t.CommittedSum), g.Group, t.Topic)
+			add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
+			add(f.topicMax, float64(t.MaxLag), cl, g.Group, t.Topic)
+			add(f.topicSeconds, t.MaxTimeLag.Seconds(), cl, g.Group, t.Topic)
+			add(f.topicCommitted, float64(t.CommittedSum), cl, g.Group, t.Topic)
+			add(f.topicExpired, float64(t.Expired), cl, g.Group, t.Topic)
+			add(f.topicUnknown, float64(t.Unknown), cl, g.Group, t.Topic)
+			add(f.topicParts, float64(t.Partitions), cl, g.Group, t.Topic)
+			if compat {
+				add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
+				add(f.kCurrentSum, float64(t.CommittedSum), g.Group, t.Topic)
 			}
-		}
-		if c.compat != nil {
-			gauge(c.compat.members, float64(len(g.Members)), g.Group)
 		}
 		if !perPartition {
 			continue
@@ -197,40 +216,37 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ps := pl(p.Partition)
 			for i, name := range FlagNames {
 				if p.Flags&(1<<i) != 0 {
-					gauge(c.d.partFlag, 1, cl, g.Group, p.Topic, ps, name)
+					add(f.partFlag, 1, cl, g.Group, p.Topic, ps, name)
 				}
 			}
 			if p.HasCommit {
-				gauge(c.d.partCommitted, float64(p.Committed), cl, g.Group, p.Topic, ps)
-				if c.compat != nil {
-					gauge(c.compat.current, float64(p.Committed), g.Group, p.Topic, ps)
+				add(f.partCommitted, float64(p.Committed), cl, g.Group, p.Topic, ps)
+				if compat {
+					add(f.kCurrent, float64(p.Committed), g.Group, p.Topic, ps)
 				}
 			}
 			if !p.Known {
 				continue
 			}
-			gauge(c.d.partLag, float64(p.Lag), cl, g.Group, p.Topic, ps)
-			if c.compat != nil {
-				gauge(c.compat.lag, float64(p.Lag), g.Group, p.Topic, ps)
+			add(f.partLag, float64(p.Lag), cl, g.Group, p.Topic, ps)
+			if compat {
+				add(f.kLag, float64(p.Lag), g.Group, p.Topic, ps)
 			}
 			if p.TimeLagKnown {
-				gauge(c.d.partSeconds, p.TimeLag.Seconds(), cl, g.Group, p.Topic, ps)
+				add(f.partSeconds, p.TimeLag.Seconds(), cl, g.Group, p.Topic, ps)
 			}
 			if p.RawLag != p.Lag {
-				gauge(c.d.partRaw, float64(p.RawLag), cl, g.Group, p.Topic, ps)
+				add(f.partRaw, float64(p.RawLag), cl, g.Group, p.Topic, ps)
 			}
 			if p.ExpiredOffsets > 0 {
-				gauge(c.d.partExpired, float64(p.ExpiredOffsets), cl, g.Group, p.Topic, ps)
+				add(f.partExpired, float64(p.ExpiredOffsets), cl, g.Group, p.Topic, ps)
 			}
 			if p.Flags.Has(FlagReplay) {
-				gauge(c.d.partReplayBoundary, float64(p.ReplayBoundary), cl, g.Group, p.Topic, ps)
+				add(f.partReplayBoundary, float64(p.ReplayBoundary), cl, g.Group, p.Topic, ps)
 			}
 		}
 	}
-	gauge(c.d.groupPartitions, float64(n), cl)
-	if !perPartition && c.compat == nil {
-		return
-	}
+	add(f.groupPartitions, float64(n), cl)
 	for ti := range s.Topics {
 		t := &s.Topics[ti]
 		for _, p := range t.Partitions {
@@ -239,13 +255,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ps := pl(p.Partition)
 			if perPartition {
-				gauge(c.d.logStart, float64(p.LogStart), cl, t.Topic, ps)
-				gauge(c.d.highWatermark, float64(p.HighWatermark), cl, t.Topic, ps)
-				gauge(c.d.lastStable, float64(p.LastStable), cl, t.Topic, ps)
+				add(f.logStart, float64(p.LogStart), cl, t.Topic, ps)
+				add(f.highWatermark, float64(p.HighWatermark), cl, t.Topic, ps)
+				add(f.lastStable, float64(p.LastStable), cl, t.Topic, ps)
 			}
-			if c.compat != nil {
-				gauge(c.compat.topicCurrent, float64(p.HighWatermark), t.Topic, ps)
-				gauge(c.compat.topicOldest, float64(p.LogStart), t.Topic, ps)
+			if compat {
+				add(f.kTopicCurrent, float64(p.HighWatermark), t.Topic, ps)
+				add(f.kTopicOldest, float64(p.LogStart), t.Topic, ps)
 			}
 		}
 	}

@@ -2,7 +2,10 @@ package lagexporter
 
 import (
 	"bytes"
+	"compress/gzip"
 	"flag"
+	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -254,4 +257,52 @@ func value(t *testing.T, ss []series, name, label string) float64 {
 	}
 	t.Fatalf("no series %s{%s}", name, label)
 	return 0
+}
+
+// TestHandlerMatchesCollect: the pre-rendered exposition holds exactly the series Collect produces, for every case
+// timeline and both granularities, including label values that need escaping.
+func TestHandlerMatchesCollect(t *testing.T) {
+	files, _ := filepath.Glob("testdata/c*.jsonl")
+	for _, file := range files {
+		for _, mut := range []func(*Config){nil, func(c *Config) { c.Granularity = GranularityTopic; c.KafkaExporterCompat = true }} {
+			c, s := caseCollector(t, filepath.Base(file), 0, mut)
+			text := c.AppendText(nil, s, c.src.Health())
+			if err := testutil.CollectAndCompare(c, bytes.NewReader(text)); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+		}
+	}
+	// escaping: a group name with a quote, a backslash and a newline
+	s := &Snapshot{Seq: 1, Groups: []GroupLag{{Group: "we\"ird\\gr\noup", Status: StatusOK}}}
+	cfg := &Config{}
+	cfg.SetDefaults()
+	_ = cfg.Validate()
+	c := NewCollector(cfg, fixedSource{s})
+	if err := testutil.CollectAndCompare(c, bytes.NewReader(c.AppendText(nil, s, fixedSource{}.Health()))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHandlerServesAndCaches(t *testing.T) {
+	c, _ := caseCollector(t, "c06_no_commit.jsonl", 0, nil)
+	h := NewHandler(c, nil)
+	for _, enc := range []string{"", "gzip"} {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Accept-Encoding", enc)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.Bytes()
+		if enc == "gzip" {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Contains(body, []byte(`tidemark_lag_group_offsets{cluster="test",group="g"} 3083`)) {
+			t.Fatalf("%q response lacks the group lag:\n%s", enc, body)
+		}
+	}
 }

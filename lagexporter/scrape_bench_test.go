@@ -1,0 +1,99 @@
+package lagexporter
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// bigSnapshot builds a snapshot of groups × partitions group-partitions through the Evaluator.
+func bigSnapshot(tb testing.TB, groups, parts int) (*Config, *Snapshot) {
+	cfg := &Config{Cluster: "bench"}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	obs := &Observation{Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	const topics = 10
+	for t := range topics {
+		to := TopicObservation{Topic: fmt.Sprintf("topic-%d", t), ID: fmt.Sprint(t)}
+		for p := range parts {
+			to.Partitions = append(to.Partitions, PartitionObservation{Partition: int32(p), LogStart: 0, HighWatermark: 1000, LastStable: 1000})
+		}
+		obs.Topics = append(obs.Topics, to)
+	}
+	for g := range groups {
+		gr := GroupObservation{Group: fmt.Sprintf("group-%05d", g), State: "Empty"}
+		for p := range parts {
+			gr.Offsets = append(gr.Offsets, CommittedOffset{Topic: fmt.Sprintf("topic-%d", g%topics), Partition: int32(p), Offset: int64((g + p) % 1000)})
+		}
+		obs.Groups = append(obs.Groups, gr)
+	}
+	return cfg, NewEvaluator(cfg).Apply(obs)
+}
+
+func BenchmarkScrape(b *testing.B) {
+	cfg, snap := bigSnapshot(b, 5000, 20)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(cfg, fixedSource{snap}))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	b.ResetTimer()
+	for range b.N {
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		b.ReportMetric(float64(n), "bytes")
+	}
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	for range b.N {
+		bigSnapshot(b, 5000, 20)
+	}
+}
+
+// seqSource bumps the snapshot sequence on every Latest, so every scrape renders anew (the worst case).
+type seqSource struct{ s *Snapshot }
+
+func (f *seqSource) Latest() *Snapshot { cp := *f.s; f.s = &cp; cp.Seq++; return &cp }
+func (f *seqSource) Health() Health    { return fixedSource{}.Health() }
+
+func BenchmarkScrapeHandler(b *testing.B) {
+	cfg, snap := bigSnapshot(b, 5000, 20)
+	for _, tc := range []struct {
+		name string
+		src  SnapshotSource
+		gz   bool
+	}{{"render", &seqSource{snap}, false}, {"render-gzip", &seqSource{snap}, true}, {"cached-gzip", fixedSource{snap}, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			srv := httptest.NewServer(NewHandler(NewCollector(cfg, tc.src), nil))
+			defer srv.Close()
+			tr := &http.Transport{DisableCompression: true}
+			cl := &http.Client{Transport: tr}
+			b.ResetTimer()
+			for range b.N {
+				req, _ := http.NewRequest("GET", srv.URL, nil)
+				if tc.gz {
+					req.Header.Set("Accept-Encoding", "gzip")
+				}
+				resp, err := cl.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				b.ReportMetric(float64(n), "bytes")
+			}
+		})
+	}
+}
