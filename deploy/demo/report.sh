@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The demo's terminal report, read back from ClickHouse (database tidemark_demo).
+# Usage: report.sh INJECTED_TSV [GROUP]   (INJECTED_TSV: host<TAB>injected clock offset in ms, from loadgen)
+set -euo pipefail
+INJECTED=${1:?usage: report.sh INJECTED_TSV [GROUP]}
+CH_HOST=${TIDEMARK_CLICKHOUSE_ADDR%:*}
+CH_PORT=${TIDEMARK_CLICKHOUSE_ADDR##*:}
+ch() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --database tidemark_demo --max_execution_time 60 "$@"; }
+title() { printf '\n\033[1m%s\033[0m\n' "$*"; }
+
+names=() vals=()
+while IFS=$'\t' read -r h ms; do
+  [ -n "$h" ] || continue
+  names+=("'$h'")
+  vals+=("toFloat64($ms)")
+done <"$INJECTED"
+NAMES=$(IFS=,; echo "${names[*]}")
+VALS=$(IFS=,; echo "${vals[*]}")
+
+title "Stages of live processings reported by instrumented consumers (ms): naive (raw clocks) vs corrected"
+ch --format PrettyCompactMonoBlock --query "
+SELECT stage,
+       countIf(has_naive) AS naive_n,
+       round(quantileExactIf(0.5)(naive, has_naive)) AS naive_p50,
+       round(quantileExactIf(0.99)(naive, has_naive)) AS naive_p99,
+       countIf(naive < 0 AND has_naive) AS naive_negative,
+       countIf(ok) AS corrected_n,
+       round(quantileExactIf(0.5)(corr, ok)) AS corrected_p50,
+       round(quantileExactIf(0.99)(corr, ok)) AS corrected_p99,
+       countIf(corr < 0 AND ok) AS corrected_negative,
+       count() - countIf(ok) AS flagged
+FROM (
+  SELECT arrayJoin([
+           ('1 ingest (produce>append)', ingest_naive_ms, ingest_ms, bitAnd(valid, 16) != 0, bitAnd(valid, 1) != 0),
+           ('2 queue (append>receive)', queue_naive_ms, queue_ms, bitAnd(valid, 32) != 0, bitAnd(valid, 2) != 0),
+           ('3 process (receive>done)', process_naive_ms, process_ms, bitAnd(valid, 64) != 0, bitAnd(valid, 4) != 0),
+           ('4 end-to-end', e2e_naive_ms, e2e_ms, bitAnd(valid, 128) != 0, bitAnd(valid, 8) != 0)]) AS t,
+         tupleElement(t, 1) AS stage, tupleElement(t, 2) AS naive, tupleElement(t, 3) AS corr,
+         tupleElement(t, 4) AS has_naive, tupleElement(t, 5) AS ok
+  FROM latency_events FINAL
+  WHERE source = 'receipt' AND replay_class = 'live'
+)
+GROUP BY stage ORDER BY stage"
+
+title "Per host: ingest by producer, processing by consumer (ms, p50); the injected processing delays are 4 and 6 ms"
+ch --format PrettyCompactMonoBlock --query "
+SELECT 'producer' AS role, producer_host AS host, count() AS rows,
+       round(quantileExactIf(0.5)(ingest_naive_ms, bitAnd(valid, 16) != 0)) AS naive_p50,
+       round(quantileExactIf(0.5)(ingest_ms, bitAnd(valid, 1) != 0)) AS corrected_p50
+FROM latency_events FINAL WHERE replay_class = 'live' AND producer_host != '' GROUP BY producer_host
+UNION ALL
+SELECT 'consumer' AS role, consumer_host AS host, count() AS rows,
+       round(quantileExactIf(0.5)(process_naive_ms, bitAnd(valid, 64) != 0)) AS naive_p50,
+       round(quantileExactIf(0.5)(process_ms, bitAnd(valid, 4) != 0)) AS corrected_p50
+FROM latency_events FINAL WHERE replay_class = 'live' AND source = 'receipt' GROUP BY consumer_host
+ORDER BY role DESC, host"
+
+title "Clock offsets: Tidemark's estimate vs the injected truth (ms; host clock - collector clock)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT host, kind, estimated_ms, plus_minus_ms, injected_ms, round(estimated_ms - injected_ms, 1) AS error_ms
+FROM (
+  SELECT host, argMax(kind, at_ms) AS kind,
+         round(argMax(offset_ms, at_ms), 1) AS estimated_ms, round(argMax(uncertainty_ms, at_ms), 1) AS plus_minus_ms,
+         if(startsWith(host, 'broker-'), 0., transform(host, [$NAMES], [$VALS], nan)) AS injected_ms
+  FROM clock_offsets GROUP BY host
+) ORDER BY host"
+
+title "Live vs replayed processings (the group was reset to earliest halfway)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT consumer_group, source, replay_class, count() AS processings,
+       round(quantileExactIf(0.5)(e2e_ms, bitAnd(valid, 8) != 0)) AS e2e_p50_ms
+FROM latency_events FINAL GROUP BY consumer_group, source, replay_class ORDER BY consumer_group, source, replay_class"
+
+title "Probes per broker (loss, duplicates, corrected ingest/delivery, round trip; ms)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT broker_id, countIf(status = 'ok') AS received, countIf(status = 'lost') AS lost,
+       round(100 * countIf(status = 'lost') / count(), 2) AS loss_pct, sum(duplicates) AS duplicates,
+       round(quantileExactIf(0.5)(ingest_ms, status = 'ok')) AS ingest_p50, round(quantileExactIf(0.5)(delivery_ms, status = 'ok')) AS delivery_p50,
+       round(quantileExact(0.5)(rtt_ms)) AS rtt_p50, round(quantileExact(0.99)(rtt_ms)) AS rtt_p99
+FROM probe_events FINAL GROUP BY broker_id ORDER BY broker_id"
+
+title "Lag per group (lag exporter snapshots)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT consumer_group, argMax(lag_sum, at_ms) AS lag_now, max(lag_sum) AS max_lag, round(max(tl) / 1000, 1) AS max_time_lag_s,
+       groupUniqArray(toString(status)) AS statuses_seen, count() AS snapshots
+FROM (SELECT consumer_group, at_ms, sum(lag) AS lag_sum, max(time_lag_ms) AS tl, any(status) AS status
+      FROM lag_snapshots FINAL GROUP BY consumer_group, at_ms)
+GROUP BY consumer_group ORDER BY consumer_group"

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# make demo: Tidemark measuring real Kafka traffic between hosts whose clocks disagree, through a replay.
+#
+# 1. starts (or reuses) the local stack: 3 Kafka brokers and ClickHouse (deploy/local/stack.sh);
+# 2. runs `tidemark run` (probe, receipts and tap paths, lag exporter) into the database tidemark_demo;
+# 3. runs cmd/loadgen: producer hosts with clocks +2500 ms, -800 ms and exact, a consumer group of two hosts
+#    (-300 ms with 4 ms processing, +150 ms with 6 ms processing and time sync), reset to earliest halfway;
+#    plus one external producer, kcat under faketime (+1500 ms), into a CreateTime topic the tap reads;
+# 4. prints a report read back from ClickHouse (deploy/demo/report.sh).
+# Environment: DEMO_SECONDS (default 110) is how long the load runs.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+DEMO_SECONDS=${DEMO_SECONDS:-110}
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "starting the local stack (3 brokers, ClickHouse)"
+eval "$(bash deploy/local/stack.sh up --brokers 3)"
+: "${TIDEMARK_KAFKA_BROKERS:?stack.sh did not export TIDEMARK_KAFKA_BROKERS}"
+: "${TIDEMARK_CLICKHOUSE_ADDR:?stack.sh did not export TIDEMARK_CLICKHOUSE_ADDR}"
+export TIDEMARK_KAFKA_BROKERS TIDEMARK_CLICKHOUSE_ADDR
+CH_HOST=${TIDEMARK_CLICKHOUSE_ADDR%:*}
+CH_PORT=${TIDEMARK_CLICKHOUSE_ADDR##*:}
+ch() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --database tidemark_demo "$@"; }
+
+WORK=$(mktemp -d /tmp/tidemark-demo.XXXXXX)
+RUN=$(date +%s)
+TOPIC=demo-orders-$RUN
+EXT=demo-ext-$RUN
+RECEIPTS=demo-receipts-$RUN
+GROUP=demo-app-$RUN
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+say "building tidemark and loadgen"
+go build -o "$WORK/tidemark" ./cmd/tidemark
+go build -o "$WORK/loadgen" ./cmd/loadgen
+
+clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --query "DROP DATABASE IF EXISTS tidemark_demo"
+IFS=, read -r -a BROKER_LIST <<<"$TIDEMARK_KAFKA_BROKERS"
+cat >"$WORK/tidemark.yaml" <<YAML
+kafka:
+  brokers: [$(IFS=,; echo "${BROKER_LIST[*]}")]
+clickhouse:
+  addr: [$TIDEMARK_CLICKHOUSE_ADDR]
+  database: tidemark_demo
+  writer:
+    flush_interval: 500ms
+collector:
+  dead_letter_topic: demo-dlq-$RUN
+  clock_offset_interval: 5s
+  receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
+  probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}
+  tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN}
+lag:
+  poll_interval: 5s
+  group_allow: ["demo-app-.*"]
+http:
+  listen: 127.0.0.1:$PORT
+YAML
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+say "starting tidemark run (logs: $WORK/tidemark.log, metrics: http://127.0.0.1:$PORT/metrics)"
+"$WORK/tidemark" run --config "$WORK/tidemark.yaml" >"$WORK/tidemark.log" 2>&1 &
+TM_PID=$!
+PIDS+=("$TM_PID")
+for _ in $(seq 1 100); do
+  curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+  kill -0 "$TM_PID" 2>/dev/null || { tail -20 "$WORK/tidemark.log"; exit 1; }
+  sleep 0.2
+done
+
+say "running the load for ${DEMO_SECONDS}s (reset to earliest at $((DEMO_SECONDS / 2))s)"
+"$WORK/loadgen" --brokers "$TIDEMARK_KAFKA_BROKERS" --topic "$TOPIC" --receipts-topic "$RECEIPTS" --group "$GROUP" \
+  --extra-topics "$EXT" --duration "${DEMO_SECONDS}s" --reset-at "$((DEMO_SECONDS / 2))s" --rate 100 \
+  --producer p-ahead:+2500ms --producer p-behind:-800ms --producer p-exact:0 \
+  --consumer c-behind:-300ms:4ms --consumer c-ahead:+150ms:6ms:sync \
+  --timesync "http://127.0.0.1:$PORT/v1/timesync" --injected "$WORK/injected.tsv" 2>"$WORK/loadgen.log" &
+LG_PID=$!
+PIDS+=("$LG_PID")
+printf "producer@%s\t1500\n" "$EXT" >"$WORK/injected.kcat.tsv"
+
+# The external producer: kcat with a clock 1.5 s ahead (libfaketime), 20 records/s into the CreateTime topic.
+sleep 3
+(
+  i=0
+  end=$((SECONDS + DEMO_SECONDS - 5))
+  while [ $SECONDS -lt $end ]; do
+    i=$((i + 1))
+    echo "ext-$i:{\"n\":$i}"
+    sleep 0.05
+  done
+) | FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '+1.5s' kcat -P -b "$TIDEMARK_KAFKA_BROKERS" -t "$EXT" -K: 2>"$WORK/kcat.log" &
+PIDS+=("$!")
+
+START=$SECONDS
+while kill -0 "$LG_PID" 2>/dev/null; do
+  sleep 10
+  rows=$(ch --query "SELECT count() FROM latency_events" 2>/dev/null || echo "?")
+  probes=$(ch --query "SELECT count() FROM probe_events" 2>/dev/null || echo "?")
+  printf 'tidemark %4ds  latency rows %8s  probe rows %6s\n' $((SECONDS - START)) "$rows" "$probes"
+done
+wait "$LG_PID" || { tail -20 "$WORK/loadgen.log"; exit 1; }
+sleep 5
+say "stopping tidemark (consumers drain, the writer flushes)"
+kill -TERM "$TM_PID"
+wait "$TM_PID" || { tail -20 "$WORK/tidemark.log"; exit 1; }
+PIDS=()
+
+cat "$WORK/injected.kcat.tsv" >>"$WORK/injected.tsv"
+bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP"
+echo
+echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log). Data: ClickHouse database tidemark_demo."
