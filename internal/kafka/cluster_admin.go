@@ -72,3 +72,84 @@ func (c *ClusterReader) findCoordinator(group string) (*sarama.Broker, error) {
 	}
 	return nil, fmt.Errorf("find coordinator of group %s: %w", group, last)
 }
+
+// Coordinators returns the number of distinct group coordinators seen in the last Groups call.
+func (c *ClusterReader) Coordinators() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int32]bool{}
+	for _, id := range c.coordOf {
+		seen[id] = true
+	}
+	return len(seen)
+}
+
+// Admin is the small set of cluster changes cmd/bench-lag and tests need (topics, records, group deletion), kept here
+// so that sarama stays inside this package.
+type Admin struct {
+	adm  sarama.ClusterAdmin
+	prod sarama.SyncProducer
+}
+
+// NewAdmin connects an admin client and a producer (manual partitioning, acks from all replicas).
+func NewAdmin(seeds []string, conf *sarama.Config) (*Admin, error) {
+	adm, err := sarama.NewClusterAdmin(seeds, conf)
+	if err != nil {
+		return nil, fmt.Errorf("connect admin: %w", err)
+	}
+	pc := *conf
+	pc.Producer.Partitioner = sarama.NewManualPartitioner
+	pc.Producer.Return.Successes = true
+	pc.Producer.RequiredAcks = sarama.WaitForAll
+	prod, err := sarama.NewSyncProducer(seeds, &pc)
+	if err != nil {
+		_ = adm.Close()
+		return nil, fmt.Errorf("connect producer: %w", err)
+	}
+	return &Admin{adm: adm, prod: prod}, nil
+}
+
+// Close closes the producer and the admin client.
+func (a *Admin) Close() error { return errors.Join(a.prod.Close(), a.adm.Close()) }
+
+// CreateTopic creates topic with partitions partitions (replication 1) and the given configs.
+func (a *Admin) CreateTopic(topic string, partitions int32, configs map[string]string) error {
+	entries := map[string]*string{}
+	for k, v := range configs {
+		entries[k] = &v
+	}
+	if err := a.adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}, false); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// DeleteTopic deletes topic.
+func (a *Admin) DeleteTopic(topic string) error {
+	if err := a.adm.DeleteTopic(topic); err != nil {
+		return fmt.Errorf("delete topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// DeleteGroup deletes a consumer group (it must have no members).
+func (a *Admin) DeleteGroup(group string) error {
+	if err := a.adm.DeleteConsumerGroup(group); err != nil {
+		return fmt.Errorf("delete group %s: %w", group, err)
+	}
+	return nil
+}
+
+// Produce writes n small records to each listed partition of topic and waits for the acks.
+func (a *Admin) Produce(topic string, partitions []int32, n int) error {
+	msgs := make([]*sarama.ProducerMessage, 0, len(partitions)*n)
+	for _, p := range partitions {
+		for i := range n {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: p, Value: sarama.StringEncoder(fmt.Sprintf("record-%d", i))})
+		}
+	}
+	if err := a.prod.SendMessages(msgs); err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	return nil
+}
