@@ -1,0 +1,277 @@
+package prometheus_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+const rulesFile = "tidemark.rules.yml"
+
+// ruleFile is the part of a Prometheus rule file these tests read.
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []rule `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+type rule struct {
+	Record      string            `yaml:"record"`
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+func readRules(t *testing.T) []rule {
+	t.Helper()
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ruleFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("parse %s: %v", rulesFile, err)
+	}
+	var out []rule
+	for _, g := range f.Groups {
+		out = append(out, g.Rules...)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no rules", rulesFile)
+	}
+	return out
+}
+
+var (
+	// quoted drops PromQL string literals (label values, regexps) so that a label value is never read as a name.
+	quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
+	// metricRef finds Tidemark metric names (tidemark_...) and recording-rule names (tidemark:...) in an expression.
+	metricRef = regexp.MustCompile(`\btidemark[_:][a-zA-Z0-9_:]*`)
+	fqName    = regexp.MustCompile(`fqName: "([^"]+)"`)
+)
+
+// exprNames returns the metric and recording-rule names an expression selects.
+func exprNames(expr string) []string {
+	names := metricRef.FindAllString(quoted.ReplaceAllString(expr, `""`), -1)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func TestExprNames(t *testing.T) {
+	got := exprNames(`max by (cluster) (tidemark_lag_partition_seconds unless on (group) tidemark_lag_partition_flag{flag="tidemark_not_a_metric"}) > tidemark:x:max`)
+	want := []string{"tidemark:x:max", "tidemark_lag_partition_flag", "tidemark_lag_partition_seconds"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("exprNames = %v, want %v", got, want)
+	}
+}
+
+// capture is a prometheus.Registerer that keeps what is registered, so its descriptors can be listed.
+type capture struct{ cs []prometheus.Collector }
+
+func (c *capture) Register(x prometheus.Collector) error { c.cs = append(c.cs, x); return nil }
+func (c *capture) MustRegister(xs ...prometheus.Collector) {
+	c.cs = append(c.cs, xs...)
+}
+func (c *capture) Unregister(prometheus.Collector) bool { return false }
+
+type emptySource struct{}
+
+func (emptySource) Latest() *lagexporter.Snapshot { return nil }
+func (emptySource) Health() lagexporter.Health    { return lagexporter.Health{} }
+
+// exported lists the names of every metric family Tidemark's lag exporter (every option on) and collector register,
+// with the histogram series suffixes expanded. It asks the real constructors, not a copy of their names.
+func exported(t *testing.T) map[string]bool {
+	t.Helper()
+	cfg := &lagexporter.Config{KafkaExporterCompat: true}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := &capture{}
+	reg.MustRegister(lagexporter.NewCollector(cfg, emptySource{}))
+	m := collector.NewMetrics(reg)
+	histograms := map[string]bool{}
+	for _, h := range []*prometheus.HistogramVec{m.ProbeLatency} {
+		ch := make(chan *prometheus.Desc, 1)
+		h.Describe(ch)
+		histograms[fqName.FindStringSubmatch((<-ch).String())[1]] = true
+	}
+	names := map[string]bool{}
+	for _, c := range reg.cs {
+		ch := make(chan *prometheus.Desc, 256)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			n := fqName.FindStringSubmatch(d.String())[1]
+			names[n] = true
+			if histograms[n] {
+				for _, s := range []string{"_bucket", "_count", "_sum"} {
+					names[n+s] = true
+				}
+			}
+		}
+	}
+	if len(names) < 30 {
+		t.Fatalf("only %d metric names found in the registries: %v", len(names), names)
+	}
+	return names
+}
+
+// proposed returns the metric names docs/alerting.md lists as proposed (not exported yet), between its
+// <!-- proposed:begin --> and <!-- proposed:end --> markers, as "| `name` |" table rows.
+func proposed(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/alerting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := bytes.Index(b, []byte("<!-- proposed:begin -->"))
+	end := bytes.Index(b, []byte("<!-- proposed:end -->"))
+	if start < 0 || end < start {
+		t.Fatal("docs/alerting.md lacks the proposed:begin/end markers")
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(tidemark_[a-z0-9_]+)`").FindAllSubmatch(b[start:end], -1) {
+		out = append(out, string(m[1]))
+	}
+	return out
+}
+
+// TestRulesNameExportedMetrics: every metric a rule selects is registered by the lag exporter or the collector, or
+// is listed in docs/alerting.md as proposed; a proposed metric that has since been exported must leave that list;
+// every recording rule used is defined in the file.
+func TestRulesNameExportedMetrics(t *testing.T) {
+	rules := readRules(t)
+	names := exported(t)
+	prop := map[string]bool{}
+	for _, p := range proposed(t) {
+		if names[p] {
+			t.Errorf("docs/alerting.md lists %s as proposed, but it is exported now: move it out of the proposed list", p)
+		}
+		prop[p] = true
+		for _, s := range []string{"_bucket", "_count", "_sum"} {
+			prop[p+s] = true
+		}
+	}
+	recorded := map[string]bool{}
+	for _, r := range rules {
+		if r.Record != "" {
+			recorded[r.Record] = true
+		}
+	}
+	usedProposed := map[string]bool{}
+	for _, r := range rules {
+		for _, n := range exprNames(r.Expr) {
+			switch {
+			case strings.Contains(n, ":"):
+				if !recorded[n] {
+					t.Errorf("rule %s%s uses recording rule %s, which the file does not define", r.Alert, r.Record, n)
+				}
+			case names[n]:
+			case prop[n]:
+				usedProposed[strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count"), "_sum")] = true
+			default:
+				t.Errorf("rule %s%s selects %s, which neither the lag exporter nor the collector exports", r.Alert, r.Record, n)
+			}
+		}
+	}
+	for p := range prop {
+		if strings.HasSuffix(p, "_bucket") || strings.HasSuffix(p, "_count") || strings.HasSuffix(p, "_sum") {
+			continue
+		}
+		if !usedProposed[p] {
+			t.Errorf("docs/alerting.md proposes %s, but no rule uses it", p)
+		}
+	}
+}
+
+// TestAlertsDocumented: every alert has a known severity and a runbook link to its own section of docs/alerting.md.
+func TestAlertsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/alerting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllSubmatch(doc, -1) {
+		headings[strings.ToLower(strings.TrimSpace(string(m[1])))] = true
+	}
+	n := 0
+	for _, r := range readRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		n++
+		switch r.Labels["severity"] {
+		case "page", "ticket", "info":
+		default:
+			t.Errorf("alert %s: severity %q, want page, ticket or info", r.Alert, r.Labels["severity"])
+		}
+		want := "docs/alerting.md#" + strings.ToLower(r.Alert)
+		if r.Annotations["runbook"] != want {
+			t.Errorf("alert %s: runbook %q, want %q", r.Alert, r.Annotations["runbook"], want)
+		}
+		if !headings[strings.ToLower(r.Alert)] {
+			t.Errorf("alert %s has no section (a heading with its name) in docs/alerting.md", r.Alert)
+		}
+		if r.Annotations["summary"] == "" {
+			t.Errorf("alert %s has no summary", r.Alert)
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d alerts", n)
+	}
+}
+
+// promtool returns the path of promtool (Debian package prometheus, installed by deploy/local/stack.sh install). It
+// skips the test when promtool is missing, and fails it under CI=true, where a missing tool is a broken set-up.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("promtool not found (CI=true): %v; `bash deploy/local/stack.sh install` installs it", err)
+		}
+		t.Skipf("promtool not found: %v", err)
+	}
+	return p
+}
+
+func runPromtool(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(promtool(t), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestPromtoolCheckRules: the file is valid for Prometheus (syntax, PromQL, templates).
+func TestPromtoolCheckRules(t *testing.T) {
+	out := runPromtool(t, "check", "rules", rulesFile)
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool check rules: %s", out)
+	}
+}
+
+// TestPromtoolUnitTests runs tidemark.rules.test.yml: input series with the expected alerts and recorded values.
+func TestPromtoolUnitTests(t *testing.T) {
+	out := runPromtool(t, "test", "rules", "tidemark.rules.test.yml")
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules: %s", out)
+	}
+}
