@@ -12,7 +12,7 @@ type Config struct {
 	// Bounds decide when a stamp is too far from the append time to be a stamp at all.
 	Bounds Bounds
 	// Window is the sliding window of brackets and sync exchanges; WindowBuckets slices it for the minimum-delay
-	// filter (each bucket keeps its narrowest bracket) and the drift fit. Default 2 min in 12 buckets.
+	// filter (each bucket keeps its narrowest bracket) and the drift fit. Default 2 min in 24 buckets.
 	Window        time.Duration
 	WindowBuckets int
 	// EnvelopeWindow and EnvelopeBuckets do the same for causal envelopes. Default 1 min in 12 buckets.
@@ -56,7 +56,7 @@ func (c *Config) SetDefaults() {
 		c.Window = 2 * time.Minute
 	}
 	if c.WindowBuckets == 0 {
-		c.WindowBuckets = 12
+		c.WindowBuckets = 24
 	}
 	if c.EnvelopeWindow == 0 {
 		c.EnvelopeWindow = time.Minute

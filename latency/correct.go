@@ -38,6 +38,7 @@ const (
 	FlagEnvelope                         // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
 	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
 	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
+	FlagUnsettled                        // some offset has no drift fit yet (the first seconds of a host's window): kept out of live percentiles, not blamed as skew
 )
 
 // Result is what the engine makes of one record.
@@ -61,7 +62,8 @@ type Result struct {
 	// SinceRewindMs is, for replays, processed − rewind time in ms (how long the replay took to reach this record);
 	// NaN otherwise.
 	SinceRewindMs float64
-	// Live reports whether the record fed the live sketches: class live, no skew flag, not commit-bounded.
+	// Live reports whether the record fed the live sketches: class live, neither skew-suspected nor unsettled, not
+	// commit-bounded.
 	Live bool
 }
 
@@ -131,6 +133,9 @@ func correct(tl *timeline, pol policy, out *Result) {
 		case KindEnvelope:
 			out.Flags |= FlagEnvelope
 		}
+		if r.unsettled {
+			out.Flags |= FlagUnsettled
+		}
 		if i > 0 && c[i] < c[i-1] {
 			monotone = false
 		}
@@ -169,8 +174,9 @@ func correct(tl *timeline, pol policy, out *Result) {
 		var w [NumMoments]float64
 		for i := 0; i < n; i++ {
 			r := &tl.res[chain[i]]
-			w[i] = 1
-			if r.kind != KindUnknown {
+			// Unknown or ambiguous offsets are as good as infinitely uncertain: they move, the others stay.
+			w[i] = 1e-9
+			if r.kind != KindUnknown && !r.ambiguous {
 				w[i] = 1 / (r.unc*r.unc + 0.25)
 			}
 		}

@@ -312,6 +312,7 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 // two-sided estimate.
 func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 	var snaps [NumMoments]*hostSnap
+	var unknown uint8
 	for m := Moment(0); m < NumMoments; m++ {
 		if !tl.has(m) {
 			continue
@@ -325,7 +326,11 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			tl.res[m] = snaps[m].lookup(tl.obs[m])
 		} else {
 			tl.res[m] = resolved{kind: KindUnknown}
+			unknown |= 1 << m
 		}
+	}
+	if unknown == 0 {
+		return
 	}
 	// Causal envelope: a stamp on a host without a two-sided estimate is bounded by the nearest stamp of a known
 	// host on each side: produce <= append means host − ref >= obs − ref(later); the later-side case mirrors it.

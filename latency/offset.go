@@ -151,6 +151,10 @@ func (h *hostState) addTwo(b bound, kind OffsetKind) {
 	if kind > h.kind || !h.two.cur.ok {
 		h.kind = kind
 	}
+	if kind == KindReported {
+		// A reported offset comes from a sync that follows the host's drift itself: it needs no warm-up here.
+		h.two.lastSlopeKnown = true
+	}
 	h.two.add(b)
 	h.publish()
 }
@@ -170,6 +174,7 @@ type resolved struct {
 	theta, unc float64 // ms
 	kind       OffsetKind
 	ambiguous  bool // the stamp falls in a step's ambiguity or a pending inconsistency: flag it
+	unsettled  bool // the estimate has no drift fit yet (warm-up): keep the stamp out of live percentiles
 }
 
 // lookup returns the offset that applies to a stamp read as obsMs on this host. The reference time of the stamp is
@@ -177,26 +182,22 @@ type resolved struct {
 // detected step uses the pre-step fit; a stamp whose host reading could belong to either side is ambiguous.
 func (s *hostSnap) lookup(obsMs float64) resolved {
 	if s.two.ok {
-		theta, _ := s.two.eval(obsMs)
-		t := obsMs - theta
+		th, u := s.two.at(obsMs)
 		if s.prev.ok {
-			pt, pu := s.prev.eval(obsMs)
-			inPrev, inCur := obsMs-pt < s.prevUntil, t >= s.stepAt
+			pt, pu := s.prev.at(obsMs)
+			inPrev, inCur := obsMs-pt < s.prevUntil, obsMs-th >= s.stepAt
 			if inPrev && !inCur {
-				return resolved{theta: pt, unc: pu, kind: s.kind}
+				return resolved{theta: pt, unc: pu, kind: s.kind, unsettled: !s.prev.settled}
 			}
 			if !inCur || inPrev { // in the gap, or a backward step made the reading occur twice
-				th, u := s.two.eval(t)
 				return resolved{theta: th, unc: u, kind: s.kind, ambiguous: true}
 			}
 		}
-		th, u := s.two.eval(t)
-		return resolved{theta: th, unc: u, kind: s.kind, ambiguous: t > s.suspectAt}
+		return resolved{theta: th, unc: u, kind: s.kind, ambiguous: obsMs-th > s.suspectAt, unsettled: !s.two.settled}
 	}
 	if s.env.ok {
-		theta, _ := s.env.eval(obsMs)
-		th, u := s.env.eval(obsMs - theta)
-		return resolved{theta: th, unc: u, kind: KindEnvelope}
+		th, u := s.env.at(obsMs)
+		return resolved{theta: th, unc: u, kind: KindEnvelope, unsettled: !s.env.settled}
 	}
 	return resolved{kind: KindUnknown}
 }

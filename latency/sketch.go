@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -74,8 +75,18 @@ func (s *Sketch) Encode(b []byte) []byte {
 	return b
 }
 
-// DecodeSketch decodes a sketch written by Encode (e.g. a stored rollup state).
-func DecodeSketch(b []byte) (*Sketch, error) {
+// ErrCorruptSketch is returned by DecodeSketch for input the sketch library could not decode without panicking.
+var ErrCorruptSketch = errors.New("corrupt sketch encoding")
+
+// DecodeSketch decodes a sketch written by Encode (e.g. a stored rollup state). Corrupt input gives an error
+// wrapping ErrCorruptSketch or the library's own: sketches-go v1.4.8 panics (index out of range in the collapsing
+// store) on some crafted bin indices, found by FuzzDecodeSketch, so the panic is recovered here.
+func DecodeSketch(b []byte) (s *Sketch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("decode sketch of %d bytes: %w: %v", len(b), ErrCorruptSketch, r)
+		}
+	}()
 	dd, err := ddsketch.DecodeDDSketch(b, func() store.Store { return store.NewCollapsingLowestDenseStore(sketchMaxBins) }, nil)
 	if err != nil {
 		return nil, fmt.Errorf("decode sketch of %d bytes: %w", len(b), err)

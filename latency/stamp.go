@@ -20,8 +20,8 @@ const (
 	Nanos
 )
 
-// perMilli is how many units of each kind make one millisecond.
-var perMilli = [...]float64{Millis: 1, Micros: 1e3, Nanos: 1e6}
+// msPerUnit is how many milliseconds one unit of each kind is.
+var msPerUnit = [...]float64{Millis: 1, Micros: 1e-3, Nanos: 1e-6}
 
 // Moment is one point a message passes. Moments are ordered: a later moment cannot physically happen before an
 // earlier one, which is what the causal envelope and the monotone projection rely on.
@@ -123,21 +123,31 @@ func ToMillis(s Stamp) (float64, Reason) {
 		return 0, ReasonNegative
 	}
 	u := s.Unit
-	if int(u) >= len(perMilli) {
+	if int(u) >= len(msPerUnit) {
 		u = Millis
 	}
-	ms := float64(s.Value) / perMilli[u]
+	ms := float64(s.Value) * msPerUnit[u]
+	if ms >= minPlausibleMs && ms < maxPlausibleMs {
+		return ms, ReasonOK
+	}
+	// Too large by 1e3 or 1e6: the value is in a finer unit than declared.
+	finer := 0
 	switch {
 	case ms >= maxPlausibleMs*1e3:
-		return 0, ReasonNanos
+		finer = 2
 	case ms >= maxPlausibleMs:
-		return 0, ReasonMicros
-	case ms < minPlausibleMs && ms*1e3 >= minPlausibleMs && ms*1e3 < maxPlausibleMs:
-		return 0, ReasonSeconds
-	case ms < minPlausibleMs:
-		return 0, ReasonTooOld
+		finer = 1
 	}
-	return ms, ReasonOK
+	if finer > 0 {
+		if int(u)+finer == int(Micros) {
+			return 0, ReasonMicros
+		}
+		return 0, ReasonNanos
+	}
+	if u == Millis && ms*1e3 >= minPlausibleMs && ms*1e3 < maxPlausibleMs {
+		return 0, ReasonSeconds
+	}
+	return 0, ReasonTooOld
 }
 
 // Bounds are how far a stamp may lie from the record's append time (on the append host's clock, before any skew

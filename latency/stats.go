@@ -20,6 +20,8 @@ type Counters struct {
 	OffsetUnknown uint64
 	Envelope      uint64
 	CommitBound   uint64
+	// Unsettled counts records kept out of live percentiles because an offset had no drift fit yet (warm-up).
+	Unsettled uint64
 }
 
 func (c *Counters) add(o *Counters) {
@@ -37,6 +39,7 @@ func (c *Counters) add(o *Counters) {
 	c.OffsetUnknown += o.OffsetUnknown
 	c.Envelope += o.Envelope
 	c.CommitBound += o.CommitBound
+	c.Unsettled += o.Unsettled
 }
 
 // sketches are a path's latency distributions, all in ms.
@@ -93,12 +96,15 @@ func (p *Path) account(res *Result) {
 	if res.Flags&FlagCommitBound != 0 {
 		c.CommitBound++
 	}
+	if res.Flags&FlagUnsettled != 0 {
+		c.Unsettled++
+	}
 	switch {
 	case res.Class == ClassReplay:
 		if !math.IsNaN(res.SinceRewindMs) {
 			p.sk.sinceRewind.Add(res.SinceRewindMs)
 		}
-	case res.Class != ClassLive || res.Flags&FlagSkewSuspected != 0:
+	case res.Class != ClassLive || res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
 	case res.Flags&FlagCommitBound != 0:
 		if v, ok := res.Stage(StageE2E); ok {
 			p.sk.e2eBound.Add(v)

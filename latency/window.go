@@ -39,6 +39,21 @@ type segment struct {
 	from, to       float64
 	n              int
 	extrapRate     float64
+	k              float64 // 1 / (1 + slope), for at
+	settled        bool    // the drift is known: fitted from this window, or carried over a step
+}
+
+// at returns the offset that applies to a host reading obs (ms, host clock) and its uncertainty. The reading's
+// reference time t satisfies t = obs − θ(t) with θ linear, so t = (obs − mid + slope·t0) / (1 + slope).
+func (s *segment) at(obs float64) (theta, unc float64) {
+	t := (obs - s.mid + s.slope*s.t0) * s.k
+	unc = s.half
+	if t > s.to {
+		unc += (t - s.to) * s.extrapRate
+	} else if t < s.from {
+		unc += (s.from - t) * s.extrapRate
+	}
+	return obs - t, unc
 }
 
 // eval returns the offset and its uncertainty at reference time t (ms).
@@ -235,6 +250,8 @@ func (w *window) refit() {
 	// errors of the weighted least-squares slope. Either way the bounds carried across the window move by that
 	// much per ms of age, which widens the estimate's uncertainty.
 	slopeErr := w.cfg.maxDrift
+	// Settled: the slope rests on at least a quarter of the window (or carried over a step, or a reported offset).
+	settled := w.lastSlopeKnown || to-from >= w.cfg.bucketMs*float64(len(w.buckets))/4
 	if n >= 3 && to-from >= 2*w.cfg.bucketMs {
 		mt, my := st/sw, sy/sw
 		if v := stt/sw - mt*mt; v > 0 {
@@ -272,7 +289,8 @@ func (w *window) refit() {
 		}
 	}
 	slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
-	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: math.Min(slopeErr, w.cfg.extrapRate)}
+	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: math.Min(slopeErr, w.cfg.extrapRate),
+		k: 1 / (1 + slope), settled: settled}
 	driftUnc := slopeErr * (to - from) / 2
 	switch {
 	case !math.IsInf(L, 0) && !math.IsInf(H, 0):

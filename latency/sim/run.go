@@ -38,6 +38,8 @@ type Report struct {
 	Records  int
 	Live     int // records the engine put in live percentiles
 	Flagged  int // records flagged skew-suspected
+	// Unsettled counts records kept out of live percentiles while an offset had no drift fit yet (warm-up).
+	Unsettled int
 	// Stage errors of live, unflagged records whose true class is live.
 	Stage [latency.NumStages]Errors
 	// NegativeStages counts corrected stages < 0 over all results; SumMismatch counts results whose partition stages
@@ -132,6 +134,9 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	rep.Confusion[tr.Class][res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
 		rep.Flagged++
+	}
+	if res.Flags&latency.FlagUnsettled != 0 {
+		rep.Unsettled++
 	}
 	var sum float64
 	for s := latency.Stage(0); s < latency.NumStages; s++ {

@@ -1,0 +1,196 @@
+package latency
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestToMillis(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Stamp
+		ms   float64
+		why  Reason
+	}{
+		{name: "ms epoch", s: Stamp{Value: 1795953600000}, ms: 1795953600000},
+		{name: "ns epoch declared ns", s: Stamp{Value: 1795953600000000000, Unit: Nanos}, ms: 1795953600000},
+		{name: "µs epoch declared µs", s: Stamp{Value: 1795953600000000, Unit: Micros}, ms: 1795953600000},
+		{name: "NO_TIMESTAMP", s: Stamp{Value: -1}, why: ReasonMissing},
+		{name: "other negative", s: Stamp{Value: -42}, why: ReasonNegative},
+		// A seconds value where ms was promised (e.g. a client writing time.Now().Unix()).
+		{name: "seconds as ms", s: Stamp{Value: 1795953600}, why: ReasonSeconds},
+		// Microseconds and nanoseconds where ms was promised: three and six orders too large.
+		{name: "µs as ms", s: Stamp{Value: 1795953600000000}, why: ReasonMicros},
+		{name: "ns as ms", s: Stamp{Value: 1795953600000000000}, why: ReasonNanos},
+		// ns declared as µs is still three orders too large.
+		{name: "ns as µs", s: Stamp{Value: 1795953600000000000, Unit: Micros}, why: ReasonNanos},
+		// A tiny positive number is no epoch time at all (and not seconds after 1973 either).
+		{name: "tiny", s: Stamp{Value: 12345}, why: ReasonTooOld},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, why := ToMillis(tc.s)
+			if why != tc.why || (why == ReasonOK && math.Abs(ms-tc.ms) > 1e-3) {
+				t.Errorf("ToMillis(%+v) = %v, %v; want %v, %v", tc.s, ms, why, tc.ms, tc.why)
+			}
+		})
+	}
+}
+
+func TestBoundsCheck(t *testing.T) {
+	b := Bounds{MaxAge: 24 * time.Hour, MaxSkew: time.Hour}
+	const anchor = 1795953600000.0
+	h, d := float64(time.Hour/time.Millisecond), float64(24*time.Hour/time.Millisecond)
+	tests := []struct {
+		name string
+		m    Moment
+		ms   float64
+		why  Reason
+	}{
+		{name: "produce a day before append", m: Produce, ms: anchor - d, why: ReasonOK},
+		{name: "produce older than max age", m: Produce, ms: anchor - d - 1, why: ReasonTooOld},
+		// Producer clock ahead: allowed up to MaxSkew, the part correction can fix.
+		{name: "produce 1h after append", m: Produce, ms: anchor + h, why: ReasonOK},
+		{name: "produce beyond skew", m: Produce, ms: anchor + h + 1, why: ReasonTooNew},
+		// A replay processes old records: processed may be long after the append, not much before it.
+		{name: "processed a day after", m: Processed, ms: anchor + d, why: ReasonOK},
+		{name: "processed beyond age", m: Processed, ms: anchor + d + 1, why: ReasonTooNew},
+		{name: "processed 1h before append", m: Processed, ms: anchor - h, why: ReasonOK},
+		{name: "processed beyond skew before", m: Processed, ms: anchor - h - 1, why: ReasonTooOld},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if why := b.Check(tc.m, tc.ms, anchor); why != tc.why {
+				t.Errorf("Check = %v, want %v", why, tc.why)
+			}
+		})
+	}
+}
+
+func TestReplayTrackerRules(t *testing.T) {
+	type step struct {
+		commit  int64 // >= -1: observe this commit; -2: process offset
+		offset  int64
+		appendM float64
+		want    Class
+	}
+	c := func(o int64) step { return step{commit: o} }
+	p := func(o int64, want Class) step { return step{commit: -2, offset: o, appendM: 5000, want: want} }
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{name: "in order is live", steps: []step{c(0), p(0, ClassLive), p(1, ClassLive), p(2, ClassLive)}},
+		// A gap (seek forward, compaction) is still new data.
+		{name: "skip forward is live", steps: []step{p(10, ClassLive), p(50, ClassLive)}},
+		// Below the highest commit: only a rewind can bring it back.
+		{name: "below commit is replay", steps: []step{p(9, ClassLive), c(10), p(5, ClassReplay)}},
+		// Processed but never committed, then processed again: the rebalance tail.
+		{name: "uncommitted tail is redelivery", steps: []step{p(9, ClassLive), c(8), p(8, ClassRedelivery), p(9, ClassRedelivery), p(10, ClassLive)}},
+		// C30's small backward commit: boundary 5000, 4998 and 4999 are replays, 5000 is live.
+		{name: "stale backward commit", steps: []step{p(4999, ClassLive), c(5000), c(4998), p(4998, ClassReplay), p(4999, ClassReplay), p(5000, ClassLive)}},
+		// A new group (first seen without a commit at t=10000 ms) reading records appended before it: backfill.
+		{name: "new group backfill", steps: []step{{commit: -1}, p(0, ClassBackfill), {commit: -2, offset: 1, appendM: 20000, want: ClassLive}}},
+		// A group that had a commit when first seen is not new: old records are live (a real backlog).
+		{name: "existing group backlog is live", steps: []step{c(0), p(0, ClassLive)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewReplayTracker()
+			for i, s := range tc.steps {
+				if s.commit >= -1 {
+					tr.ObserveCommit(s.commit, 10000)
+					continue
+				}
+				if got, _ := tr.Classify(s.offset, s.appendM, 30000); got != s.want {
+					t.Errorf("step %d: offset %d class %v, want %v", i, s.offset, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestPAV(t *testing.T) {
+	tests := []struct {
+		name string
+		y, w []float64
+		want []float64
+	}{
+		{name: "monotone unchanged", y: []float64{1, 2, 3}, w: []float64{1, 1, 1}, want: []float64{1, 2, 3}},
+		{name: "one violation pooled", y: []float64{1, 3, 2}, w: []float64{1, 1, 1}, want: []float64{1, 2.5, 2.5}},
+		// The heavier (more certain) point moves less: (3·1 + 1·2)/4... weights 3 and 1 → (3·3 + 1·2)/4 = 2.75.
+		{name: "weighted", y: []float64{3, 2}, w: []float64{3, 1}, want: []float64{2.75, 2.75}},
+		{name: "cascade", y: []float64{4, 3, 2, 1}, w: []float64{1, 1, 1, 1}, want: []float64{2.5, 2.5, 2.5, 2.5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			y := append([]float64(nil), tc.y...)
+			pav(y, tc.w)
+			for i := range y {
+				if math.Abs(y[i]-tc.want[i]) > 1e-12 {
+					t.Fatalf("pav(%v) = %v, want %v", tc.y, y, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestCorrectFlagsAndBlame(t *testing.T) {
+	const P, B, C HostID = 1, 2, 3
+	known := func(theta, unc float64) resolved { return resolved{theta: theta, unc: unc, kind: KindSynced} }
+	unknown := resolved{kind: KindUnknown}
+	tests := []struct {
+		name               string
+		produce, app, proc float64 // observed, ms
+		rp, rb, rc         resolved
+		flagged            bool
+		blamed             []HostID
+		ingest, delivery   float64
+	}{
+		// Offsets known and consistent: nothing flagged.
+		{name: "clean", produce: 1000, app: 1020, proc: 1120, rp: known(0, 1), rb: known(0, 1), rc: known(0, 1),
+			ingest: 20, delivery: 100},
+		// Producer unknown and its stamp after the append: the producer is blamed; the projection moves the unknown
+		// stamp (weight ~0) onto the known append, so ingest is 0 and delivery keeps its 100 ms.
+		{name: "unknown producer ahead", produce: 1100, app: 1020, proc: 1120, rp: unknown, rb: known(0, 1), rc: known(0, 1),
+			flagged: true, blamed: []HostID{P}, ingest: 0, delivery: 100},
+		// A violation within the uncertainties is not skew: it is projected away (weights 1/(u²+0.25)).
+		{name: "violation within uncertainty", produce: 1021, app: 1020, proc: 1120, rp: known(0, 2), rb: known(0, 2), rc: known(0, 1),
+			ingest: 0, delivery: 99.5},
+		// Uncertainty 6+1 ms over a 5 ms stage and over the 5 ms floor: flagged, the worse host blamed.
+		{name: "uncertainty above stage and floor", produce: 1015, app: 1020, proc: 1120, rp: known(0, 6), rb: known(0, 1), rc: known(0, 1),
+			flagged: true, blamed: []HostID{P}, ingest: 5, delivery: 100},
+		// A broker step in progress (ambiguous) is blamed on the broker.
+		{name: "ambiguous broker", produce: 1000, app: 1020, proc: 1120, rp: known(0, 1), rb: resolved{kind: KindBracketed, ambiguous: true}, rc: known(0, 1),
+			flagged: true, blamed: []HostID{B}, ingest: 20, delivery: 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tl timeline
+			tl.valid = 1<<Produce | 1<<Append | 1<<Processed
+			tl.obs[Produce], tl.obs[Append], tl.obs[Processed] = tc.produce, tc.app, tc.proc
+			tl.host[Produce], tl.host[Append], tl.host[Processed] = P, B, C
+			tl.res[Produce], tl.res[Append], tl.res[Processed] = tc.rp, tc.rb, tc.rc
+			var r Result
+			correct(&tl, policy{tolMs: 2, floorMs: 5, ratio: 0.02}, &r)
+			if got := r.Flags&FlagSkewSuspected != 0; got != tc.flagged {
+				t.Errorf("flagged %v, want %v", got, tc.flagged)
+			}
+			if r.NumSkewHosts != len(tc.blamed) {
+				t.Errorf("blamed %v, want %v", r.SkewHosts[:r.NumSkewHosts], tc.blamed)
+			}
+			for i, h := range tc.blamed {
+				if i < r.NumSkewHosts && r.SkewHosts[i] != h {
+					t.Errorf("blamed %v, want %v", r.SkewHosts[:r.NumSkewHosts], tc.blamed)
+				}
+			}
+			in, _ := r.Stage(StageIngest)
+			de, _ := r.Stage(StageDelivery)
+			e2e, _ := r.Stage(StageE2E)
+			if math.Abs(in-tc.ingest) > 0.01 || math.Abs(de-tc.delivery) > 0.01 || e2e != in+de {
+				t.Errorf("ingest %v delivery %v e2e %v; want %v, %v and e2e = their sum", in, de, e2e, tc.ingest, tc.delivery)
+			}
+		})
+	}
+}
