@@ -126,6 +126,8 @@ func (e *env) start(addr []string, mod func(*store.WriterConfig)) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m}
 	go func() { r.done <- c.Run(ctx) }()
+	// Run creates the receipts topic first thing; applications started before that would lose receipts.
+	testenv.WaitTopicReady(e.t, e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)
 	return r
 }
 
@@ -152,6 +154,11 @@ func (r *running) stop(t *testing.T) {
 // app produces n instrumented records to the source topic (producer host p1 with clock skew pSkew) and consumes them
 // as group "app" on host c1 (skew cSkew), processing each for procDelay and emitting receipts to the receipts topic.
 func (e *env) app(n int, pSkew, cSkew, procDelay time.Duration) {
+	e.appOn(e.source, n, pSkew, cSkew, procDelay)
+}
+
+// appOn is app on another source topic (3 partitions).
+func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration) {
 	e.t.Helper()
 	pc := testenv.SaramaConfig(e.t)
 	pc.Producer.Interceptors = []sarama.ProducerInterceptor{
@@ -163,7 +170,7 @@ func (e *env) app(n int, pSkew, cSkew, procDelay time.Duration) {
 	}
 	msgs := make([]*sarama.ProducerMessage, n)
 	for i := range msgs {
-		msgs[i] = &sarama.ProducerMessage{Topic: e.source, Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("order")}
+		msgs[i] = &sarama.ProducerMessage{Topic: source, Key: sarama.StringEncoder(fmt.Sprint(i)), Value: sarama.StringEncoder("order")}
 	}
 	if err := prod.SendMessages(msgs); err != nil {
 		e.t.Fatal(err)
@@ -192,7 +199,7 @@ func (e *env) app(n int, pSkew, cSkew, procDelay time.Duration) {
 	var mu sync.Mutex
 	got := 0
 	for p := int32(0); p < 3; p++ {
-		pcons, err := cons.ConsumePartition(e.source, p, sarama.OffsetOldest)
+		pcons, err := cons.ConsumePartition(source, p, sarama.OffsetOldest)
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ type Metrics struct {
 	RowsAcked    *prometheus.CounterVec   // path
 	SinkErrors   *prometheus.CounterVec   // path
 	SinkBlocked  *prometheus.CounterVec   // path: seconds spent blocked in Sink.Write (backpressure)
+	SinkWaiting  *prometheus.GaugeVec     // path: partitions of the path waiting in Sink.Write right now
 	DeadLetters  *prometheus.CounterVec   // path, reason
 	Classes      *prometheus.CounterVec   // path, class (live, replay, redelivery, backfill)
 	Skewed       *prometheus.CounterVec   // path
@@ -35,6 +36,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RowsAcked:   cv("tidemark_collector_rows_acked_total", "Rows ClickHouse acknowledged (their offsets may then be committed).", "path"),
 		SinkErrors:  cv("tidemark_collector_sink_errors_total", "Batches the writer gave up on (their offsets are not committed).", "path"),
 		SinkBlocked: cv("tidemark_collector_sink_blocked_seconds_total", "Time a path waited for the writer (backpressure).", "path"),
+		SinkWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tidemark_collector_sink_waiting",
+			Help: "Partitions of a path waiting for the writer right now (consumption of them is paused)."}, []string{"path"}),
 		DeadLetters: cv("tidemark_collector_dead_letters_total", "Records sent to the dead-letter topic.", "path", "reason"),
 		Classes:     cv("tidemark_collector_processings_total", "Processings by replay class.", "path", "class"),
 		Skewed:      cv("tidemark_collector_skew_suspected_total", "Rows kept out of percentiles because a clock offset was unknown or inconsistent.", "path"),
@@ -48,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"broker", "stage"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked,
+		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency} {
 			reg.MustRegister(c)
 		}

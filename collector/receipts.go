@@ -44,6 +44,9 @@ func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows s
 	}
 	d.metrics.Rows.WithLabelValues(path).Add(float64(n))
 	start := time.Now()
+	waiting := d.metrics.SinkWaiting.WithLabelValues(path)
+	waiting.Inc()
+	defer waiting.Dec()
 	err := d.sink.Write(ctx, rows, func(err error) {
 		if err != nil {
 			d.metrics.SinkErrors.WithLabelValues(path).Inc()

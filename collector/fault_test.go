@@ -1,0 +1,70 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// TestClickHouseOutageLosesNothing cuts the collector off from ClickHouse mid-run (a proxy that closes every
+// connection and refuses new ones) while receipts keep arriving: consumption pauses when the writer is full
+// (memory stays bounded), and after the connection comes back every processing is in ClickHouse exactly once.
+func TestClickHouseOutageLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Probe.Enabled = false
+	e.cfg.MaxBatch = 2 // Kafka records per Write; each holds up to 256 receipts
+	px := newProxy(t, e.chAddr)
+	const maxRows = 1000
+	r := e.start([]string{px.addr}, func(w *store.WriterConfig) {
+		w.BatchRows, w.MaxRows, w.FlushInterval = 500, maxRows, 100*time.Millisecond
+		w.RetryInitial, w.RetryMax, w.InsertTimeout = 100*time.Millisecond, 500*time.Millisecond, 5*time.Second
+	})
+	t.Cleanup(func() { r.stop(t) })
+	second := testenv.CreateTopic(t, "src2", testenv.Topic{Partitions: 3})
+	const n1, n2 = 1000, 3000
+	q := "SELECT count() FROM latency_events FINAL WHERE topic = ?"
+
+	e.app(n1, 0, 0, 0)
+	if got := e.waitCount(n1, 60*time.Second, q, e.source); got != n1 {
+		t.Fatalf("before the outage: %d rows, want %d", got, n1)
+	}
+	px.down()
+	e.appOn(second, n2, 0, 0, 0) // receipts land in Kafka while ClickHouse is unreachable
+	time.Sleep(5 * time.Second)
+	waiting := testutil.ToFloat64(r.metrics.SinkWaiting.WithLabelValues(PathReceipts))
+	handed := testutil.ToFloat64(r.metrics.Rows.WithLabelValues(PathReceipts))
+	acked := testutil.ToFloat64(r.metrics.RowsAcked.WithLabelValues(PathReceipts))
+	consumed := testutil.ToFloat64(r.metrics.Records.WithLabelValues(PathReceipts))
+	// Bounded memory: unacknowledged rows never exceed the writer's bound plus one batch per receipts partition
+	// that may be blocked in Write; the rest of the backlog stays in Kafka, unconsumed.
+	if held := handed - acked; held > maxRows+float64(e.cfg.MaxBatch*256*int(e.cfg.Receipts.Partitions)) {
+		t.Fatalf("%v rows held during the outage (writer bound %d)", held, maxRows)
+	}
+	if acked > n1 {
+		t.Fatalf("%v rows acknowledged while ClickHouse was unreachable", acked)
+	}
+	// Backpressure: partitions wait in Write, and part of the receipts topic stays unconsumed in Kafka.
+	if end := float64(e.topicEnd(e.cfg.Receipts.Topic)); waiting < 1 || consumed >= end {
+		t.Fatalf("no backpressure: %v partitions waiting, %v of %v receipt records consumed", waiting, consumed, end)
+	}
+	t.Logf("during the outage: %v partitions waiting, %v receipt records consumed, %v rows handed, %v acked",
+		waiting, consumed, handed, acked)
+	px.up()
+	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
+		t.Fatalf("after recovery: %d rows of the second topic, want %d", got, n2)
+	}
+	if got := e.count(q, e.source); got != n1 {
+		t.Fatalf("after recovery: %d rows of the first topic, want %d", got, n1)
+	}
+	// No duplicate by key after recovery (FINAL collapses copies; uniqExact counts keys).
+	keys := e.count("SELECT uniqExact(topic, partition, offset) FROM latency_events FINAL WHERE topic = ?", second)
+	if keys != n2 {
+		t.Fatalf("%d distinct keys, want %d", keys, n2)
+	}
+	raw := e.count("SELECT count() FROM latency_events WHERE topic = ?", second)
+	t.Logf("second topic: %d rows by key, %d physical rows before merges", keys, raw)
+}
