@@ -71,7 +71,12 @@ func newLogger(c logConfig, w *os.File) *slog.Logger {
 // requests": store and writer, HTTP, then the collector and the lag exporter. Stop order is the reverse: consumers
 // stop (each path drains its rows into the writer and commits), the lag exporter stops, the writer flushes and
 // closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
-func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
+func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil // stopped by a signal while starting: a clean stop, not a failure
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
