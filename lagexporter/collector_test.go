@@ -306,3 +306,19 @@ func TestHandlerServesAndCaches(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlerGzipEqualsText: the family-by-family gzip rendering decompresses to exactly AppendText's bytes.
+func TestHandlerGzipEqualsText(t *testing.T) {
+	c, s := caseCollector(t, "c16_cardinality.jsonl", 4, nil)
+	zr, err := gzip.NewReader(bytes.NewReader(c.renderGzip(s, c.src.Health(), nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := c.AppendText(nil, s, c.src.Health()); !bytes.Equal(got, want) {
+		t.Fatalf("gzip rendering differs from text:\n%s\n---\n%s", got, want)
+	}
+}

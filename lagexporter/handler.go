@@ -3,6 +3,7 @@ package lagexporter
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,7 +20,8 @@ import (
 // function produces both; a test parses the rendering and compares it with Collect). Extra, when not nil, is gathered
 // on every scrape and appended (the process's other metrics); it must not contain the Collector itself.
 //
-// Memory: one rendering (per-family buffers, reused across snapshots) plus its gzip form.
+// Memory: the gzip form of one rendering (a few MB at 100,000 group-partitions); the text is compressed family by
+// family as it is produced, so it is never held whole.
 type Handler struct {
 	c     *Collector
 	extra prometheus.Gatherer
@@ -27,8 +29,7 @@ type Handler struct {
 	mu    sync.Mutex // guards the fields below; held while rendering and writing, so concurrent scrapes render once
 	key   renderKey
 	valid bool
-	bufs  [][]byte // per family: HELP and TYPE lines, then its series
-	gzipd []byte   // gzip of the concatenated bufs, built on the first gzip scrape of a rendering
+	gzipd []byte // the exposition as concatenated gzip members, one per family with series
 }
 
 type renderKey struct {
@@ -38,7 +39,7 @@ type renderKey struct {
 
 // NewHandler returns a handler for c's series plus extra's.
 func NewHandler(c *Collector, extra prometheus.Gatherer) *Handler {
-	return &Handler{c: c, extra: extra, bufs: make([][]byte, len(c.families))}
+	return &Handler{c: c, extra: extra}
 }
 
 // ServeHTTP writes the exposition; it never calls Kafka.
@@ -56,31 +57,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	if gz {
-		w.Header().Set("Content-Encoding", "gzip")
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.render()
-	if gz {
-		h.compress()
-		_, _ = w.Write(h.gzipd)
-		if extra.Len() > 0 { // a second gzip member; readers decode the concatenation (RFC 1952 2.2)
-			zw := gzip.NewWriter(w)
-			_, _ = zw.Write(extra.Bytes())
-			_ = zw.Close()
+	if !gz {
+		zr, err := gzip.NewReader(bytes.NewReader(h.gzipd)) // multistream: reads every member
+		if err == nil {
+			_, _ = io.Copy(w, zr)
 		}
+		_, _ = w.Write(extra.Bytes())
 		return
 	}
-	for _, b := range h.bufs {
-		if _, err := w.Write(b); err != nil {
-			return
-		}
+	w.Header().Set("Content-Encoding", "gzip")
+	_, _ = w.Write(h.gzipd)
+	if extra.Len() > 0 { // one more gzip member; readers decode the concatenation (RFC 1952 2.2)
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write(extra.Bytes())
+		_ = zw.Close()
 	}
-	_, _ = w.Write(extra.Bytes())
 }
 
-// render re-renders h.bufs if the snapshot or health changed since the last rendering. h.mu must be held.
+// render re-renders if the snapshot or health changed since the last rendering. h.mu must be held.
 func (h *Handler) render() {
 	s, hl := h.c.src.Latest(), h.c.src.Health()
 	k := renderKey{cycles: hl.Cycles}
@@ -90,31 +87,16 @@ func (h *Handler) render() {
 	if h.valid && k == h.key {
 		return
 	}
-	h.c.renderFamilies(h.bufs, s, hl)
-	h.key, h.valid, h.gzipd = k, true, nil
+	h.gzipd = h.c.renderGzip(s, hl, h.gzipd[:0])
+	h.key, h.valid = k, true
 }
 
-// compress builds the gzip form of the current rendering if missing. h.mu must be held.
-func (h *Handler) compress() {
-	if h.gzipd != nil {
-		return
-	}
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	for _, b := range h.bufs {
-		_, _ = zw.Write(b)
-	}
-	_ = zw.Close()
-	h.gzipd = buf.Bytes()
-}
-
-// Refresh renders (and gzips) the latest snapshot now, so that the next scrape only copies bytes. Follow calls it for
-// every new snapshot.
+// Refresh renders the latest snapshot now, so that the next scrape only copies bytes. Follow calls it for every new
+// snapshot.
 func (h *Handler) Refresh() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.render()
-	h.compress()
 }
 
 // Follow refreshes the rendering for every snapshot received on snaps (e.g. from Loop.Subscribe) until ctx is done or
@@ -131,6 +113,58 @@ func (h *Handler) Follow(ctx context.Context, snaps <-chan *Snapshot) {
 			h.Refresh()
 		}
 	}
+}
+
+// familyStream compresses one family's text as it is produced: lines are staged, then written to the family's own
+// gzip member.
+type familyStream struct {
+	stage []byte
+	out   bytes.Buffer
+	zw    *gzip.Writer
+}
+
+const stageBytes = 64 << 10
+
+func (fs *familyStream) flush() {
+	if len(fs.stage) == 0 {
+		return
+	}
+	if fs.zw == nil {
+		fs.zw, _ = gzip.NewWriterLevel(&fs.out, gzip.BestSpeed)
+	}
+	_, _ = fs.zw.Write(fs.stage)
+	fs.stage = fs.stage[:0]
+}
+
+// renderGzip renders snapshot s and health hl and returns dst with the exposition appended as gzip members, one per
+// family, in Describe order.
+func (c *Collector) renderGzip(s *Snapshot, hl Health, dst []byte) []byte {
+	streams := make([]familyStream, len(c.families))
+	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
+		fs := &streams[f.idx]
+		if fs.stage == nil {
+			fs.stage = make([]byte, 0, 1024)
+		}
+		if fs.zw == nil && len(fs.stage) == 0 {
+			fs.stage = appendHeader(fs.stage, f)
+		}
+		fs.stage = appendSeries(fs.stage, f, v, lvs)
+		if len(fs.stage) >= stageBytes {
+			if cap(fs.stage) < stageBytes*2 {
+				fs.stage = append(make([]byte, 0, stageBytes*2), fs.stage...)
+			}
+			fs.flush()
+		}
+	})
+	for i := range streams {
+		fs := &streams[i]
+		fs.flush()
+		if fs.zw != nil {
+			_ = fs.zw.Close()
+			dst = append(dst, fs.out.Bytes()...)
+		}
+	}
+	return dst
 }
 
 // AppendText appends the Prometheus text exposition (format 0.0.4) of snapshot s and health hl to b: per family a
@@ -150,36 +184,43 @@ func (c *Collector) renderFamilies(bufs [][]byte, s *Snapshot, hl Health) {
 		bufs[i] = bufs[i][:0]
 	}
 	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
-		x := bufs[f.idx]
-		if len(x) == 0 {
-			x = append(x, "# HELP "...)
-			x = append(x, f.name...)
-			x = append(x, ' ')
-			x = appendEscaped(x, f.help, false)
-			x = append(x, "\n# TYPE "...)
-			x = append(x, f.name...)
-			if f.counter {
-				x = append(x, " counter\n"...)
-			} else {
-				x = append(x, " gauge\n"...)
-			}
+		if len(bufs[f.idx]) == 0 {
+			bufs[f.idx] = appendHeader(bufs[f.idx], f)
 		}
-		x = append(x, f.name...)
-		x = append(x, '{')
-		for n, i := range f.order {
-			if n > 0 {
-				x = append(x, ',')
-			}
-			x = append(x, f.labels[i]...)
-			x = append(x, '=', '"')
-			x = appendEscaped(x, lvs[i], true)
-			x = append(x, '"')
-		}
-		x = append(x, '}', ' ')
-		x = strconv.AppendFloat(x, v, 'g', -1, 64)
-		x = append(x, '\n')
-		bufs[f.idx] = x
+		bufs[f.idx] = appendSeries(bufs[f.idx], f, v, lvs)
 	})
+}
+
+// appendHeader appends a family's HELP and TYPE lines.
+func appendHeader(x []byte, f *family) []byte {
+	x = append(x, "# HELP "...)
+	x = append(x, f.name...)
+	x = append(x, ' ')
+	x = appendEscaped(x, f.help, false)
+	x = append(x, "\n# TYPE "...)
+	x = append(x, f.name...)
+	if f.counter {
+		return append(x, " counter\n"...)
+	}
+	return append(x, " gauge\n"...)
+}
+
+// appendSeries appends one series line: name{labels in name order} value.
+func appendSeries(x []byte, f *family, v float64, lvs []string) []byte {
+	x = append(x, f.name...)
+	x = append(x, '{')
+	for n, i := range f.order {
+		if n > 0 {
+			x = append(x, ',')
+		}
+		x = append(x, f.labels[i]...)
+		x = append(x, '=', '"')
+		x = appendEscaped(x, lvs[i], true)
+		x = append(x, '"')
+	}
+	x = append(x, '}', ' ')
+	x = strconv.AppendFloat(x, v, 'g', -1, 64)
+	return append(x, '\n')
 }
 
 // appendEscaped escapes a label value (backslash, double quote, newline) or a HELP text (backslash, newline).
