@@ -47,6 +47,11 @@ describe('validateQuery', () => {
   it('accepts the default query', () => {
     expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.5] })).toEqual([]);
   });
+  it('words a malformed filter as the backend does', () => {
+    expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', topic: 'orders,,payments' })).toEqual([
+      'topic filter "orders,,payments" is malformed: an empty name between commas',
+    ]);
+  });
   it('accepts an uninterpolated variable in a filter', () => {
     expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', topic: '${topic:csv}' })).toEqual([]);
   });
@@ -62,8 +67,8 @@ describe('validateQuery', () => {
     });
     expect(errs).toEqual([
       'unknown query type "bogus": choose one of stage_percentiles, e2e_distribution, consumer_lag, slo, slowest_messages, clock_offsets, probe_health',
-      `topic filter "bad topic" is not a Kafka topic name (letters, digits, '.', '_', '-'; 1–249 characters)`,
-      'group filter "a,,b" has an empty name between commas',
+      `topic filter "bad topic" is not a Kafka topic name (letters, digits, '.', '_', '-')`,
+      'group filter "a,,b" is malformed: an empty name between commas',
       'percentile 1.5 is outside (0, 1)',
       'SLO objective 99.9 is outside (0, 1), e.g. 0.999 for 99.9%',
       'limit 0 must be a whole number from 1 to 1000',

@@ -68,19 +68,21 @@ export function validateQuery(q: TidemarkQuery): string[] {
   if (q.groupBy && !(GROUP_BYS as readonly string[]).includes(q.groupBy)) {
     errs.push(`unknown group by "${q.groupBy}": choose one of ${GROUP_BYS.join(', ')}`);
   }
-  if (q.topic && !q.topic.includes('$')) {
-    for (const t of splitFilter(q.topic)) {
-      if (!TOPIC_NAME.test(t)) {
-        errs.push(`topic filter "${t}" is not a Kafka topic name (letters, digits, '.', '_', '-'; 1–249 characters)`);
-      }
-    }
-  }
   for (const [name, value] of [
+    ['topic', q.topic],
     ['group', q.group],
     ['host', q.host],
   ] as const) {
-    if (value && !value.includes('$') && splitFilter(value).some((s) => s === '')) {
-      errs.push(`${name} filter "${value}" has an empty name between commas`);
+    if (!value || value.includes('$')) {
+      continue;
+    }
+    const names = splitFilter(value);
+    if (names.some((s) => s === '')) {
+      errs.push(`${name} filter "${value}" is malformed: an empty name between commas`);
+    } else if (name === 'topic') {
+      for (const t of names.filter((t) => !TOPIC_NAME.test(t))) {
+        errs.push(`topic filter "${t}" is not a Kafka topic name (letters, digits, '.', '_', '-')`);
+      }
     }
   }
   for (const p of q.percentiles ?? []) {
