@@ -182,13 +182,12 @@ func correct(tl *timeline, pol policy, out *Result) {
 		}
 		pav(c[:n], w[:n])
 	}
-	var pos [NumMoments]float64 // corrected time per moment; valid where present has its bit
+	pos := &out.Corrected // corrected time per moment; valid where present has its bit
 	var present uint8
 	for i := 0; i < n; i++ {
 		pos[chain[i]] = c[i]
 		present |= 1 << chain[i]
 	}
-	out.Corrected = pos
 	set := func(s Stage, v float64) { out.Stages[s], out.Has = v, out.Has|1<<s }
 	const (
 		bP  = 1 << Produce

@@ -318,14 +318,14 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			continue
 		}
 		if tl.host[m] == RefHost {
-			tl.res[m] = resolved{kind: KindReference}
+			tl.res[m].kind = KindReference // theta, unc 0: the zero timeline
 			continue
 		}
 		snaps[m] = hs[tl.host[m]].snap.Load()
 		if snaps[m].two.ok {
-			tl.res[m] = snaps[m].lookup(tl.obs[m])
+			snaps[m].lookup(tl.obs[m], &tl.res[m])
 		} else {
-			tl.res[m] = resolved{kind: KindUnknown}
+			tl.res[m].kind = KindUnknown
 			unknown |= 1 << m
 		}
 	}
@@ -343,14 +343,14 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 		// The bounds use the anchors' estimates, not their worst cases: widening by the anchor's uncertainty would
 		// bias the envelope by that much on every record; the anchor's uncertainty is added to the result instead.
 		for k := m + 1; k < NumMoments; k++ {
-			if tl.has(k) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
+			if tl.has(k) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
 				lo, at, anchorUnc = tl.obs[m]-ref, ref, tl.res[k].unc
 				break
 			}
 		}
 		for k := int(m) - 1; k >= 0; k-- {
-			if tl.has(Moment(k)) && known(tl.res[k]) && tl.host[k] != tl.host[m] {
+			if tl.has(Moment(k)) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
 				hi = tl.obs[m] - ref
 				if math.IsNaN(at) {
@@ -371,13 +371,13 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			snaps[m] = s
 		}
 		if s.env.ok {
-			tl.res[m] = s.lookup(tl.obs[m])
+			s.lookup(tl.obs[m], &tl.res[m])
 			tl.res[m].unc += anchorUnc
 		}
 	}
 }
 
 // known reports whether a resolved offset can anchor an envelope: two-sided or the reference, and unambiguous.
-func known(r resolved) bool {
+func known(r *resolved) bool {
 	return !r.ambiguous && (r.kind == KindReference || r.kind >= KindReported)
 }

@@ -180,26 +180,33 @@ type resolved struct {
 // lookup returns the offset that applies to a stamp read as obsMs on this host. The reference time of the stamp is
 // approximated by obsMs − θ (offsets are tiny against the window, so one iteration suffices). A stamp before a
 // detected step uses the pre-step fit; a stamp whose host reading could belong to either side is ambiguous.
-func (s *hostSnap) lookup(obsMs float64) resolved {
-	if s.two.ok {
+func (s *hostSnap) lookup(obsMs float64, r *resolved) {
+	// Fields are written one by one into the caller's slot: returning the struct by value made the caller copy it
+	// with wide moves right after the callee's narrow stores, a store-forwarding stall that cost more than the maths.
+	r.ambiguous, r.unsettled = false, false
+	switch {
+	case s.two.ok:
 		th, u := s.two.at(obsMs)
+		r.kind = s.kind
 		if s.prev.ok {
 			pt, pu := s.prev.at(obsMs)
 			inPrev, inCur := obsMs-pt < s.prevUntil, obsMs-th >= s.stepAt
 			if inPrev && !inCur {
-				return resolved{theta: pt, unc: pu, kind: s.kind, unsettled: !s.prev.settled}
+				r.theta, r.unc, r.unsettled = pt, pu, !s.prev.settled
+				return
 			}
 			if !inCur || inPrev { // in the gap, or a backward step made the reading occur twice
-				return resolved{theta: th, unc: u, kind: s.kind, ambiguous: true}
+				r.theta, r.unc, r.ambiguous = th, u, true
+				return
 			}
 		}
-		return resolved{theta: th, unc: u, kind: s.kind, ambiguous: obsMs-th > s.suspectAt, unsettled: !s.two.settled}
+		r.theta, r.unc, r.ambiguous, r.unsettled = th, u, obsMs-th > s.suspectAt, !s.two.settled
+	case s.env.ok:
+		r.theta, r.unc = s.env.at(obsMs)
+		r.kind, r.unsettled = KindEnvelope, !s.env.settled
+	default:
+		r.theta, r.unc, r.kind = 0, 0, KindUnknown
 	}
-	if s.env.ok {
-		th, u := s.env.at(obsMs)
-		return resolved{theta: th, unc: u, kind: KindEnvelope, unsettled: !s.env.settled}
-	}
-	return resolved{kind: KindUnknown}
 }
 
 // offset renders the snapshot as an Offset at reference time atMs.

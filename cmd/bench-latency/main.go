@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -21,6 +22,9 @@ import (
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/sim"
 )
+
+// profileTo, when set by -cpuprofile, receives a CPU profile of the throughput measurement.
+var profileTo *os.File
 
 // summary is the last line. Field meanings are in docs/latency.md.
 type summary struct {
@@ -46,7 +50,16 @@ type summary struct {
 
 func main() {
 	strict := flag.Bool("strict", false, "exit 1 when a target is missed")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the throughput measurement to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-latency:", err)
+			os.Exit(1)
+		}
+		profileTo = f
+	}
 	s, err := run(os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-latency:", err)
@@ -131,7 +144,16 @@ func run(out *os.File) (summary, error) {
 	s.ClassAccuracy = accuracy(confusion)
 	s.FlaggedFraction = float64(flagged) / float64(max(s.Records, 1))
 
+	if profileTo != nil {
+		if err := pprof.StartCPUProfile(profileTo); err != nil {
+			return s, err
+		}
+	}
 	tp, err := throughput()
+	if profileTo != nil {
+		pprof.StopCPUProfile()
+		profileTo.Close()
+	}
 	if err != nil {
 		return s, err
 	}
