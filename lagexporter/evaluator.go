@@ -34,7 +34,7 @@ type tpKey struct {
 
 type gpState struct {
 	topicID    string
-	ring       []Sample // fixed capacity cfg.Status.Window; oldest at next when full
+	ring       []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
 	next       int
 	full       bool
 	committed  int64
@@ -43,6 +43,10 @@ type gpState struct {
 	replay     ReplayState
 	seen       uint64 // seq of the last cycle that saw it
 }
+
+// ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit.
+// The representation is private to the ring; Sample, which the rules read, has an explicit HasCommit.
+type ringSample struct{ committed, lag int64 }
 
 type tpState struct {
 	topicID string
@@ -231,6 +235,11 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 
 	hasMembers := len(out.Members) > 0
 	var lastCommit time.Time
+	n := 0
+	for _, topic := range names {
+		n += len(topics[topic].parts)
+	}
+	out.Partitions, out.Topics = make([]PartitionLag, 0, n), make([]TopicLag, 0, len(names))
 	for _, topic := range names {
 		tv := topics[topic]
 		pnums := make([]int32, 0, len(tv.parts))
@@ -257,9 +266,6 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		}
 		out.Topics = append(out.Topics, tl)
 	}
-	if out.Partitions == nil {
-		out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
-	}
 	out.SimpleConsumer = !hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
 	return out
 }
@@ -269,7 +275,7 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 	key := gpKey{group, topic, pv.p.Partition}
 	st := e.parts[key]
 	if st == nil || st.topicID != topicID {
-		st = &gpState{topicID: topicID, ring: make([]Sample, e.cfg.Status.Window)}
+		st = &gpState{topicID: topicID, ring: make([]ringSample, e.cfg.Status.Window)}
 		e.parts[key] = st
 	}
 	st.seen = seq
@@ -318,16 +324,25 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 		return pl // unknown lag: no sample, status from nothing
 	}
 
-	st.ring[st.next] = Sample{Committed: c.Offset, HasCommit: has, Lag: pl.Lag}
+	rs := ringSample{committed: -1, lag: pl.Lag}
+	if has {
+		rs.committed = c.Offset
+	}
+	st.ring[st.next] = rs
 	st.next++
 	if st.next == len(st.ring) {
 		st.next, st.full = 0, true
 	}
 	w := e.window[:0]
-	if st.full {
-		w = append(w, st.ring[st.next:]...)
+	add := func(rs []ringSample) {
+		for _, r := range rs {
+			w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag})
+		}
 	}
-	w = append(w, st.ring[:st.next]...)
+	if st.full {
+		add(st.ring[st.next:])
+	}
+	add(st.ring[:st.next])
 	e.window = w
 	pl.Status = EvaluateStatus(StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag,
 		TimeLagKnown: pl.TimeLagKnown, Replay: st.replay.Active, HasMembers: hasMembers}, e.cfg.Status)

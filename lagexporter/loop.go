@@ -27,6 +27,9 @@ type Loop struct {
 	// every cycle from the entries that cycle used, so it holds at most one entry per lagging group-partition.
 	cache map[cacheKey]RecordProbe
 
+	// scopes holds each group's topics from the last cycle that read its commits.
+	scopes map[string]map[string]bool
+
 	// record, when set, receives every cycle's observation (tidemark lag record).
 	record func(*Observation) error
 
@@ -192,13 +195,21 @@ func (l *Loop) observe(ctx context.Context) (*Observation, error) {
 		}
 	}
 
-	// End offsets of the topics some group consumes.
+	// End offsets of the topics some group consumes; a group whose commits failed this cycle keeps its last scope, so
+	// that its last values can be shown (stale) against current end offsets.
 	inScope := map[string]bool{}
+	scopes := make(map[string]map[string]bool, len(obs.Groups))
 	for _, g := range obs.Groups {
-		for t := range groupScope(&g) {
+		sc := groupScope(&g)
+		if g.Error != "" {
+			sc = l.scopes[g.Group]
+		}
+		scopes[g.Group] = sc
+		for t := range sc {
 			inScope[t] = true
 		}
 	}
+	l.scopes = scopes
 	var want []TopicObservation
 	for _, t := range topics {
 		if inScope[t.Topic] && l.cfg.TopicAllowed(t.Topic) {

@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,6 +82,7 @@ func run() error {
 	cycles := flag.Int("cycles", 7, "measured poll cycles (after one warm-up cycle)")
 	scrapes := flag.Int("scrapes", 3, "scrapes after each measured cycle")
 	keep := flag.Bool("keep", false, "keep the topics and groups afterwards")
+	memProfile := flag.String("memprofile", "", "write a heap profile after the measured cycles to this file")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
 	if brokers[0] == "" {
@@ -232,6 +234,16 @@ func run() error {
 	slices.Sort(reqs)
 	res.RequestsPerCycle = reqs[len(reqs)/2]
 	res.RSSMB, res.RSSPeakMB = procStatusMB("VmRSS"), procStatusMB("VmHWM")
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			return err
+		}
+		_ = f.Close()
+	}
 	srv.Close()
 	cleanup() // before the result, so that the JSON object is the last line
 	out, _ := json.Marshal(res)

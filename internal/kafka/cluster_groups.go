@@ -214,6 +214,7 @@ func (c *ClusterReader) offsetFetch(ctx context.Context, id int32, groups []stri
 		return nil, fmt.Errorf("offset fetch for %d groups: %w", len(groups), err)
 	}
 	out := make([]lagexporter.GroupObservation, 0, len(groups))
+	names := map[string]string{} // one copy of each topic name for all groups of the response
 	for _, name := range groups {
 		g := lagexporter.GroupObservation{Group: name}
 		rg := resp.GetGroup(name)
@@ -223,7 +224,13 @@ func (c *ClusterReader) offsetFetch(ctx context.Context, id int32, groups []stri
 		case !errors.Is(rg.Err, sarama.ErrNoError):
 			g.Error = fmt.Sprintf("offset fetch for group %s: %v", name, rg.Err)
 		default:
+			n := 0
+			for _, parts := range rg.Blocks {
+				n += len(parts)
+			}
+			g.Offsets = make([]lagexporter.CommittedOffset, 0, n)
 			for topic, parts := range rg.Blocks {
+				topic = intern(names, topic)
 				for p, blk := range parts {
 					if !errors.Is(blk.Err, sarama.ErrNoError) {
 						g.Error = fmt.Sprintf("offset fetch for group %s %s/%d: %v", name, topic, p, blk.Err)
@@ -245,4 +252,14 @@ func (c *ClusterReader) offsetFetch(ctx context.Context, id int32, groups []stri
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// intern returns the copy of s held in names, adding s if absent: thousands of groups committing on the same topics
+// then share one string per topic.
+func intern(names map[string]string, s string) string {
+	if v, ok := names[s]; ok {
+		return v
+	}
+	names[s] = s
+	return s
 }
