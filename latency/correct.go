@@ -153,8 +153,12 @@ func correct(tl *timeline, pol policy, out *Result) {
 		}
 		ra, rb := &tl.res[a], &tl.res[b]
 		u := ra.unc + rb.unc
+		limit := pol.ratio * stage // the uncertainty a stage may carry: max(floor, ratio × stage)
+		if limit < pol.floorMs {
+			limit = pol.floorMs
+		}
 		if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
-			-stage > u+pol.tolMs || u > math.Max(pol.floorMs, pol.ratio*stage)) {
+			-stage > u+pol.tolMs || u > limit) {
 			continue
 		}
 		out.Flags |= FlagSkewSuspected

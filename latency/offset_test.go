@@ -119,3 +119,46 @@ func TestStepRestartsWindow(t *testing.T) {
 		}
 	}
 }
+
+// An envelope-only producer whose clock steps back by 500 ms: the old maximum would hold the envelope 500 ms too
+// high for the whole window; two completed buckets peaking below the fit restart it instead.
+func TestEnvelopeStepDown(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	e := mustEngine(t, Config{})
+	b, p := e.Host("B1"), e.Host("P-uninstrumented")
+	if err := e.ReportOffset(b, 0, 0, base); err != nil {
+		t.Fatal(err)
+	}
+	path := e.Path("g", "t", 0)
+	theta := 3000.0
+	feed := func(from, to time.Duration) Result {
+		var last Result
+		for d := from; d < to; d += 10 * time.Millisecond {
+			tr := base.Add(d)
+			ingest := 1 + float64(d/time.Millisecond%7) // 1..7 ms: the minimum one-way delay is 1 ms
+			var r Record
+			r.Offset = int64(d / time.Millisecond)
+			r.Stamps[Produce] = TimeStamp(p, tr.Add(msDur(theta)))
+			r.Stamps[Append] = TimeStamp(b, tr.Add(msDur(ingest)))
+			r.Stamps[Processed] = TimeStamp(RefHost, tr.Add(msDur(ingest+5)))
+			last = path.Observe(r)
+		}
+		return last
+	}
+	feed(0, 40*time.Second)
+	o, _ := e.Offset(p, base.Add(40*time.Second))
+	// The envelope is the bound itself: true offset minus the minimum delay (1 ms).
+	if o.Kind != KindEnvelope || !o.LowerBound || math.Abs(durMs(o.Offset)-(theta-1)) > 0.01 {
+		t.Fatalf("before the step: %+v, want a lower-bound envelope at %v ms", o, theta-1)
+	}
+	theta -= 500
+	feed(40*time.Second, 60*time.Second)
+	o, _ = e.Offset(p, base.Add(60*time.Second))
+	if o.Steps != 1 || math.Abs(durMs(o.Offset)-(theta-1)) > 0.01 {
+		t.Fatalf("20 s after a −500 ms step: %+v, want one step and the envelope at %v ms", o, theta-1)
+	}
+	r := feed(60*time.Second, 61*time.Second)
+	if v, _ := r.Stage(StageIngest); math.Abs(v-(1+float64(60990%7))+1) > 0.01 {
+		t.Errorf("ingest after the step %v ms, want the true ingest minus the 1 ms minimum delay", v)
+	}
+}

@@ -82,6 +82,7 @@ type window struct {
 	stepAt         float64
 	lastConsistent float64
 	pending        []bound // inconsistent bounds awaiting confirmation of a step
+	envelopeRun    int     // consecutive completed envelope buckets whose extreme fell short of the fit
 	steps          int
 	samples        int
 	lastSlopeKnown bool
@@ -142,12 +143,62 @@ func (w *window) add(b bound) (stepped bool) {
 		w.refit()
 		return true
 	}
+	if w.cur.ok && w.cur.oneSided != 0 && !b.twoSided() && w.envelopeStepped(b) {
+		w.steps++
+		stepped = true
+	}
 	w.pending = w.pending[:0]
 	w.lastConsistent = math.Max(w.lastConsistent, b.at)
-	if w.insert(b) {
+	if w.insert(b) || stepped {
 		w.refit()
 	}
 	return false
+}
+
+// envelopeMinSamples is how many bounds a completed envelope bucket needs before its extreme can signal a step
+// (bounds that cannot move the bucket's extreme are skipped before they get here, so this counts improvements).
+const envelopeMinSamples = 3
+
+// envelopeStepped detects a step of an envelope-only host when b opens a new bucket. A lower envelope absorbs an
+// upward step at once (the maximum rises), but a downward step leaves the old maximum in the window; so when
+// two consecutive completed buckets, each with enough records, peak more than the step tolerance below the fit, the
+// window restarts from those two buckets. (An upper envelope mirrors this.) A pause that slows every record of
+// ten seconds looks the same, and costs only until the next fast records raise the envelope again.
+func (w *window) envelopeStepped(b bound) bool {
+	idx := int64(math.Floor(b.at / w.cfg.bucketMs))
+	if w.latest == math.MinInt64 || idx <= w.latest {
+		return false
+	}
+	k := &w.buckets[mod(w.latest, len(w.buckets))]
+	if k.n < envelopeMinSamples {
+		w.envelopeRun = 0
+		return false
+	}
+	short := false
+	if w.cur.oneSided > 0 {
+		short = k.lo < w.cur.mid+w.cur.slope*(k.loAt-w.cur.t0)-w.cfg.stepTolMs
+	} else {
+		short = k.hi > w.cur.mid+w.cur.slope*(k.hiAt-w.cur.t0)+w.cfg.stepTolMs
+	}
+	if !short {
+		w.envelopeRun = 0
+		return false
+	}
+	w.envelopeRun++
+	if w.envelopeRun < 2 {
+		return false
+	}
+	keep := [2]bucket{*k, w.buckets[mod(w.latest-1, len(w.buckets))]}
+	latest := w.latest
+	// The slope fitted across the step is meaningless: the restarted envelope is unsettled until it has its own.
+	w.lastSlope, w.lastSlopeKnown = 0, false
+	w.reset()
+	for _, kb := range keep {
+		w.buckets[mod(kb.idx, len(w.buckets))] = kb
+	}
+	w.latest = latest
+	w.envelopeRun = 0
+	return true
 }
 
 // improves reports whether b would change its bucket (cheap pre-check for the per-message envelope path).
