@@ -1,0 +1,327 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var update = flag.Bool("update", false, "rewrite prometheus-operator/prometheusrule.yaml from deploy/prometheus/tidemark.rules.yml")
+
+const (
+	rulesFile          = "../prometheus/tidemark.rules.yml"
+	prometheusRuleFile = "prometheus-operator/prometheusrule.yaml"
+	configExample      = "../../cmd/tidemark/testdata/config.yaml" // sets every option of `tidemark run`
+)
+
+// obj is one parsed manifest, with the file it came from.
+type obj struct {
+	file string
+	m    map[string]any
+}
+
+// get walks a path of map keys and list indexes ("spec", "ports", "0", "name") and returns nil where it ends.
+func (o obj) get(path ...string) any {
+	var cur any = o.m
+	for _, p := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
+			}
+			cur = c[i]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+func (o obj) str(path ...string) string { s, _ := o.get(path...).(string); return s }
+func (o obj) kind() string              { return o.str("kind") + "/" + o.str("metadata", "name") }
+
+// load parses every YAML document of every *.yaml file under dir (recursively).
+func load(t *testing.T, dir string) []obj {
+	t.Helper()
+	var out []obj
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		for {
+			var m map[string]any
+			if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("parse %s: %w", path, err)
+			}
+			if m != nil {
+				out = append(out, obj{file: path, m: m})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// apiVersions are the API versions each kind must use (the stable ones; the Operator's for its CRDs).
+var apiVersions = map[string]string{
+	"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1",
+	"ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
+}
+
+func byKind(objs []obj) map[string]obj {
+	m := map[string]obj{}
+	for _, o := range objs {
+		m[o.str("kind")] = o
+	}
+	return m
+}
+
+// TestManifestsRequiredFields: every document is a known kind with its stable apiVersion, a name, the tidemark
+// namespace (except the Namespace itself) and the app.kubernetes.io/name label; each kind appears once.
+func TestManifestsRequiredFields(t *testing.T) {
+	objs := load(t, ".")
+	seen := map[string]string{}
+	for _, o := range objs {
+		k := o.str("kind")
+		want, ok := apiVersions[k]
+		if !ok {
+			t.Errorf("%s: unexpected kind %q", o.file, k)
+			continue
+		}
+		if o.str("apiVersion") != want {
+			t.Errorf("%s: %s has apiVersion %q, want %q", o.file, k, o.str("apiVersion"), want)
+		}
+		if o.str("metadata", "name") == "" {
+			t.Errorf("%s: %s without metadata.name", o.file, k)
+		}
+		if ns := o.str("metadata", "namespace"); k != "Namespace" && ns != "tidemark" {
+			t.Errorf("%s: %s in namespace %q, want tidemark", o.file, o.kind(), ns)
+		}
+		if o.str("metadata", "labels", "app.kubernetes.io/name") != "tidemark" {
+			t.Errorf("%s: %s lacks label app.kubernetes.io/name=tidemark", o.file, o.kind())
+		}
+		if f, dup := seen[k]; dup {
+			t.Errorf("%s: second %s (first in %s)", o.file, k, f)
+		}
+		seen[k] = o.file
+	}
+	for k := range apiVersions {
+		if _, ok := seen[k]; !ok {
+			t.Errorf("no %s manifest", k)
+		}
+	}
+}
+
+func labels(v any) map[string]string {
+	out := map[string]string{}
+	m, _ := v.(map[string]any)
+	for k, x := range m {
+		out[k], _ = x.(string)
+	}
+	return out
+}
+
+// subset reports whether every label of sel is in lbl with the same value (a selector matching an object).
+func subset(sel, lbl map[string]string) bool {
+	for k, v := range sel {
+		if lbl[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// TestManifestsWiring: the selectors, ports, probes, config mount and arguments refer to each other correctly.
+func TestManifestsWiring(t *testing.T) {
+	k := byKind(load(t, "."))
+	dep, svc, sm, cm := k["Deployment"], k["Service"], k["ServiceMonitor"], k["ConfigMap"]
+	podLabels := labels(dep.get("spec", "template", "metadata", "labels"))
+	if !subset(labels(dep.get("spec", "selector", "matchLabels")), podLabels) {
+		t.Errorf("Deployment selector %v does not match its pod labels %v", dep.get("spec", "selector", "matchLabels"), podLabels)
+	}
+	if !subset(labels(svc.get("spec", "selector")), podLabels) {
+		t.Errorf("Service selector %v does not match the pod labels %v", svc.get("spec", "selector"), podLabels)
+	}
+	if !subset(labels(sm.get("spec", "selector", "matchLabels")), labels(svc.get("metadata", "labels"))) {
+		t.Errorf("ServiceMonitor selector does not match the Service's labels")
+	}
+
+	c := obj{file: dep.file, m: dep.get("spec", "template", "spec", "containers", "0").(map[string]any)}
+	ports := map[string]int{}
+	for i := range c.get("ports").([]any) {
+		ports[c.str("ports", strconv.Itoa(i), "name")] = c.get("ports", strconv.Itoa(i), "containerPort").(int)
+	}
+	for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+		if _, ok := ports[c.str(probe, "httpGet", "port")]; !ok {
+			t.Errorf("%s port %q is not a container port %v", probe, c.str(probe, "httpGet", "port"), ports)
+		}
+	}
+	if c.str("readinessProbe", "httpGet", "path") != "/readyz" || c.str("livenessProbe", "httpGet", "path") != "/healthz" {
+		t.Errorf("probes must use /readyz and /healthz (cmd/tidemark/run.go)")
+	}
+	if _, ok := ports[svc.str("spec", "ports", "0", "targetPort")]; !ok {
+		t.Errorf("Service targetPort %q is not a container port", svc.str("spec", "ports", "0", "targetPort"))
+	}
+	if svc.str("spec", "ports", "0", "name") != sm.str("spec", "endpoints", "0", "port") {
+		t.Errorf("ServiceMonitor endpoint port %q is not the Service's port name %q", sm.str("spec", "endpoints", "0", "port"), svc.str("spec", "ports", "0", "name"))
+	}
+	if sm.str("spec", "endpoints", "0", "path") != "/metrics" {
+		t.Errorf("ServiceMonitor path %q, want /metrics", sm.str("spec", "endpoints", "0", "path"))
+	}
+
+	// The config volume is the ConfigMap, mounted where --config points.
+	if got := dep.str("spec", "template", "spec", "volumes", "0", "configMap", "name"); got != cm.str("metadata", "name") {
+		t.Errorf("config volume uses ConfigMap %q, want %q", got, cm.str("metadata", "name"))
+	}
+	args, _ := c.get("args").([]any)
+	if len(args) != 3 || args[0] != "run" || args[1] != "--config" {
+		t.Fatalf("container args %v, want run --config FILE", args)
+	}
+	dir, key := filepath.Split(args[2].(string))
+	if filepath.Clean(dir) != c.str("volumeMounts", "0", "mountPath") {
+		t.Errorf("--config %s is not under the config mount %s", args[2], c.str("volumeMounts", "0", "mountPath"))
+	}
+	cfgText := cm.str("data", key)
+	if cfgText == "" {
+		t.Fatalf("ConfigMap has no key %q for --config", key)
+	}
+	cfg := checkConfig(t, cfgText)
+	listen, _ := cfg["http"].(map[string]any)["listen"].(string)
+	if p, _ := strconv.Atoi(listen[strings.LastIndex(listen, ":")+1:]); p != ports["http"] {
+		t.Errorf("http.listen %q does not listen on the container port %d", listen, ports["http"])
+	}
+	if fmt.Sprint(dep.get("spec", "template", "metadata", "annotations", "prometheus.io/port")) != strconv.Itoa(ports["http"]) {
+		t.Errorf("prometheus.io/port annotation is not the container port")
+	}
+}
+
+// keyPaths lists the dotted key paths of a YAML mapping; lists are leaves.
+func keyPaths(prefix string, m map[string]any, out *[]string) {
+	for k, v := range m {
+		p := prefix + k
+		*out = append(*out, p)
+		if sub, ok := v.(map[string]any); ok {
+			keyPaths(p+".", sub, out)
+		}
+	}
+}
+
+// checkConfig parses a `tidemark run` config and checks that each of its keys is one `tidemark run` knows: the
+// command rejects unknown keys, and cmd/tidemark/testdata/config.yaml, which its own test loads, sets every option.
+func checkConfig(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var cfg, all map[string]any
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+		t.Fatalf("parse tidemark config: %v", err)
+	}
+	b, err := os.ReadFile(configExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &all); err != nil {
+		t.Fatal(err)
+	}
+	var have, known []string
+	keyPaths("", cfg, &have)
+	keyPaths("", all, &known)
+	for _, k := range have {
+		if !slices.Contains(known, k) {
+			t.Errorf("config key %s is not an option of `tidemark run` (see %s)", k, configExample)
+		}
+	}
+	return cfg
+}
+
+// prometheusRule renders the PrometheusRule that wraps the rules file: its groups, comments kept, under spec.
+func prometheusRule(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("\ngroups:\n"))
+	if i < 0 {
+		t.Fatalf("%s has no top-level groups:", rulesFile)
+	}
+	var out bytes.Buffer
+	out.WriteString(`# GENERATED from deploy/prometheus/tidemark.rules.yml by ` + "`go test ./deploy/kubernetes -update`" + `; do not edit.
+# Optional, for the Prometheus Operator: Tidemark's alerting and recording rules (docs/alerting.md). Your
+# Prometheus's ruleSelector must match these labels (many installs select ` + "`release: <helm release name>`" + `).
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: tidemark
+  namespace: tidemark
+  labels:
+    app.kubernetes.io/name: tidemark
+spec:
+`)
+	for _, line := range strings.SplitAfter(string(b[i+1:]), "\n") {
+		if strings.TrimSpace(line) == "" {
+			out.WriteString(line)
+			continue
+		}
+		out.WriteString("  " + line)
+	}
+	return out.Bytes()
+}
+
+// TestPrometheusRuleMatchesRules: the PrometheusRule is the rules file, byte for byte under spec, and parses to
+// the same groups.
+func TestPrometheusRuleMatchesRules(t *testing.T) {
+	want := prometheusRule(t)
+	if *update {
+		if err := os.WriteFile(prometheusRuleFile, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(prometheusRuleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is out of date with %s: run go test ./deploy/kubernetes -update", prometheusRuleFile, rulesFile)
+	}
+	var pr struct {
+		Spec struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	var rules struct {
+		Groups any `yaml:"groups"`
+	}
+	b, _ := os.ReadFile(rulesFile)
+	if err := yaml.Unmarshal(got, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	if rules.Groups == nil || !reflect.DeepEqual(pr.Spec.Groups, rules.Groups) {
+		t.Fatal("PrometheusRule spec.groups differ from the rules file's groups")
+	}
+}
