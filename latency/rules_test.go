@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -190,6 +191,45 @@ func TestCorrectFlagsAndBlame(t *testing.T) {
 			e2e, _ := r.Stage(StageE2E)
 			if math.Abs(in-tc.ingest) > 0.01 || math.Abs(de-tc.delivery) > 0.01 || e2e != in+de {
 				t.Errorf("ingest %v delivery %v e2e %v; want %v, %v and e2e = their sum", in, de, e2e, tc.ingest, tc.delivery)
+			}
+		})
+	}
+}
+
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	want := Config{ReferenceHost: "collector", Bounds: Bounds{MaxAge: 400 * 24 * time.Hour, MaxSkew: time.Hour},
+		Window: 2 * time.Minute, WindowBuckets: 24, EnvelopeWindow: time.Minute, EnvelopeBuckets: 12, MaxDriftPPM: 100,
+		StepTolerance: 5 * time.Millisecond, StepConfirm: 3, SkewTolerance: 2 * time.Millisecond,
+		UncertaintyFloor: 5 * time.Millisecond, UncertaintyRatio: 0.02, RelativeAccuracy: 0.01}
+	if c != want {
+		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	bad := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"window under a second", func(c *Config) { c.Window = time.Millisecond }},
+		{"one bucket", func(c *Config) { c.WindowBuckets = 1 }},
+		{"negative drift", func(c *Config) { c.MaxDriftPPM = -1 }},
+		{"accuracy 1", func(c *Config) { c.RelativeAccuracy = 1 }},
+		{"negative floor", func(c *Config) { c.UncertaintyFloor = -time.Millisecond }},
+		{"ratio above 1", func(c *Config) { c.UncertaintyRatio = 2 }},
+		{"zero confirm", func(c *Config) { c.StepConfirm = -1 }},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			c := want
+			tc.mod(&c)
+			if err := c.Validate(); !errors.Is(err, ErrConfig) {
+				t.Errorf("Validate() = %v, want ErrConfig", err)
+			}
+			if _, err := NewEngine(c); err == nil {
+				t.Errorf("NewEngine accepted %s", tc.name)
 			}
 		})
 	}
