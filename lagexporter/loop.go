@@ -113,6 +113,9 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	start := l.now()
 	obs, err := l.observe(ctx)
 	dur := l.now().Sub(start)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		obs.Errors = append(obs.Errors, CycleError{Kind: ErrKindCycleTimeout, Message: "cycle deadline exceeded; unread parts are marked"})
+	}
 	if err != nil {
 		l.countErrors(obs.Errors, dur, false)
 		return nil, err
@@ -145,9 +148,6 @@ func (l *Loop) countErrors(errs []CycleError, dur time.Duration, ok bool) {
 	h.lastDuration = dur
 	for _, e := range errs {
 		h.errors[e.Kind]++
-	}
-	if ctxErr := errs; !ok && len(ctxErr) == 0 {
-		h.errors[ErrKindMetadata]++
 	}
 	if ok {
 		h.lastSuccess = l.now()

@@ -130,6 +130,9 @@ func newLagCmd() *cobra.Command {
 			for _, e := range snap.Errors {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", e.Error())
 			}
+			if len(lf.groups) > 0 && len(snap.Groups) == 0 {
+				return fmt.Errorf("%w: no consumer group matches --group %s", lagexporter.ErrUnknownGroup, strings.Join(lf.groups, ", "))
+			}
 			return printSnapshot(cmd.OutOrStdout(), snap, lf.output, "")
 		},
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
 func runLag(t *testing.T, args ...string) (string, error) {
@@ -55,5 +57,13 @@ func TestLagEvalJSONAndBadLine(t *testing.T) {
 	}
 	if _, err := runLag(t, "eval", "-o", "yaml", bad); err == nil || !strings.Contains(err.Error(), "--output") {
 		t.Fatalf("err = %v, want an --output error", err)
+	}
+}
+
+func TestLagUnknownGroup(t *testing.T) {
+	brokers := strings.Join(testenv.Kafka(t), ",")
+	_, err := runLag(t, "--brokers", brokers, "--group", "no-such-group-4f1c")
+	if err == nil || !strings.Contains(err.Error(), "unknown consumer group") || !strings.Contains(err.Error(), "no-such-group-4f1c") {
+		t.Fatalf("err = %v, want an unknown-group error naming the pattern", err)
 	}
 }
