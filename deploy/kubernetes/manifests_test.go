@@ -88,7 +88,7 @@ func load(t *testing.T, dir string) []obj {
 
 // apiVersions are the API versions each kind must use (the stable ones; the Operator's for its CRDs).
 var apiVersions = map[string]string{
-	"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1",
+	"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "CronJob": "batch/v1",
 	"ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
 }
 
@@ -216,6 +216,45 @@ func TestManifestsWiring(t *testing.T) {
 	}
 	if fmt.Sprint(dep.get("spec", "template", "metadata", "annotations", "prometheus.io/port")) != strconv.Itoa(ports["http"]) {
 		t.Errorf("prometheus.io/port annotation is not the container port")
+	}
+}
+
+// TestRetentionCronJob: the retention job runs `tidemark migrate --drop-expired` with the image, ClickHouse address,
+// database, user and retention days of the daemon's config, and reads the password from the same Secret.
+func TestRetentionCronJob(t *testing.T) {
+	k := byKind(load(t, "."))
+	cj, dep, cm := k["CronJob"], k["Deployment"], k["ConfigMap"]
+	pod := []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	c := obj{file: cj.file, m: cj.get(append(pod, "containers", "0")...).(map[string]any)}
+	d := obj{file: dep.file, m: dep.get("spec", "template", "spec", "containers", "0").(map[string]any)}
+	if c.str("image") != d.str("image") {
+		t.Errorf("retention image %q, daemon image %q", c.str("image"), d.str("image"))
+	}
+	var cfg struct {
+		ClickHouse struct {
+			Addr          []string `yaml:"addr"`
+			Database      string   `yaml:"database"`
+			User          string   `yaml:"user"`
+			RetentionDays int      `yaml:"retention_days"`
+			RollupDays    int      `yaml:"rollup_retention_days"`
+		} `yaml:"clickhouse"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.str("data", "tidemark.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ch := cfg.ClickHouse
+	want := []any{"migrate", "--drop-expired", "--clickhouse-addr=" + strings.Join(ch.Addr, ","), "--database=" + ch.Database,
+		"--user=" + ch.User, "--retention-days=" + strconv.Itoa(ch.RetentionDays), "--rollup-retention-days=" + strconv.Itoa(ch.RollupDays)}
+	if got, _ := c.get("args").([]any); !reflect.DeepEqual(got, want) {
+		t.Errorf("retention args %v\nwant %v (from the daemon's config)", got, want)
+	}
+	// `tidemark migrate` reads TIDEMARK_CLICKHOUSE_PASSWORD; the daemon TIDEMARK_CLICKHOUSE__PASSWORD (a config key).
+	if c.str("env", "0", "name") != "TIDEMARK_CLICKHOUSE_PASSWORD" ||
+		c.str("env", "0", "valueFrom", "secretKeyRef", "name") != d.str("env", "0", "valueFrom", "secretKeyRef", "name") {
+		t.Errorf("retention password env %v, want TIDEMARK_CLICKHOUSE_PASSWORD from the daemon's Secret", c.get("env"))
+	}
+	if cj.str(append(pod, "restartPolicy")...) != "OnFailure" || cj.str("spec", "concurrencyPolicy") != "Forbid" {
+		t.Errorf("retention job must not overlap and must retry on failure")
 	}
 }
 
