@@ -453,3 +453,63 @@ func TestClusterRequestsPerCycle(t *testing.T) {
 	}
 	t.Logf("%d requests per cycle for 40 groups x 6 partitions on %d brokers", got, b)
 }
+
+// TestClusterReadRecordsRounds: requests for several offsets of one partition share Fetches: the lowest offset is
+// fetched and every request its batches cover is answered from them; the rest need further rounds, bounded per call
+// (requests beyond the bound fail for this call and are asked again next cycle).
+func TestClusterReadRecordsRounds(t *testing.T) {
+	e := newLagEnv(t, nil)
+	topic := e.topic("rounds", 1, nil)
+	cfg := testenv.SaramaConfig(t)
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	p, err := sarama.NewSyncProducer(testenv.Kafka(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	val := strings.Repeat("x", 100)
+	for b := range 100 { // 100 batches of 20 records (~2.5 KB each): a 16 KiB fetch covers a few batches
+		var msgs []*sarama.ProducerMessage
+		for i := range 20 {
+			off := b*20 + i
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(val),
+				Timestamp: base.Add(time.Duration(off) * time.Millisecond)})
+		}
+		if err := p.SendMessages(msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = p.Close()
+	md, err := e.reader.Metadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, to := range md {
+		if to.Topic == topic {
+			id = to.ID
+		}
+	}
+	offsets := []int64{0, 10, 1500, 1700, 1900}
+	var reqs []lagexporter.RecordRequest
+	for _, o := range offsets {
+		reqs = append(reqs, lagexporter.RecordRequest{Topic: topic, TopicID: id, Partition: 0, Offset: o, End: 2000, Isolation: lagexporter.ReadUncommitted})
+	}
+	before := e.reader.Requests()
+	got, _ := e.reader.ReadRecords(context.Background(), reqs)
+	if n := e.reader.Requests() - before; n != maxFetchRounds {
+		t.Errorf("%d fetches, want %d rounds (0 covers 10; 1500, 1700 and 1900 are batches apart)", n, maxFetchRounds)
+	}
+	for i, r := range got {
+		if i == len(got)-1 { // beyond the round limit
+			if r.Error == "" {
+				t.Errorf("offset %d answered beyond the round limit: %+v", r.Offset, r)
+			}
+			continue
+		}
+		if r.Error != "" || r.FirstOffset != offsets[i] || r.TimestampOffset != offsets[i] ||
+			!r.Timestamp.Equal(base.Add(time.Duration(offsets[i])*time.Millisecond)) {
+			t.Errorf("offset %d: %+v, want the record itself and its CreateTime", offsets[i], r)
+		}
+	}
+}
