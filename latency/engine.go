@@ -231,10 +231,18 @@ func (p *Path) Observe(r Record) Result {
 
 // ObserveInto is Observe writing into *res (overwritten), for callers that reuse a Result on a hot path.
 func (p *Path) ObserveInto(r *Record, res *Result) {
+	p.prepare(*p.e.hosts.Load(), r, res)
+	p.mu.Lock()
+	p.finish(r.Offset, res)
+	p.account(res)
+	p.mu.Unlock()
+}
+
+// prepare validates and corrects one record into res; it needs no path lock.
+func (p *Path) prepare(hs []*hostState, r *Record, res *Result) {
 	*res = Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
 	var tl timeline
 	e := p.e
-	hs := *e.hosts.Load()
 	for m := Moment(0); m < NumMoments; m++ {
 		s := r.Stamps[m]
 		if !s.Present() {
@@ -279,7 +287,10 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 	}
 	e.resolve(hs, &tl)
 	correct(&tl, e.pol, res)
+}
 
+// finish classifies a prepared result; p.mu must be held.
+func (p *Path) finish(offset int64, res *Result) {
 	appendMs, atMs := math.NaN(), math.NaN()
 	if v := res.Corrected[Append]; v != 0 {
 		appendMs = v
@@ -292,10 +303,8 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 			break
 		}
 	}
-
-	p.mu.Lock()
 	var rewindAt float64
-	res.Class, rewindAt = p.tracker.Classify(r.Offset, appendMs, atMs)
+	res.Class, rewindAt = p.tracker.Classify(offset, appendMs, atMs)
 	if res.Class == ClassReplay {
 		if !p.tracker.rewindKnown {
 			res.Flags |= FlagRewindInferred
@@ -304,8 +313,6 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 			res.SinceRewindMs = math.Max(0, atMs-rewindAt)
 		}
 	}
-	p.account(res)
-	p.mu.Unlock()
 }
 
 // resolve looks up every valid stamp's offset, feeding causal-envelope bounds first for hosts that have no

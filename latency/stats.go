@@ -67,6 +67,17 @@ func newSketches(acc float64) sketches {
 
 // account updates counters and sketches for one result and sets res.Live; p.mu must be held.
 func (p *Path) account(res *Result) {
+	if p.count(res) {
+		for has := res.Has; has != 0; has &= has - 1 {
+			s := bits.TrailingZeros8(has)
+			p.sk.live[s].Add(res.Stages[s])
+		}
+	}
+}
+
+// count updates the counters and the non-live sketches for one result, sets res.Live and reports it; p.mu must be
+// held.
+func (p *Path) count(res *Result) bool {
 	c := &p.counters
 	c.Records++
 	if res.Flags&FlagInvalidStamp != 0 {
@@ -112,11 +123,8 @@ func (p *Path) account(res *Result) {
 	default:
 		res.Live = true
 		c.LiveSamples++
-		for has := res.Has; has != 0; has &= has - 1 {
-			s := bits.TrailingZeros8(has)
-			p.sk.live[s].Add(res.Stages[s])
-		}
 	}
+	return res.Live
 }
 
 // PathSnapshot is one path's copied state.
