@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -320,5 +321,22 @@ func TestHandlerGzipEqualsText(t *testing.T) {
 	}
 	if want := c.AppendText(nil, s, c.src.Health()); !bytes.Equal(got, want) {
 		t.Fatalf("gzip rendering differs from text:\n%s\n---\n%s", got, want)
+	}
+}
+
+// TestPromtoolCheckMetrics runs Prometheus's own linter over the rendered exposition when promtool is installed
+// (Debian's prometheus package); promlint above always runs.
+func TestPromtoolCheckMetrics(t *testing.T) {
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not installed")
+	}
+	for _, file := range []string{"c01_transactions.jsonl", "c06_no_commit.jsonl", "c30_replay.jsonl"} {
+		c, s := caseCollector(t, file, 0, nil)
+		cmd := exec.Command(path, "check", "metrics")
+		cmd.Stdin = bytes.NewReader(c.AppendText(nil, s, c.src.Health()))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: promtool check metrics: %v\n%s", file, err, out)
+		}
 	}
 }
