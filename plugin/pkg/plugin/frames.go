@@ -128,14 +128,15 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
 
 func distributionFrames(src query.Source, series []query.DistributionSeries, q ParsedQuery) data.Frames {
 	frames := data.Frames{}
-	pct := make([]float64, len(query.DistributionLevels))
+	// The percentile is a string ("p99.9") so a bar chart can use it as its x axis.
+	pct := make([]string, len(query.DistributionLevels))
 	for i, l := range query.DistributionLevels {
-		pct[i] = l * 100
+		pct[i] = levelName(l)
 	}
 	for _, s := range series {
 		labels := keyLabels(q.GroupBy, s.Key, data.Labels{"stage": string(q.Stage)})
 		f := data.NewFrame("e2e_distribution",
-			data.NewField("percentile", nil, append([]float64(nil), pct...)).SetConfig(&data.FieldConfig{Unit: "percent"}),
+			data.NewField("percentile", nil, append([]string(nil), pct...)),
 			data.NewField("latency", labels, s.ValuesMs).SetConfig(&data.FieldConfig{Unit: "ms"}),
 		)
 		f.Meta = &data.FrameMeta{Custom: map[string]any{"source": string(src), "samples": s.Count}}
