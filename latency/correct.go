@@ -1,6 +1,9 @@
 package latency
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Stage is one latency a record's corrected timeline yields. Ingest, Mirror, QueueWait and Processing partition
 // end-to-end; Delivery is QueueWait+Processing (the cases' append->process).
@@ -108,11 +111,9 @@ func (tl *timeline) has(m Moment) bool { return tl.valid&(1<<m) != 0 }
 func correct(tl *timeline, pol policy, out *Result) {
 	var chain [NumMoments]Moment
 	n := 0
-	for m := Produce; m <= Processed; m++ {
-		if tl.has(m) {
-			chain[n] = m
-			n++
-		}
+	for v := tl.valid &^ (1 << Commit); v != 0; v &= v - 1 {
+		chain[n] = Moment(bits.TrailingZeros8(v))
+		n++
 	}
 	end := Processed
 	if !tl.has(Processed) && tl.has(Commit) {

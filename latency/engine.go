@@ -3,6 +3,7 @@ package latency
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -267,17 +268,19 @@ func (p *Path) prepare(hs []*hostState, r *Record, res *Result) {
 	}
 	// Anchor the bounds on the append time (or the nearest thing to it) and reject stamps absurdly far from it.
 	anchor := Moment(NumMoments)
-	for _, m := range [...]Moment{Append, SourceAppend, Receive, Processed, Produce, Commit} {
-		if tl.has(m) {
-			anchor = m
-			break
+	if tl.has(Append) {
+		anchor = Append
+	} else {
+		for _, m := range [...]Moment{SourceAppend, Receive, Processed, Produce, Commit} {
+			if tl.has(m) {
+				anchor = m
+				break
+			}
 		}
 	}
 	if anchor < NumMoments {
-		for m := Moment(0); m < NumMoments; m++ {
-			if m == anchor || !tl.has(m) {
-				continue
-			}
+		for v := tl.valid &^ (1 << anchor); v != 0; v &= v - 1 {
+			m := Moment(bits.TrailingZeros8(v))
 			if why := e.bounds.check(m, tl.obs[m], tl.obs[anchor]); why != ReasonOK {
 				tl.valid &^= 1 << m
 				res.Invalid[m] = why
@@ -320,10 +323,8 @@ func (p *Path) finish(offset int64, res *Result) {
 func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 	var snaps [NumMoments]*hostSnap
 	var unknown uint8
-	for m := Moment(0); m < NumMoments; m++ {
-		if !tl.has(m) {
-			continue
-		}
+	for v := tl.valid; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
 		if tl.host[m] == RefHost {
 			tl.res[m].kind = KindReference // theta, unc 0: the zero timeline
 			continue
