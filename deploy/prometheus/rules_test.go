@@ -250,14 +250,18 @@ func promtool(t *testing.T) string {
 	return p
 }
 
+func execPromtool(path string, args ...string) (string, error) {
+	out, err := exec.Command(path, args...).CombinedOutput()
+	return string(out), err
+}
+
 func runPromtool(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(promtool(t), args...)
-	out, err := cmd.CombinedOutput()
+	out, err := execPromtool(promtool(t), args...)
 	if err != nil {
 		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
 }
 
 // TestPromtoolCheckRules: the file is valid for Prometheus (syntax, PromQL, templates).
