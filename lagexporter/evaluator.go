@@ -111,15 +111,13 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			if p.Known() {
 				st.last = p
 				e.recordHW(st, now, p.HighWatermark)
-			} else if st.last.Known() && st.last.Partition == p.Partition && len(st.history) > 0 {
+			} else if len(st.history) > 0 { // read before in this incarnation: lag from the last values, flagged stale
 				pv.p, pv.stale = st.last, true
 				pv.p.Leader = p.Leader
 			}
 			tv.parts[p.Partition] = pv
-			snapTopic.Partitions = append(snapTopic.Partitions, pv.p)
-			if !p.Known() && !pv.stale {
-				snapTopic.Partitions[len(snapTopic.Partitions)-1] = p
-			}
+			// partition offsets are published as read this cycle: an unreadable partition has no offset series
+			snapTopic.Partitions = append(snapTopic.Partitions, p)
 		}
 		topics[t.Topic] = tv
 		snap.Topics = append(snap.Topics, snapTopic)

@@ -252,6 +252,10 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 		p  PartitionObservation
 	}
 	parts := map[tpKey]part{}
+	byTopic := make(map[string]*TopicObservation, len(obs.Topics))
+	for i := range obs.Topics {
+		byTopic[obs.Topics[i].Topic] = &obs.Topics[i]
+	}
 	for _, t := range obs.Topics {
 		for _, p := range t.Partitions {
 			if p.Known() {
@@ -272,10 +276,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 			committed[tpKey{c.Topic, c.Partition}] = c.Offset
 		}
 		for topic := range groupScope(g) {
-			for _, t := range obs.Topics {
-				if t.Topic != topic {
-					continue
-				}
+			if t := byTopic[topic]; t != nil {
 				for _, p := range t.Partitions {
 					pt, ok := parts[tpKey{topic, p.Partition}]
 					if !ok {

@@ -3,6 +3,7 @@ package lagexporter
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -207,7 +208,7 @@ func (c *TimelineCluster) Advance() (time.Time, int, bool) {
 	for _, r := range o.Log {
 		k := tpKey{r.Topic, r.Partition}
 		c.runs[k] = append(c.runs[k], r)
-		slices.SortStableFunc(c.runs[k], func(a, b RecordRun) int { return int(a.From - b.From) })
+		slices.SortStableFunc(c.runs[k], func(a, b RecordRun) int { return cmp.Compare(a.From, b.From) })
 	}
 	return o.Time, c.tl.lineNo[c.cur], true
 }
