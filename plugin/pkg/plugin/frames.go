@@ -83,7 +83,7 @@ func keyLabels(d query.Dimension, key string, extra data.Labels) data.Labels {
 	return l
 }
 
-func meta(q ParsedQuery, custom map[string]any) *data.FrameMeta {
+func meta(custom map[string]any) *data.FrameMeta {
 	return &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}, Custom: custom}
 }
 
@@ -114,7 +114,7 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
 			f.Fields = append(f.Fields, data.NewField(levelName(l), labels, vals[k]).SetConfig(&data.FieldConfig{Unit: "ms"}))
 		}
 		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}))
-		f.Meta = meta(q, map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
+		f.Meta = meta(map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
 		if res.Source == query.SourceRollup {
 			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
 				Text: fmt.Sprintf("answered from per-minute rollups in %s buckets (t-digest; ranges over %s or minute buckets use rollups)",
@@ -166,7 +166,7 @@ func lagFrames(pts []query.LagPoint, q ParsedQuery) data.Frames {
 			data.NewField("expired", labels, exp).SetConfig(&data.FieldConfig{Unit: "short"}),
 			data.NewField("partitions", labels, parts).SetConfig(&data.FieldConfig{Unit: "short"}),
 		)
-		f.Meta = meta(q, nil)
+		f.Meta = meta(nil)
 		frames = append(frames, f)
 		i = j
 	}
@@ -214,7 +214,7 @@ func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
 			data.NewField("good", labels, good),
 			data.NewField("total", labels, total),
 		)
-		f.Meta = meta(q, map[string]any{"thresholdMs": q.ThresholdMs, "objective": q.Objective})
+		f.Meta = meta(map[string]any{"thresholdMs": q.ThresholdMs, "objective": q.Objective})
 		frames = append(frames, f)
 		i = j
 	}
