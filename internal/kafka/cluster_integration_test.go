@@ -605,3 +605,54 @@ func TestClusterRecreatedTopic(t *testing.T) {
 		t.Fatalf("after re-creation: %+v, want lag 2 from the new commit, no flags", *p)
 	}
 }
+
+type holdAll struct{ claimed chan struct{} }
+
+func (h *holdAll) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *holdAll) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *holdAll) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	select {
+	case h.claimed <- struct{}{}:
+	default:
+	}
+	<-s.Context().Done() // a live member that never makes progress
+	return nil
+}
+
+// TestClusterStatusStallThenStop: a live member that holds its partition without committing is STALL once a full
+// window shows the same commit with lag; once its last commit change is older than stop_after it is STOP (C12).
+func TestClusterStatusStallThenStop(t *testing.T) {
+	e := newLagEnv(t, func(c *lagexporter.Config) {
+		c.Status.Window = 3
+		c.Status.StopAfter = 4 * time.Second
+	})
+	topic := e.topic("stall", 1, nil)
+	produce(t, topic, []int32{0}, 30, time.Time{})
+	group := e.prefix + "_g"
+	e.commit(group, map[string]map[int32]int64{topic: {0: 10}})
+	cfg := testenv.SaramaConfig(t)
+	cg, err := sarama.NewConsumerGroup(testenv.Kafka(t), group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); _ = cg.Close() }()
+	h := &holdAll{claimed: make(chan struct{}, 1)}
+	go func() { _ = cg.Consume(ctx, []string{topic}, h) }()
+	select {
+	case <-h.claimed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("member never got its partition")
+	}
+	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool {
+		return g != nil && len(g.Members) == 1 && g.Status == lagexporter.StatusStall
+	})
+	if p := partLag(t, g, topic, 0); p.Lag != 20 || p.Committed != 10 {
+		t.Fatalf("stalled partition = %+v, want lag 20 at commit 10", *p)
+	}
+	time.Sleep(4 * time.Second)
+	g = e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Status == lagexporter.StatusStop })
+	if g.State != "Stable" {
+		t.Fatalf("state %q, want Stable (the member is alive; it just does not commit)", g.State)
+	}
+}
