@@ -98,7 +98,7 @@ func (e *Engine) ObserveBracket(b Bracket) error {
 	if err != nil {
 		return fmt.Errorf("observe bracket for %s: %w", h.name, err)
 	}
-	h.addTwo(bd, KindBracketed)
+	h.addTwo(bd, KindBracketed, e.two.bucketMs)
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (e *Engine) ObserveSync(x SyncExchange) error {
 	if err != nil {
 		return fmt.Errorf("observe sync for %s: %w", h.name, err)
 	}
-	h.addTwo(bd, KindSynced)
+	h.addTwo(bd, KindSynced, e.two.bucketMs)
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (e *Engine) ReportOffset(host HostID, offset, uncertainty time.Duration, at
 		return fmt.Errorf("report offset for %s: negative uncertainty %v", h.name, uncertainty)
 	}
 	o, u := durMs(offset), durMs(uncertainty)
-	h.addTwo(bound{at: timeToMs(at), lo: o - u, hi: o + u}, KindReported)
+	h.addTwo(bound{at: timeToMs(at), lo: o - u, hi: o + u}, KindReported, e.two.bucketMs)
 	return nil
 }
 

@@ -48,7 +48,7 @@ type Offset struct {
 	DriftPPM    float64       // fitted drift of the host clock against the reference, parts per million
 	LowerBound  bool          // envelope only: the true offset is ≥ Offset
 	UpperBound  bool          // envelope only: the true offset is ≤ Offset
-	Samples     int           // bounds fed since the host was first seen
+	Samples     int           // bounds that reached the window since the host was first seen (repeats are skipped)
 	Steps       int           // clock steps detected (each restarted the window)
 	Suspect     bool          // inconsistent bounds are pending: a step may be under way; corrections are flagged
 }
@@ -105,9 +105,17 @@ type hostSnap struct {
 	envIdx    int64 // bucket of the newest envelope bound and its extremes: the fast path skips non-improving bounds
 	envLo     float64
 	envHi     float64
+	twoIdx    int64 // the same for the two-sided window, so that a receipt repeating a reported offset costs no lock
+	twoLo     float64
+	twoHi     float64
+	twoBest   float64 // width of the newest bucket's narrowest bound
+	twoLastAt float64 // newest bound time in that bucket
 	samples   int
 	steps     int
 }
+
+// fastPathMs: repeated bounds closer than this to the newest one in their bucket skip the host lock.
+const fastPathMs = 100
 
 // hostState is one host's estimators. mu guards two and env; snap is replaced (never mutated) under mu.
 type hostState struct {
@@ -121,7 +129,7 @@ type hostState struct {
 
 func newHostState(name string, twoCfg, envCfg windowConfig) *hostState {
 	h := &hostState{name: name, two: newWindow(twoCfg), env: newWindow(envCfg)}
-	h.snap.Store(&hostSnap{suspectAt: math.Inf(1), envIdx: math.MinInt64})
+	h.snap.Store(&hostSnap{suspectAt: math.Inf(1), envIdx: math.MinInt64, twoIdx: math.MinInt64})
 	return h
 }
 
@@ -130,6 +138,7 @@ func (h *hostState) publish() {
 	s := &hostSnap{
 		kind: h.kind, two: h.two.cur, prev: h.two.prev, prevUntil: h.two.prevUntil, stepAt: h.two.stepAt,
 		suspectAt: math.Inf(1), env: h.env.cur, envIdx: math.MinInt64, envLo: math.Inf(-1), envHi: math.Inf(1),
+		twoIdx:  math.MinInt64,
 		samples: h.two.samples + h.env.samples, steps: h.two.steps + h.env.steps,
 	}
 	if !h.two.cur.ok {
@@ -142,10 +151,22 @@ func (h *hostState) publish() {
 		k := &h.env.buckets[mod(h.env.latest, len(h.env.buckets))]
 		s.envIdx, s.envLo, s.envHi = k.idx, k.lo, k.hi
 	}
+	if h.two.latest != math.MinInt64 && len(h.two.pending) == 0 {
+		k := &h.two.buckets[mod(h.two.latest, len(h.two.buckets))]
+		s.twoIdx, s.twoLo, s.twoHi, s.twoBest, s.twoLastAt = k.idx, k.lo, k.hi, k.bestHi-k.bestLo, k.lastAt
+	}
 	h.snap.Store(s)
 }
 
-func (h *hostState) addTwo(b bound, kind OffsetKind) {
+func (h *hostState) addTwo(b bound, kind OffsetKind, bucketMs float64) {
+	// Fast path: receipts repeat their host's reported offset on every record. A bound inside its bucket's current
+	// extremes, no narrower than its best, of a kind already recorded and within fastPathMs of the bucket's newest
+	// bound changes nothing worth a lock; one such bound per fastPathMs still goes through to keep the window's
+	// newest time (extrapolation, step bookkeeping) current.
+	if s := h.snap.Load(); s.twoIdx == int64(math.Floor(b.at/bucketMs)) && b.lo <= s.twoLo && b.hi >= s.twoHi &&
+		b.hi-b.lo >= s.twoBest && kind <= s.kind && b.at-s.twoLastAt < fastPathMs {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if kind > h.kind || !h.two.cur.ok {

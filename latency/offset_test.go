@@ -162,3 +162,22 @@ func TestEnvelopeStepDown(t *testing.T) {
 		t.Errorf("ingest after the step %v ms, want the true ingest minus the 1 ms minimum delay", v)
 	}
 }
+
+// Receipts repeat their host's reported offset on every record: repeats skip the host lock, but one per 100 ms
+// still reaches the window, and a tighter or different report always does.
+func TestRepeatedReportsFastPath(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	e := mustEngine(t, Config{})
+	c := e.Host("C1")
+	for i := 0; i < 1000; i++ { // one report per ms for a second
+		_ = e.ReportOffset(c, -300*time.Millisecond, 2*time.Millisecond, base.Add(time.Duration(i)*time.Millisecond))
+	}
+	o, _ := e.Offset(c, base.Add(time.Second))
+	if o.Samples < 10 || o.Samples > 11 || durMs(o.Offset) != -300 {
+		t.Fatalf("after 1000 repeats: %+v, want about 10 samples kept and offset -300 ms", o)
+	}
+	_ = e.ReportOffset(c, -300*time.Millisecond, time.Millisecond, base.Add(1001*time.Millisecond)) // tighter
+	if o2, _ := e.Offset(c, base.Add(time.Second)); o2.Samples != o.Samples+1 || durMs(o2.Uncertainty) >= durMs(o.Uncertainty) {
+		t.Errorf("tighter report: %+v, want it kept and the uncertainty reduced from %v", o2, o.Uncertainty)
+	}
+}
