@@ -170,3 +170,35 @@ func FuzzReadTimeline(f *testing.F) {
 		})
 	})
 }
+
+// TestHandlerFollowsLoop: the handler renders each new snapshot as it is published, so a scrape finds it ready.
+func TestHandlerFollowsLoop(t *testing.T) {
+	fc, cfg := newFlaky(t)
+	loop, err := NewLoop(cfg, fc, time.Now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(NewCollector(cfg, loop), nil)
+	snaps, cancelSub := loop.Subscribe(1)
+	defer cancelSub()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Follow(ctx, snaps)
+	s, err := loop.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		ready := h.valid && h.key.seq == s.Seq
+		h.mu.Unlock()
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("handler did not render the new snapshot within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
