@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -654,5 +655,59 @@ func TestClusterStatusStallThenStop(t *testing.T) {
 	g = e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Status == lagexporter.StatusStop })
 	if g.State != "Stable" {
 		t.Fatalf("state %q, want Stable (the member is alive; it just does not commit)", g.State)
+	}
+}
+
+// TestClusterPartialFailure: when one broker cannot be reached, partitions it leads are marked (Error) and every other
+// partition keeps its offsets; the error names the broker.
+func TestClusterPartialFailure(t *testing.T) {
+	e := newLagEnv(t, nil)
+	if testenv.KafkaBrokerCount(t) < 2 {
+		t.Skip("needs at least 2 brokers")
+	}
+	topic := e.topic("partial", 6, nil)
+	md, err := e.reader.Metadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine lagexporter.TopicObservation
+	for _, to := range md {
+		if to.Topic == topic {
+			mine = to
+		}
+	}
+	down := mine.Partitions[0].Leader
+	e.reader.mu.Lock()
+	if b := e.reader.brokers[down]; b != nil {
+		_ = b.Close()
+		delete(e.reader.brokers, down)
+	}
+	e.reader.addrs[down] = "127.0.0.1:1" // nothing listens there
+	e.reader.mu.Unlock()
+	got, err := e.reader.ListOffsets(context.Background(), []lagexporter.TopicObservation{mine})
+	var ce lagexporter.CycleErrors
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), fmt.Sprintf("broker %d", down)) {
+		t.Fatalf("err = %v, want CycleErrors naming broker %d", err, down)
+	}
+	failed, ok := 0, 0
+	for _, p := range got[0].Partitions {
+		switch {
+		case p.Leader == down && p.Error != "":
+			failed++
+		case p.Leader != down && p.Known():
+			ok++
+		default:
+			t.Errorf("partition %+v: want error iff led by broker %d", p, down)
+		}
+	}
+	if failed == 0 || ok == 0 {
+		t.Fatalf("%d failed, %d ok: want both", failed, ok)
+	}
+	// the next metadata read restores the broker's address
+	if _, err := e.reader.Metadata(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.reader.ListOffsets(context.Background(), []lagexporter.TopicObservation{mine}); err != nil || !got[0].Partitions[0].Known() {
+		t.Fatalf("after metadata refresh: %v", err)
 	}
 }
