@@ -302,3 +302,12 @@ func TestCaseC30Replay(t *testing.T) {
 		t.Errorf("past boundary: status %s time lag %v, want not REWIND and 301.4s", g.Status, p.TimeLag)
 	}
 }
+
+func TestCaseC27MissingTimestamp(t *testing.T) {
+	g := mustGroup(t, evalCase(t, "c27_missing_timestamp.jsonl")[0], "g")
+	// record 10 has timestamp -1: the time lag comes from record 11 (2.0 s) and is a lower bound; offset lag 2.
+	p := wantPart(t, g, "legacy", 0, 2, 2, FlagLowerBound)
+	if p.TimeLag != 2*time.Second || !p.TimeLagKnown {
+		t.Fatalf("time lag %v, want 2s", p.TimeLag)
+	}
+}
