@@ -49,7 +49,6 @@ type health struct {
 	errors       map[ErrorKind]uint64
 	lastDuration time.Duration
 	lastSuccess  time.Time
-	lastRequests int64
 }
 
 // NewLoop returns a loop over cluster. cfg must have passed Validate; now is the clock (time.Now in production, the
