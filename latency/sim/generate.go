@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/tidemark/tidemark/latency"
@@ -20,6 +21,12 @@ const (
 	ObsCommit
 	ObsRecord
 )
+
+// OffsetReport is a host's self-measured clock offset carried in a receipt (ModeReported): offset ± uncertainty, ms.
+type OffsetReport struct {
+	Valid       bool
+	Offset, Unc float64
+}
 
 // Stamp is a record stamp as observed: Host indexes Flow.Hosts (-1: the reference clock).
 type Stamp struct {
@@ -43,7 +50,10 @@ type Observation struct {
 	Partition int
 	Offset    int64
 	Stamps    [latency.NumMoments]Stamp
-	Truth     int
+	// Reports carried by the record (ModeReported): the producer's in its produce header, the consumer's in its
+	// receipt.
+	ProducerReport, ConsumerReport OffsetReport
+	Truth                          int
 }
 
 // Truth is a processed record's ground truth: true stages in ms and true class.
@@ -64,6 +74,22 @@ type Flow struct {
 	Truths    []Truth
 	MinIngest float64 // smallest true produce→append delay, ms: the envelope's irreducible bias
 	clocks    []*host
+	reports   [][]timedReport // per host (ModeReported): self-sync results in time order
+}
+
+type timedReport struct {
+	at float64
+	r  OffsetReport
+}
+
+// reportAt returns host h's latest self-sync result at reference time t.
+func (f *Flow) reportAt(h int, t float64) OffsetReport {
+	rs := f.reports[h]
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].at > t })
+	if i == 0 {
+		return OffsetReport{}
+	}
+	return rs[i-1].r
 }
 
 // TrueOffset returns host − reference (ms) of host index h at reference time ref (ms).
@@ -143,6 +169,37 @@ func Generate(sc Scenario) (*Flow, error) {
 			f.Obs = append(f.Obs, Observation{At: ack, Kind: ObsBracket, Host: h, Send: t, Ack: ack, Remote: remote, Truth: -1})
 		}
 	}
+	// Self-syncing hosts (ModeReported): every SyncInterval the best of 8 round trips, kept for their receipts.
+	f.reports = make([][]timedReport, len(f.Hosts))
+	for i := range f.Hosts {
+		mode := sc.Producer
+		switch f.Roles[i] {
+		case RoleBroker:
+			continue
+		case RoleConsumer:
+			mode = sc.Consumer
+		}
+		if mode != ModeReported {
+			continue
+		}
+		c := f.clocks[i]
+		for t := start + r.Float64()*float64(sc.SyncInterval)/1e6; t < end; t += float64(sc.SyncInterval) / 1e6 {
+			best := OffsetReport{}
+			u := t
+			for k := 0; k < 8; k++ {
+				d1, d2 := sc.OneWay.draw(r), sc.OneWay.draw(r)
+				t1, t2 := c.read(u), u+d1
+				t3 := t2 + 0.05
+				t4 := c.read(t3 + d2)
+				lo, hi := t1-t2, t4-t3 // host − reference bounds
+				if !best.Valid || (hi-lo)/2 < best.Unc {
+					best = OffsetReport{Valid: true, Offset: (lo + hi) / 2, Unc: (hi - lo) / 2}
+				}
+				u = t3 + d2 + 1
+			}
+			f.reports[i] = append(f.reports[i], timedReport{at: u, r: best})
+		}
+	}
 	// Sync exchanges of synced producers and consumers.
 	for i := range f.Hosts {
 		mode := sc.Producer
@@ -189,6 +246,7 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 	var recs []simRecord
 	lastAppend := math.Inf(-1)
 	produceUnit := latency.Nanos // instrumented producers write a ns produce-time header
+	var produceReports []OffsetReport
 	if sc.Producer == ModeEnvelope {
 		produceUnit = latency.Millis // uninstrumented: CreateTime, ms
 	}
@@ -197,6 +255,9 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 		app := math.Max(lastAppend, t+sc.OneWay.draw(r)+r.Float64()*0.3)
 		lastAppend = app
 		f.MinIngest = math.Min(f.MinIngest, app-t)
+		if sc.Producer == ModeReported {
+			produceReports = append(produceReports, f.reportAt(prod, t))
+		}
 		recs = append(recs, simRecord{produce: t, append: app, producer: prod,
 			produceStamp: stampOn(sc.Producer, prod, t, produceUnit),
 			appendStamp:  int64(math.Floor(f.clocks[broker].read(app)))})
@@ -311,6 +372,12 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 			o.Stamps[latency.Receive] = stampOn(sc.Consumer, ch, recv, latency.Nanos)
 		}
 		o.Stamps[latency.Processed] = stampOn(sc.Consumer, ch, proc, latency.Nanos)
+		if sc.Producer == ModeReported {
+			o.ProducerReport = produceReports[pos]
+		}
+		if sc.Consumer == ModeReported {
+			o.ConsumerReport = f.reportAt(ch, proc)
+		}
 		f.Truths = append(f.Truths, tr)
 		f.Obs = append(f.Obs, o)
 		processedNext = max(processedNext, pos+1)

@@ -14,6 +14,10 @@ const (
 	ModeReference Mode = iota // the host is the collector itself (the probe path): stamps on the reference clock
 	ModeSynced                // an instrumented host that runs round-trip sync exchanges with the collector
 	ModeEnvelope              // no sync at all: only the causal envelope can place it
+	// ModeReported is an instrumented host that syncs itself (every SyncInterval, the best of 8 round trips, as
+	// latency/instrument's TimeSync does) and reports its last offset and uncertainty in every receipt or produce
+	// header; the collector feeds that to Engine.ReportOffset at the receipt's arrival.
+	ModeReported
 )
 
 // Delay is a one-way delay distribution in ms: Min plus an exponential with mean Mean−Min, redrawn above Max.

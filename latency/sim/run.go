@@ -110,6 +110,17 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 		case ObsCommit:
 			paths[o.Partition].ObserveCommit(o.Offset, timeOf(o.At))
 		case ObsRecord:
+			// As the collector does: a receipt's reported clock offsets go to the engine at the receipt's arrival.
+			at := timeOf(o.At)
+			if rp := o.ProducerReport; rp.Valid {
+				err = e.ReportOffset(ids[o.Stamps[latency.Produce].Host], msDur(rp.Offset), msDur(rp.Unc), at)
+			}
+			if rp := o.ConsumerReport; rp.Valid && err == nil {
+				err = e.ReportOffset(ids[o.Stamps[latency.Processed].Host], msDur(rp.Offset), msDur(rp.Unc), at)
+			}
+			if err != nil {
+				break
+			}
 			var rec latency.Record
 			rec.Offset = o.Offset
 			for m := range rec.Stamps {
@@ -128,6 +139,8 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 	}
 	return rep, nil
 }
+
+func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 func (rep *Report) score(res *latency.Result, tr *Truth) {
 	rep.Records++

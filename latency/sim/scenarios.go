@@ -23,7 +23,9 @@ func base(name string, seed uint64) Scenario {
 //   - envelope: uninstrumented producers (CreateTime, ms) placed only by the causal envelope;
 //   - steps: synced, with a leader failover to a clock 400 ms behind, and NTP steps on a producer and a consumer;
 //   - replay: synced, with two rewinds, two rebalances and a pause of every partition;
-//   - backfill: synced, a new group appears after a minute and reads from the earliest offset.
+//   - backfill: synced, a new group appears after a minute and reads from the earliest offset;
+//   - reported: producers and consumers sync themselves every 10 s (best of 8) and report offset ± uncertainty in
+//     every header and receipt, the collector's receipts path.
 func Scenarios() []Scenario {
 	br := base("bracketed", 1)
 	br.Producer, br.Consumer = ModeReference, ModeReference
@@ -50,5 +52,9 @@ func Scenarios() []Scenario {
 	bf := base("backfill", 6)
 	bf.NewGroupAt = time.Minute
 
-	return []Scenario{br, sy, en, st, rp, bf}
+	re := base("reported", 7)
+	re.Producer, re.Consumer = ModeReported, ModeReported
+	re.SyncInterval = 10 * time.Second
+
+	return []Scenario{br, sy, en, st, rp, bf, re}
 }
