@@ -287,3 +287,26 @@ func TestC19ProcessedNext(t *testing.T) {
 		t.Errorf("offset 1000 class %v, want live", res.Class)
 	}
 }
+
+// Item 1 of the issue: the group's commit time bounds the processed time when no processed stamp exists (the tap
+// path). Delivery and e2e then end at the commit, are flagged as upper bounds and kept out of live percentiles.
+func TestCommitBoundsProcessed(t *testing.T) {
+	e := mustEngine(t, Config{})
+	p := e.Path("g", "t", 0)
+	base := at("2026-11-29T12:00:00Z")
+	var r Record
+	r.Stamps[Produce] = TimeStamp(RefHost, base)
+	r.Stamps[Append] = TimeStamp(RefHost, base.Add(20*time.Millisecond))
+	r.Stamps[Commit] = TimeStamp(RefHost, base.Add(1020*time.Millisecond)) // the next commit seen after the record
+	res := p.Observe(r)
+	wantStage(t, res, StageIngest, 20)
+	wantStage(t, res, StageDelivery, 1000)
+	wantStage(t, res, StageE2E, 1020)
+	if res.Flags&FlagCommitBound == 0 || res.Live {
+		t.Errorf("flags %b live %v: want commit-bound and not live", res.Flags, res.Live)
+	}
+	s := p.Snapshot()
+	if s.E2EUpperBound.Count() != 1 || s.Live[StageE2E].Count() != 0 || s.Counters.CommitBound != 1 {
+		t.Errorf("upper-bound sketch %v, live %v, counter %d; want 1, 0, 1", s.E2EUpperBound.Count(), s.Live[StageE2E].Count(), s.Counters.CommitBound)
+	}
+}

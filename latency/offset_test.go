@@ -3,6 +3,7 @@ package latency
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -179,5 +180,38 @@ func TestRepeatedReportsFastPath(t *testing.T) {
 	_ = e.ReportOffset(c, -300*time.Millisecond, time.Millisecond, base.Add(1001*time.Millisecond)) // tighter
 	if o2, _ := e.Offset(c, base.Add(time.Second)); o2.Samples != o.Samples+1 || durMs(o2.Uncertainty) >= durMs(o.Uncertainty) {
 		t.Errorf("tighter report: %+v, want it kept and the uncertainty reduced from %v", o2, o.Uncertainty)
+	}
+}
+
+// A broker drifting 50 ppm (3 ms a minute) probed ten times a second with 1–20 ms one-way delays: the fitted drift
+// is within 10 ppm and the offset within 0.5 ms once the window has filled, and the uncertainty covers the error.
+func TestDriftIsFollowed(t *testing.T) {
+	base := at("2026-11-29T12:00:00Z")
+	e := mustEngine(t, Config{})
+	h := e.Host("B")
+	r := rand.New(rand.NewPCG(1, 2))
+	draw := func() float64 {
+		for {
+			if v := 1 + r.ExpFloat64()*4; v <= 20 {
+				return v
+			}
+		}
+	}
+	theta0, drift := 3000.0, 50e-6
+	for i := 0; i < 1800; i++ { // 3 minutes
+		ts := base.Add(time.Duration(i) * 100 * time.Millisecond)
+		tm := timeToMs(ts)
+		out, back := draw(), draw()
+		th := theta0 + drift*(tm+out-timeToMs(base))
+		_ = e.ObserveBracket(Bracket{Host: h, Send: ts, RemoteMs: int64(math.Floor(tm + out + th)), Ack: ts.Add(msDur(out + back))})
+		if i < 1200 || i%100 != 0 {
+			continue
+		}
+		o, _ := e.Offset(h, ts)
+		truth := theta0 + drift*(tm-timeToMs(base))
+		if d := math.Abs(durMs(o.Offset) - truth); d > 0.5 || d > durMs(o.Uncertainty) || math.Abs(o.DriftPPM-50) > 10 {
+			t.Errorf("t=%ds: offset %v (true %.3f ms) ± %v, drift %.1f ppm; want within 0.5 ms, covered, drift 50 ± 10",
+				i/10, o.Offset, truth, o.Uncertainty, o.DriftPPM)
+		}
 	}
 }
