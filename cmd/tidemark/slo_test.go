@@ -128,6 +128,25 @@ func TestSLOReportCommand(t *testing.T) {
 	}
 }
 
+// TestSLOReportEdges: --at moves the report's end (rows observed after it are left out), and a database without
+// Tidemark's schema says to migrate.
+func TestSLOReportEdges(t *testing.T) {
+	db, _ := testenv.ClickHouseDB(t)
+	addr := []string{"--clickhouse-addr", testenv.ClickHouseAddr(t), "--database", db}
+	if _, err := runSLOReport(t, addr...); err == nil || !strings.Contains(err.Error(), "run `tidemark migrate`") {
+		t.Errorf("empty database: %v, want a hint to migrate", err)
+	}
+	querytest.Schema(t, db)
+	out, err := runSLOReport(t, append(addr, "--at", "2026-11-29T11:50:00Z", "--window", "12h")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "SLO: 99.9% of live messages processed within 500ms end to end; period 12h ending 2026-11-29T11:50:00Z\n"
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "(no latency samples in the period)") {
+		t.Errorf("report on an empty schema:\n%s", out)
+	}
+}
+
 func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 
 // TestSLOReportFlags: bad flags are refused with the flag named, before any connection is made.
