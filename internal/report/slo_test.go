@@ -248,3 +248,24 @@ func TestWriteJSON(t *testing.T) {
 		t.Errorf("a window without samples must have burn_rate null:\n%s", b.String())
 	}
 }
+
+// FuzzParseWindow: any input is either rejected or gives a positive window that FormatWindow writes back in a form
+// ParseWindow reads as the same window.
+func FuzzParseWindow(f *testing.F) {
+	for _, s := range []string{"30d", "12h", "90m", "1h30m", "0d", "-1d", "1.5d", "9999999999d", "d", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseWindow(s)
+		if err != nil {
+			return
+		}
+		if d <= 0 {
+			t.Fatalf("ParseWindow(%q) = %v: not positive", s, d)
+		}
+		back, err := ParseWindow(FormatWindow(d))
+		if err != nil || back != d {
+			t.Fatalf("ParseWindow(FormatWindow(%v) = %q) = %v, %v", d, FormatWindow(d), back, err)
+		}
+	})
+}
