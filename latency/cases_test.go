@@ -310,3 +310,37 @@ func TestCommitBoundsProcessed(t *testing.T) {
 		t.Errorf("upper-bound sketch %v, live %v, counter %d; want 1, 0, 1", s.E2EUpperBound.Count(), s.Live[StageE2E].Count(), s.Counters.CommitBound)
 	}
 }
+
+func TestFlushAndRemovePath(t *testing.T) {
+	e := mustEngine(t, Config{})
+	base := at("2026-11-29T12:00:00Z")
+	p := e.Path("g", "t", 0)
+	rec := func(off int64, e2e time.Duration) Record {
+		var r Record
+		r.Offset = off
+		r.Stamps[Produce] = TimeStamp(RefHost, base)
+		r.Stamps[Processed] = TimeStamp(RefHost, base.Add(e2e))
+		return r
+	}
+	p.Observe(rec(0, 10*time.Millisecond))
+	p.Observe(rec(1, 20*time.Millisecond))
+	first := e.Flush()
+	if n := first.Live[StageE2E].Count(); n != 2 {
+		t.Fatalf("first interval: %v samples, want 2", n)
+	}
+	p.Observe(rec(2, 30*time.Millisecond))
+	second := e.Flush()
+	// The second interval holds only the third record; counters stay cumulative.
+	if n, q := second.Live[StageE2E].Count(), second.Live[StageE2E].Quantile(1); n != 1 || math.Abs(q-30)/30 > 0.01 {
+		t.Errorf("second interval: %v samples, max %v; want 1 sample of 30 ms", n, q)
+	}
+	if second.Totals.Records != 3 || first.Live[StageE2E].Count() != 2 {
+		t.Errorf("records %d (want 3 cumulative); first interval changed to %v", second.Totals.Records, first.Live[StageE2E].Count())
+	}
+	if !e.RemovePath("g", "t", 0) || e.RemovePath("g", "t", 0) {
+		t.Error("RemovePath: want true once, then false")
+	}
+	if s := e.Snapshot(); len(s.Paths) != 0 || s.Totals.Records != 0 {
+		t.Errorf("after removal: %d paths, %d records; want none", len(s.Paths), s.Totals.Records)
+	}
+}

@@ -171,6 +171,18 @@ func (e *Engine) Path(group, topic string, partition int32) *Path {
 	return p
 }
 
+// RemovePath forgets a path (a deleted topic or group, a partition no longer watched) so that its state and
+// sketches can be collected; a later Path call starts it afresh. It reports whether the path existed. Callers that
+// still hold the *Path may keep using it, but it no longer appears in snapshots.
+func (e *Engine) RemovePath(group, topic string, partition int32) bool {
+	k := pathKey{group, topic, partition}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.paths[k]
+	delete(e.paths, k)
+	return ok
+}
+
 // CommitObservation is a group's committed offset for one partition as read by the lag exporter at At (reference
 // clock). Offset -1 means the group has no commit for it.
 type CommitObservation struct {

@@ -144,14 +144,27 @@ type PathSnapshot struct {
 }
 
 // Snapshot copies the path's counters, replay state and sketches.
-func (p *Path) Snapshot() PathSnapshot {
+func (p *Path) Snapshot() PathSnapshot { return p.snapshot(false) }
+
+// Flush is Snapshot that also empties the path's sketches, for per-interval rollups (e.g. one minute's quantile
+// states): the returned sketches hold what was observed since the previous Flush. Counters stay cumulative, as
+// Prometheus counters are. It also bounds a long-lived path's sketch memory.
+func (p *Path) Flush() PathSnapshot { return p.snapshot(true) }
+
+func (p *Path) snapshot(reset bool) PathSnapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := PathSnapshot{Group: p.key.group, Topic: p.key.topic, Partition: p.key.partition, Counters: p.counters,
-		Replay: p.tracker.State(), SinceRewind: p.sk.sinceRewind.Copy(), E2EUpperBound: p.sk.e2eBound.Copy(),
-		SkewSuspected: map[string]uint64{}}
-	for i := range s.Live {
-		s.Live[i] = p.sk.live[i].Copy()
+		Replay: p.tracker.State(), SkewSuspected: map[string]uint64{}}
+	if reset {
+		// Hand the sketches over and start fresh ones: no copy needed.
+		s.Live, s.SinceRewind, s.E2EUpperBound = p.sk.live, p.sk.sinceRewind, p.sk.e2eBound
+		p.sk = newSketches(p.e.cfg.RelativeAccuracy)
+	} else {
+		s.SinceRewind, s.E2EUpperBound = p.sk.sinceRewind.Copy(), p.sk.e2eBound.Copy()
+		for i := range s.Live {
+			s.Live[i] = p.sk.live[i].Copy()
+		}
 	}
 	for h, n := range p.skew {
 		if n > 0 {
@@ -173,7 +186,12 @@ type Snapshot struct {
 
 // Snapshot copies every path and merges the totals. Each path is copied under its own lock, so the snapshot is
 // consistent per path, not across paths.
-func (e *Engine) Snapshot() Snapshot {
+func (e *Engine) Snapshot() Snapshot { return e.snapshot(false) }
+
+// Flush is Snapshot with Path.Flush for every path: the sketches cover the interval since the previous Flush.
+func (e *Engine) Flush() Snapshot { return e.snapshot(true) }
+
+func (e *Engine) snapshot(reset bool) Snapshot {
 	e.mu.Lock()
 	paths := make([]*Path, 0, len(e.paths))
 	for _, p := range e.paths {
@@ -183,7 +201,7 @@ func (e *Engine) Snapshot() Snapshot {
 	sk := newSketches(e.cfg.RelativeAccuracy)
 	out := Snapshot{Live: sk.live, SinceRewind: sk.sinceRewind, E2EUpperBound: sk.e2eBound, SkewSuspected: map[string]uint64{}}
 	for _, p := range paths {
-		ps := p.Snapshot()
+		ps := p.snapshot(reset)
 		out.Totals.add(&ps.Counters)
 		for i := range out.Live {
 			_ = out.Live[i].Merge(ps.Live[i]) // same accuracy by construction
