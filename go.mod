@@ -12,7 +12,7 @@ require (
 
 require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect
-	github.com/DataDog/sketches-go v1.4.8 // indirect
+	github.com/DataDog/sketches-go v1.4.8
 	github.com/andybalholm/brotli v1.2.7 // indirect
 	github.com/apache/arrow-go/v18 v18.8.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
