@@ -6,14 +6,18 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/latency"
 )
 
 const rulesFile = "tidemark.rules.yml"
@@ -277,5 +281,45 @@ func TestPromtoolUnitTests(t *testing.T) {
 	out := runPromtool(t, "test", "rules", "tidemark.rules.test.yml")
 	if !strings.Contains(out, "SUCCESS") {
 		t.Fatalf("promtool test rules: %s", out)
+	}
+}
+
+// TestBurnRulesMatchLatencyWindows: the SLO alerts use exactly latency.DefaultBurnWindows (long and short window,
+// factor, severity), the objective's budget 1 − 0.999, and each recording rule's range is the window its name says,
+// so the Prometheus alerts and `tidemark slo report` agree on what burns.
+func TestBurnRulesMatchLatencyWindows(t *testing.T) {
+	window := func(s string) time.Duration {
+		t.Helper()
+		d, err := model.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("window %q: %v", s, err)
+		}
+		return time.Duration(d)
+	}
+	pair := regexp.MustCompile(`tidemark:e2e_slo_errors:ratio_rate(\w+) > \(([\d.]+) \* 0\.001\)\s+and tidemark:e2e_slo_errors:ratio_rate(\w+) > \(([\d.]+) \* 0\.001\)`)
+	rangeRe := regexp.MustCompile(`\[(\w+)\]`)
+	var got []latency.BurnWindow
+	for _, r := range readRules(t) {
+		if name, ok := strings.CutPrefix(r.Record, "tidemark:e2e_slo_errors:ratio_rate"); ok {
+			for _, m := range rangeRe.FindAllStringSubmatch(r.Expr, -1) {
+				if m[1] != name {
+					t.Errorf("recording rule %s reads a [%s] range", r.Record, m[1])
+				}
+			}
+		}
+		if r.Alert != "TidemarkE2ELatencyBudgetBurn" {
+			continue
+		}
+		for _, m := range pair.FindAllStringSubmatch(r.Expr, -1) {
+			f1, _ := strconv.ParseFloat(m[2], 64)
+			f2, _ := strconv.ParseFloat(m[4], 64)
+			if f1 != f2 {
+				t.Errorf("%s: factors %v and %v differ within one window pair", r.Alert, f1, f2)
+			}
+			got = append(got, latency.BurnWindow{Long: window(m[1]), Short: window(m[3]), Factor: f1, Severity: r.Labels["severity"]})
+		}
+	}
+	if want := latency.DefaultBurnWindows(); !slices.Equal(got, want) {
+		t.Fatalf("burn-rate alerts %+v\nwant latency.DefaultBurnWindows() %+v", got, want)
 	}
 }
