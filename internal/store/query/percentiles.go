@@ -88,11 +88,14 @@ type DistributionQuery struct {
 	Source         Source
 }
 
-// DistributionLevels are the levels a distribution is read at: every 5th percentile, then the tail.
-var DistributionLevels = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
-	0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 0.999}
+// DistributionLevels returns the levels a distribution is read at: every 5th percentile, then the tail. Each call
+// returns a new slice.
+func DistributionLevels() []float64 {
+	return []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
+		0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 0.999}
+}
 
-// DistributionSeries is one key's quantile function: ValuesMs[i] is the DistributionLevels[i] quantile.
+// DistributionSeries is one key's quantile function: ValuesMs[i] is the DistributionLevels()[i] quantile.
 type DistributionSeries struct {
 	Key      string
 	ValuesMs []float64
@@ -116,7 +119,7 @@ func (r *Reader) Distribution(ctx context.Context, q DistributionQuery) (Source,
 	// One bucket spanning the window: a step longer than any window makes every row's bucket 0.
 	w.Step = 1 << 30 * time.Second
 	sql, args := latencySQL(src, sp, w, key, q.Filter, q.IncludeReplays,
-		"quantilesTDigest%s("+levelsLiteral(DistributionLevels)+")(%s)")
+		"quantilesTDigest%s("+levelsLiteral(DistributionLevels())+")(%s)")
 	rows, err := r.conn.Query(ctx, sql+" ORDER BY k", args...)
 	if err != nil {
 		return "", nil, fmt.Errorf("query %s distribution of %s: %w", src, q.Stage, classify(err))

@@ -108,7 +108,7 @@ func TestDistribution(t *testing.T) {
 	}
 	for i, v := range series[0].ValuesMs {
 		if v != 1000 {
-			t.Fatalf("level %v = %v, want 1000", query.DistributionLevels[i], v)
+			t.Fatalf("level %v = %v, want 1000", query.DistributionLevels()[i], v)
 		}
 	}
 }

@@ -129,8 +129,9 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
 func distributionFrames(src query.Source, series []query.DistributionSeries, q ParsedQuery) data.Frames {
 	frames := data.Frames{}
 	// The percentile is a string ("p99.9") so a bar chart can use it as its x axis.
-	pct := make([]string, len(query.DistributionLevels))
-	for i, l := range query.DistributionLevels {
+	levels := query.DistributionLevels()
+	pct := make([]string, len(levels))
+	for i, l := range levels {
 		pct[i] = levelName(l)
 	}
 	for _, s := range series {

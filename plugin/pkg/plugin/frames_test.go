@@ -89,7 +89,7 @@ func TestGoldenClockAndProbe(t *testing.T) {
 		{Time: g0, Broker: "1", Sent: 8, Lost: 2, Duplicates: 1, P50Ms: 3, P99Ms: 9.5},
 	}))
 	golden(t, "e2e_distribution", distributionFrames(query.SourceRaw, []query.DistributionSeries{
-		{Key: "", ValuesMs: make([]float64, len(query.DistributionLevels)), Count: 0},
+		{Key: "", ValuesMs: make([]float64, len(query.DistributionLevels())), Count: 0},
 	}, mustParse(t, `{"queryType":"e2e_distribution"}`)))
 }
 

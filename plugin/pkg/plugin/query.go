@@ -47,11 +47,10 @@ type Query struct {
 	IncludeReplays bool      `json:"includeReplays"`
 }
 
-// Defaults of the query model.
-var (
-	DefaultPercentiles = []float64{0.5, 0.99}
-)
+// DefaultPercentiles returns the levels a query without percentiles gets: p50 and p99 (a new slice each call).
+func DefaultPercentiles() []float64 { return []float64{0.5, 0.99} }
 
+// Defaults of the query model.
 const (
 	DefaultStage          = query.StageE2E
 	DefaultSLOThresholdMs = 500.0
@@ -107,7 +106,7 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	}
 	p.Levels = q.Percentiles
 	if len(p.Levels) == 0 {
-		p.Levels = DefaultPercentiles
+		p.Levels = DefaultPercentiles()
 	}
 	if len(p.Levels) > query.MaxLevels {
 		return ParsedQuery{}, fmt.Errorf("%d percentiles: at most %d per query", len(p.Levels), query.MaxLevels)
