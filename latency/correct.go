@@ -109,25 +109,20 @@ func (tl *timeline) has(m Moment) bool { return tl.valid&(1<<m) != 0 }
 // 1/u² from each moment's offset uncertainty: violations within the uncertainty are resolved by moving the
 // least-certain stamps most, so every stage is >= 0 and the stages telescope to end-to-end.
 func correct(tl *timeline, pol policy, out *Result) {
-	var chain [NumMoments]Moment
-	n := 0
-	for v := tl.valid &^ (1 << Commit); v != 0; v &= v - 1 {
-		chain[n] = Moment(bits.TrailingZeros8(v))
-		n++
-	}
+	chain := tl.valid &^ (1 << Commit) // present moments in causal order, as bits
 	end := Processed
-	if !tl.has(Processed) && tl.has(Commit) {
-		chain[n] = Commit
-		n++
+	if tl.valid&(1<<Processed) == 0 && tl.valid&(1<<Commit) != 0 {
+		chain |= 1 << Commit
 		end = Commit
 		out.Flags |= FlagCommitBound
 	}
-	var c [NumMoments]float64
+	c := &out.Corrected // corrected time per moment, valid where chain has its bit
 	monotone := true
-	for i := 0; i < n; i++ {
-		m := chain[i]
+	prev := Moment(NumMoments)
+	for v := chain; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
-		c[i] = tl.obs[m] - r.theta
+		c[m] = tl.obs[m] - r.theta
 		switch r.kind {
 		case KindUnknown:
 			out.Flags |= FlagOffsetUnknown
@@ -137,63 +132,33 @@ func correct(tl *timeline, pol policy, out *Result) {
 		if r.unsettled {
 			out.Flags |= FlagUnsettled
 		}
-		if i > 0 && c[i] < c[i-1] {
-			monotone = false
-		}
-	}
-	for i := 0; i+1 < n; i++ {
-		a, b := chain[i], chain[i+1]
-		ha, hb := tl.host[a], tl.host[b]
-		stage := c[i+1] - c[i]
-		if ha == hb {
-			if stage < -pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
-				out.Flags |= FlagSkewSuspected
-				out.blame(ha)
+		if prev < NumMoments {
+			checkPair(tl, pol, prev, m, c[m]-c[prev], out)
+			if c[m] < c[prev] {
+				monotone = false
 			}
-			continue
 		}
-		ra, rb := &tl.res[a], &tl.res[b]
-		u := ra.unc + rb.unc
-		limit := pol.ratio * stage // the uncertainty a stage may carry: max(floor, ratio × stage)
-		if limit < pol.floorMs {
-			limit = pol.floorMs
-		}
-		if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
-			-stage > u+pol.tolMs || u > limit) {
-			continue
-		}
-		out.Flags |= FlagSkewSuspected
-		riskA, riskB := risk(ra), risk(rb)
-		switch {
-		case riskA > riskB:
-			out.blame(ha)
-		case riskB > riskA:
-			out.blame(hb)
-		case isBrokerMoment(a) && !isBrokerMoment(b):
-			out.blame(hb)
-		default:
-			out.blame(ha)
-		}
+		prev = m
 	}
 	if !monotone {
-		var w [NumMoments]float64
-		for i := 0; i < n; i++ {
-			r := &tl.res[chain[i]]
+		var y, w [NumMoments]float64
+		var ms [NumMoments]Moment
+		n := 0
+		for v := chain; v != 0; v &= v - 1 {
+			m := Moment(bits.TrailingZeros8(v))
+			r := &tl.res[m]
 			// Unknown or ambiguous offsets are as good as infinitely uncertain: they move, the others stay.
-			w[i] = 1e-9
+			y[n], w[n], ms[n] = c[m], 1e-9, m
 			if r.kind != KindUnknown && !r.ambiguous {
-				w[i] = 1 / (r.unc*r.unc + 0.25)
+				w[n] = 1 / (r.unc*r.unc + 0.25)
 			}
+			n++
 		}
-		pav(c[:n], w[:n])
+		pav(y[:n], w[:n])
+		for i := 0; i < n; i++ {
+			c[ms[i]] = y[i]
+		}
 	}
-	pos := &out.Corrected // corrected time per moment; valid where present has its bit
-	var present uint8
-	for i := 0; i < n; i++ {
-		pos[chain[i]] = c[i]
-		present |= 1 << chain[i]
-	}
-	set := func(s Stage, v float64) { out.Stages[s], out.Has = v, out.Has|1<<s }
 	const (
 		bP  = 1 << Produce
 		bSA = 1 << SourceAppend
@@ -201,40 +166,80 @@ func correct(tl *timeline, pol policy, out *Result) {
 		bR  = 1 << Receive
 	)
 	bE := uint8(1) << end
+	var st [NumStages]float64
+	var has uint8
 	first := Append // the first append: the source cluster's on a mirrored topic
-	if present&bSA != 0 {
+	if chain&bSA != 0 {
 		first = SourceAppend
 	}
-	if present&bP != 0 && present&(1<<first) != 0 {
-		set(StageIngest, pos[first]-pos[Produce])
+	if chain&bP != 0 && chain&(1<<first) != 0 {
+		st[StageIngest], has = c[first]-c[Produce], has|1<<StageIngest
 	}
-	if present&bSA != 0 && present&bA != 0 {
-		set(StageMirror, pos[Append]-pos[SourceAppend])
+	if chain&bSA != 0 && chain&bA != 0 {
+		st[StageMirror], has = c[Append]-c[SourceAppend], has|1<<StageMirror
 	}
-	if present&bA != 0 {
+	if chain&bA != 0 {
 		switch {
-		case present&bR != 0:
-			set(StageQueueWait, pos[Receive]-pos[Append])
-			if present&bE != 0 {
-				set(StageProcessing, pos[end]-pos[Receive])
-				set(StageDelivery, out.Stages[StageQueueWait]+out.Stages[StageProcessing])
+		case chain&bR != 0:
+			st[StageQueueWait], has = c[Receive]-c[Append], has|1<<StageQueueWait
+			if chain&bE != 0 {
+				st[StageProcessing] = c[end] - c[Receive]
+				st[StageDelivery] = st[StageQueueWait] + st[StageProcessing]
+				has |= 1<<StageProcessing | 1<<StageDelivery
 			}
-		case present&bE != 0:
-			set(StageDelivery, pos[end]-pos[Append])
+		case chain&bE != 0:
+			st[StageDelivery], has = c[end]-c[Append], has|1<<StageDelivery
 		}
 	}
-	if present&bP != 0 && present&bE != 0 {
+	if chain&bP != 0 && chain&bE != 0 {
 		// Sum the partition where it is complete so that the stages add up to e2e exactly.
 		const full = 1<<StageIngest | 1<<StageDelivery
 		switch {
-		case out.Has&full == full && first == Append:
-			set(StageE2E, out.Stages[StageIngest]+out.Stages[StageDelivery])
-		case out.Has&full == full && out.Has&(1<<StageMirror) != 0:
-			set(StageE2E, out.Stages[StageIngest]+out.Stages[StageMirror]+out.Stages[StageDelivery])
+		case has&full == full && first == Append:
+			st[StageE2E] = st[StageIngest] + st[StageDelivery]
+		case has&full == full && has&(1<<StageMirror) != 0:
+			st[StageE2E] = st[StageIngest] + st[StageMirror] + st[StageDelivery]
 		default:
-			set(StageE2E, pos[end]-pos[Produce])
+			st[StageE2E] = c[end] - c[Produce]
 		}
+		has |= 1 << StageE2E
 		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
+	}
+	out.Stages, out.Has = st, has
+}
+
+// checkPair flags and blames the consecutive moments a < b (on the corrected timeline, stage = c_b − c_a) when their
+// order or uncertainty cannot be trusted.
+func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result) {
+	ha, hb := tl.host[a], tl.host[b]
+	if ha == hb {
+		if stage < -pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
+			out.Flags |= FlagSkewSuspected
+			out.blame(ha)
+		}
+		return
+	}
+	ra, rb := &tl.res[a], &tl.res[b]
+	u := ra.unc + rb.unc
+	limit := pol.ratio * stage // the uncertainty a stage may carry: max(floor, ratio × stage)
+	if limit < pol.floorMs {
+		limit = pol.floorMs
+	}
+	if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
+		-stage > u+pol.tolMs || u > limit) {
+		return
+	}
+	out.Flags |= FlagSkewSuspected
+	riskA, riskB := risk(ra), risk(rb)
+	switch {
+	case riskA > riskB:
+		out.blame(ha)
+	case riskB > riskA:
+		out.blame(hb)
+	case isBrokerMoment(a) && !isBrokerMoment(b):
+		out.blame(hb)
+	default:
+		out.blame(ha)
 	}
 }
 
