@@ -56,6 +56,7 @@ type Result struct {
 	// Uncertainty of E2E in ms (the sum of its two end hosts' offset uncertainties); NaN if E2E is absent.
 	Uncertainty float64
 	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
+	// A millisecond stamp v is taken as v + 0.5 ms, the middle of the millisecond it truncates.
 	Corrected [NumMoments]float64
 	// Invalid gives the rejection reason of each present but rejected stamp (ReasonOK elsewhere).
 	Invalid [NumMoments]Reason
