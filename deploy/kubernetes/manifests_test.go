@@ -15,6 +15,10 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	k8syaml "sigs.k8s.io/yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite prometheus-operator/prometheusrule.yaml from deploy/prometheus/tidemark.rules.yml")
@@ -362,5 +366,35 @@ func TestPrometheusRuleMatchesRules(t *testing.T) {
 	}
 	if rules.Groups == nil || !reflect.DeepEqual(pr.Spec.Groups, rules.Groups) {
 		t.Fatal("PrometheusRule spec.groups differ from the rules file's groups")
+	}
+}
+
+// TestManifestsStrictSchema decodes each core manifest into its Kubernetes API type with unknown fields refused, so a
+// misspelt or misplaced field (which kubectl would reject, or worse, a lenient tool would drop) fails here.
+func TestManifestsStrictSchema(t *testing.T) {
+	types := map[string]func() any{
+		"Namespace":  func() any { return &corev1.Namespace{} },
+		"ConfigMap":  func() any { return &corev1.ConfigMap{} },
+		"Service":    func() any { return &corev1.Service{} },
+		"Deployment": func() any { return &appsv1.Deployment{} },
+		"CronJob":    func() any { return &batchv1.CronJob{} },
+	}
+	n := 0
+	for _, o := range load(t, ".") {
+		mk, ok := types[o.str("kind")]
+		if !ok {
+			continue // the Prometheus Operator's kinds: checked by the generic tests only
+		}
+		b, err := yaml.Marshal(o.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k8syaml.UnmarshalStrict(b, mk()); err != nil {
+			t.Errorf("%s: %s does not match the Kubernetes API: %v", o.file, o.kind(), err)
+		}
+		n++
+	}
+	if n != len(types) {
+		t.Errorf("decoded %d core manifests, want %d", n, len(types))
 	}
 }
