@@ -90,8 +90,10 @@ const (
 )
 
 // RawMaxRange is the longest range answered from raw rows by default; longer ranges read the per-minute rollups.
-// Six hours of raw rows at a few thousand messages a second is tens of millions of rows, where the rollups (one
-// row per minute, topic, group, host and stage) answer an order of magnitude faster (cmd/bench-plugin measures it).
+// The rollups also outlive raw rows (90 against 14 days by default). Their speed depends on density: a rollup read
+// merges one t-digest state per minute and series, and ClickHouse keeps a state of a few hundred values almost
+// uncompressed, so at ~100 samples per minute and series merging the states costs about what scanning the raw rows
+// does; at thousands per minute it is far cheaper. cmd/bench-plugin measures the ratio (docs/plugin.md has the figures).
 const RawMaxRange = 6 * time.Hour
 
 // ChooseSource picks the rollups for a window longer than RawMaxRange or with buckets of a minute or more, raw rows
