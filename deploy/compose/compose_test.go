@@ -330,3 +330,69 @@ func checkConfig(t *testing.T, path string) map[string]any {
 	}
 	return cfg
 }
+
+// TestComposeKnownKeys decodes compose.yaml with unknown keys refused into the subset of the Compose specification
+// it uses, so a misspelt key (enviroment, depends-on), which compose would reject or ignore, fails here. A new key
+// from the specification needs adding below.
+func TestComposeKnownKeys(t *testing.T) {
+	type strict struct {
+		Name     string `yaml:"name"`
+		Services map[string]struct {
+			Image string `yaml:"image"`
+			Build struct {
+				Context    string `yaml:"context"`
+				Dockerfile string `yaml:"dockerfile"`
+			} `yaml:"build"`
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+			Volumes     []string          `yaml:"volumes"`
+			Ports       []string          `yaml:"ports"`
+			DependsOn   yaml.Node         `yaml:"depends_on"`
+			Restart     string            `yaml:"restart"`
+			Ulimits     map[string]struct {
+				Soft int `yaml:"soft"`
+				Hard int `yaml:"hard"`
+			} `yaml:"ulimits"`
+			Healthcheck struct {
+				Test     []string `yaml:"test"`
+				Interval string   `yaml:"interval"`
+				Timeout  string   `yaml:"timeout"`
+				Retries  int      `yaml:"retries"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+		Volumes map[string]any `yaml:"volumes"`
+	}
+	f, err := os.Open("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	var c strict
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	restart := []string{"", "no", "always", "on-failure", "unless-stopped"}
+	for name, s := range c.Services {
+		if !slices.Contains(restart, s.Restart) {
+			t.Errorf("service %s: restart %q is not one of %v", name, s.Restart, restart)
+		}
+		if s.Healthcheck.Test != nil && (s.Healthcheck.Test[0] != "CMD" || s.Healthcheck.Retries < 1) {
+			t.Errorf("service %s: healthcheck %v must be a CMD list with retries", name, s.Healthcheck.Test)
+		}
+		var cond struct {
+			Condition string `yaml:"condition"`
+		}
+		if s.DependsOn.Kind == yaml.MappingNode {
+			for i := 1; i < len(s.DependsOn.Content); i += 2 {
+				if err := s.DependsOn.Content[i].Decode(&cond); err != nil || !slices.Contains([]string{"service_started", "service_healthy", "service_completed_successfully"}, cond.Condition) {
+					t.Errorf("service %s: depends_on %s condition %q", name, s.DependsOn.Content[i-1].Value, cond.Condition)
+				}
+				if cond.Condition == "service_healthy" && c.Services[s.DependsOn.Content[i-1].Value].Healthcheck.Test == nil {
+					t.Errorf("service %s waits for %s to be healthy, which has no healthcheck", name, s.DependsOn.Content[i-1].Value)
+				}
+			}
+		}
+	}
+}
