@@ -102,24 +102,16 @@ func (w *window) consistent(b bound) bool {
 	lo, hi := theta-unc-w.cfg.stepTolMs, theta+unc+w.cfg.stepTolMs
 	switch w.cur.oneSided {
 	case +1: // θ ≥ mid: only an upper bound below it contradicts (a lower bound above it just tightens)
-		lo = math.Inf(-1)
-		hi = math.Inf(1)
-		if b.hi < theta-unc-w.cfg.stepTolMs {
-			return false
-		}
-		return true
+		return b.hi >= lo
 	case -1:
-		if b.lo > theta+unc+w.cfg.stepTolMs {
-			return false
-		}
-		return true
+		return b.lo <= hi
 	}
 	return b.hi >= lo && b.lo <= hi
 }
 
-// add feeds one bound. It reports whether a step was confirmed (the window restarted) and whether the window is
-// now suspect (inconsistent bounds pending). Two-sided fits restart on a confirmed step; one-sided (envelope) fits
-// absorb upward moves and are restarted by detectEnvelopeStep.
+// add feeds one bound and reports whether a step was confirmed (the window restarted). An inconsistent two-sided
+// bound is held in pending (the window is then suspect) until StepConfirm of them agree; one-sided (envelope) fits
+// absorb upward moves and are restarted by envelopeStepped.
 func (w *window) add(b bound) (stepped bool) {
 	w.samples++
 	if w.cur.ok && w.cur.oneSided == 0 && b.twoSided() && !w.consistent(b) {
