@@ -365,3 +365,26 @@ func TestResourcesListVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryWithBadConnectionSettings(t *testing.T) {
+	db, _ := testenv.ClickHouseDB(t)
+	c := served(t)
+	for _, tc := range []struct {
+		name     string
+		s        *backend.DataSourceInstanceSettings
+		status   backend.Status
+		contains string
+	}{
+		{"wrong password", settingsFor(t, db, "nope", nil), backend.StatusBadRequest, `refused user "default": check the user and password`},
+		{"unreachable", settingsFor(t, db, "", map[string]any{"address": "127.0.0.1:1"}), backend.StatusBadGateway,
+			"cannot reach ClickHouse at 127.0.0.1:1 ("},
+		{"bad settings", settingsFor(t, db, "", map[string]any{"database": "1st"}), backend.StatusBadRequest,
+			`datasource settings: Database "1st": use letters, digits and '_', not starting with a digit`},
+	} {
+		r := queryData(t, c, tc.s, dq("A", `{"queryType":"consumer_lag"}`)).Responses["A"]
+		if r.Error == nil || r.Status != tc.status || r.ErrorSource != backend.ErrorSourceDownstream ||
+			!strings.Contains(r.Error.Error(), tc.contains) {
+			t.Errorf("%s: got %v (%d, %s), want %d containing %q", tc.name, r.Error, r.Status, r.ErrorSource, tc.status, tc.contains)
+		}
+	}
+}
