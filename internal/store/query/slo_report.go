@@ -46,7 +46,8 @@ type SLOReportRow struct {
 	// of class backfill (a new group's first pass over old data): never live latency.
 	Replayed, Backfill uint64
 	// SkewFlagged counts live rows whose clock correction was suspect (latency.FlagSkewSuspected): their end-to-end
-	// latency is not trusted, so they are neither good nor bad.
+	// latency is not trusted, so they are neither good nor bad. The collector never sets a stage's validity bit on
+	// such a row (collector/rows.go), so they are disjoint from the live samples.
 	SkewFlagged uint64
 	// Unmeasured counts the other live rows without a valid end-to-end latency (a stamp missing or invalid).
 	Unmeasured uint64
