@@ -2,10 +2,15 @@ package query
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 func TestChooseSource(t *testing.T) {
@@ -82,5 +87,32 @@ func TestLatencySQLBindsEveryFilter(t *testing.T) {
 	}
 	if len(args) != 8 || args[5].([]string)[0] != "o'; DROP TABLE x" {
 		t.Fatalf("args %v", args)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		code int32
+		want error
+	}{
+		{193, ErrAuth},               // wrong password (18.16)
+		{516, ErrAuth},               // authentication failed (>= 21.x)
+		{81, store.ErrSchemaMissing}, // unknown database
+		{60, store.ErrSchemaMissing}, // unknown table: not migrated
+		{291, ErrAccessDenied},       // 18.16: access to database denied
+		{497, ErrAccessDenied},       // >= 20.x: not enough privileges
+		{159, ErrTimeout},            // max_execution_time
+	} {
+		err := classify(fmt.Errorf("query: %w", &clickhouse.Exception{Code: tc.code, Message: "x"}))
+		if !errors.Is(err, tc.want) || !IsServerError(err) {
+			t.Errorf("code %d: got %v, want %v", tc.code, err, tc.want)
+		}
+	}
+	// a syntax error stays a server error of no special kind
+	if err := classify(&clickhouse.Exception{Code: 62}); errors.Is(err, ErrAuth) || !IsServerError(err) {
+		t.Errorf("code 62: %v", err)
+	}
+	if IsServerError(errors.New("frame building failed")) {
+		t.Error("a plain error is not the server's")
 	}
 }

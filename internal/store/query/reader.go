@@ -17,17 +17,14 @@ import (
 const (
 	codeUnknownTable      = 60
 	codeUnknownDatabase   = 81
+	codeTimeoutExceeded   = 159
 	codeUnknownUser       = 192
 	codeWrongPassword     = 193
 	codeRequiredPassword  = 194
-	codeAuthFailed        = 516
-	codeTimeoutExceeded   = 159
-	codeTooManyRows       = 158
-	codeMemoryLimit       = 241
-	codeReadonly          = 164
-	codeNotEnoughPrivs    = 497
-	codeAccessDenied      = 291
 	codeIPAddressNotAllow = 195
+	codeAccessDenied      = 291 // 18.16: database access denied for the user
+	codeNotEnoughPrivs    = 497 // >= 20.x: missing grant
+	codeAuthFailed        = 516
 )
 
 // ErrBadInput marks a query the caller built wrong (an unknown stage, a level outside (0, 1), an empty time range):
@@ -39,6 +36,12 @@ var ErrAuth = errors.New("clickhouse refused the user or password")
 
 // ErrUnreachable marks a server that could not be reached (refused, timed out, DNS).
 var ErrUnreachable = errors.New("clickhouse unreachable")
+
+// ErrAccessDenied marks a logged-in user without the right to read Tidemark's database or tables.
+var ErrAccessDenied = errors.New("clickhouse denied access")
+
+// ErrTimeout marks a query the server stopped at max_execution_time.
+var ErrTimeout = errors.New("clickhouse query timed out")
 
 // Config says how to reach ClickHouse. It is the read side's subset of store.Config; the plugin fills it from its
 // datasource settings.
@@ -150,6 +153,10 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", ErrAuth, err)
 		case codeUnknownDatabase, codeUnknownTable:
 			return fmt.Errorf("%w: %w", store.ErrSchemaMissing, err)
+		case codeAccessDenied, codeNotEnoughPrivs:
+			return fmt.Errorf("%w: %w", ErrAccessDenied, err)
+		case codeTimeoutExceeded:
+			return fmt.Errorf("%w: %w", ErrTimeout, err)
 		}
 		return err
 	}
@@ -164,15 +171,6 @@ func classify(err error) error {
 // or the network, i.e. not from this process: the plugin reports such errors as downstream.
 func IsServerError(err error) bool {
 	var ex *clickhouse.Exception
-	return errors.As(err, &ex) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) ||
+	return errors.As(err, &ex) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrAccessDenied) ||
 		errors.Is(err, store.ErrSchemaMissing) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// ServerErrorCode returns the ClickHouse exception code in err's chain, or 0.
-func ServerErrorCode(err error) int32 {
-	var ex *clickhouse.Exception
-	if errors.As(err, &ex) {
-		return ex.Code
-	}
-	return 0
 }

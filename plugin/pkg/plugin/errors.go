@@ -43,6 +43,9 @@ func explain(err error, s Settings) (backend.Status, backend.ErrorSource, string
 		return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"cannot reach ClickHouse at %s (%s): check the address (native protocol port, usually 9000, or 9440 with TLS) "+
 				"and that the server is running", s.Address, rootCause(err))
+	case errors.Is(err, query.ErrAccessDenied):
+		return backend.StatusForbidden, backend.ErrorSourceDownstream, fmt.Sprintf(
+			"ClickHouse user %q may not read database %q: grant it SELECT on the database (%s)", s.Username, s.Database, rootCause(err))
 	case errors.Is(err, store.ErrSchemaMissing):
 		return backend.StatusBadRequest, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"database %q on %s has no Tidemark schema: run `tidemark migrate` against it, or correct the Database setting",
@@ -54,7 +57,7 @@ func explain(err error, s Settings) (backend.Status, backend.ErrorSource, string
 	case errors.Is(err, store.ErrSchemaNewer):
 		return backend.StatusBadRequest, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"database %q was migrated by a newer Tidemark (%s): upgrade this plugin", s.Database, schemaDetail(err))
-	case errors.Is(err, context.DeadlineExceeded), query.ServerErrorCode(err) == 159:
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, query.ErrTimeout):
 		return backend.StatusTimeout, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"the query ran longer than the datasource's query timeout (%s): narrow the time range or the filters, or raise "+
 				"the timeout", s.QueryTimeout)

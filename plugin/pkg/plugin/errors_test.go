@@ -31,6 +31,9 @@ func TestExplain(t *testing.T) {
 			"the query ran longer than the datasource's query timeout (30s): narrow the time range or the filters, or raise the timeout"},
 		{"newer schema", fmt.Errorf("schema version 3, this build reads 1: %w", store.ErrSchemaNewer), backend.StatusBadRequest,
 			backend.ErrorSourceDownstream, `database "tidemark" was migrated by a newer Tidemark (schema version 3, this build reads 1): upgrade this plugin`},
+		{"no grant", fmt.Errorf("query: %w: %w", query.ErrAccessDenied, errors.New("code: 497, message: grafana: Not enough privileges")),
+			backend.StatusForbidden, backend.ErrorSourceDownstream,
+			`ClickHouse user "grafana" may not read database "tidemark": grant it SELECT on the database (code: 497, message: grafana: Not enough privileges)`},
 		// anything unrecognised is this plugin's own failure
 		{"plugin bug", errors.New("frame has 3 fields, want 2"), backend.StatusInternal, backend.ErrorSourcePlugin,
 			"Tidemark plugin error: frame has 3 fields, want 2"},
