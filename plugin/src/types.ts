@@ -1,4 +1,4 @@
-import { DataQuery, DataSourceJsonData } from '@grafana/schema';
+import type { DataQuery, DataSourceJsonData } from '@grafana/data';
 
 /**
  * The query model shared with the Go backend (plugin/pkg/query.go); docs/plugin.md documents every field.
