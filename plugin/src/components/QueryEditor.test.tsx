@@ -69,6 +69,20 @@ describe('QueryEditor', () => {
     expect(screen.getByText('"abc" is not a number')).toBeTruthy();
   });
 
+  it('shows percentiles changed from outside the editor', () => {
+    const { rerender } = renderEditor({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.5] });
+    expect(screen.getByDisplayValue('50')).toBeTruthy();
+    rerender(
+      <QueryEditor
+        datasource={{} as DataSource}
+        query={{ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.9, 0.999] }}
+        onChange={vi.fn()}
+        onRunQuery={vi.fn()}
+      />
+    );
+    expect(screen.getByDisplayValue('90, 99.9')).toBeTruthy();
+  });
+
   it('warns about a malformed filter before the query runs', () => {
     renderEditor({ refId: 'A', queryType: 'consumer_lag', topic: 'bad topic' });
     expect(screen.getByText('This query will be rejected')).toBeTruthy();

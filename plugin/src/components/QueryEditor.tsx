@@ -1,4 +1,4 @@
-import React, { ChangeEvent, useState } from 'react';
+import React, { ChangeEvent, useEffect, useState } from 'react';
 import { QueryEditorProps, SelectableValue } from '@grafana/data';
 import { Alert, InlineField, InlineFieldRow, InlineSwitch, Input, Select } from '@grafana/ui';
 
@@ -37,8 +37,14 @@ const LABEL_WIDTH = 16;
  */
 export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) {
   const q: TidemarkQuery = { ...DEFAULT_QUERY, ...query };
-  const [percentText, setPercentText] = useState(formatPercentiles(q.percentiles));
+  const committed = formatPercentiles(q.percentiles);
+  const [percentText, setPercentText] = useState(committed);
   const [percentError, setPercentError] = useState('');
+  // The query can change from outside the box (query history, a pasted query, a dashboard reload): show its levels.
+  useEffect(() => {
+    setPercentText(committed);
+    setPercentError('');
+  }, [committed]);
 
   const update = (patch: Partial<TidemarkQuery>, run = false) => {
     onChange({ ...query, ...patch });
