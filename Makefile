@@ -46,7 +46,7 @@ node-deps:
 	  if [ -f $$d/package-lock.json ]; then \
 	    sum=$$(sha256sum $$d/package-lock.json | cut -c1-64); \
 	    if [ "$$(cat $$d/node_modules/.tidemark-lock 2>/dev/null)" != "$$sum" ]; then \
-	      (cd $$d && npm ci --no-audit --no-fund --loglevel=error) && echo "$$sum" > $$d/node_modules/.tidemark-lock; \
+	      (cd $$d && npm install --no-save --no-audit --no-fund --loglevel=error) && echo "$$sum" > $$d/node_modules/.tidemark-lock; \
 	    fi; \
 	  fi; \
 	done
