@@ -253,9 +253,15 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 
 // prepare validates and corrects one record into res; it needs no path lock.
 func (p *Path) prepare(hs []*hostState, r *Record, res *Result) {
+	if !p.e.prepareFast(hs, r, res) {
+		p.e.prepareGeneral(hs, r, res)
+	}
+}
+
+// prepareGeneral is the full validation and correction of one record.
+func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 	*res = Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
 	var tl timeline
-	e := p.e
 	for m := Moment(0); m < NumMoments; m++ {
 		s := r.Stamps[m]
 		if !s.Present() {

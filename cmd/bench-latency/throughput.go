@@ -29,15 +29,38 @@ func throughput() (tpResult, error) {
 	if err != nil {
 		return tpResult{}, err
 	}
-	// Convert once, outside the timed loops: both sides start from decoded stamps.
+	// Convert once, outside the timed loops: both sides start from decoded, compact inputs (the pipeline from
+	// engine-typed observations in arrival order, the baseline from three floats per record).
 	type naive struct{ p, a, c float64 }
-	var recs []latency.Record
-	var parts []int32
-	var raw []naive
+	type event struct {
+		kind sim.ObsKind
+		i    int32 // index into the slice of its kind
+	}
+	var (
+		events   []event
+		recs     []latency.Record
+		parts    []int32
+		brackets []latency.Bracket
+		syncs    []latency.SyncExchange
+		commits  []latency.CommitObservation
+		raw      []naive
+	)
 	for _, o := range f.Obs {
-		if o.Kind != sim.ObsRecord {
+		switch o.Kind {
+		case sim.ObsBracket:
+			events = append(events, event{o.Kind, int32(len(brackets))})
+			brackets = append(brackets, latency.Bracket{Host: latency.HostID(o.Host + 1), Send: msTime(o.Send), RemoteMs: o.Remote, Ack: msTime(o.Ack)})
+			continue
+		case sim.ObsSync:
+			events = append(events, event{o.Kind, int32(len(syncs))})
+			syncs = append(syncs, latency.SyncExchange{Host: latency.HostID(o.Host + 1), T1: msTime(o.T1), T2: msTime(o.T2), T3: msTime(o.T3), T4: msTime(o.T4)})
+			continue
+		case sim.ObsCommit:
+			events = append(events, event{o.Kind, int32(len(commits))})
+			commits = append(commits, latency.CommitObservation{Partition: int32(o.Partition), Offset: o.Offset, At: msTime(o.At)})
 			continue
 		}
+		events = append(events, event{o.Kind, int32(len(recs))})
 		var r latency.Record
 		r.Offset = o.Offset
 		for m, st := range o.Stamps {
@@ -79,24 +102,22 @@ func throughput() (tpResult, error) {
 			paths[p] = e.Path("bench", "t", int32(p))
 		}
 		live := 0
-		ri := 0
 		var res latency.Result
 		runtime.GC()
 		t0 := threadCPU()
-		for i := range f.Obs {
-			o := &f.Obs[i]
-			switch o.Kind {
+		for _, ev := range events {
+			switch ev.kind {
 			case sim.ObsBracket:
-				err = e.ObserveBracket(latency.Bracket{Host: latency.HostID(o.Host + 1), Send: msTime(o.Send), RemoteMs: o.Remote, Ack: msTime(o.Ack)})
+				err = e.ObserveBracket(brackets[ev.i])
 			case sim.ObsSync:
-				err = e.ObserveSync(latency.SyncExchange{Host: latency.HostID(o.Host + 1), T1: msTime(o.T1), T2: msTime(o.T2), T3: msTime(o.T3), T4: msTime(o.T4)})
+				err = e.ObserveSync(syncs[ev.i])
 			case sim.ObsCommit:
-				paths[o.Partition].ObserveCommit(o.Offset, msTime(o.At))
+				c := &commits[ev.i]
+				paths[c.Partition].ObserveCommit(c.Offset, c.At)
 			case sim.ObsRecord:
-				if paths[parts[ri]].ObserveInto(&recs[ri], &res); res.Live {
+				if paths[parts[ev.i]].ObserveInto(&recs[ev.i], &res); res.Live {
 					live++
 				}
-				ri++
 			}
 			if err != nil {
 				return tpResult{}, fmt.Errorf("throughput feed: %w", err)

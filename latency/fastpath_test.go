@@ -1,0 +1,110 @@
+package latency
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
+
+func sameResult(a, b *Result) bool {
+	if a.Offset != b.Offset || a.Class != b.Class || a.Flags != b.Flags || a.Has != b.Has || a.Invalid != b.Invalid ||
+		a.NumSkewHosts != b.NumSkewHosts || a.SkewHosts != b.SkewHosts || a.Live != b.Live ||
+		!sameFloat(a.Uncertainty, b.Uncertainty) || !sameFloat(a.SinceRewindMs, b.SinceRewindMs) {
+		return false
+	}
+	for i := range a.Stages {
+		if !sameFloat(a.Stages[i], b.Stages[i]) {
+			return false
+		}
+	}
+	for i := range a.Corrected {
+		if !sameFloat(a.Corrected[i], b.Corrected[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFastPathMatchesGeneral: whenever the straight-line path takes a record, its result is bit-for-bit the general
+// path's. Records are random: clocks known by brackets (settled or not), reports, the reference, or not at all;
+// stamps in every unit, sometimes absent, out of order, out of bounds or garbage.
+func TestFastPathMatchesGeneral(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	e := mustEngine(t, Config{})
+	base := at("2026-11-29T12:00:00Z")
+	const nh = 5
+	var ids [nh]HostID
+	var off [nh]float64
+	for i := range ids {
+		ids[i] = e.Host(string(rune('a' + i)))
+		off[i] = (r.Float64()*2 - 1) * 10000
+		switch i % 4 {
+		case 0: // bracketed for two minutes: settled
+			for k := 0; k < 1200; k++ {
+				_ = e.ObserveBracket(bracketAt(ids[i], base.Add(time.Duration(k)*100*time.Millisecond), 1+r.Float64()*5, 1+r.Float64()*5, off[i]))
+			}
+		case 1: // reported: settled at once
+			_ = e.ReportOffset(ids[i], msDur(off[i]), msDur(r.Float64()*3), base.Add(2*time.Minute))
+		case 2: // a few brackets only: not settled
+			for k := 0; k < 3; k++ {
+				_ = e.ObserveBracket(bracketAt(ids[i], base.Add(2*time.Minute+time.Duration(k)*time.Second), 2, 2, off[i]))
+			}
+		}
+	}
+	hs := *e.hosts.Load()
+	fast := 0
+	for k := 0; k < 50000; k++ {
+		t0 := timeToMs(base) + 120000 + r.Float64()*5000
+		times := [NumMoments]float64{Produce: t0}
+		times[Append] = t0 + r.ExpFloat64()*10 - 1
+		times[Receive] = times[Append] + r.ExpFloat64()*20 - 1
+		times[Processed] = times[Receive] + r.ExpFloat64()*5
+		var rec Record
+		rec.Offset = int64(k)
+		for m := Moment(0); m < NumMoments; m++ {
+			if m == SourceAppend || m == Commit {
+				if r.IntN(20) != 0 {
+					continue
+				}
+			} else if r.IntN(10) == 0 {
+				continue
+			}
+			h := r.IntN(nh + 1)
+			v, host := times[m], RefHost
+			if h < nh {
+				v += off[h]
+				host = ids[h]
+			}
+			st := Stamp{Host: host}
+			switch r.IntN(12) {
+			case 0:
+				st.Value = NoTimestamp
+			case 1:
+				st.Value, st.Unit = int64(v*1e3), Millis
+			case 2:
+				st.Value, st.Unit = int64(v*1e3), Micros
+			case 3, 4, 5:
+				st.Value, st.Unit = int64(v*1e6), Nanos
+			default:
+				st.Value, st.Unit = int64(math.Floor(v)), Millis
+			}
+			rec.Stamps[m] = st
+		}
+		var a, b Result
+		if !e.prepareFast(hs, &rec, &a) {
+			continue
+		}
+		fast++
+		e.prepareGeneral(hs, &rec, &b)
+		if !sameResult(&a, &b) {
+			t.Fatalf("record %+v:\nfast    %+v\ngeneral %+v", rec, a, b)
+		}
+	}
+	if fast < 1000 {
+		t.Errorf("only %d records took the fast path; the test exercises too little", fast)
+	}
+	t.Logf("%d of 50000 records took the fast path", fast)
+}
