@@ -77,15 +77,6 @@ func prom(refID, expr, legend string) map[string]any {
 	return map[string]any{"refId": refID, "datasource": prometheus, "expr": expr, "legendFormat": legend}
 }
 
-// onlyFields keeps the fields whose names match pattern (a regex over field names, e.g. "^p99$"); the time field
-// stays.
-func onlyFields(pattern string) []map[string]any {
-	return []map[string]any{{
-		"id":      "filterFieldsByName",
-		"options": map[string]any{"byVariable": false, "include": map[string]any{"pattern": fmt.Sprintf("^time$|%s", pattern)}},
-	}}
-}
-
 func unit(u string) FieldConfig {
 	return FieldConfig{Defaults: map[string]any{"unit": u}}
 }

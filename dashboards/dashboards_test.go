@@ -96,6 +96,23 @@ func TestPanelsUseQueriesThePluginServes(t *testing.T) {
 	}
 }
 
+// TestPanelFieldsMatchTitles pins the overview's SLO panels, which share one query definition, to their own fields.
+func TestPanelFieldsMatchTitles(t *testing.T) {
+	want := map[string]string{"Compliance": "compliance", "Error budget remaining": "error_budget_remaining", "Burn rate": "burn_rate"}
+	for _, p := range Overview().Panels {
+		if f, ok := want[p.Title]; ok {
+			got, _ := p.Targets[0]["fields"].([]string)
+			if len(got) != 1 || got[0] != f {
+				t.Errorf("%q keeps fields %v, want [%s]", p.Title, got, f)
+			}
+			delete(want, p.Title)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("panels not found: %v", want)
+	}
+}
+
 // documentedMetrics reads every `tidemark_...` name docs/metrics.md lists.
 func documentedMetrics(t *testing.T) map[string]bool {
 	t.Helper()

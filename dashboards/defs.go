@@ -39,24 +39,22 @@ func Overview() Dashboard {
 		vars(datasourceVar, prometheusVar,
 			listVar("topic", "Topic", "topics", nil), listVar("group", "Group", "groups", nil)).
 		row("SLO: 99.9% of live messages end-to-end within 500 ms").
-		add(6, 6, withTransform(stat("Compliance", "Share of live messages within the threshold, per bucket (last bucket shown).",
+		add(6, 6, only(stat("Compliance", "Share of live messages within the threshold, per bucket (last bucket shown).",
 			FieldConfig{Defaults: map[string]any{"unit": "percentunit", "decimals": 3,
-				"thresholds": thresholds("red", nil, "orange", 0.99, "green", sloObjective)}}, slo), onlyFields("compliance"))).
-		add(6, 6, withTransform(stat("Error budget remaining", "1 − bad ÷ (allowed bad) since the start of the range.",
+				"thresholds": thresholds("red", nil, "orange", 0.99, "green", sloObjective)}}, slo), "compliance")).
+		add(6, 6, only(stat("Error budget remaining", "1 − bad ÷ (allowed bad) since the start of the range.",
 			FieldConfig{Defaults: map[string]any{"unit": "percentunit", "decimals": 1,
-				"thresholds": thresholds("red", nil, "orange", 0.25, "green", 0.5)}}, slo), onlyFields("error_budget_remaining"))).
-		add(12, 6, withTransform(timeseries("Burn rate", "Bad share ÷ allowed bad share: 1 spends the budget exactly over the SLO window; "+
+				"thresholds": thresholds("red", nil, "orange", 0.25, "green", 0.5)}}, slo), "error_budget_remaining")).
+		add(12, 6, only(timeseries("Burn rate", "Bad share ÷ allowed bad share: 1 spends the budget exactly over the SLO window; "+
 			"14.4 over 1 h is the classic page.", FieldConfig{Defaults: map[string]any{"unit": "short",
-			"thresholds": thresholds("green", nil, "orange", 1, "red", 14.4), "custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}}}}, slo),
-			onlyFields("burn_rate"))).
+			"thresholds": thresholds("green", nil, "orange", 1, "red", 14.4), "custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}}}}, slo), "burn_rate")).
 		row("Latency and lag").
-		add(12, 8, withTransform(timeseries("End-to-end latency by topic", "Corrected for clock skew; replays left out.", unit("ms"),
-			q("A", "stage_percentiles", with(filters, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
-			onlyFields("p50|p99"))).
-		add(12, 8, withTransform(timeseries("Consumer lag by group", "Records the group will still receive (effective lag).", unit("short"),
-			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), onlyFields("lag"))).
-		add(12, 8, withTransform(timeseries("Time lag by group", "Now − timestamp of the first unconsumed record; the oldest partition decides.", unit("s"),
-			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), onlyFields("time_lag"))).
+		add(12, 8, only(timeseries("End-to-end latency by topic", "Corrected for clock skew; replays left out.", unit("ms"),
+			q("A", "stage_percentiles", with(filters, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))), "p50", "p99")).
+		add(12, 8, only(timeseries("Consumer lag by group", "Records the group will still receive (effective lag).", unit("short"),
+			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), "lag")).
+		add(12, 8, only(timeseries("Time lag by group", "Now − timestamp of the first unconsumed record; the oldest partition decides.", unit("s"),
+			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), "time_lag")).
 		add(6, 8, stat("Groups not OK", "Groups whose Burrow-style status is WARN, STALL, STOP, ERR or REWIND.",
 			FieldConfig{Defaults: map[string]any{"unit": "short", "thresholds": thresholds("green", nil, "red", 1)}},
 			prom("A", `sum(tidemark_lag_group_status{status!="OK"}) or vector(0)`, "groups"))).
@@ -71,9 +69,8 @@ func Overview() Dashboard {
 func Latency() Dashboard {
 	f := with(filters, map[string]any{"host": "${host:csv}"})
 	stage := func(s, title, desc string) Panel {
-		return withTransform(timeseries(title, desc, unit("ms"),
-			q("A", "stage_percentiles", with(f, map[string]any{"stage": s, "percentiles": []float64{0.5, 0.9, 0.99}, "groupBy": "topic"}))),
-			onlyFields("p50|p90|p99"))
+		return only(timeseries(title, desc, unit("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": s, "percentiles": []float64{0.5, 0.9, 0.99}, "groupBy": "topic"}))), "p50", "p90", "p99")
 	}
 	return newDashboard("tidemark-latency", "Tidemark / Latency deep dive",
 		"Each stage of a message's trip (produce → append → receive → processed) by topic and host, clock offsets, and the slowest messages with their traces.").
@@ -85,9 +82,8 @@ func Latency() Dashboard {
 		add(12, 8, stage("receive_process", "Processing (receive → processed)", "Processing completion − receive, on the consumer's clock.")).
 		add(12, 8, stage("e2e", "End-to-end", "Processed − produced; the stages sum to it.")).
 		row("Hosts and clocks").
-		add(12, 8, withTransform(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here.", unit("ms"),
-			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))),
-			onlyFields("p99"))).
+		add(12, 8, only(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here.", unit("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))), "p99")).
 		add(12, 8, timeseries("Clock offsets", "Host clock − reference clock, with the half-width of the interval it is known to lie in.",
 			unit("ms"), q("A", "clock_offsets", map[string]any{"host": "${host:csv}"}))).
 		add(12, 8, Panel{Type: "barchart", Title: "End-to-end distribution", Description: "Latency at each percentile over the whole range.",
@@ -109,21 +105,19 @@ func ConsumerGroup() Dashboard {
 		"One consumer group: lag per topic, time lag, latency, SLO and the slowest messages it processed.").
 		vars(datasourceVar, prometheusVar, group, listVar("topic", "Topic", "topics", map[string]string{"group": "$group"})).
 		row("Backlog").
-		add(12, 8, withTransform(timeseries("Lag by topic", "Records the group will still receive.", unit("short"),
-			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), onlyFields("lag"))).
-		add(12, 8, withTransform(timeseries("Time lag by topic", "How old the oldest unconsumed record is.", unit("s"),
-			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), onlyFields("time_lag"))).
+		add(12, 8, only(timeseries("Lag by topic", "Records the group will still receive.", unit("short"),
+			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), "lag")).
+		add(12, 8, only(timeseries("Time lag by topic", "How old the oldest unconsumed record is.", unit("s"),
+			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), "time_lag")).
 		add(12, 8, timeseries("Lag by partition (Prometheus)", "The lag exporter's live per-partition view.", unit("short"),
 			prom("A", `tidemark_lag_partition_offsets{group="$group"}`, "{{topic}}/{{partition}}"))).
 		add(12, 8, timeseries("Status", "1 for the group's current status.", unit("short"),
 			prom("A", `tidemark_lag_group_status{group="$group"} == 1`, "{{status}}"))).
 		row("Latency and SLO").
-		add(12, 8, withTransform(timeseries("End-to-end latency by topic", "", unit("ms"),
-			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
-			onlyFields("p50|p99"))).
-		add(12, 8, withTransform(timeseries("SLO compliance", "", FieldConfig{Defaults: map[string]any{"unit": "percentunit", "min": 0.99, "max": 1}},
-			q("A", "slo", with(g, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective, "groupBy": "topic"}))),
-			onlyFields("compliance"))).
+		add(12, 8, only(timeseries("End-to-end latency by topic", "", unit("ms"),
+			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))), "p50", "p99")).
+		add(12, 8, only(timeseries("SLO compliance", "", FieldConfig{Defaults: map[string]any{"unit": "percentunit", "min": 0.99, "max": 1}},
+			q("A", "slo", with(g, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective, "groupBy": "topic"}))), "compliance")).
 		add(24, 8, table("Slowest messages of the group", "",
 			q("A", "slowest_messages", with(g, map[string]any{"stage": "e2e", "limit": 50})))).
 		build()
@@ -131,8 +125,8 @@ func ConsumerGroup() Dashboard {
 
 // ProbeHealth is the probe path: per-broker loss, duplicates, delivery latency and broker clock offsets.
 func ProbeHealth() Dashboard {
-	pr := func(title, desc, u, field string) Panel {
-		return withTransform(timeseries(title, desc, unit(u), q("A", "probe_health", map[string]any{"host": "${broker:csv}"})), onlyFields(field))
+	pr := func(title, desc, u string, fields ...string) Panel {
+		return only(timeseries(title, desc, unit(u), q("A", "probe_health", map[string]any{"host": "${broker:csv}"})), fields...)
 	}
 	broker := Variable{Name: "broker", Label: "Broker ids", Type: "textbox", Query: "", Current: map[string]any{"text": "", "value": ""}}
 	return newDashboard("tidemark-probe-health", "Tidemark / Probe health",
@@ -140,14 +134,24 @@ func ProbeHealth() Dashboard {
 		vars(datasourceVar, broker).
 		add(12, 8, pr("Probe loss", "Lost probes ÷ sent, per broker.", "percentunit", "loss_ratio")).
 		add(12, 8, pr("Duplicates", "Extra deliveries of a probe beyond the first.", "short", "duplicates")).
-		add(12, 8, pr("Probe delivery latency p99", "Send → receive of delivered probes.", "ms", "p50|p99")).
+		add(12, 8, pr("Probe delivery latency", "Send → receive of delivered probes, p50 and p99.", "ms", "p50", "p99")).
 		add(12, 8, pr("Probes sent", "", "short", "sent")).
 		add(24, 8, timeseries("Broker clock offsets", "Bracketed from send, append and ack times to within half a round trip.",
 			unit("ms"), q("A", "clock_offsets", map[string]any{}))).
 		build()
 }
 
-func withTransform(p Panel, t []map[string]any) Panel {
-	p.Transformations = t
+// only keeps the named value fields of the panel's Tidemark queries (the query model's "fields"), so the panel and
+// any alert rule made from it see just those numbers.
+// Targets are copied first: panels may share one target definition (the overview's three SLO panels do).
+func only(p Panel, fields ...string) Panel {
+	targets := make([]map[string]any, len(p.Targets))
+	for i, t := range p.Targets {
+		targets[i] = with(t, nil)
+		if ds, ok := t["datasource"].(*DatasourceRef); ok && ds.Type == PluginType {
+			targets[i]["fields"] = fields
+		}
+	}
+	p.Targets = targets
 	return p
 }

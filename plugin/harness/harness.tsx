@@ -86,8 +86,10 @@ function App() {
             }}
           />
         </Shot>
-        <Shot id="query-editor-slo" title="Query editor: SLO compliance">
-          <Query initial={{ refId: 'A', queryType: 'slo', topic: 'orders', sloThresholdMs: 250, sloObjective: 0.999 }} />
+        <Shot id="query-editor-slo" title="Query editor: SLO burn rate, as an alert rule would ask for it">
+          <Query
+            initial={{ refId: 'A', queryType: 'slo', topic: 'orders', sloThresholdMs: 250, sloObjective: 0.999, fields: ['burn_rate'] }}
+          />
         </Shot>
         <Shot id="query-editor-invalid" title="Query editor: a malformed filter is explained before the query runs">
           <Query initial={{ refId: 'A', queryType: 'consumer_lag', topic: 'orders,,payments', groupBy: 'group' }} />

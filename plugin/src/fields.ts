@@ -11,19 +11,30 @@ export type EditorField =
   | 'sloThresholdMs'
   | 'sloObjective'
   | 'limit'
-  | 'includeReplays';
+  | 'includeReplays'
+  | 'fields';
 
 export const FIELDS_BY_TYPE: Record<QueryType, readonly EditorField[]> = {
-  stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays'],
-  e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays'],
-  consumer_lag: ['topic', 'group', 'groupBy'],
-  slo: ['topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays'],
+  stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'fields'],
+  e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays', 'fields'],
+  consumer_lag: ['topic', 'group', 'groupBy', 'fields'],
+  slo: ['topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays', 'fields'],
   slowest_messages: ['topic', 'group', 'host', 'stage', 'limit', 'includeReplays'],
-  clock_offsets: ['host'],
-  probe_health: ['host'],
+  clock_offsets: ['host', 'fields'],
+  probe_health: ['host', 'fields'],
 };
 
 /** usesField reports whether the editor shows field for queryType. */
 export function usesField(queryType: QueryType | undefined, field: EditorField): boolean {
   return !!queryType && (FIELDS_BY_TYPE[queryType] ?? []).includes(field);
 }
+
+/** Value fields each time-series query type returns (stage percentiles add one per level, named p50, p99.9, …). */
+export const VALUE_FIELDS: Partial<Record<QueryType, readonly string[]>> = {
+  stage_percentiles: ['p<level>', 'samples'],
+  e2e_distribution: ['latency'],
+  consumer_lag: ['lag', 'time_lag', 'expired', 'partitions'],
+  slo: ['compliance', 'burn_rate', 'error_budget_remaining', 'good', 'total'],
+  clock_offsets: ['offset', 'uncertainty'],
+  probe_health: ['sent', 'lost', 'loss_ratio', 'duplicates', 'p50', 'p99'],
+};

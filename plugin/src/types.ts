@@ -41,6 +41,8 @@ export interface TidemarkQuery extends DataQuery {
   limit?: number;
   /** Count replayed (reprocessed) messages as live latency; off by default, as the architecture requires. */
   includeReplays?: boolean;
+  /** Keep only these value fields of a time series (e.g. ["burn_rate"] for an alert rule); empty keeps all. */
+  fields?: string[];
 }
 
 export const DEFAULT_QUERY: Partial<TidemarkQuery> = {

@@ -15,6 +15,32 @@ import (
 // "timeseries-multi" shape), each with a time field and numeric fields labelled by the series' key, which is what
 // Grafana's alerting reads.
 func run(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window, s Settings) (data.Frames, error) {
+	frames, err := answer(ctx, r, q, w, s)
+	if err != nil || len(q.Fields) == 0 {
+		return frames, err
+	}
+	return keepFields(frames, q.Fields), nil
+}
+
+// keepFields drops the value fields not named in keep; time and string fields (the distribution's percentile) stay.
+func keepFields(frames data.Frames, keep []string) data.Frames {
+	want := map[string]bool{}
+	for _, k := range keep {
+		want[k] = true
+	}
+	for _, f := range frames {
+		kept := f.Fields[:0]
+		for _, fld := range f.Fields {
+			if !fld.Type().Numeric() || want[fld.Name] {
+				kept = append(kept, fld)
+			}
+		}
+		f.Fields = kept
+	}
+	return frames
+}
+
+func answer(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window, s Settings) (data.Frames, error) {
 	switch q.Type {
 	case QueryStagePercentiles:
 		res, err := r.StagePercentiles(ctx, query.PercentileQuery{Window: w, Stage: q.Stage, Levels: q.Levels,

@@ -154,6 +154,7 @@ func TestQueryDataOverGRPC(t *testing.T) {
 		dq("C", `{"queryType":"clock_offsets","host":"c1"}`),
 		dq("H", `{"queryType":"probe_health"}`),
 		dq("D", `{"queryType":"e2e_distribution","topic":"orders","groupBy":"none","stage":"receive_process"}`),
+		dq("F", `{"queryType":"slo","sloThresholdMs":500,"sloObjective":0.9,"fields":["burn_rate"]}`),
 	)
 	for _, tc := range []struct {
 		ref  string
@@ -181,6 +182,8 @@ func TestQueryDataOverGRPC(t *testing.T) {
 			"slo compliance=0.6666666667,1", "slo burn_rate=3.333333333,0",
 			"slo error_budget_remaining=-2.333333333,-1", "slo good=10,10", "slo total=15,10",
 		}},
+		// an alert rule's query keeps only the number its threshold is about
+		{"F", []string{"slo burn_rate=3.333333333,0"}},
 		{"C", []string{"clock_offsets{host=c1, kind=bracketed} offset=13", "clock_offsets{host=c1, kind=bracketed} uncertainty=0.5"}},
 		{"H", []string{
 			"probe_health{broker=1} sent=5", "probe_health{broker=1} lost=1", "probe_health{broker=1} loss_ratio=0.2",

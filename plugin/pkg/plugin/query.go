@@ -45,6 +45,9 @@ type Query struct {
 	SLOObjective   *float64  `json:"sloObjective"`
 	Limit          *int      `json:"limit"`
 	IncludeReplays bool      `json:"includeReplays"`
+	// Fields keeps only these value fields of a time-series answer (the time field stays), e.g. ["burn_rate"]: an
+	// alert rule's threshold then applies to that number alone. Empty keeps all.
+	Fields []string `json:"fields"`
 }
 
 // DefaultPercentiles returns the levels a query without percentiles gets: p50 and p99 (a new slice each call).
@@ -69,6 +72,7 @@ type ParsedQuery struct {
 	Objective      float64
 	Limit          int
 	IncludeReplays bool
+	Fields         []string
 }
 
 // ParseQuery decodes a query's JSON and validates it. queryType is the DataQuery's own QueryType, which Grafana fills
@@ -140,6 +144,9 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 		if !(p.Objective > 0 && p.Objective < 1) {
 			return ParsedQuery{}, fmt.Errorf("SLO objective %v is outside (0, 1): write 0.999 for 99.9%%", p.Objective)
 		}
+	}
+	if err := p.parseFields(q.Fields); err != nil {
+		return ParsedQuery{}, err
 	}
 	p.Limit = DefaultLimit
 	if q.Limit != nil {
@@ -214,4 +221,49 @@ func splitFilter(field, value string, pattern *regexp.Regexp) ([]string, error) 
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// FieldNames returns the value fields a parsed query's frames carry, in frame order; slowest messages (a table) has
+// none to choose.
+func (p ParsedQuery) FieldNames() []string {
+	switch p.Type {
+	case QueryStagePercentiles:
+		var out []string
+		for _, l := range p.Levels {
+			out = append(out, levelName(l))
+		}
+		return append(out, "samples")
+	case QueryE2EDistribution:
+		return []string{"latency"}
+	case QueryConsumerLag:
+		return []string{"lag", "time_lag", "expired", "partitions"}
+	case QuerySLO:
+		return []string{"compliance", "burn_rate", "error_budget_remaining", "good", "total"}
+	case QueryClockOffsets:
+		return []string{"offset", "uncertainty"}
+	case QueryProbeHealth:
+		return []string{"sent", "lost", "loss_ratio", "duplicates", "p50", "p99"}
+	}
+	return nil
+}
+
+func (p *ParsedQuery) parseFields(fields []string) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	valid := p.FieldNames()
+	if len(valid) == 0 {
+		return fmt.Errorf("%s has no fields to choose: remove \"fields\"", p.Type)
+	}
+	for _, f := range fields {
+		found := false
+		for _, v := range valid {
+			found = found || f == v
+		}
+		if !found {
+			return fmt.Errorf("%s has no field %q: choose from %s", p.Type, f, strings.Join(valid, ", "))
+		}
+	}
+	p.Fields = fields
+	return nil
 }

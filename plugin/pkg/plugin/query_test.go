@@ -60,6 +60,19 @@ func TestParseQuery(t *testing.T) {
 		{name: "zero threshold", json: `{"queryType":"slo","sloThresholdMs":0}`,
 			err: `SLO threshold 0 ms must be a positive number of milliseconds`},
 		{name: "limit too large", json: `{"queryType":"slowest_messages","limit":5000}`, err: `limit 5000 must be from 1 to 1000`},
+		{
+			// an alert rule keeps the one number its threshold is about
+			name: "fields", json: `{"queryType":"slo","fields":["burn_rate"]}`,
+			want: ParsedQuery{Type: QuerySLO, Stage: query.StageE2E, Levels: []float64{0.5, 0.99}, GroupBy: query.DimNone,
+				ThresholdMs: 500, Objective: 0.999, Limit: 20, Fields: []string{"burn_rate"}},
+		},
+		{name: "field the type does not have", json: `{"queryType":"consumer_lag","fields":["burn_rate"]}`,
+			err: `consumer_lag has no field "burn_rate": choose from lag, time_lag, expired, partitions`},
+		// percentile fields are named after the levels asked for
+		{name: "percentile field not asked for", json: `{"queryType":"stage_percentiles","percentiles":[0.5],"fields":["p99"]}`,
+			err: `stage_percentiles has no field "p99": choose from p50, samples`},
+		{name: "fields on a table", json: `{"queryType":"slowest_messages","fields":["latency"]}`,
+			err: `slowest_messages has no fields to choose: remove "fields"`},
 		{name: "wrong JSON type", json: `{"queryType":"slo","limit":"many"}`,
 			err: `the query is not valid JSON for a Tidemark query: json: cannot unmarshal string into Go struct field Query.limit of type int`},
 	} {

@@ -32,6 +32,7 @@ describe('QueryEditor', () => {
         'tidemark-percentiles',
         'tidemark-group-by',
         'tidemark-include-replays',
+        'tidemark-fields',
       ].sort()
     );
     // defaults fill the percentiles box as percents
@@ -40,7 +41,7 @@ describe('QueryEditor', () => {
 
   it('shows only the host filter for clock offsets', () => {
     const { container } = renderEditor({ refId: 'A', queryType: 'clock_offsets' });
-    expect(ids(container)).toEqual(['tidemark-host', 'tidemark-query-type']);
+    expect(ids(container)).toEqual(['tidemark-fields', 'tidemark-host', 'tidemark-query-type']);
   });
 
   it('shows SLO threshold and objective for slo', () => {
@@ -81,6 +82,15 @@ describe('QueryEditor', () => {
       />
     );
     expect(screen.getByDisplayValue('90, 99.9')).toBeTruthy();
+  });
+
+  it('keeps only the fields typed, for alert rules', () => {
+    const { container, onChange, onRunQuery } = renderEditor({ refId: 'A', queryType: 'slo' });
+    const box = container.querySelector('#tidemark-fields') as HTMLInputElement;
+    fireEvent.change(box, { target: { value: 'burn_rate, ' } });
+    fireEvent.blur(box);
+    expect(onChange).toHaveBeenLastCalledWith({ refId: 'A', queryType: 'slo', fields: ['burn_rate'] });
+    expect(onRunQuery).toHaveBeenCalledTimes(1);
   });
 
   it('warns about a malformed filter before the query runs', () => {

@@ -3,7 +3,7 @@ import { QueryEditorProps, SelectableValue } from '@grafana/data';
 import { Alert, InlineField, InlineFieldRow, InlineSwitch, Input, Select } from '@grafana/ui';
 
 import type { DataSource } from '../datasource';
-import { usesField } from '../fields';
+import { usesField, VALUE_FIELDS } from '../fields';
 import {
   DEFAULT_QUERY,
   GROUP_BYS,
@@ -71,6 +71,17 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
     setPercentError('');
     setPercentText(formatPercentiles(parsed.values));
     update({ percentiles: parsed.values }, true);
+  };
+
+  const fieldsText = (q.fields ?? []).join(', ');
+  const [fieldsDraft, setFieldsDraft] = useState(fieldsText);
+  useEffect(() => setFieldsDraft(fieldsText), [fieldsText]);
+  const commitFields = () => {
+    const list = fieldsDraft
+      .split(',')
+      .map((f) => f.trim())
+      .filter((f) => f !== '');
+    update({ fields: list.length > 0 ? list : undefined }, true);
   };
 
   const problems = validateQuery(q);
@@ -214,6 +225,22 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
               id="tidemark-include-replays"
               value={!!q.includeReplays}
               onChange={(e: React.FormEvent<HTMLInputElement>) => update({ includeReplays: e.currentTarget.checked }, true)}
+            />
+          </InlineField>
+        )}
+        {show('fields') && (
+          <InlineField
+            label="Fields"
+            labelWidth={8}
+            tooltip={`Keep only these, e.g. for an alert rule: ${(q.queryType && VALUE_FIELDS[q.queryType]?.join(', ')) ?? ''}`}
+          >
+            <Input
+              id="tidemark-fields"
+              width={24}
+              value={fieldsDraft}
+              placeholder="all"
+              onChange={(e: ChangeEvent<HTMLInputElement>) => setFieldsDraft(e.currentTarget.value)}
+              onBlur={commitFields}
             />
           </InlineField>
         )}
