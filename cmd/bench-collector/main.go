@@ -1,0 +1,362 @@
+// Command bench-collector measures the collector's receipts pipeline (Kafka → decode → latency engine → batched
+// writer → ClickHouse) against the two raw baselines it is built from, on the same data in the same run:
+//
+//   - raw_consume_per_s: sarama reading the same receipts topic as fast as it can (a consumer group, receipts counted
+//     from each record's header, nothing decoded);
+//   - raw_insert_per_s: clickhouse-go inserting the same number of latency rows, pre-built, in 50k-row columnar
+//     batches;
+//   - pipeline_rows_per_s: the collector, from start until ClickHouse acknowledged every row.
+//
+// pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.6); rss_mb is the process's peak RSS (VmHWM,
+// target ≤ 300). The last line printed is the JSON result. Run it with `make bench-collector` (starts the stack).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+func main() {
+	n := flag.Int("receipts", 400000, "receipts to push through each measurement")
+	perRecord := flag.Int("per-record", 256, "receipts per Kafka record (the emitter's default batch)")
+	flag.Parse()
+	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
+	chAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
+	if brokers[0] == "" || chAddr == "" {
+		fmt.Fprintln(os.Stderr, "bench-collector: TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR must be set (make bench-collector sets them)")
+		os.Exit(2)
+	}
+	if err := bench(brokers, chAddr, *n, *perRecord); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-collector:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	Receipts          int     `json:"receipts"`
+	PipelineRowsPerS  float64 `json:"pipeline_rows_per_s"`
+	RawConsumePerS    float64 `json:"raw_consume_per_s"`
+	RawInsertPerS     float64 `json:"raw_insert_per_s"`
+	PipelineRatio     float64 `json:"pipeline_ratio"`
+	RSSMB             float64 `json:"rss_mb"`
+	PipelineSeconds   float64 `json:"pipeline_seconds"`
+	RawConsumeSeconds float64 `json:"raw_consume_seconds"`
+	RawInsertSeconds  float64 `json:"raw_insert_seconds"`
+}
+
+func saramaConfig() *sarama.Config {
+	c := sarama.NewConfig()
+	c.Version = sarama.V4_0_0_0
+	return c
+}
+
+func bench(brokers []string, chAddr string, n, perRecord int) error {
+	ctx := context.Background()
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	topic := "bench-receipts-" + run
+	const partitions = 6
+	if _, err := kafka.EnsureTopic(brokers, saramaConfig(), kafka.TopicSpec{Name: topic, Partitions: partitions}); err != nil {
+		return err
+	}
+	defer func() {
+		if adm, err := sarama.NewClusterAdmin(brokers, saramaConfig()); err == nil {
+			_ = adm.DeleteTopic(topic)
+			_ = adm.Close()
+		}
+	}()
+	n -= n % partitions // every partition gets the same number of receipts
+	fmt.Fprintf(os.Stderr, "producing %d receipts to %s...\n", n, topic)
+	if err := produce(brokers, topic, n, perRecord, partitions); err != nil {
+		return err
+	}
+
+	db := "tidemark_bench"
+	cfg := store.Config{Addr: []string{chAddr}, Database: db}
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+
+	var res result
+	res.Receipts = n
+	fmt.Fprintln(os.Stderr, "raw consume...")
+	if res.RawConsumeSeconds, err = rawConsume(brokers, topic, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
+	fmt.Fprintln(os.Stderr, "raw insert...")
+	if res.RawInsertSeconds, err = rawInsert(ctx, chAddr, db, n); err != nil {
+		return err
+	}
+	if err := st.Conn().Exec(ctx, "TRUNCATE TABLE latency_events"); err != nil {
+		return fmt.Errorf("truncate after the raw insert: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
+	fmt.Fprintln(os.Stderr, "pipeline...")
+	// rss_mb is the pipeline's own peak: return the baselines' memory to the OS and reset the peak (Linux resets
+	// VmHWM when 5 is written to clear_refs), so the raw phases' buffers are not charged to the collector.
+	runtime.GC()
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	if res.PipelineSeconds, err = pipeline(ctx, st, brokers, topic, n); err != nil {
+		return err
+	}
+	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
+	res.RawInsertPerS = float64(n) / res.RawInsertSeconds
+	res.PipelineRowsPerS = float64(n) / res.PipelineSeconds
+	res.PipelineRatio = res.PipelineRowsPerS / min(res.RawConsumePerS, res.RawInsertPerS)
+	res.RSSMB = peakRSSMB()
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	return nil
+}
+
+// produce writes n receipts of realistic shape (every stamp, a trace, three producer and two consumer hosts) in
+// records of perRecord, keyed by source partition like the instrumentation's emitter.
+func produce(brokers []string, topic string, n, perRecord, partitions int) error {
+	c := saramaConfig()
+	c.Producer.Return.Successes = true
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	p, err := sarama.NewSyncProducer(brokers, c)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	now := time.Now()
+	var msgs []*sarama.ProducerMessage
+	perPart := n / partitions
+	for part := 0; part < partitions; part++ {
+		for first := 0; first < perPart; first += perRecord {
+			k := min(perRecord, perPart-first)
+			rs := make([]instrument.Receipt, k)
+			for j := range rs {
+				off := int64(first + j)
+				base := now.Add(time.Duration(off) * time.Millisecond)
+				rs[j] = instrument.Receipt{
+					Group: "bench-app", Topic: "orders", Partition: int32(part), Offset: off,
+					RecordTimestampMs: base.Add(3 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
+					TimestampType: instrument.TimestampLogAppend,
+					ProduceNs:     base.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "p" + strconv.Itoa(int(off%3)),
+					ReceiveNs: base.Add(10 * time.Millisecond).UnixNano(), ProcessedNs: base.Add(15 * time.Millisecond).UnixNano(),
+					Host: "c" + strconv.Itoa(part%2), TraceID: [16]byte{byte(off), 1}, SpanID: [8]byte{2}, HasTrace: true,
+				}
+			}
+			v, err := instrument.AppendReceiptBatch(nil, rs)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: int32(part), Value: sarama.ByteEncoder(v)})
+			if len(msgs) == 200 {
+				if err := p.SendMessages(msgs); err != nil {
+					return err
+				}
+				msgs = msgs[:0]
+			}
+		}
+	}
+	if len(msgs) > 0 {
+		return p.SendMessages(msgs)
+	}
+	return nil
+}
+
+// rawConsume reads the topic with a fresh consumer group and counts receipts from each record's batch header.
+func rawConsume(brokers []string, topic string, n int) (float64, error) {
+	var got atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	stop := time.AfterFunc(5*time.Minute, cancel)
+	defer stop.Stop()
+	err := kafka.RunGroup(ctx, kafka.GroupConfig{Brokers: brokers, Sarama: saramaConfig(), Group: "bench-raw-" + topic,
+		Topics: []string{topic}, Oldest: true, MaxBatch: 1000},
+		func(_ context.Context, b kafka.Batch, mark func(int64)) error {
+			for i := range b.Records {
+				cnt, _ := binary.Uvarint(b.Records[i].Value[1:])
+				if got.Add(int64(cnt)) >= int64(n) {
+					cancel()
+				}
+			}
+			mark(b.Records[len(b.Records)-1].Offset + 1)
+			return nil
+		})
+	if err != nil {
+		return 0, err
+	}
+	if got.Load() < int64(n) {
+		return 0, fmt.Errorf("raw consume read %d of %d receipts", got.Load(), n)
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// rawInsert inserts n latency rows with clickhouse-go directly: columnar 50k-row batches, one connection.
+func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Auth: clickhouse.Auth{Database: db, Username: "default"},
+		Settings: clickhouse.Settings{"max_execution_time": 60}, Compression: &clickhouse.Compression{Method: clickhouse.CompressionLZ4}})
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	const batch = 50000
+	now := time.Now()
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		b, err := conn.PrepareBatch(ctx, `INSERT INTO latency_events (record_time, observed_time, consumer_group, topic,
+			partition, offset, replay_class, source, event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms,
+			ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, ingest_ms, queue_ms, process_ms, e2e_ms,
+			uncertainty_ms, valid, flags, producer_host, broker_host, consumer_host, trace_id, span_id, ver)`)
+		if err != nil {
+			return 0, fmt.Errorf("prepare raw insert: %w", err)
+		}
+		times := make([]time.Time, k)
+		strs := func(v string) []string {
+			s := make([]string, k)
+			for i := range s {
+				s[i] = v
+			}
+			return s
+		}
+		i64 := make([]int64, k)
+		i32 := make([]int32, k)
+		i8 := make([]int8, k)
+		f64 := make([]float64, k)
+		u8 := make([]uint8, k)
+		u32 := make([]uint32, k)
+		u64 := make([]uint64, k)
+		offs := make([]int64, k)
+		for i := range times {
+			times[i] = now
+			i8[i] = 1
+			offs[i] = int64(done + i)
+			u64[i] = uint64(now.UnixMilli())
+		}
+		cols := []any{times, times, strs("bench-app"), strs("orders"), i32, offs, i8, i8, i64, i64, i64, i64,
+			i64, i64, i64, i64, i64, i64, i64, i64, f64, u8, u32, strs("p1"), strs("broker-1"), strs("c1"),
+			strs("0102030405060708090a0b0c0d0e0f10"), strs("0102030405060708"), u64}
+		for c, v := range cols {
+			if err := b.Column(c).Append(v); err != nil {
+				return 0, fmt.Errorf("append column %d: %w", c, err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return 0, fmt.Errorf("send raw insert: %w", err)
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// writerConfig is the writer the pipeline runs with: 20k-row batches and at most 60k rows held, the settings
+// docs/collector.md recommends for a collector under ~300 MB (the store's defaults, 50k/200k, trade memory for
+// fewer inserts).
+var writerConfig = store.WriterConfig{BatchRows: 20000, MaxRows: 60000}
+
+// pipeline runs the collector's receipts path until ClickHouse acknowledged n rows.
+func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n int) (float64, error) {
+	wcfg := st.Config()
+	wcfg.Writer = writerConfig
+	wst, err := store.Open(ctx, wcfg)
+	if err != nil {
+		return 0, err
+	}
+	defer wst.Close()
+	w, err := store.NewWriter(wst, store.WriterOptions{})
+	fmt.Fprintf(os.Stderr, "writer: %+v\n", wst.Config().Writer)
+	if err != nil {
+		return 0, err
+	}
+	eng, err := latency.NewEngine(latency.Config{})
+	if err != nil {
+		return 0, err
+	}
+	m := collector.NewMetrics(nil)
+	c, err := collector.New(collector.Config{
+		DeadLetterTopic: "bench-dlq-" + topic,
+		Receipts:        collector.ReceiptsConfig{Enabled: true, Topic: topic, Group: "bench-pipe-" + topic},
+		MaxBatch:        50,
+	}, collector.Options{Kafka: kafka.ClientConfig{Brokers: brokers}, Engine: eng, Sink: w, Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- c.Run(rctx) }()
+	acked := m.RowsAcked.WithLabelValues(collector.PathReceipts)
+	deadline := time.Now().Add(5 * time.Minute)
+	for testutil.ToFloat64(acked) < float64(n) {
+		if time.Now().After(deadline) {
+			cancel()
+			return 0, fmt.Errorf("pipeline acknowledged %v of %d rows in 5 minutes", testutil.ToFloat64(acked), n)
+		}
+		select {
+		case err := <-done:
+			cancel()
+			return 0, fmt.Errorf("collector stopped early: %w", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	if p := os.Getenv("BENCH_HEAPPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
+	cancel()
+	<-done
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	_ = w.Close(cctx)
+	if adm, err := sarama.NewClusterAdmin(brokers, saramaConfig()); err == nil {
+		_ = adm.DeleteTopic("bench-dlq-" + topic)
+		_ = adm.Close()
+	}
+	return elapsed, nil
+}
+
+// peakRSSMB reads the process's peak resident set size (VmHWM) from /proc.
+func peakRSSMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
