@@ -312,17 +312,23 @@ func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 
 // finish classifies a prepared result; p.mu must be held.
 func (p *Path) finish(offset int64, res *Result) {
-	appendMs, atMs := math.NaN(), math.NaN()
-	if v := res.Corrected[Append]; v != 0 {
-		appendMs = v
-	} else if v := res.Corrected[Produce]; v != 0 {
-		appendMs = v
+	c := &res.Corrected // 0 where absent
+	appendMs := c[Append]
+	if appendMs == 0 {
+		appendMs = c[Produce]
 	}
-	for _, m := range [...]Moment{Processed, Commit, Receive} {
-		if v := res.Corrected[m]; v != 0 {
-			atMs = v
-			break
-		}
+	atMs := c[Processed]
+	if atMs == 0 {
+		atMs = c[Commit]
+	}
+	if atMs == 0 {
+		atMs = c[Receive]
+	}
+	if appendMs == 0 {
+		appendMs = math.NaN()
+	}
+	if atMs == 0 {
+		atMs = math.NaN()
 	}
 	var rewindAt float64
 	res.Class, rewindAt = p.tracker.Classify(offset, appendMs, atMs)

@@ -24,7 +24,8 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		return false
 	}
 	c, tc, uc, ok := fastStamp(hs, &st[Processed])
-	if !ok || e.bounds.check(Produce, p, a) != ReasonOK || e.bounds.check(Processed, c, a) != ReasonOK {
+	// Bounds.Check for produce (before the append: old up to MaxAge, ahead up to MaxSkew) and processed (the reverse).
+	if !ok || p-a < -e.bounds.age || p-a > e.bounds.skew || c-a < -e.bounds.skew || c-a > e.bounds.age {
 		return false
 	}
 	cp, ca, cc := p-tp, a-ta, c-tc
@@ -44,7 +45,7 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		return true
 	}
 	v, tv, uv, ok := fastStamp(hs, &st[Receive])
-	if !ok || e.bounds.check(Receive, v, a) != ReasonOK {
+	if !ok || v-a < -e.bounds.skew || v-a > e.bounds.age {
 		return false
 	}
 	cv := v - tv

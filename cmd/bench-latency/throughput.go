@@ -18,7 +18,8 @@ type tpResult struct {
 
 // throughput measures, in one run, stamps/s through the whole pipeline (brackets and sync exchanges fed in their
 // order, then per record: validation, offset lookup, correction, classification, sketch inserts) against a naive
-// baseline doing three subtractions and the same three sketch inserts per record. Both see the same records of the
+// baseline doing three subtractions and the same three sketch inserts per record (into per-partition sketches, as
+// the pipeline's are per path). Both see the same records of the
 // synced scenario with produce, append and processed stamps. Each side is timed by the CPU time of its (locked) OS
 // thread, not the wall clock, so that being descheduled on a shared machine counts against neither; best of several
 // alternated rounds, the baseline repeated so that both sides run for comparable time.
@@ -31,7 +32,10 @@ func throughput() (tpResult, error) {
 	}
 	// Convert once, outside the timed loops: both sides start from decoded, compact inputs (the pipeline from
 	// engine-typed observations in arrival order, the baseline from three floats per record).
-	type naive struct{ p, a, c float64 }
+	type naive struct {
+		p, a, c float64
+		part    int32
+	}
 	type event struct {
 		kind sim.ObsKind
 		i    int32 // index into the slice of its kind
@@ -76,11 +80,11 @@ func throughput() (tpResult, error) {
 			}
 			return float64(st.Value)
 		}
-		raw = append(raw, naive{ms(o.Stamps[latency.Produce]), ms(o.Stamps[latency.Append]), ms(o.Stamps[latency.Processed])})
+		raw = append(raw, naive{ms(o.Stamps[latency.Produce]), ms(o.Stamps[latency.Append]), ms(o.Stamps[latency.Processed]), int32(o.Partition)})
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	const rounds, baseReps = 7, 4
+	const rounds, baseReps = 15, 4
 	best := func(cur, d time.Duration) time.Duration {
 		if cur == 0 || d < cur {
 			return d
@@ -128,11 +132,14 @@ func throughput() (tpResult, error) {
 			return tpResult{}, fmt.Errorf("throughput feed: no live records")
 		}
 
-		// Baseline: three subtractions and the same three sketch inserts per record.
-		var sk [3]*latency.Sketch
-		for i := range sk {
-			if sk[i], err = latency.NewSketch(e.Config().RelativeAccuracy); err != nil {
-				return tpResult{}, err
+		// Baseline: three subtractions and the same three sketch inserts per record, into the same sketches: one
+		// set per partition, as the pipeline keeps them per path.
+		sk := make([][3]*latency.Sketch, sc.Partitions)
+		for p := range sk {
+			for i := range sk[p] {
+				if sk[p][i], err = latency.NewSketch(e.Config().RelativeAccuracy); err != nil {
+					return tpResult{}, err
+				}
 			}
 		}
 		runtime.GC()
@@ -141,9 +148,10 @@ func throughput() (tpResult, error) {
 			for _, r := range raw {
 				// Skewed clocks make about half the naive values negative; the sketch refuses those at once, which would
 				// flatter the baseline, so it inserts magnitudes: the same insert work as the pipeline.
-				sk[0].Add(math.Abs(r.a - r.p))
-				sk[1].Add(math.Abs(r.c - r.a))
-				sk[2].Add(math.Abs(r.c - r.p))
+				ps := &sk[r.part]
+				ps[0].Add(math.Abs(r.a - r.p))
+				ps[1].Add(math.Abs(r.c - r.a))
+				ps[2].Add(math.Abs(r.c - r.p))
 			}
 		}
 		tBase = best(tBase, (threadCPU()-t0)/baseReps)
