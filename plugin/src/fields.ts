@@ -31,7 +31,7 @@ export function usesField(queryType: QueryType | undefined, field: EditorField):
 
 /** Value fields each time-series query type returns (stage percentiles add one per level, named p50, p99.9, …). */
 export const VALUE_FIELDS: Partial<Record<QueryType, readonly string[]>> = {
-  stage_percentiles: ['p<level>', 'samples'],
+  stage_percentiles: ['p50', 'p99', '… one per level', 'samples'],
   e2e_distribution: ['latency'],
   consumer_lag: ['lag', 'time_lag', 'expired', 'partitions'],
   slo: ['compliance', 'burn_rate', 'error_budget_remaining', 'good', 'total'],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { formatPercentiles, parsePercentiles, splitFilter, validateQuery } from './validate';
+import { formatPercentiles, levelName, parsePercentiles, splitFilter, validateQuery } from './validate';
 
 describe('parsePercentiles', () => {
   it.each([
@@ -72,6 +72,26 @@ describe('validateQuery', () => {
       'percentile 1.5 is outside (0, 1)',
       'SLO objective 99.9 is outside (0, 1), e.g. 0.999 for 99.9%',
       'limit 0 must be a whole number from 1 to 1000',
+    ]);
+  });
+});
+
+describe('fields', () => {
+  it('names levels as the backend does', () => {
+    expect([0.5, 0.99, 0.999, 0.9999, 0.05].map(levelName)).toEqual(['p50', 'p99', 'p99.9', 'p99.99', 'p5']);
+  });
+  it('checks fields against what the query type returns', () => {
+    expect(validateQuery({ refId: 'A', queryType: 'slo', fields: ['burn_rate'] })).toEqual([]);
+    expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.999], fields: ['p99.9'] })).toEqual([]);
+    // only p50 is asked for, so there is no p99 field
+    expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.5], fields: ['p99'] })).toEqual([
+      'stage_percentiles has no field "p99": choose from p50, samples',
+    ]);
+    expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', fields: ['burn_rate'] })).toEqual([
+      'consumer_lag has no field "burn_rate": choose from lag, time_lag, expired, partitions',
+    ]);
+    expect(validateQuery({ refId: 'A', queryType: 'slowest_messages', fields: ['latency'] })).toEqual([
+      'slowest_messages has no fields to choose: clear Fields',
     ]);
   });
 });

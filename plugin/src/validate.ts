@@ -1,4 +1,5 @@
-import { GROUP_BYS, QUERY_TYPES, STAGES, TidemarkQuery } from './types';
+import { VALUE_FIELDS } from './fields';
+import { DEFAULT_QUERY, GROUP_BYS, QUERY_TYPES, STAGES, TidemarkQuery } from './types';
 
 /** Most percentiles one query may ask for; the backend enforces the same bound. */
 export const MAX_PERCENTILES = 10;
@@ -96,8 +97,30 @@ export function validateQuery(q: TidemarkQuery): string[] {
   if (q.sloThresholdMs !== undefined && !(q.sloThresholdMs > 0)) {
     errs.push(`SLO threshold ${q.sloThresholdMs} ms must be positive`);
   }
+  if (q.fields && q.fields.length > 0 && q.queryType) {
+    const valid = valueFields(q);
+    if (valid.length === 0) {
+      errs.push(`${q.queryType} has no fields to choose: clear Fields`);
+    }
+    for (const f of valid.length > 0 ? q.fields.filter((f) => !valid.includes(f)) : []) {
+      errs.push(`${q.queryType} has no field "${f}": choose from ${valid.join(', ')}`);
+    }
+  }
   if (q.limit !== undefined && !(Number.isInteger(q.limit) && q.limit >= 1 && q.limit <= 1000)) {
     errs.push(`limit ${q.limit} must be a whole number from 1 to 1000`);
   }
   return errs;
+}
+
+/** levelName names a percentile's field as the backend does: 0.99 → "p99", 0.999 → "p99.9". */
+export function levelName(level: number): string {
+  return 'p' + String(Math.round(level * 1e8) / 1e6);
+}
+
+/** valueFields lists the value fields the backend returns for q (plugin/pkg/plugin/query.go FieldNames). */
+export function valueFields(q: TidemarkQuery): string[] {
+  if (q.queryType === 'stage_percentiles') {
+    return [...(q.percentiles ?? DEFAULT_QUERY.percentiles ?? []).map(levelName), 'samples'];
+  }
+  return [...((q.queryType && VALUE_FIELDS[q.queryType]) ?? [])];
 }
