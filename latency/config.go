@@ -117,6 +117,7 @@ func (c *Config) twoSidedWindow() windowConfig {
 		bucketMs: durMs(c.Window) / float64(c.WindowBuckets), nBuckets: c.WindowBuckets,
 		maxDrift: c.MaxDriftPPM * 1e-6, extrapRate: c.MaxDriftPPM * 1e-6,
 		stepTolMs: durMs(c.StepTolerance), stepConfirm: c.StepConfirm,
+		refitEveryMs: durMs(c.Window) / float64(c.WindowBuckets) / 20,
 	}
 }
 

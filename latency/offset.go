@@ -119,12 +119,13 @@ const fastPathMs = 100
 
 // hostState is one host's estimators. mu guards two and env; snap is replaced (never mutated) under mu.
 type hostState struct {
-	name string
-	mu   sync.Mutex
-	two  *window // brackets, sync exchanges, reported offsets
-	env  *window // causal envelope bounds from records
-	kind OffsetKind
-	snap atomic.Pointer[hostSnap]
+	name        string
+	mu          sync.Mutex
+	two         *window // brackets, sync exchanges, reported offsets
+	env         *window // causal envelope bounds from records
+	kind        OffsetKind
+	publishedAt float64 // reference time of the bound that last published a two-sided change
+	snap        atomic.Pointer[hostSnap]
 }
 
 func newHostState(name string, twoCfg, envCfg windowConfig) *hostState {
@@ -169,15 +170,21 @@ func (h *hostState) addTwo(b bound, kind OffsetKind, bucketMs float64) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	changed := false
 	if kind > h.kind || !h.two.cur.ok {
+		changed = h.kind != kind
 		h.kind = kind
 	}
 	if kind == KindReported {
 		// A reported offset comes from a sync that follows the host's drift itself: it needs no warm-up here.
 		h.two.lastSlopeKnown = true
 	}
-	h.two.add(b)
-	h.publish()
+	// Publishing allocates a snapshot: only when something it shows changed, or to keep the fast path's newest
+	// time current.
+	if h.two.add(b) || changed || (kind == KindReported && b.at-h.publishedAt >= fastPathMs) {
+		h.publish()
+		h.publishedAt = b.at
+	}
 }
 
 // addEnv feeds a causal bound; the caller has checked the fast path.

@@ -16,6 +16,9 @@ type windowConfig struct {
 	extrapRate  float64 // uncertainty growth per ms of extrapolation beyond the data
 	stepTolMs   float64 // a bound further than this outside the predicted interval is inconsistent
 	stepConfirm int     // consecutive, mutually consistent inconsistent bounds that confirm a step
+	// refitEveryMs throttles refits (see add); 0 refits on every change. Envelopes must not be throttled: a record's
+	// own causal bound has to be in the fit that corrects it.
+	refitEveryMs float64
 }
 
 // bucket keeps the few bounds of one time slice that matter: the narrowest two-sided bound (for the drift fit, the
@@ -83,6 +86,8 @@ type window struct {
 	lastConsistent float64
 	pending        []bound // inconsistent bounds awaiting confirmation of a step
 	envelopeRun    int     // consecutive completed envelope buckets whose extreme fell short of the fit
+	dirty          bool    // a bound tightened a bucket since the last refit
+	lastRefit      float64 // reference time (ms) of the bound that triggered the last refit
 	steps          int
 	samples        int
 	lastSlopeKnown bool
@@ -109,10 +114,15 @@ func (w *window) consistent(b bound) bool {
 	return b.hi >= lo && b.lo <= hi
 }
 
-// add feeds one bound and reports whether a step was confirmed (the window restarted). An inconsistent two-sided
-// bound is held in pending (the window is then suspect) until StepConfirm of them agree; one-sided (envelope) fits
-// absorb upward moves and are restarted by envelopeStepped.
-func (w *window) add(b bound) (stepped bool) {
+// add feeds one bound and reports whether anything a snapshot shows changed (a refit, a step, the pending set). An
+// inconsistent two-sided bound is held in pending (the window is then suspect) until StepConfirm of them agree;
+// one-sided (envelope) fits absorb upward moves and are restarted by envelopeStepped.
+//
+// With cfg.refitEveryMs set, a bound that tightens a bucket refits at once only when it opens a new bucket or the
+// last refit is that long ago; otherwise the window is marked dirty and the next bound past the interval refits.
+// Probes arrive ten times a second and tighten their bucket often while it is young: refitting on each cost more
+// than all the records of that second.
+func (w *window) add(b bound) (changed bool) {
 	w.samples++
 	if w.cur.ok && w.cur.oneSided == 0 && b.twoSided() && !w.consistent(b) {
 		w.pending = append(w.pending, b)
@@ -120,7 +130,7 @@ func (w *window) add(b bound) (stepped bool) {
 			w.pending = append(w.pending[:0], b) // the older ones were not a step together; keep the newest
 		}
 		if len(w.pending) < w.cfg.stepConfirm {
-			return false
+			return true
 		}
 		// Confirmed step: keep the old fit for stamps taken before it, restart the window with the new bounds.
 		w.prev, w.prevUntil, w.stepAt = w.cur, w.lastConsistent, w.pending[0].at
@@ -132,19 +142,32 @@ func (w *window) add(b bound) (stepped bool) {
 		}
 		w.lastConsistent = pend[len(pend)-1].at
 		w.steps++
-		w.refit()
+		w.refitAt(b.at)
 		return true
 	}
-	if w.cur.ok && w.cur.oneSided != 0 && !b.twoSided() && w.envelopeStepped(b) {
+	stepped := w.cur.ok && w.cur.oneSided != 0 && !b.twoSided() && w.envelopeStepped(b)
+	if stepped {
 		w.steps++
-		stepped = true
 	}
+	hadPending := len(w.pending) > 0
 	w.pending = w.pending[:0]
 	w.lastConsistent = math.Max(w.lastConsistent, b.at)
-	if w.insert(b) || stepped {
-		w.refit()
+	latest := w.latest
+	if w.insert(b) {
+		w.dirty = true
 	}
-	return false
+	if stepped || !w.cur.ok || w.latest != latest ||
+		(w.dirty && (w.cfg.refitEveryMs == 0 || b.at-w.lastRefit >= w.cfg.refitEveryMs)) {
+		w.refitAt(b.at)
+		return true
+	}
+	return hadPending
+}
+
+// refitAt refits and records when.
+func (w *window) refitAt(at float64) {
+	w.refit()
+	w.dirty, w.lastRefit = false, at
 }
 
 // envelopeMinSamples is how many bounds a completed envelope bucket needs before its extreme can signal a step
