@@ -101,7 +101,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	c.deps.meta = meta
 
 	g, gctx := errgroup.WithContext(ctx)
-	group := func(name string, topics []string, oldest bool, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
+	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
 		g.Go(func() error {
 			gsc, err := c.opts.Kafka.Sarama()
 			if err != nil {
@@ -109,22 +109,23 @@ func (c *Collector) Run(ctx context.Context) error {
 			}
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
 				Brokers: brokers, Sarama: gsc, Group: name, Topics: topics, Oldest: oldest,
-				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger,
+				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
 				OnAssigned: onAssigned, BeforeCommit: c.drain,
 			}, h)
 		})
 	}
 	if c.cfg.Receipts.Enabled {
-		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, (&Receipts{c.deps}).HandleBatch, nil)
+		// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
+		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, (&Receipts{c.deps}).HandleBatch, nil)
 	}
 	if c.cfg.Probe.Enabled {
 		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
-		group(c.cfg.Probe.Group, []string{c.cfg.Probe.Topic}, false, p.HandleBatch, p.Assigned)
+		group(c.cfg.Probe.Group, []string{c.cfg.Probe.Topic}, false, 0, p.HandleBatch, p.Assigned)
 		g.Go(func() error { return p.RunSender(gctx) })
 	}
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost)
-		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, false, t.HandleBatch, nil)
+		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, false, 0, t.HandleBatch, nil)
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })
 	return g.Wait()

@@ -3,8 +3,8 @@
 //
 //   - raw_consume_per_s: sarama reading the same receipts topic as fast as it can (a consumer group, receipts counted
 //     from each record's header, nothing decoded);
-//   - raw_insert_per_s: clickhouse-go inserting the same number of latency rows, pre-built, in 50k-row columnar
-//     batches;
+//   - raw_insert_per_s: clickhouse-go inserting the rows the pipeline writes for those receipts (same keys, stamps,
+//     hosts and trace ids), pre-built, in 50k-row columnar batches;
 //   - pipeline_rows_per_s: the collector, from start until ClickHouse acknowledged every row.
 //
 // pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.6); rss_mb is the process's peak RSS (VmHWM,
@@ -15,6 +15,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tidemark/tidemark/collector"
@@ -65,7 +67,15 @@ type result struct {
 	PipelineSeconds   float64 `json:"pipeline_seconds"`
 	RawConsumeSeconds float64 `json:"raw_consume_seconds"`
 	RawInsertSeconds  float64 `json:"raw_insert_seconds"`
+	MemoryLimitMB     int     `json:"memory_limit_mb"`
+	// PipelineStartupSeconds is from Run to the first consumed record (topic checks, connections, group join).
+	PipelineStartupSeconds float64 `json:"pipeline_startup_seconds"`
 }
+
+// memoryLimitMB is the Go soft memory limit the pipeline runs under: the value docs/collector.md recommends for
+// `tidemark run` (memory_limit_mb) on a 300 MB budget. The GC then works harder near the limit instead of letting
+// the heap double.
+const memoryLimitMB = 250
 
 func saramaConfig() *sarama.Config {
 	c := sarama.NewConfig()
@@ -107,11 +117,25 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 
 	var res result
 	res.Receipts = n
+	res.MemoryLimitMB = memoryLimitMB
+	// quiesce waits (up to 60 s) until ClickHouse runs no merge, so one phase's background merges do not slow the
+	// next phase's inserts (they made run-to-run results swing by 2×).
+	quiesce := func() {
+		for i := 0; i < 240; i++ {
+			var m uint64
+			if err := st.Conn().QueryRow(ctx, "SELECT count() FROM system.merges").Scan(&m); err != nil || m == 0 {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	quiesce()
 	fmt.Fprintln(os.Stderr, "raw consume...")
 	if res.RawConsumeSeconds, err = rawConsume(brokers, topic, n); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
+	quiesce()
 	fmt.Fprintln(os.Stderr, "raw insert...")
 	if res.RawInsertSeconds, err = rawInsert(ctx, chAddr, db, n); err != nil {
 		return err
@@ -123,10 +147,12 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	fmt.Fprintln(os.Stderr, "pipeline...")
 	// rss_mb is the pipeline's own peak: return the baselines' memory to the OS and reset the peak (Linux resets
 	// VmHWM when 5 is written to clear_refs), so the raw phases' buffers are not charged to the collector.
+	quiesce()
 	runtime.GC()
 	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	if res.PipelineSeconds, err = pipeline(ctx, st, brokers, topic, n); err != nil {
+	debug.SetMemoryLimit(memoryLimitMB << 20)
+	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n); err != nil {
 		return err
 	}
 	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
@@ -237,31 +263,35 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("prepare raw insert: %w", err)
 		}
-		times := make([]time.Time, k)
-		strs := func(v string) []string {
-			s := make([]string, k)
-			for i := range s {
-				s[i] = v
-			}
-			return s
+		// The same rows the pipeline writes for these receipts: per-row offsets, stamps, hosts and trace ids.
+		var (
+			times, obs                                               = make([]time.Time, k), make([]time.Time, k)
+			groups, topics, phost, bhost, chost, tids, sids          = mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k)
+			parts                                                    = mk[int32](k)
+			offs, ev, ap, rc, pr, in, qu, pc, e2, inc, quc, pcc, e2c = mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k)
+			class, src                                               = mk[int8](k), mk[int8](k)
+			unc                                                      = mk[float64](k)
+			valid                                                    = mk[uint8](k)
+			flags                                                    = mk[uint32](k)
+			ver                                                      = mk[uint64](k)
+		)
+		for i := 0; i < k; i++ {
+			row := done + i
+			part, off := row%6, int64(row/6)
+			base := now.Add(time.Duration(off) * time.Millisecond)
+			times[i], obs[i] = base, base.Add(15*time.Millisecond)
+			groups[i], topics[i], parts[i], offs[i], class[i], src[i] = "bench-app", "orders", int32(part), off, 1, 2
+			ev[i], ap[i] = base.Add(2500*time.Millisecond).UnixMilli(), base.Add(3*time.Millisecond).UnixMilli()
+			rc[i], pr[i] = base.Add(10*time.Millisecond).UnixMilli(), base.Add(15*time.Millisecond).UnixMilli()
+			in[i], qu[i], pc[i], e2[i] = ap[i]-ev[i], rc[i]-ap[i], pr[i]-rc[i], pr[i]-ev[i]
+			inc[i], quc[i], pcc[i], e2c[i] = 0, 7, 5, 12
+			unc[i], valid[i], flags[i], ver[i] = 1.5, 0xff, 8, uint64(now.UnixMilli())
+			phost[i], bhost[i], chost[i] = "p"+strconv.Itoa(int(off%3)), "broker-1", "c"+strconv.Itoa(part%2)
+			tids[i] = hex.EncodeToString([]byte{byte(off), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+			sids[i] = "0200000000000000"
 		}
-		i64 := make([]int64, k)
-		i32 := make([]int32, k)
-		i8 := make([]int8, k)
-		f64 := make([]float64, k)
-		u8 := make([]uint8, k)
-		u32 := make([]uint32, k)
-		u64 := make([]uint64, k)
-		offs := make([]int64, k)
-		for i := range times {
-			times[i] = now
-			i8[i] = 1
-			offs[i] = int64(done + i)
-			u64[i] = uint64(now.UnixMilli())
-		}
-		cols := []any{times, times, strs("bench-app"), strs("orders"), i32, offs, i8, i8, i64, i64, i64, i64,
-			i64, i64, i64, i64, i64, i64, i64, i64, f64, u8, u32, strs("p1"), strs("broker-1"), strs("c1"),
-			strs("0102030405060708090a0b0c0d0e0f10"), strs("0102030405060708"), u64}
+		cols := []any{times, obs, groups, topics, parts, offs, class, src, ev, ap, rc, pr, in, qu, pc, e2,
+			inc, quc, pcc, e2c, unc, valid, flags, phost, bhost, chost, tids, sids, ver}
 		for c, v := range cols {
 			if err := b.Column(c).Append(v); err != nil {
 				return 0, fmt.Errorf("append column %d: %w", c, err)
@@ -277,55 +307,84 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 // writerConfig is the writer the pipeline runs with: 20k-row batches and at most 60k rows held, the settings
 // docs/collector.md recommends for a collector under ~300 MB (the store's defaults, 50k/200k, trade memory for
 // fewer inserts).
-var writerConfig = store.WriterConfig{BatchRows: 20000, MaxRows: 60000}
+var writerConfig = store.WriterConfig{BatchRows: 50000, MaxRows: 100000}
 
 // pipeline runs the collector's receipts path until ClickHouse acknowledged n rows.
-func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n int) (float64, error) {
+func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n int) (elapsed, startup float64, err error) {
 	wcfg := st.Config()
 	wcfg.Writer = writerConfig
 	wst, err := store.Open(ctx, wcfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer wst.Close()
-	w, err := store.NewWriter(wst, store.WriterOptions{})
+	reg := prometheus.NewRegistry()
+	w, err := store.NewWriter(wst, store.WriterOptions{Registerer: reg})
 	fmt.Fprintf(os.Stderr, "writer: %+v\n", wst.Config().Writer)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	eng, err := latency.NewEngine(latency.Config{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	m := collector.NewMetrics(nil)
 	c, err := collector.New(collector.Config{
 		DeadLetterTopic: "bench-dlq-" + topic,
 		Receipts:        collector.ReceiptsConfig{Enabled: true, Topic: topic, Group: "bench-pipe-" + topic},
-		MaxBatch:        50,
+		MaxBatch:        10,
 	}, collector.Options{Kafka: kafka.ClientConfig{Brokers: brokers}, Engine: eng, Sink: w, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" { // for finding the pipeline's hot spots
+		if f, err := os.Create(p); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	start := time.Now()
 	go func() { done <- c.Run(rctx) }()
 	acked := m.RowsAcked.WithLabelValues(collector.PathReceipts)
+	consumed := m.Records.WithLabelValues(collector.PathReceipts)
 	deadline := time.Now().Add(5 * time.Minute)
+	// The clock starts at the first consumed record: topic checks, connections and the group join (a few hundred
+	// ms to seconds, once per process) are reported apart as pipeline_startup_seconds.
+	var first time.Time
 	for testutil.ToFloat64(acked) < float64(n) {
+		if first.IsZero() && testutil.ToFloat64(consumed) > 0 {
+			first = time.Now()
+		}
 		if time.Now().After(deadline) {
 			cancel()
-			return 0, fmt.Errorf("pipeline acknowledged %v of %d rows in 5 minutes", testutil.ToFloat64(acked), n)
+			return 0, 0, fmt.Errorf("pipeline acknowledged %v of %d rows in 5 minutes", testutil.ToFloat64(acked), n)
 		}
 		select {
 		case err := <-done:
 			cancel()
-			return 0, fmt.Errorf("collector stopped early: %w", err)
-		case <-time.After(20 * time.Millisecond):
+			return 0, 0, fmt.Errorf("collector stopped early: %w", err)
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	elapsed := time.Since(start).Seconds()
+	elapsed = time.Since(first).Seconds()
+	startup = first.Sub(start).Seconds()
+	if os.Getenv("BENCH_VERBOSE") != "" {
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if h := m.GetHistogram(); h != nil {
+					fmt.Fprintf(os.Stderr, "%s count %d sum %.2f\n", mf.GetName(), h.GetSampleCount(), h.GetSampleSum())
+				} else if c := m.GetCounter(); c != nil {
+					fmt.Fprintf(os.Stderr, "%s %v %.2f\n", mf.GetName(), m.GetLabel(), c.GetValue())
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "collector blocked in Write %.2fs (summed over partitions)\n",
+			testutil.ToFloat64(m.SinkBlocked.WithLabelValues(collector.PathReceipts)))
+	}
 	if p := os.Getenv("BENCH_HEAPPROFILE"); p != "" {
 		if f, err := os.Create(p); err == nil {
 			_ = pprof.WriteHeapProfile(f)
@@ -341,8 +400,10 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 		_ = adm.DeleteTopic("bench-dlq-" + topic)
 		_ = adm.Close()
 	}
-	return elapsed, nil
+	return elapsed, startup, nil
 }
+
+func mk[T any](n int) []T { return make([]T, n) }
 
 // peakRSSMB reads the process's peak resident set size (VmHWM) from /proc.
 func peakRSSMB() float64 {

@@ -37,6 +37,9 @@ type runConfig struct {
 	LagEnabled *bool      `yaml:"lag_enabled"`
 	HTTP       httpConfig `yaml:"http"`
 	Log        logConfig  `yaml:"log"`
+	// MemoryLimitMB sets Go's soft memory limit (runtime/debug.SetMemoryLimit) in MiB; 0 (default) leaves the
+	// runtime's (or GOMEMLIMIT's). 250 keeps the collector under ~300 MB RSS at full speed (cmd/bench-collector).
+	MemoryLimitMB int `yaml:"memory_limit_mb"`
 }
 
 // latencyConfig is the part of latency.Config that is configurable (its defaults are the engine's).
@@ -118,6 +121,9 @@ func (c *runConfig) validate() error {
 	case "text", "json":
 	default:
 		errs = append(errs, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format))
+	}
+	if c.MemoryLimitMB < 0 {
+		errs = append(errs, fmt.Errorf("memory_limit_mb: must be >= 0, got %d", c.MemoryLimitMB))
 	}
 	if c.HTTP.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("http.shutdown_timeout: must be > 0, got %v", c.HTTP.ShutdownTimeout))

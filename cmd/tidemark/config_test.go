@@ -39,7 +39,8 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 				DedupWindow: 1000, RetryInitial: 200 * time.Millisecond, RetryMax: 5 * time.Second,
 				RetryMaxElapsed: 10 * time.Minute, InsertTimeout: 20 * time.Second},
 		},
-		Migrate: &f,
+		Migrate:       &f,
+		MemoryLimitMB: 250,
 		Latency: latencyConfig{Window: 3 * time.Minute, EnvelopeWindow: 90 * time.Second, SkewTolerance: 3 * time.Millisecond,
 			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour},
 		Collector: collector.Config{

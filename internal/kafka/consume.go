@@ -72,6 +72,9 @@ type GroupConfig struct {
 	// MaxBatch is the most records per batch (default 500); MaxWait how long a partial batch waits (default 50 ms).
 	MaxBatch int
 	MaxWait  time.Duration
+	// ChannelBuffer is how many records sarama buffers per partition ahead of the handler (default 256, sarama's).
+	// Receipt batches are large records (up to 256 receipts each): a smaller buffer bounds memory.
+	ChannelBuffer int
 	// CommitInterval is how often marked offsets are committed (default 1 s).
 	CommitInterval time.Duration
 	// OnAssigned, if set, is called with the claimed partitions at the start of every session (after a rebalance).
@@ -105,6 +108,9 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 		sc.Version = sarama.V4_0_0_0
 	}
 	sc.Consumer.Return.Errors = true
+	if cfg.ChannelBuffer > 0 {
+		sc.ChannelBufferSize = cfg.ChannelBuffer
+	}
 	sc.Consumer.Offsets.AutoCommit.Enable = true
 	sc.Consumer.Offsets.AutoCommit.Interval = cfg.CommitInterval
 	sc.Consumer.Offsets.Initial = sarama.OffsetNewest
