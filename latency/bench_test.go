@@ -41,11 +41,12 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	}
 	p := e.Path("g", "t", 0)
+	var res latency.Result
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r := recs[i%len(recs)]
+		r := &recs[i%len(recs)]
 		r.Offset = int64(i)
-		p.Observe(r)
+		p.ObserveInto(r, &res)
 	}
 }
 

@@ -204,15 +204,15 @@ type Path struct {
 	e   *Engine
 	key pathKey
 
-	mu       sync.Mutex // guards everything below
-	tracker  *ReplayTracker
+	mu       sync.Mutex    // guards everything below
+	tracker  ReplayTracker // by value: one pointer less on every record
 	sk       sketches
 	counters Counters
 	skew     []uint64 // skew-suspected records blamed on each HostID
 }
 
 func newPath(e *Engine, k pathKey) *Path {
-	return &Path{e: e, key: k, tracker: NewReplayTracker(), sk: newSketches(e.cfg.RelativeAccuracy)}
+	return &Path{e: e, key: k, tracker: *NewReplayTracker(), sk: newSketches(e.cfg.RelativeAccuracy)}
 }
 
 // Key returns the path's group, topic and partition.

@@ -38,8 +38,9 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host) {
 			return false
 		}
-		*res = Result{Offset: r.Offset, SinceRewindMs: math.NaN(), Uncertainty: up + uc,
-			Has: 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E}
+		*res = Result{} // cleared in place: a composite literal here is built aside and copied
+		res.Offset, res.SinceRewindMs, res.Uncertainty = r.Offset, math.NaN(), up+uc
+		res.Has = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
 		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
 		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
 		return true
@@ -55,8 +56,9 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		return false
 	}
 	delivery := qw + pr
-	*res = Result{Offset: r.Offset, SinceRewindMs: math.NaN(), Uncertainty: up + uc,
-		Has: 1<<StageIngest | 1<<StageQueueWait | 1<<StageProcessing | 1<<StageDelivery | 1<<StageE2E}
+	*res = Result{}
+	res.Offset, res.SinceRewindMs, res.Uncertainty = r.Offset, math.NaN(), up+uc
+	res.Has = 1<<StageIngest | 1<<StageQueueWait | 1<<StageProcessing | 1<<StageDelivery | 1<<StageE2E
 	res.Stages[StageIngest], res.Stages[StageQueueWait], res.Stages[StageProcessing] = ingest, qw, pr
 	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
 	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
