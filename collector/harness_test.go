@@ -252,6 +252,20 @@ func (e *env) produceRaw(topic string, values ...[]byte) {
 	}
 }
 
+// produceWithHeader writes one record carrying the given header.
+func (e *env) produceWithHeader(topic, key string, value []byte) {
+	e.t.Helper()
+	prod, err := sarama.NewSyncProducer(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("x"),
+		Headers: []sarama.RecordHeader{{Key: []byte(key), Value: value}}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // topicEnd returns the sum of the topic's high watermarks.
 func (e *env) topicEnd(topic string) int64 {
 	e.t.Helper()

@@ -71,12 +71,19 @@ func receiptRecord(t *testing.T, offset int64, rs ...instrument.Receipt) kafka.R
 func TestReceiptsCorrectsC25(t *testing.T) {
 	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	deps, sink, dlq := newTestDeps(t, truth.Add(200*time.Millisecond))
-	// The broker's offset is known from a probe bracket: sent at .0195, acked at .0215 (reference), stamped .020;
-	// the bracket [20 − 21.5, 20 + 1 − 19.5] = [−1.5, +1.5] ms (the +1 covers ms truncation) is centred on 0.
-	if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
-		Send: truth.Add(19500 * time.Microsecond), RemoteMs: truth.Add(20 * time.Millisecond).UnixMilli(),
-		Ack: truth.Add(21500 * time.Microsecond)}); err != nil {
-		t.Fatal(err)
+	// The broker's offset is known from probe brackets: each sent at x.0195, acked at x.0215 (reference), stamped
+	// x.020; the bracket [20 − 21.5, 20 + 1 − 19.5] = [−1.5, +1.5] ms (the +1 covers ms truncation) is centred on 0.
+	// The producer and consumer reported their synced offsets (±0.1 ms). The engine trusts an estimate once its
+	// window spans a quarter of its length (30 s of the default 2 min), so the history starts a minute earlier.
+	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
+		at := truth.Add(-ago)
+		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
+			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
+			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
+			t.Fatal(err)
+		}
+		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
+		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
 	}
 	sync := func(d time.Duration) instrument.ClockOffset {
 		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}

@@ -11,19 +11,28 @@ import (
 	"github.com/tidemark/tidemark/latency"
 )
 
-// hosts interns host names into the engine's ids and feeds reported clock offsets to the engine only when they
-// change, so the per-record path takes no engine lock in the common case.
+// hosts interns host names into the engine's ids and feeds the clock offsets hosts report (time sync) to the engine
+// when they change or at most every reportEvery, so the per-record path rarely takes an engine lock while the
+// engine's window still gets samples spread over time (it needs them to fit drift and settle).
 type hosts struct {
 	engine *latency.Engine
 	ids    sync.Map // string → latency.HostID
 
-	// mu guards reported: the last offset reported per host.
+	// mu guards reported: the last offset reported per host and when.
 	mu       sync.Mutex
-	reported map[latency.HostID][2]time.Duration
+	reported map[latency.HostID]lastReport
 }
 
+type lastReport struct {
+	offset, unc time.Duration
+	at          time.Time
+}
+
+// reportEvery is how often an unchanged self-reported offset is fed to the engine again.
+const reportEvery = 2 * time.Second
+
 func newHosts(e *latency.Engine) *hosts {
-	return &hosts{engine: e, reported: map[latency.HostID][2]time.Duration{}}
+	return &hosts{engine: e, reported: map[latency.HostID]lastReport{}}
 }
 
 func (h *hosts) id(name string) latency.HostID {
@@ -35,15 +44,16 @@ func (h *hosts) id(name string) latency.HostID {
 	return id
 }
 
-// report feeds a host's self-reported (time-synced) offset when it differs from the last one reported.
+// report feeds a host's self-reported (time-synced) offset when it differs from the last one reported or the last
+// report is older than reportEvery.
 func (h *hosts) report(id latency.HostID, offset, unc time.Duration, at time.Time) {
 	h.mu.Lock()
 	last, ok := h.reported[id]
-	if ok && last == [2]time.Duration{offset, unc} {
+	if ok && last.offset == offset && last.unc == unc && at.Sub(last.at) < reportEvery && !at.Before(last.at) {
 		h.mu.Unlock()
 		return
 	}
-	h.reported[id] = [2]time.Duration{offset, unc}
+	h.reported[id] = lastReport{offset, unc, at}
 	h.mu.Unlock()
 	_ = h.engine.ReportOffset(id, offset, unc, at)
 }
@@ -87,7 +97,9 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 
 	// Stages are rounded to whole ms by rounding their running sums, so the stored stages still add up to the
 	// stored end-to-end exactly (independent rounding could be off by one or two).
-	trusted := res.Flags&latency.FlagSkewSuspected == 0
+	// A stage is valid for percentiles only when the engine trusts its correction: not skew-suspected and not
+	// unsettled (a host's offset still without a drift fit); the engine keeps such records out of its own sketches.
+	trusted := res.Flags&(latency.FlagSkewSuspected|latency.FlagUnsettled) == 0
 	var cum, prev float64
 	var prevRounded int64
 	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
@@ -113,7 +125,7 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
 	if v, ok := res.Stage(latency.StageE2E); ok {
 		row.E2EMs = int64(math.Round(v))
-		if trusted {
+		if trusted && res.Flags&latency.FlagCommitBound == 0 { // a commit-bounded e2e is an upper bound only
 			row.Valid |= store.ValidE2E
 		}
 	}

@@ -1,0 +1,62 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+)
+
+func TestHostsReportThrottlesButKeepsFeeding(t *testing.T) {
+	eng, err := latency.NewEngine(latency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHosts(eng)
+	id := h.id("c1")
+	t0 := time.Unix(1795953600, 0)
+	steps := []struct {
+		name string
+		at   time.Duration
+		off  time.Duration
+		want int // samples the engine has after the step
+	}{
+		{"first report is fed", 0, time.Second, 1},
+		{"same value 1 s later is skipped", time.Second, time.Second, 1},
+		// Unchanged values must still reach the engine now and then, or its window never spans enough to settle.
+		{"same value 2 s after the last fed one is fed", 2 * time.Second, time.Second, 2},
+		{"a changed value is fed at once", 2500 * time.Millisecond, 2 * time.Second, 3},
+	}
+	for _, s := range steps {
+		h.report(id, s.off, time.Millisecond, t0.Add(s.at))
+		o, err := eng.Offset(id, t0.Add(s.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Samples != s.want {
+			t.Fatalf("%s: engine has %d samples, want %d", s.name, o.Samples, s.want)
+		}
+	}
+}
+
+func TestLatencyRowRoundsThroughRunningSum(t *testing.T) {
+	// Stages 20.4 + 79.4 + 20.4 = 120.2: rounded one by one they would store 20 + 79 + 20 = 119 against an e2e of
+	// 120; rounding the running sums (20, 100, 120) stores 20 + 80 + 20.
+	res := latency.Result{Offset: 7, Has: 1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageProcessing | 1<<latency.StageE2E}
+	res.Stages[latency.StageIngest], res.Stages[latency.StageQueueWait] = 20.4, 79.4
+	res.Stages[latency.StageProcessing], res.Stages[latency.StageE2E] = 20.4, 120.2
+	row := latencyRow(store.SourceReceipt, "g", "t", 1, rawStamps{event: 1, append: 2, receive: 3, processed: 4}, &res, "p", "b", "c", nil, nil)
+	if row.IngestMs != 20 || row.QueueMs != 80 || row.ProcessMs != 20 || row.E2EMs != 120 {
+		t.Fatalf("stages %d %d %d %d", row.IngestMs, row.QueueMs, row.ProcessMs, row.E2EMs)
+	}
+	if row.Valid != 0xff {
+		t.Fatalf("valid %08b, want every naive and corrected bit", row.Valid)
+	}
+	// An unsettled offset keeps the row out of percentiles: no corrected stage is valid, the naive ones still are.
+	res.Flags = latency.FlagUnsettled
+	row = latencyRow(store.SourceReceipt, "g", "t", 1, rawStamps{event: 1, append: 2, receive: 3, processed: 4}, &res, "p", "b", "c", nil, nil)
+	if row.Valid != 0xf0 {
+		t.Fatalf("unsettled: valid %08b, want 11110000", row.Valid)
+	}
+}
