@@ -13,23 +13,23 @@ import (
 // ClientConfig is how Tidemark's consumers and producers reach the cluster.
 type ClientConfig struct {
 	// Brokers are bootstrap addresses (host:port).
-	Brokers []string `koanf:"brokers"`
+	Brokers []string `yaml:"brokers"`
 	// ClientID is sent to the brokers (default "tidemark").
-	ClientID string `koanf:"client_id"`
+	ClientID string `yaml:"client_id"`
 	TLS      struct {
-		Enabled bool `koanf:"enabled"`
+		Enabled bool `yaml:"enabled"`
 		// CAFile is a PEM bundle to verify brokers with (default: the system pool).
-		CAFile             string `koanf:"ca_file"`
-		CertFile           string `koanf:"cert_file"`
-		KeyFile            string `koanf:"key_file"`
-		InsecureSkipVerify bool   `koanf:"insecure_skip_verify"`
-	} `koanf:"tls"`
+		CAFile             string `yaml:"ca_file"`
+		CertFile           string `yaml:"cert_file"`
+		KeyFile            string `yaml:"key_file"`
+		InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	} `yaml:"tls"`
 	SASL struct {
 		// Mechanism: "" (none) or "PLAIN".
-		Mechanism string `koanf:"mechanism"`
-		User      string `koanf:"user"`
-		Password  string `koanf:"password"`
-	} `koanf:"sasl"`
+		Mechanism string `yaml:"mechanism"`
+		User      string `yaml:"user"`
+		Password  string `yaml:"password"`
+	} `yaml:"sasl"`
 }
 
 // Validate names the first bad field.
