@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
 )
 
@@ -31,9 +32,10 @@ type Options struct {
 
 // Collector runs the enabled paths.
 type Collector struct {
-	cfg  Config
-	opts Options
-	deps *pathDeps
+	cfg    Config
+	opts   Options
+	deps   *pathDeps
+	bounds *commitBounds // nil when the tap is disabled
 }
 
 // New validates cfg (after defaults) and returns a collector; Run starts it.
@@ -59,7 +61,25 @@ func New(cfg Config, opts Options) (*Collector, error) {
 	}
 	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
 		clock: opts.Clock, log: opts.Logger}
-	return &Collector{cfg: cfg, opts: opts, deps: d}, nil
+	c := &Collector{cfg: cfg, opts: opts, deps: d}
+	if cfg.Tap.Enabled {
+		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.Group: true, cfg.Tap.Group: true}
+		c.bounds = newCommitBounds(d, &tapRing{}, func(g string) bool {
+			_, instrumented := d.instrumented.Load(g)
+			return own[g] || instrumented
+		})
+	}
+	return c, nil
+}
+
+// ObserveSnapshot feeds a lag-exporter snapshot: for groups that send no receipts, records the tap saw between two
+// successive commits of the group get a commit-bounded row (see commitBounds). Safe to call concurrently with Run;
+// a no-op when the tap is disabled.
+func (c *Collector) ObserveSnapshot(ctx context.Context, s *lagexporter.Snapshot) error {
+	if c.bounds == nil || s == nil {
+		return nil
+	}
+	return c.bounds.observe(ctx, s)
 }
 
 // Run ensures the collector's topics, then runs every enabled path until ctx ends. On the way out each path stops
@@ -124,7 +144,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		g.Go(func() error { return p.RunSender(gctx) })
 	}
 	if c.cfg.Tap.Enabled {
-		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost)
+		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
 		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, false, 0, t.HandleBatch, nil)
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -30,6 +31,8 @@ type pathDeps struct {
 	clock   func() time.Time
 	log     *slog.Logger
 	markers markers
+	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
+	instrumented sync.Map
 }
 
 // write hands rows to the sink and marks next once they are acknowledged (at-least-once).
@@ -118,6 +121,9 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			continue
 		}
 		for j := range buf {
+			if j == 0 || buf[j].Group != buf[j-1].Group {
+				p.instrumented.Store(buf[j].Group, struct{}{})
+			}
 			rows.Latency = append(rows.Latency, p.row(&buf[j], now))
 		}
 	}

@@ -22,10 +22,11 @@ type Tap struct {
 	// threshold: a record is sampled when its hash is below it (SampleRate × 2^64).
 	threshold uint64
 	refHost   string
+	ring      *tapRing // recent records, for the commit bounds of uninstrumented groups
 }
 
-func newTap(d *pathDeps, group string, sampleRate float64, refHost string) *Tap {
-	t := &Tap{pathDeps: d, group: group, refHost: refHost}
+func newTap(d *pathDeps, group string, sampleRate float64, refHost string, ring *tapRing) *Tap {
+	t := &Tap{pathDeps: d, group: group, refHost: refHost, ring: ring}
 	switch {
 	case sampleRate >= 1:
 		t.threshold = math.MaxUint64
@@ -104,14 +105,20 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 				}
 			}
 		}
+		var tp, sp []byte
+		if tid, sid, ok := instrument.ParseTraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); ok {
+			tp, sp = tid[:], sid[:]
+		}
+		if t.ring != nil {
+			kept := tapped{offset: rec.Offset, rec: lr, raw: raw, producer: producer, broker: broker, traceID: tp, spanID: sp}
+			kept.rec.Stamps[latency.Receive] = latency.Stamp{} // the tap's own receive is not the group's
+			kept.raw.receive = 0
+			t.ring.add(rec.Topic, rec.Partition, kept)
+		}
 		res := path.Observe(lr)
 		t.metrics.Classes.WithLabelValues(PathTap, res.Class.String()).Inc()
 		if res.Flags&latency.FlagSkewSuspected != 0 {
 			t.metrics.Skewed.WithLabelValues(PathTap).Inc()
-		}
-		var tp, sp []byte
-		if tid, sid, ok := instrument.ParseTraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); ok {
-			tp, sp = tid[:], sid[:]
 		}
 		rows.Latency = append(rows.Latency, latencyRow(store.SourceTap, t.group, rec.Topic, rec.Partition, raw, &res,
 			producer, broker, t.refHost, tp, sp))

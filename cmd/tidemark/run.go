@@ -161,7 +161,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		snaps, cancelSub := loop.Subscribe(4)
 		defer cancelSub()
 		g.Go(func() error { return loop.Run(gctx) })
-		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer) })
+		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col) })
 	}
 	g.Go(func() error {
 		select {
@@ -191,9 +191,10 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	return runErr
 }
 
-// forwardLag writes every lag snapshot to lag_snapshots and feeds its committed offsets to the latency engine (a
-// decreasing commit marks a replay boundary).
-func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine *latency.Engine, w *store.Writer) error {
+// forwardLag writes every lag snapshot to lag_snapshots, feeds its committed offsets to the latency engine (a
+// decreasing commit marks a replay boundary) and to the collector (commit bounds of uninstrumented groups).
+func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine *latency.Engine, w *store.Writer,
+	col *collector.Collector) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,6 +213,9 @@ func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine 
 				if err := w.Write(ctx, store.Rows{Lag: rows}, nil); err != nil {
 					return nil // ctx ended
 				}
+			}
+			if err := col.ObserveSnapshot(ctx, s); err != nil {
+				return nil // ctx ended
 			}
 		}
 	}
