@@ -43,13 +43,14 @@ type segment struct {
 	n              int
 	extrapRate     float64
 	k              float64 // 1 / (1 + slope), for at
+	c0             float64 // (slope·t0 − mid)·k, for at
 	settled        bool    // the drift is known: fitted from this window, or carried over a step
 }
 
 // at returns the offset that applies to a host reading obs (ms, host clock) and its uncertainty. The reading's
 // reference time t satisfies t = obs − θ(t) with θ linear, so t = (obs − mid + slope·t0) / (1 + slope).
 func (s *segment) at(obs float64) (theta, unc float64) {
-	t := (obs - s.mid + s.slope*s.t0) * s.k
+	t := obs*s.k + s.c0 // = (obs − mid + slope·t0) / (1 + slope)
 	unc = s.half
 	if t > s.to {
 		unc += (t - s.to) * s.extrapRate
@@ -366,6 +367,7 @@ func (w *window) refit() {
 	default:
 		s.mid, s.oneSided, s.half = H, -1, driftUnc
 	}
+	s.c0 = (s.slope*s.t0 - s.mid) * s.k
 	w.cur = s
 }
 
