@@ -32,7 +32,7 @@ type Config struct {
 	MaxExecutionTime time.Duration `yaml:"max_execution_time"`
 	// RetentionDays keeps raw rows (latency, probe, lag, clock offsets) this many days. Default 14.
 	RetentionDays int `yaml:"retention_days"`
-	// RollupRetentionDays keeps the per-minute rollups this many days. Default 90.
+	// RollupRetentionDays keeps the rollups (latency_1m and latency_1h) this many days. Default 90.
 	RollupRetentionDays int `yaml:"rollup_retention_days"`
 
 	// Writer configures the batched writer.

@@ -15,6 +15,10 @@ var (
 	// ErrChecksumMismatch means an applied migration's recorded checksum differs from the embedded one rendered for
 	// the database's dialect: a migration file was edited after release, or the database was migrated by hand.
 	ErrChecksumMismatch = errors.New("applied migration differs from the embedded one")
+	// ErrMigrationTable means schema_migrations holds rows this build cannot read (a version 0, an unknown or
+	// mixed dialect): written by hand or by something other than Tidemark. Migrate refuses to touch such a database;
+	// the error names the offending row.
+	ErrMigrationTable = errors.New("schema_migrations holds rows tidemark did not write")
 	// ErrWriterClosed is returned by Writer.Write after Close began.
 	ErrWriterClosed = errors.New("store writer closed")
 )

@@ -31,8 +31,10 @@ type appliedMigration struct {
 // to the configured retention). The dialect is the one recorded in schema_migrations; a fresh database gets
 // Config.Dialect, or the server's (DialectFor) when "auto".
 //
-// Errors: ErrSchemaNewer when the database is ahead of this build; ErrChecksumMismatch when an applied migration
-// differs from the embedded one; otherwise the failing statement's error.
+// Errors: ErrMigrationTable when schema_migrations holds a row Tidemark would not write (version 0, unknown or mixed
+// dialects); ErrSchemaNewer when the database is ahead of this build; ErrChecksumMismatch when an applied migration's
+// name or checksum differs from the embedded one; otherwise the failing statement's error. Nothing is changed in
+// the database's tables before these checks pass.
 func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 	var res MigrateResult
 	major, err := s.createDatabase(ctx, &res)
@@ -48,31 +50,24 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 		return res, fmt.Errorf("read %s: %w", TableSchemaMigrations, err)
 	}
 
-	res.Dialect, err = s.dialect(applied, major)
+	st, err := parseApplied(applied)
 	if err != nil {
 		return res, err
+	}
+	res.Dialect, res.From = st.dialect, st.version
+	if res.Dialect == "" {
+		if res.Dialect, err = s.freshDialect(major); err != nil {
+			return res, err
+		}
 	}
 	ms, err := Migrations(s.schemaParams(res.Dialect))
 	if err != nil {
 		return res, err
 	}
-	done := map[int]bool{}
-	for _, a := range applied {
-		v := int(a.Version)
-		done[v] = true
-		res.From = max(res.From, v)
-		if v > len(ms) {
-			continue
-		}
-		if m := ms[v-1]; a.Checksum != m.Checksum {
-			return res, fmt.Errorf("migration %s recorded checksum %.12s, embedded %.12s: %w",
-				m.Name, a.Checksum, m.Checksum, ErrChecksumMismatch)
-		}
+	if err := st.verify(ms, s.cfg.Database); err != nil {
+		return res, err
 	}
-	if res.From > CurrentSchemaVersion {
-		return res, fmt.Errorf("database %s at schema version %d, this build knows up to %d: %w",
-			s.cfg.Database, res.From, CurrentSchemaVersion, ErrSchemaNewer)
-	}
+	done := st.done
 	for _, m := range ms {
 		if done[m.Version] {
 			continue
@@ -102,15 +97,8 @@ func (s *Store) schemaParams(d Dialect) SchemaParams {
 	return SchemaParams{Dialect: d, RetentionDays: s.cfg.RetentionDays, RollupRetentionDays: s.cfg.RollupRetentionDays}
 }
 
-// dialect returns the database's recorded dialect, or for a fresh database the configured or detected one.
-func (s *Store) dialect(applied []appliedMigration, major uint64) (Dialect, error) {
-	if len(applied) > 0 {
-		d, err := ParseDialect(applied[0].Dialect)
-		if err != nil || d == "" {
-			return "", fmt.Errorf("%s records dialect %q: want legacy or modern", TableSchemaMigrations, applied[0].Dialect)
-		}
-		return d, nil
-	}
+// freshDialect returns the dialect for a database without migrations: the configured one, or the server's.
+func (s *Store) freshDialect(major uint64) (Dialect, error) {
 	d, err := ParseDialect(s.cfg.Dialect)
 	if err != nil {
 		return "", err
@@ -119,6 +107,67 @@ func (s *Store) dialect(applied []appliedMigration, major uint64) (Dialect, erro
 		d = DialectFor(major)
 	}
 	return d, nil
+}
+
+// appliedState is what schema_migrations says about a database, after parseApplied checked every row.
+type appliedState struct {
+	dialect Dialect            // the dialect every row records; "" when there are no rows
+	version int                // the highest recorded version; 0 when there are no rows
+	done    map[int]bool       // every recorded version
+	rows    []appliedMigration // the rows, as read
+}
+
+// parseApplied checks the rows of schema_migrations, read from a database this build did not necessarily write,
+// and never panics on them. Each row must have a version >= 1 and the same dialect, legacy or modern; a version
+// recorded twice is accepted (two concurrent migrates may both record it). Errors wrap ErrMigrationTable and name
+// the row.
+func parseApplied(rows []appliedMigration) (appliedState, error) {
+	st := appliedState{done: map[int]bool{}, rows: rows}
+	for _, a := range rows {
+		if a.Version == 0 {
+			return appliedState{}, fmt.Errorf("%s row %q has version 0, versions start at 1: %w",
+				TableSchemaMigrations, a.Name, ErrMigrationTable)
+		}
+		d, err := ParseDialect(a.Dialect)
+		if err != nil || d == "" {
+			return appliedState{}, fmt.Errorf("%s row version %d records dialect %q, want legacy or modern: %w",
+				TableSchemaMigrations, a.Version, a.Dialect, ErrMigrationTable)
+		}
+		if st.dialect != "" && d != st.dialect {
+			return appliedState{}, fmt.Errorf("%s mixes dialects %s and %s (version %d): %w",
+				TableSchemaMigrations, st.dialect, d, a.Version, ErrMigrationTable)
+		}
+		st.dialect = d
+		v := int(a.Version)
+		st.done[v] = true
+		st.version = max(st.version, v)
+	}
+	return st, nil
+}
+
+// verify compares the recorded migrations with ms, the embedded ones rendered for st's dialect: ErrSchemaNewer when
+// the database is ahead of this build, ErrChecksumMismatch when a recorded migration's name or checksum differs from
+// the embedded one of the same version.
+func (st appliedState) verify(ms []Migration, database string) error {
+	for _, a := range st.rows {
+		v := int(a.Version)
+		if v < 1 || v > len(ms) {
+			continue // parseApplied refused < 1; newer versions are reported below
+		}
+		m := ms[v-1]
+		if a.Name != m.Name {
+			return fmt.Errorf("migration version %d recorded as %q, embedded as %q: %w", v, a.Name, m.Name, ErrChecksumMismatch)
+		}
+		if a.Checksum != m.Checksum {
+			return fmt.Errorf("migration %s recorded checksum %.12s, embedded %.12s: %w",
+				m.Name, a.Checksum, m.Checksum, ErrChecksumMismatch)
+		}
+	}
+	if st.version > len(ms) {
+		return fmt.Errorf("database %s at schema version %d, this build knows up to %d: %w",
+			database, st.version, len(ms), ErrSchemaNewer)
+	}
+	return nil
 }
 
 // createDatabase creates the configured database through a connection to the user's default database (a connection

@@ -7,42 +7,58 @@ import (
 	"time"
 )
 
-// RebuildRollup recomputes one UTC day of latency_1m from latency_events FINAL, so rows that were inserted more than
-// once (re-delivered after a collector crash, or a retried insert whose acknowledgement was lost) stop being counted
-// twice: the materialized view aggregates inserts, FINAL reads each key once. It drops the day's rollup partition,
-// then inserts the materialized view's own SELECT (taken from the embedded migration, so the two cannot drift) over
-// the raw rows observed that day.
+// rollupTier is one rollup table and the materialized view on latency_events that feeds it.
+type rollupTier struct {
+	table, view string
+}
+
+// rollupTiers are every rollup RebuildRollup recomputes, finest first.
+var rollupTiers = []rollupTier{
+	{TableLatency1m, ViewLatency1m},
+	{TableLatency1h, ViewLatency1h},
+}
+
+// RebuildRollup recomputes one UTC day of every rollup tier (latency_1m, latency_1h) from latency_events FINAL, so
+// rows that were inserted more than once (re-delivered after a collector crash, or a retried insert whose
+// acknowledgement was lost) stop being counted twice: the materialized views aggregate inserts, FINAL reads each
+// key once. For each tier it drops the day's partition, then inserts the tier's view's own SELECT (taken from the
+// embedded migrations, so the two cannot drift) over the raw rows observed that day. It also fills latency_1h for
+// days observed before migration 0002 created it.
 //
 // Run it only for closed days (e.g. the day before yesterday): a row of that day inserted while the rebuild runs
 // could be counted by both the view and the rebuild, or by neither. Raw rows already dropped by retention are gone
-// from the rebuilt day as well.
+// from the rebuilt day as well. On error the tiers before the failing one are rebuilt, the failing one may be empty
+// for that day: run it again.
 func (s *Store) RebuildRollup(ctx context.Context, day time.Time) error {
-	sel, err := rollupSelect()
-	if err != nil {
-		return err
-	}
 	d := day.UTC()
 	from := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
 	id := from.Format("20060102")
-	if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", TableLatency1m, id)); err != nil {
-		return fmt.Errorf("rebuild rollup %s: drop partition: %w", id, err)
-	}
-	// observed_time is compared as seconds: a bound time.Time would be sent in the session's timezone format.
-	q := "INSERT INTO " + TableLatency1m + " " + sel
-	if err := s.conn.Exec(ctx, q, from.Unix(), from.AddDate(0, 0, 1).Unix()); err != nil {
-		return fmt.Errorf("rebuild rollup %s: %w", id, err)
+	for _, tier := range rollupTiers {
+		sel, err := rollupSelect(tier)
+		if err != nil {
+			return err
+		}
+		if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", tier.table, id)); err != nil {
+			return fmt.Errorf("rebuild %s %s: drop partition: %w", tier.table, id, err)
+		}
+		// observed_time is compared as seconds: a bound time.Time would be sent in the session's timezone format.
+		q := "INSERT INTO " + tier.table + " " + sel
+		if err := s.conn.Exec(ctx, q, from.Unix(), from.AddDate(0, 0, 1).Unix()); err != nil {
+			return fmt.Errorf("rebuild %s %s: %w", tier.table, id, err)
+		}
 	}
 	return nil
 }
 
-// rollupSelect returns the materialized view's SELECT rewritten to read latency_events FINAL over an observed_time
-// range bound as two ? (Unix seconds, half-open).
-func rollupSelect() (string, error) {
+// rollupSelect returns tier's materialized view's SELECT rewritten to read latency_events FINAL over an
+// observed_time range bound as two ? (Unix seconds, half-open). An hour and a minute never straddle a UTC day, so a
+// day of raw rows makes exactly the day's partition of either tier.
+func rollupSelect(tier rollupTier) (string, error) {
 	ms, err := Migrations(SchemaParams{Dialect: DialectLegacy, RetentionDays: 1, RollupRetentionDays: 1})
 	if err != nil {
 		return "", err
 	}
-	prefix := "CREATE MATERIALIZED VIEW IF NOT EXISTS " + ViewLatency1m + " TO " + TableLatency1m + " AS\n"
+	prefix := "CREATE MATERIALIZED VIEW IF NOT EXISTS " + tier.view + " TO " + tier.table + " AS\n"
 	var sel string
 	for _, m := range ms {
 		for _, st := range m.Statements {
@@ -53,7 +69,7 @@ func rollupSelect() (string, error) {
 	}
 	const from, group = "\nFROM " + TableLatency + "\n", "\nGROUP BY "
 	if sel == "" || strings.Count(sel, from) != 1 || strings.Count(sel, group) != 1 {
-		return "", fmt.Errorf("rebuild rollup: the view's SELECT in the migrations has an unexpected shape")
+		return "", fmt.Errorf("rebuild %s: the view's SELECT in the migrations has an unexpected shape", tier.table)
 	}
 	sel = strings.Replace(sel, from, "\nFROM "+TableLatency+" FINAL\n", 1)
 	sel = strings.Replace(sel, group,

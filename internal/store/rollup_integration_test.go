@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
 // TestRollupCountsAndQuantiles feeds latency_events through the writer and reads latency_1m back: counts must be
@@ -127,14 +129,21 @@ func TestRebuildRollupRemovesCrashDuplicates(t *testing.T) {
 	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Latency: rows})
 	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Latency: rows[:400]}) // after the "crash"
 
+	// count reads both tiers: they must agree with each other at every step.
 	count := func() (dayLive, nextLive uint64) {
 		t.Helper()
-		err := conn.QueryRow(ctx, "SELECT sumMergeIf(live, toDate(minute) = '2026-11-27'), "+
-			"sumMergeIf(live, toDate(minute) = '2026-11-28') FROM latency_1m WHERE stage = 'e2e'").Scan(&dayLive, &nextLive)
-		if err != nil {
-			t.Fatal(err)
+		var got [2][2]uint64
+		for i, tc := range [][2]string{{TableLatency1m, "minute"}, {TableLatency1h, "hour"}} {
+			err := conn.QueryRow(ctx, "SELECT sumMergeIf(live, toDate("+tc[1]+") = '2026-11-27'), "+
+				"sumMergeIf(live, toDate("+tc[1]+") = '2026-11-28') FROM "+tc[0]+" WHERE stage = 'e2e'").Scan(&got[i][0], &got[i][1])
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
-		return dayLive, nextLive
+		if got[0] != got[1] {
+			t.Fatalf("latency_1m counts %v, latency_1h %v: the tiers disagree", got[0], got[1])
+		}
+		return got[0][0], got[0][1]
 	}
 	if d, n := count(); d != 1400 || n != 1 {
 		t.Fatalf("before rebuild: %d live on the day, %d the next; want 1400 (400 counted twice) and 1", d, n)
@@ -160,5 +169,147 @@ func TestRebuildRollupRemovesCrashDuplicates(t *testing.T) {
 	}
 	if d, _ := count(); d != 1000 {
 		t.Fatalf("second rebuild: %d live, want 1000", d)
+	}
+}
+
+// TestHourlyRollupCountsAndQuantiles reads latency_1h against the raw values it was fed: per hour, live, flagged and
+// replay counts exact and equal to the minute tier's, and p50/p90/p99/p99.9 within the documented 1% of rank.
+func TestHourlyRollupCountsAndQuantiles(t *testing.T) {
+	s, conn := migratedStore(t, nil)
+	ctx := testCtx(t)
+	w := newTestWriter(t, s, nil, nil)
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(3, 4))
+
+	const hours, perHour = 3, 12000
+	exact := make([][]float64, hours)
+	var rows []LatencyRow
+	for i := range hours * perHour {
+		h := i % hours
+		// Spread over every minute of the hour, so each hour merges many minute-sized inserts' states.
+		obs := start.Add(time.Duration(h)*time.Hour + time.Duration(rng.IntN(3600))*time.Second)
+		// Each hour has its own distribution (median ≈ 20, 55, 148 ms) with a heavy tail: an hourly state that
+		// mixed hours up would miss by far more than 1% of rank.
+		v := int64(math.Round(math.Exp(3 + float64(h) + 1.2*rng.NormFloat64())))
+		r := LatencyRow{Group: "g", Topic: "orders", Offset: int64(i), Class: ClassLive, AppendMs: obs.UnixMilli() - v,
+			ObservedMs: obs.UnixMilli(), E2EMs: v, Valid: ValidE2E, ConsumerHost: "c1"}
+		switch {
+		case i%50 == 7: // replays: counted apart, never in the quantiles
+			r.Class, r.E2EMs = ClassReplay, 1e7
+		case i%50 == 11: // live with an invalid e2e stage: flagged
+			r.Valid = ValidIngest
+		default:
+			exact[h] = append(exact[h], float64(v))
+		}
+		rows = append(rows, r)
+	}
+	for i := 0; i < len(rows); i += 5000 {
+		writeAndFlush(t, w, Rows{Latency: rows[i:min(i+5000, len(rows))]})
+	}
+
+	type hourRow struct {
+		Hour    time.Time `ch:"t"`
+		Live    uint64    `ch:"live"`
+		Flagged uint64    `ch:"flagged"`
+		Replay  uint64    `ch:"replay"`
+		Q       []float32 `ch:"q"`
+	}
+	read := func(table, col string) []hourRow {
+		t.Helper()
+		var out []hourRow
+		err := conn.Select(ctx, &out, "SELECT toStartOfHour("+col+") AS t, sumMerge(live) AS live, sumMerge(flagged) AS flagged, "+
+			"sumMerge(replay) AS replay, quantilesTDigestMerge(0.5, 0.9, 0.99, 0.999)(latency_ms) AS q FROM "+table+
+			" WHERE stage = 'e2e' GROUP BY t ORDER BY t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	hourly, minutely := read(TableLatency1h, "hour"), read(TableLatency1m, "minute")
+	if len(hourly) != hours || len(minutely) != hours {
+		t.Fatalf("%d hourly and %d minute-tier hours, want %d", len(hourly), len(minutely), hours)
+	}
+	for h, got := range hourly {
+		// 12000 rows an hour; every 50th offset from 7 and from 11 is a replay / flagged: 240 each.
+		want := hourRow{Hour: start.Add(time.Duration(h) * time.Hour), Live: uint64(len(exact[h])), Flagged: 240, Replay: 240}
+		if !got.Hour.Equal(want.Hour) || got.Live != want.Live || got.Flagged != want.Flagged || got.Replay != want.Replay {
+			t.Fatalf("hour %d: %v live %d flagged %d replay %d; want %v %d 240 240", h, got.Hour, got.Live, got.Flagged,
+				got.Replay, want.Hour, want.Live)
+		}
+		if m := minutely[h]; m.Live != got.Live || m.Flagged != got.Flagged || m.Replay != got.Replay {
+			t.Errorf("hour %d: minute tier counts %d/%d/%d, hourly %d/%d/%d", h, m.Live, m.Flagged, m.Replay,
+				got.Live, got.Flagged, got.Replay)
+		}
+		xs := exact[h]
+		slices.Sort(xs)
+		for i, level := range []float64{0.5, 0.9, 0.99, 0.999} {
+			// Rank error (docs/schema.md): the estimate lies between the exact quantiles at level ± 0.01.
+			lo, hi := exactQuantile(xs, level-0.01), exactQuantile(xs, level+0.01)
+			if q := float64(got.Q[i]); q < lo || q > hi {
+				t.Errorf("hour %d p%v = %v, exact %v, want within [%v, %v]", h, level*100, q, exactQuantile(xs, level), lo, hi)
+			}
+		}
+		t.Logf("hour %d: p50 %.1f (exact %.1f), p99 %.1f (exact %.1f)", h, got.Q[0], exactQuantile(xs, 0.5),
+			got.Q[2], exactQuantile(xs, 0.99))
+	}
+}
+
+// TestMigrateFromVersion1 upgrades a database that a build with only 0001_init migrated: Migrate applies 0002 alone,
+// the hourly tier starts empty for rows written before it, and RebuildRollup fills their day.
+func TestMigrateFromVersion1(t *testing.T) {
+	db, conn := testenv.ClickHouseDB(t)
+	ctx := testCtx(t)
+	s, err := Open(ctx, Config{Addr: []string{testenv.ClickHouseAddr(t)}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ms, err := Migrations(s.schemaParams(DialectLegacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.Exec(ctx, schemaMigrationsDDL); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range ms[0].Statements {
+		if err := s.conn.Exec(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.recordMigration(ctx, ms[0], DialectLegacy); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	var rows []LatencyRow
+	for i := range 600 {
+		ms := day.Add(time.Duration(i) * time.Minute).UnixMilli()
+		rows = append(rows, LatencyRow{Group: "g", Topic: "t", Offset: int64(i), Class: ClassLive, AppendMs: ms,
+			ObservedMs: ms, E2EMs: 3, Valid: ValidE2E, ConsumerHost: "c"})
+	}
+	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Latency: rows})
+
+	res, err := s.Migrate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.From != 1 || res.To != 2 || len(res.Applied) != 1 || res.Applied[0] != "0002_latency_1h" {
+		t.Fatalf("upgrade: %+v, want from 1 to 2 applying 0002_latency_1h", res)
+	}
+	hourly := func() uint64 {
+		t.Helper()
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT sumMerge(live) FROM latency_1h WHERE stage = 'e2e'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := hourly(); n != 0 {
+		t.Fatalf("latency_1h holds %d live before a rebuild, want 0 (a view sees only later inserts)", n)
+	}
+	if err := s.RebuildRollup(ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	if n := hourly(); n != 600 {
+		t.Fatalf("latency_1h holds %d live after rebuilding the day, want 600", n)
 	}
 }

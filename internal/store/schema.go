@@ -22,6 +22,8 @@ const (
 	TableClockOffsets     = "clock_offsets"     // clock-offset estimates, ReplacingMergeTree
 	TableLatency1m        = "latency_1m"        // per-minute stage rollups, AggregatingMergeTree
 	ViewLatency1m         = "latency_1m_mv"     // the materialized view feeding TableLatency1m
+	TableLatency1h        = "latency_1h"        // per-hour stage rollups, AggregatingMergeTree (migration 0002)
+	ViewLatency1h         = "latency_1h_mv"     // the materialized view feeding TableLatency1h, on TableLatency
 	TableSchemaMigrations = "schema_migrations" // one row per applied migration
 )
 
@@ -220,6 +222,7 @@ var retentionTables = []retentionTable{
 	{TableLag, "at", false},
 	{TableClockOffsets, "at", false},
 	{TableLatency1m, "minute", true},
+	{TableLatency1h, "hour", true},
 }
 
 // retentionStatements returns the statements that set each table's TTL to the configured retention: none on the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,8 @@ func TestMigrateAppliesAndReapplies(t *testing.T) {
 	}
 	want := map[string]string{
 		TableClockOffsets: "ReplacingMergeTree", TableLag: "ReplacingMergeTree", TableLatency1m: "AggregatingMergeTree",
-		ViewLatency1m: "MaterializedView", TableLatency: "ReplacingMergeTree", TableProbe: "ReplacingMergeTree",
+		ViewLatency1m: "MaterializedView", TableLatency1h: "AggregatingMergeTree", ViewLatency1h: "MaterializedView",
+		TableLatency: "ReplacingMergeTree", TableProbe: "ReplacingMergeTree",
 		TableSchemaMigrations: "MergeTree",
 	}
 	if len(tables) != len(want) {
@@ -127,6 +129,12 @@ func TestMigrateCreatesMissingDatabase(t *testing.T) {
 // recordFake writes a schema_migrations row by hand: a database touched by another Tidemark build.
 func recordFake(t *testing.T, s *Store, version int, checksum string) {
 	t.Helper()
+	recordRow(t, s, appliedMigration{Version: uint32(version), Name: "9999_future", Dialect: "legacy", Checksum: checksum})
+}
+
+// recordRow writes any schema_migrations row by hand.
+func recordRow(t *testing.T, s *Store, a appliedMigration) {
+	t.Helper()
 	ctx := testCtx(t)
 	if err := s.conn.Exec(ctx, schemaMigrationsDDL); err != nil {
 		t.Fatal(err)
@@ -135,7 +143,7 @@ func recordFake(t *testing.T, s *Store, version int, checksum string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Append(uint32(version), "9999_future", "legacy", checksum, time.Now()); err != nil {
+	if err := b.Append(a.Version, a.Name, a.Dialect, a.Checksum, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Send(); err != nil {
@@ -167,7 +175,38 @@ func TestSchemaFromOtherBuildsDetected(t *testing.T) {
 			t.Fatalf("Migrate = %v, want ErrChecksumMismatch", err)
 		}
 	})
-	// An older schema (version below CurrentSchemaVersion, above 0) cannot be staged while there is one migration;
+	// Rows Tidemark never writes: Migrate must answer ErrMigrationTable naming the row, not panic (a version-0 row
+	// used to index ms[-1]), and must create no table.
+	for _, tc := range []struct {
+		name string
+		row  appliedMigration
+		want string
+	}{
+		{"version 0", appliedMigration{Version: 0, Name: "0000_by_hand", Dialect: "legacy", Checksum: "x"}, "version 0"},
+		{"empty dialect", appliedMigration{Version: 1, Name: "0001_init", Dialect: "", Checksum: "x"}, `dialect ""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, conn := testenv.ClickHouseDB(t)
+			s, err := Open(ctx, Config{Addr: []string{testenv.ClickHouseAddr(t)}, Database: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			recordRow(t, s, tc.row)
+			_, err = s.Migrate(ctx)
+			if !errors.Is(err, ErrMigrationTable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Migrate = %v, want ErrMigrationTable mentioning %q", err, tc.want)
+			}
+			var n uint64
+			if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ?", db).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("%d tables after a refused migrate, want 1 (schema_migrations only)", n)
+			}
+		})
+	}
+	// An older schema (version below CurrentSchemaVersion, above 0) is staged in TestMigrateFromVersion1;
 	// CheckSchemaVersion is tested directly.
 	if err := CheckSchemaVersion(CurrentSchemaVersion - 1); CurrentSchemaVersion > 1 && !errors.Is(err, ErrSchemaOutdated) {
 		t.Fatalf("CheckSchemaVersion(older) = %v", err)
@@ -431,11 +470,12 @@ func TestDropExpiredPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Raw tables keep 7 days: the cutoff day is 2026-11-22, so the 40- and 10-day-old partitions go and the one of
-	// 2026-11-22 11:00 (younger than 7 days) stays. The rollup keeps 30 days: only its 40-day-old minute goes.
+	// 2026-11-22 11:00 (younger than 7 days) stays. The rollups keep 30 days: only their 40-day-old minute and
+	// hour go, from both tiers.
 	want := []DroppedPartition{
 		{TableLatency, "20261020"}, {TableLatency, "20261119"},
 		{TableLag, "20261020"}, {TableLag, "20261119"},
-		{TableLatency1m, "20261020"},
+		{TableLatency1m, "20261020"}, {TableLatency1h, "20261020"},
 	}
 	if len(dropped) != len(want) {
 		t.Fatalf("dropped %v, want %v", dropped, want)
