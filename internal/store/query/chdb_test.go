@@ -132,6 +132,9 @@ func TestQueriesOnCurrentClickHouse(t *testing.T) {
 		{"percentiles rollup", func() {
 			_, _ = r.StagePercentiles(ctx, PercentileQuery{Window: w, Stage: StageE2E, Levels: []float64{0.5, 0.99}, GroupBy: DimHost, Filter: f, Source: SourceRollup})
 		}, ""},
+		{"percentiles rollup_1h", func() {
+			_, _ = r.StagePercentiles(ctx, PercentileQuery{Window: w, Stage: StageE2E, Levels: []float64{0.5, 0.99}, GroupBy: DimHost, Filter: f, Source: SourceRollup1h})
+		}, ""},
 		{"distribution", func() {
 			_, _, _ = r.Distribution(ctx, DistributionQuery{Window: w, Stage: StageReceiveProcess, Filter: f, Source: SourceRollup})
 		}, ""},
@@ -153,13 +156,15 @@ func TestQueriesOnCurrentClickHouse(t *testing.T) {
 	wants := map[string]string{
 		"percentiles raw":    fmt.Sprintf(`"%s","t","[60,60]",2`, ts),
 		"percentiles rollup": fmt.Sprintf(`"%s","c1","[60,60]",2`, ts),
-		"lag":                fmt.Sprintf(`"%s","g",7,0,1500,2`, ts),
-		"slo":                fmt.Sprintf(`"%s","t",2,2`, ts),
-		"clock offsets":      fmt.Sprintf(`"%s","c1","bracketed",13,0.5`, ts),
-		"probe health":       fmt.Sprintf(`"%s","1",2,1,0,"[20,20]"`, ts),
-		"list hosts":         "\"b1\"\n\"c1\"\n\"p1\"",
-		"list groups":        `"g"`,
-		"schema version":     "1,1",
+		// the hourly tier's own view fired on the same insert: the same answer
+		"percentiles rollup_1h": fmt.Sprintf(`"%s","c1","[60,60]",2`, ts),
+		"lag":                   fmt.Sprintf(`"%s","g",7,0,1500,2`, ts),
+		"slo":                   fmt.Sprintf(`"%s","t",2,2`, ts),
+		"clock offsets":         fmt.Sprintf(`"%s","c1","bracketed",13,0.5`, ts),
+		"probe health":          fmt.Sprintf(`"%s","1",2,1,0,"[20,20]"`, ts),
+		"list hosts":            "\"b1\"\n\"c1\"\n\"p1\"",
+		"list groups":           `"g"`,
+		"schema version":        "1,1",
 	}
 	type q struct {
 		Name string `json:"name"`

@@ -84,25 +84,47 @@ type Source string
 
 // The sources. SourceAuto lets ChooseSource decide.
 const (
-	SourceAuto   Source = ""
-	SourceRaw    Source = "raw"
-	SourceRollup Source = "rollup"
+	SourceAuto     Source = ""
+	SourceRaw      Source = "raw"       // latency_events rows
+	SourceRollup   Source = "rollup"    // the per-minute rollups, latency_1m
+	SourceRollup1h Source = "rollup_1h" // the hourly rollups, latency_1h (schema version 2)
 )
 
-// RawMaxRange is the longest range answered from raw rows by default; longer ranges read the per-minute rollups.
-// The rollups also outlive raw rows (90 against 14 days by default). Their speed depends on density: a rollup read
-// merges one t-digest state per minute and series, and ClickHouse keeps a state of a few hundred values almost
-// uncompressed, so at ~100 samples per minute and series merging the states costs about what scanning the raw rows
-// does; at thousands per minute it is far cheaper. cmd/bench-plugin measures the ratio (docs/plugin.md has the figures).
+// IsRollup reports whether s is one of the rollup tiers: live samples only, time aligned to the tier's resolution.
+func (s Source) IsRollup() bool { return s == SourceRollup || s == SourceRollup1h }
+
+// Resolution returns the width of one row of a rollup tier (a minute or an hour), or 0 for raw rows and auto.
+func (s Source) Resolution() time.Duration {
+	switch s {
+	case SourceRollup:
+		return time.Minute
+	case SourceRollup1h:
+		return time.Hour
+	}
+	return 0
+}
+
+// RawMaxRange is the longest range answered from raw rows by default; longer ranges read a rollup tier. The rollups
+// also outlive raw rows (90 against 14 days by default).
 const RawMaxRange = 6 * time.Hour
 
-// ChooseSource picks the rollups for a window longer than RawMaxRange or with buckets of a minute or more, raw rows
-// otherwise. Queries that include replays always read raw rows: the rollups keep live samples only.
+// ChooseSource picks where a window's answer comes from, the coarsest source that still resolves its buckets:
+//   - the hourly rollups for buckets of an hour or more: one t-digest state per hour and series. The minute tier's
+//     states hold about as many values as their minute had samples at ~100 samples per minute and series, so merging
+//     60 of them per hour costs what scanning raw rows does; cmd/bench-plugin measures the hourly tier against raw
+//     rows (docs/plugin.md has the figures);
+//   - the per-minute rollups for buckets of a minute or more, or a window longer than RawMaxRange;
+//   - raw rows otherwise.
+//
+// Queries that include replays always read raw rows: the rollups keep live samples only. The answers of all three
+// agree within the t-digest's error (1% of rank), so a panel crossing a threshold moves by no more than that.
 func ChooseSource(w Window, includeReplays bool) Source {
-	if includeReplays {
+	switch {
+	case includeReplays:
 		return SourceRaw
-	}
-	if w.To.Sub(w.From) > RawMaxRange || w.Step >= time.Minute {
+	case w.Step >= time.Hour:
+		return SourceRollup1h
+	case w.To.Sub(w.From) > RawMaxRange || w.Step >= time.Minute:
 		return SourceRollup
 	}
 	return SourceRaw

@@ -25,9 +25,19 @@ func TestChooseSource(t *testing.T) {
 		// exactly RawMaxRange is still short
 		{"6h at 30s", Window{now.Add(-6 * time.Hour), now, 30 * time.Second}, false, SourceRaw},
 		{"6h and a second", Window{now.Add(-6*time.Hour - time.Second), now, 30 * time.Second}, false, SourceRollup},
-		// a minute-wide bucket is the rollup's resolution, so the rollup answers it exactly as well
+		// a minute-wide bucket is the minute tier's resolution, so it answers it exactly as well
 		{"1h at 1m buckets", Window{now.Add(-time.Hour), now, time.Minute}, false, SourceRollup},
+		{"1h at 59s buckets", Window{now.Add(-time.Hour), now, 59 * time.Second}, false, SourceRaw},
+		// Grafana's 7-day panel at ~1000 points asks for 10 min buckets: finer than an hour, so the minute tier
+		{"7d at 10m", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, false, SourceRollup},
+		{"7d at 59m59s", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour - time.Second}, false, SourceRollup},
+		// an hour-wide bucket is the hourly tier's resolution: 60x fewer states to merge than the minute tier
+		{"7d at 1h", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour}, false, SourceRollup1h},
+		{"90d at 6h", Window{now.Add(-90 * 24 * time.Hour), now, 6 * time.Hour}, false, SourceRollup1h},
+		// the bucket decides, not the range: a short window with hour buckets still reads the hourly tier
+		{"2h at 1h", Window{now.Add(-2 * time.Hour), now, time.Hour}, false, SourceRollup1h},
 		{"7d with replays must read raw rows", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, true, SourceRaw},
+		{"7d at 1h with replays must read raw rows", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour}, true, SourceRaw},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ChooseSource(tc.w, tc.replays); got != tc.expected {
@@ -49,6 +59,38 @@ func TestPlanAlignsRollupsToMinutes(t *testing.T) {
 	}
 	if _, _, err := plan(Window{From: from, To: from.Add(time.Hour), Step: time.Minute}, SourceRollup, true); !errors.Is(err, ErrBadInput) {
 		t.Fatalf("rollup with replays: got %v", err)
+	}
+}
+
+func TestPlanAlignsHourlyRollups(t *testing.T) {
+	from := time.Date(2026, 11, 1, 10, 17, 42, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		step     time.Duration
+		forced   Source
+		wantStep time.Duration
+	}{
+		// 90 min truncates to a whole hour; the start moves back to 10:00
+		{"auto at 90m", 90 * time.Minute, SourceAuto, time.Hour},
+		{"auto at 3h", 3 * time.Hour, SourceAuto, 3 * time.Hour},
+		// forcing the hourly tier with finer buckets widens them to its resolution
+		{"forced at 10m", 10 * time.Minute, SourceRollup1h, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, w, err := plan(Window{From: from, To: from.Add(7 * 24 * time.Hour), Step: tc.step}, tc.forced, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src != SourceRollup1h || w.Step != tc.wantStep || !w.From.Equal(time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)) {
+				t.Fatalf("got %s %+v", src, w)
+			}
+		})
+	}
+	if _, _, err := plan(Window{From: from, To: from.Add(time.Hour), Step: time.Hour}, SourceRollup1h, true); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("hourly rollup with replays: got %v", err)
+	}
+	if _, _, err := plan(Window{From: from, To: from.Add(time.Hour), Step: time.Hour}, "rollup_1d", false); !errors.Is(err, ErrBadInput) {
+		t.Fatalf("unknown source: got %v", err)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/store"
 )
 
 // PercentileQuery asks for one stage's latency percentiles per time bucket.
@@ -28,7 +30,7 @@ type PercentilePoint struct {
 // PercentileResult is a PercentileQuery's answer, ordered by Key then Time.
 type PercentileResult struct {
 	Source Source
-	Step   time.Duration // the step used: a rollup answer's step is a whole number of minutes
+	Step   time.Duration // the step used: a rollup answer's step is a whole number of the tier's minutes or hours
 	Points []PercentilePoint
 }
 
@@ -145,25 +147,26 @@ func (r *Reader) Distribution(ctx context.Context, q DistributionQuery) (Source,
 	return src, out, nil
 }
 
-// plan validates w, picks the source, and for the rollups widens the step to whole minutes and aligns the window to
-// minute boundaries (the rollups' resolution).
+// plan validates w, picks the source, and for a rollup tier widens the step to a whole number of the tier's rows
+// (minutes or hours) and aligns the window's start to the tier's resolution.
 func plan(w Window, forced Source, includeReplays bool) (Source, Window, error) {
 	if err := w.validate(); err != nil {
 		return "", w, err
 	}
 	src := forced
-	if src == SourceAuto {
+	switch src {
+	case SourceAuto:
 		src = ChooseSource(w, includeReplays)
+	case SourceRaw, SourceRollup, SourceRollup1h:
+	default:
+		return "", w, fmt.Errorf("source %q: want one of raw, rollup, rollup_1h or empty (auto): %w", src, ErrBadInput)
 	}
-	if src == SourceRollup && includeReplays {
+	if src.IsRollup() && includeReplays {
 		return "", w, fmt.Errorf("the rollups hold live samples only; a query including replays reads raw rows: %w", ErrBadInput)
 	}
-	if src == SourceRollup {
-		w.Step = w.Step.Truncate(time.Minute)
-		if w.Step < time.Minute {
-			w.Step = time.Minute
-		}
-		w.From = w.From.Truncate(time.Minute)
+	if res := src.Resolution(); res > 0 {
+		w.Step = max(w.Step.Truncate(res), res)
+		w.From = w.From.Truncate(res)
 	}
 	return src, w, nil
 }
@@ -178,7 +181,7 @@ func latencyKey(d Dimension, src Source, sp stageSpec) (string, error) {
 	case DimGroup:
 		return "consumer_group", nil
 	case DimHost:
-		if src == SourceRollup {
+		if src.IsRollup() {
 			return "host", nil
 		}
 		return sp.host, nil
@@ -192,11 +195,15 @@ func latencyKey(d Dimension, src Source, sp stageSpec) (string, error) {
 func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includeReplays bool, agg string) (string, []any) {
 	var wh where
 	var timeCol, from, count, host, value string
-	if src == SourceRollup {
-		timeCol, from, count, host = "minute", "latency_1m", "sumMerge(live)", "host"
+	switch src {
+	case SourceRollup, SourceRollup1h:
+		timeCol, from, count, host = "minute", store.TableLatency1m, "sumMerge(live)", "host"
+		if src == SourceRollup1h {
+			timeCol, from = "hour", store.TableLatency1h
+		}
 		value = fmt.Sprintf(agg, "Merge", "latency_ms")
 		wh.add("stage = ?", sp.rollup)
-	} else {
+	default:
 		timeCol, from, count, host = "observed_time", "latency_events", "count()", sp.host
 		value = fmt.Sprintf(agg, "", "toFloat64("+sp.column+")")
 	}

@@ -56,6 +56,56 @@ func TestStagePercentilesRawAndRollupAgree(t *testing.T) {
 	}
 }
 
+// TestStagePercentilesHourlyTier: hour-wide buckets pick latency_1h, and the three sources answer the fixture's hour
+// with the same counts and, where a bucket holds one repeated value, the same value.
+func TestStagePercentilesHourlyTier(t *testing.T) {
+	r := seeded(t)
+	w := query.Window{From: t0.Add(-time.Hour), To: t0.Add(2 * time.Hour), Step: time.Hour}
+	auto, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: w, Stage: query.StageE2E,
+		Levels: []float64{0.5, 0.99}, GroupBy: query.DimTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auto.Source != query.SourceRollup1h || auto.Step != time.Hour {
+		t.Fatalf("auto source %s step %s, want rollup_1h 1h", auto.Source, auto.Step)
+	}
+	for _, src := range []query.Source{query.SourceRaw, query.SourceRollup, query.SourceRollup1h} {
+		t.Run(string(src), func(t *testing.T) {
+			res, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: w, Stage: query.StageE2E,
+				Levels: []float64{0.5, 0.99}, GroupBy: query.DimTopic, Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One bucket per topic at T0's hour: orders holds 10 x 100 ms and 10 x 300 ms (its two minutes), payments
+			// 5 x 1000 ms; the hour before is empty and left out.
+			if len(res.Points) != 2 || res.Step != time.Hour {
+				t.Fatalf("got step %s %+v", res.Step, res.Points)
+			}
+			orders, payments := res.Points[0], res.Points[1]
+			if orders.Key != "orders" || !orders.Time.Equal(t0) || orders.Count != 20 {
+				t.Fatalf("orders bucket %+v, want T0 with 20 samples", orders)
+			}
+			if p50 := orders.ValuesMs[0]; p50 < 100 || p50 > 300 || orders.ValuesMs[1] != 300 {
+				t.Fatalf("orders p50 %v p99 %v, want p50 within [100, 300] and p99 300", p50, orders.ValuesMs[1])
+			}
+			if !reflect.DeepEqual(payments, pp{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5}) {
+				t.Fatalf("payments bucket %+v", payments)
+			}
+			// By host: ingest belongs to the producer's host; p2 sent the 5 payments at 100 ms; p1's hour holds 12 + 10
+			// ingest samples (the invalid-e2e rows are valid for ingest).
+			res, err = r.StagePercentiles(ctx(t), query.PercentileQuery{Window: w, Stage: query.StageProduceAppend,
+				Levels: []float64{0.9}, GroupBy: query.DimHost, Source: src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Points) != 2 || res.Points[0].Key != "p1" || res.Points[0].Count != 22 ||
+				!reflect.DeepEqual(res.Points[1], pp{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5}) {
+				t.Fatalf("by host: %+v", res.Points)
+			}
+		})
+	}
+}
+
 func TestStagePercentilesByHostAndStage(t *testing.T) {
 	r := seeded(t)
 	for _, src := range []query.Source{query.SourceRaw, query.SourceRollup} {

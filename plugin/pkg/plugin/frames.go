@@ -141,10 +141,14 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
 		}
 		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}))
 		f.Meta = meta(map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
-		if res.Source == query.SourceRollup {
+		switch res.Source {
+		case query.SourceRollup:
 			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
 				Text: fmt.Sprintf("answered from per-minute rollups in %s buckets (t-digest; ranges over %s or minute buckets use rollups)",
 					res.Step, query.RawMaxRange)}}
+		case query.SourceRollup1h:
+			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
+				Text: fmt.Sprintf("answered from hourly rollups in %s buckets (t-digest; buckets of an hour or more use them)", res.Step)}}
 		}
 		frames = append(frames, f)
 		i = j

@@ -40,6 +40,9 @@ func TestGoldenStagePercentiles(t *testing.T) {
 			{Time: g0.Add(10 * time.Minute), Key: "orders", ValuesMs: []float64{13, 510.25}, Count: 1100},
 			{Time: g0, Key: "payments", ValuesMs: []float64{40, 900}, Count: 30},
 		}}, q))
+	// hour buckets are answered by the hourly tier, which the notice names
+	golden(t, "stage_percentiles_rollup_1h", percentileFrames(query.PercentileResult{Source: query.SourceRollup1h, Step: time.Hour,
+		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 72000}}}, q))
 	q = mustParse(t, `{"queryType":"stage_percentiles","stage":"append_receive","percentiles":[0.99]}`)
 	golden(t, "stage_percentiles_raw_none", percentileFrames(query.PercentileResult{Source: query.SourceRaw, Step: 15 * time.Second,
 		Points: []query.PercentilePoint{{Time: g0, ValuesMs: []float64{7}, Count: 3}}}, q))

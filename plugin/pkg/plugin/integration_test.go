@@ -213,7 +213,7 @@ func TestRawAndRollupChosenByRange(t *testing.T) {
 	short.Interval = 30 * time.Second // under a minute over a short range: raw rows
 	long := dq("B", `{"queryType":"stage_percentiles","groupBy":"host","stage":"produce_append","percentiles":[0.5]}`)
 	long.TimeRange = backend.TimeRange{From: t0.Add(-7 * 24 * time.Hour), To: t0.Add(2 * time.Minute)}
-	long.Interval, long.MaxDataPoints = 10*time.Second, 1 // one bucket over 7 days: rollups
+	long.Interval, long.MaxDataPoints = 10*time.Second, 1 // one bucket over 7 days: hour or wider, the hourly rollups
 	resp := queryData(t, c, s, short, long)
 	// 30 s buckets: T0 holds offsets 0..9, T0+30s the two invalid-e2e rows (valid for ingest), T0+60s offsets 10..19
 	if got, want := series(t, resp.Responses["A"]), []string{
@@ -229,8 +229,8 @@ func TestRawAndRollupChosenByRange(t *testing.T) {
 	if got := series(t, b); !reflect.DeepEqual(got[1], "stage_percentiles{host=p1, stage=produce_append} samples=22") {
 		t.Errorf("long range: %q", got)
 	}
-	if src := b.Frames[0].Meta.Custom.(map[string]any)["source"]; src != "rollup" {
-		t.Errorf("long range source %v, want rollup", src)
+	if src := b.Frames[0].Meta.Custom.(map[string]any)["source"]; src != "rollup_1h" {
+		t.Errorf("long range source %v, want rollup_1h", src)
 	}
 }
 
