@@ -130,7 +130,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
 				Brokers: brokers, Sarama: gsc, Group: name, Topics: topics, Oldest: oldest,
 				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
-				OnAssigned: onAssigned, BeforeCommit: c.drain,
+				OnAssigned: onAssigned, BeforeCommit: c.drain, Now: c.opts.Clock,
 			}, h)
 		})
 	}

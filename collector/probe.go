@@ -158,7 +158,7 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 	var errs []error
 	for i := range b.Records {
 		rec := &b.Records[i]
-		recv := p.clock()
+		recv := received(rec, p.clock)
 		if len(rec.Value) != 17 || rec.Value[0] != probeVersion {
 			bad = append(bad, *rec)
 			errs = append(errs, fmt.Errorf("probe record of %d bytes, want 17 with version %d", len(rec.Value), probeVersion))

@@ -89,6 +89,14 @@ func (d *pathDeps) deadLetter(ctx context.Context, path string, recs []kafka.Rec
 	}
 }
 
+// received is when the consumer took rec from Kafka (before it waited in a batch), or now if not stamped.
+func received(rec *kafka.Record, now func() time.Time) time.Time {
+	if !rec.Received.IsZero() {
+		return rec.Received
+	}
+	return now()
+}
+
 // Receipts is the receipts path: it decodes receipt batches from the receipts topic, corrects every receipt's stamps
 // through the latency engine and writes one latency row per receipt.
 type Receipts struct {

@@ -67,7 +67,7 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 		if !t.sampled(rec.Topic, rec.Partition, rec.Offset) {
 			continue
 		}
-		recv := t.clock()
+		recv := received(rec, t.clock)
 		var lr latency.Record
 		lr.Offset = rec.Offset
 		raw := rawStamps{receive: recv.UnixMilli()}

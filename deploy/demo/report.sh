@@ -3,6 +3,8 @@
 # Usage: report.sh INJECTED_TSV [GROUP]   (INJECTED_TSV: host<TAB>injected clock offset in ms, from loadgen)
 set -euo pipefail
 INJECTED=${1:?usage: report.sh INJECTED_TSV [GROUP]}
+GROUP=${2:-}
+RUN=${GROUP##*-} # the demo's run id: the lag exporter also sees groups of earlier demo runs
 CH_HOST=${TIDEMARK_CLICKHOUSE_ADDR%:*}
 CH_PORT=${TIDEMARK_CLICKHOUSE_ADDR##*:}
 ch() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --database tidemark_demo --max_execution_time 60 "$@"; }
@@ -71,6 +73,12 @@ SELECT consumer_group, source, replay_class, count() AS processings,
        round(quantileExactIf(0.5)(e2e_ms, bitAnd(valid, 8) != 0)) AS e2e_p50_ms
 FROM latency_events FINAL GROUP BY consumer_group, source, replay_class ORDER BY consumer_group, source, replay_class"
 
+title "Uninstrumented group (kcat): processing bounded by its commits (ms; upper bounds, never in percentiles)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT consumer_group, count() AS rows, round(quantileExact(0.5)(e2e_ms)) AS e2e_bound_p50,
+       round(quantileExact(0.99)(e2e_ms)) AS e2e_bound_p99, countIf(bitAnd(flags, 16) != 0) AS commit_bounded
+FROM latency_events FINAL WHERE source = 'tap' AND consumer_group LIKE 'demo-legacy-%' GROUP BY consumer_group"
+
 title "Probes per broker (loss, duplicates, corrected ingest/delivery, round trip; ms)"
 ch --format PrettyCompactMonoBlock --query "
 SELECT broker_id, countIf(status = 'ok') AS received, countIf(status = 'lost') AS lost,
@@ -84,5 +92,5 @@ ch --format PrettyCompactMonoBlock --query "
 SELECT consumer_group, argMax(lag_sum, at_ms) AS lag_now, max(lag_sum) AS max_lag, round(max(tl) / 1000, 1) AS max_time_lag_s,
        groupUniqArray(toString(status)) AS statuses_seen, count() AS snapshots
 FROM (SELECT consumer_group, at_ms, sum(lag) AS lag_sum, max(time_lag_ms) AS tl, any(status) AS status
-      FROM lag_snapshots FINAL GROUP BY consumer_group, at_ms)
+      FROM lag_snapshots FINAL WHERE endsWith(consumer_group, '-$RUN') GROUP BY consumer_group, at_ms)
 GROUP BY consumer_group ORDER BY consumer_group"

@@ -5,7 +5,8 @@
 # 2. runs `tidemark run` (probe, receipts and tap paths, lag exporter) into the database tidemark_demo;
 # 3. runs cmd/loadgen: producer hosts with clocks +2500 ms, -800 ms and exact, a consumer group of two hosts
 #    (-300 ms with 4 ms processing, +150 ms with 6 ms processing and time sync), reset to earliest halfway;
-#    plus one external producer, kcat under faketime (+1500 ms), into a CreateTime topic the tap reads;
+#    plus one external producer, kcat under faketime (+1500 ms), into a CreateTime topic the tap reads, and one
+#    uninstrumented consumer group (kcat -G) whose processing is bounded by its commits;
 # 4. prints a report read back from ClickHouse (deploy/demo/report.sh).
 # Environment: DEMO_SECONDS (default 110) is how long the load runs.
 set -euo pipefail
@@ -54,7 +55,7 @@ collector:
   tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN}
 lag:
   poll_interval: 5s
-  group_allow: ["demo-app-.*"]
+  group_allow: ["demo-.*"]
 http:
   listen: 127.0.0.1:$PORT
 YAML
@@ -97,6 +98,11 @@ sleep 3
     sleep 0.05
   done
 ) | FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '+1.5s' kcat -P -b "$TIDEMARK_KAFKA_BROKERS" -t "$EXT" -K: 2>"$WORK/kcat.log" &
+PIDS+=("$!")
+
+# An uninstrumented consumer of the kcat topic: kcat's balanced consumer (it commits, sends no receipts), whose
+# processing Tidemark can only bound by its commits.
+kcat -b "$TIDEMARK_KAFKA_BROKERS" -G "demo-legacy-$RUN" -o beginning -q "$EXT" >/dev/null 2>>"$WORK/kcat.log" &
 PIDS+=("$!")
 
 START=$SECONDS

@@ -27,6 +27,8 @@ type Record struct {
 	// producer's CreateTime. The zero time when the record carried none (pre-0.10 format); a -1 (NO_TIMESTAMP) stamp
 	// reads as 1 ms before the epoch.
 	Timestamp time.Time
+	// Received is when the consumer took the record from sarama (GroupConfig.Now), before it waited in a batch.
+	Received time.Time
 }
 
 // HeaderValue returns the last value of the header named key, or nil.
@@ -77,6 +79,8 @@ type GroupConfig struct {
 	ChannelBuffer int
 	// CommitInterval is how often marked offsets are committed (default 1 s).
 	CommitInterval time.Duration
+	// Now stamps Record.Received; nil is time.Now.
+	Now func() time.Time
 	// OnAssigned, if set, is called with the claimed partitions at the start of every session (after a rebalance).
 	OnAssigned func(claims map[string][]int32)
 	// BeforeCommit, if set, is called when a session ends (shutdown or rebalance), after the handlers returned and
@@ -101,6 +105,9 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	sc := cfg.Sarama
 	if sc == nil {
@@ -200,7 +207,9 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			if len(batch) == 0 {
 				timer.Reset(g.cfg.MaxWait)
 			}
-			batch = append(batch, fromSarama(msg))
+			rec := fromSarama(msg)
+			rec.Received = g.cfg.Now()
+			batch = append(batch, rec)
 			if len(batch) >= g.cfg.MaxBatch {
 				timer.Stop()
 				if err := flush(); err != nil {
