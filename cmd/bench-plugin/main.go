@@ -1,12 +1,17 @@
 // Command bench-plugin measures what the plugin's rollups buy: it seeds at least 20 million raw latency rows spread
-// over 7 days into a scratch ClickHouse database (server-side INSERT ... SELECT from numbers(), so the per-minute
-// rollups fill through the real materialized view), then answers the same 7-day stage-percentile panel from raw rows
-// and from the rollups through internal/store/query (the plugin's own read path), and checks the rollup answer
-// against the raw rows: for every bucket and level, the rank of the rollup's value among the bucket's raw values
-// must lie within RankErrorBound of the level.
+// over 7 days into a scratch ClickHouse database (server-side INSERT ... SELECT from numbers(), so both rollup tiers
+// fill through their real materialized views), then answers a 7-day stage-percentile panel through
+// internal/store/query (the plugin's own read path) from raw rows and from the source query.ChooseSource picks, and
+// checks the rollup answer against the raw rows: for every bucket and level, the rank of the rollup's value among the
+// bucket's raw values must lie within RankErrorBound of the level.
 //
-// The last line printed is a JSON object: rows, raw_query_s, rollup_query_s, rollup_speedup, max_rank_error,
-// rank_error_bound, within_error, and more. Run by `make bench-plugin`; it needs TIDEMARK_CLICKHOUSE_ADDR (`make up`).
+// The headline panel has hour-wide buckets (168 points over 7 days), which ChooseSource answers from the hourly tier
+// latency_1h. The same 7 days at 10-minute buckets (what Grafana asks for at ~1000 points) is measured too, from the
+// minute tier latency_1m, and reported in the minute_* fields.
+//
+// The last line printed is a JSON object: rows, source, raw_query_s, rollup_query_s, rollup_speedup,
+// max_rank_error, rank_error_bound, within_error, the minute_* figures, and more. Run by `make bench-plugin`; it needs
+// TIDEMARK_CLICKHOUSE_ADDR (`make up`).
 package main
 
 import (
@@ -32,8 +37,10 @@ const RankErrorBound = 0.01
 
 type result struct {
 	Rows           int64   `json:"rows"`
-	RollupRows     uint64  `json:"rollup_rows"`
+	RollupRows     uint64  `json:"rollup_rows"`    // latency_1m rows
+	Rollup1hRows   uint64  `json:"rollup_1h_rows"` // latency_1h rows
 	SeedS          float64 `json:"seed_s"`
+	Source         string  `json:"source"` // what query.ChooseSource picked for the headline panel
 	Buckets        int     `json:"buckets"`
 	StepS          int     `json:"step_s"`
 	RawQueryS      float64 `json:"raw_query_s"`
@@ -43,7 +50,13 @@ type result struct {
 	RankErrorBound float64 `json:"rank_error_bound"`
 	WithinError    bool    `json:"within_error"`
 	MaxRelDiff     float64 `json:"max_rel_diff_raw_vs_rollup"`
-	Runs           int     `json:"runs"`
+	// The same 7 days in 10-minute buckets, answered from the minute tier.
+	MinuteStepS        int     `json:"minute_step_s"`
+	MinuteRawQueryS    float64 `json:"minute_raw_query_s"`
+	MinuteRollupQueryS float64 `json:"minute_rollup_query_s"`
+	MinuteSpeedup      float64 `json:"minute_rollup_speedup"`
+	MinuteMaxRankError float64 `json:"minute_max_rank_error"`
+	Runs               int     `json:"runs"`
 }
 
 func main() {
@@ -86,8 +99,8 @@ func run(addr, db string, rows int64, runs int, keep bool) error {
 	}
 	conn := st.Conn()
 
-	// The panel: 7 days ending at end, 1000 points at most → 605 s buckets, which the rollup path widens to 10 min;
-	// the raw path gets the same 10 min step so both answer the same buckets.
+	// Both panels cover the 7 days ending at end; compare gives raw rows and the rollup the same step, so both
+	// answer the same buckets.
 	end := time.Date(2026, 11, 8, 0, 0, 0, 0, time.UTC)
 	start := end.Add(-7 * 24 * time.Hour)
 	res := result{Rows: rows, RankErrorBound: RankErrorBound, Runs: runs}
@@ -99,53 +112,94 @@ func run(addr, db string, rows int64, runs int, keep bool) error {
 	if err := conn.QueryRow(ctx, "SELECT count() FROM latency_1m").Scan(&res.RollupRows); err != nil {
 		return err
 	}
-	fmt.Printf("seeded %d raw rows (%d rollup rows) in %.1f s\n", rows, res.RollupRows, res.SeedS)
+	if err := conn.QueryRow(ctx, "SELECT count() FROM latency_1h").Scan(&res.Rollup1hRows); err != nil {
+		return err
+	}
+	fmt.Printf("seeded %d raw rows (%d minute, %d hourly rollup rows) in %.1f s\n", rows, res.RollupRows, res.Rollup1hRows, res.SeedS)
 
 	r := query.NewReader(conn)
 	levels := []float64{0.5, 0.9, 0.99}
-	q := query.PercentileQuery{Window: query.Window{From: start, To: end, Step: 10 * time.Minute}, Stage: query.StageE2E,
+	// The headline panel: 7 days in hour buckets, the source left to ChooseSource.
+	q := query.PercentileQuery{Window: query.Window{From: start, To: end, Step: time.Hour}, Stage: query.StageE2E,
 		Levels: levels, GroupBy: query.DimNone}
-	var raw, roll query.PercentileResult
-	var rawT, rollT []float64
-	for i := 0; i < runs; i++ {
-		// alternate so neither path always runs on the warmer cache
-		q.Source = query.SourceRaw
-		t = time.Now()
-		if raw, err = r.StagePercentiles(ctx, q); err != nil {
-			return err
-		}
-		rawT = append(rawT, time.Since(t).Seconds())
-		q.Source = query.SourceRollup
-		t = time.Now()
-		if roll, err = r.StagePercentiles(ctx, q); err != nil {
-			return err
-		}
-		rollT = append(rollT, time.Since(t).Seconds())
-		fmt.Printf("run %d: raw %.3f s, rollup %.3f s\n", i+1, rawT[i], rollT[i])
-	}
-	res.RawQueryS, res.RollupQueryS = median(rawT), median(rollT)
-	res.RollupSpeedup = res.RawQueryS / res.RollupQueryS
-	res.Buckets, res.StepS = len(roll.Points), int(roll.Step/time.Second)
-	if len(raw.Points) != len(roll.Points) {
-		return fmt.Errorf("raw answered %d buckets, rollup %d", len(raw.Points), len(roll.Points))
-	}
-	for i := range raw.Points {
-		if raw.Points[i].Count != roll.Points[i].Count || !raw.Points[i].Time.Equal(roll.Points[i].Time) {
-			return fmt.Errorf("bucket %d: raw %v n=%d, rollup %v n=%d", i, raw.Points[i].Time, raw.Points[i].Count,
-				roll.Points[i].Time, roll.Points[i].Count)
-		}
-		for k := range levels {
-			a, b := raw.Points[i].ValuesMs[k], roll.Points[i].ValuesMs[k]
-			res.MaxRelDiff = math.Max(res.MaxRelDiff, math.Abs(a-b)/math.Max(math.Abs(a), 1))
-		}
-	}
-	if res.MaxRankError, err = rankError(ctx, conn, roll, levels, q.Window); err != nil {
+	c, err := compare(ctx, conn, r, q, runs)
+	if err != nil {
 		return err
 	}
+	res.Source, res.Buckets, res.StepS = string(c.source), c.buckets, c.stepS
+	res.RawQueryS, res.RollupQueryS, res.RollupSpeedup = c.rawS, c.rollS, c.rawS/c.rollS
+	res.MaxRankError, res.MaxRelDiff = c.rankErr, c.relDiff
 	res.WithinError = res.MaxRankError <= RankErrorBound
+	// The same week at 10-minute buckets: the minute tier.
+	q.Window.Step = 10 * time.Minute
+	m, err := compare(ctx, conn, r, q, runs)
+	if err != nil {
+		return err
+	}
+	res.MinuteStepS, res.MinuteRawQueryS, res.MinuteRollupQueryS = m.stepS, m.rawS, m.rollS
+	res.MinuteSpeedup, res.MinuteMaxRankError = m.rawS/m.rollS, m.rankErr
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return nil
+}
+
+// comparison is one panel answered from raw rows and from the source ChooseSource picks.
+type comparison struct {
+	source      query.Source
+	buckets     int
+	stepS       int
+	rawS, rollS float64 // median seconds
+	rankErr     float64 // worst |rank − level| of the rollup's values among the raw values
+	relDiff     float64 // worst |raw − rollup| / max(|raw|, 1) over buckets and levels
+}
+
+// compare answers q runs times from raw rows and from ChooseSource's pick, alternating so neither path always runs
+// on the warmer cache, checks the two answer the same buckets with the same counts, and measures the rollup's
+// error against the raw rows.
+func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.PercentileQuery, runs int) (comparison, error) {
+	var c comparison
+	c.source = query.ChooseSource(q.Window, q.IncludeReplays)
+	if !c.source.IsRollup() {
+		return c, fmt.Errorf("panel %+v: ChooseSource picked %s, want a rollup tier", q.Window, c.source)
+	}
+	var raw, roll query.PercentileResult
+	var rawT, rollT []float64
+	var err error
+	for i := 0; i < runs; i++ {
+		q.Source = query.SourceRaw
+		t := time.Now()
+		if raw, err = r.StagePercentiles(ctx, q); err != nil {
+			return c, err
+		}
+		rawT = append(rawT, time.Since(t).Seconds())
+		q.Source = query.SourceAuto
+		t = time.Now()
+		if roll, err = r.StagePercentiles(ctx, q); err != nil {
+			return c, err
+		}
+		rollT = append(rollT, time.Since(t).Seconds())
+		fmt.Printf("step %s run %d: raw %.3f s, %s %.3f s\n", q.Window.Step, i+1, rawT[i], roll.Source, rollT[i])
+	}
+	if roll.Source != c.source {
+		return c, fmt.Errorf("answered from %s, ChooseSource said %s", roll.Source, c.source)
+	}
+	c.rawS, c.rollS = median(rawT), median(rollT)
+	c.buckets, c.stepS = len(roll.Points), int(roll.Step/time.Second)
+	if len(raw.Points) != len(roll.Points) {
+		return c, fmt.Errorf("raw answered %d buckets, %s %d", len(raw.Points), roll.Source, len(roll.Points))
+	}
+	for i := range raw.Points {
+		if raw.Points[i].Count != roll.Points[i].Count || !raw.Points[i].Time.Equal(roll.Points[i].Time) {
+			return c, fmt.Errorf("bucket %d: raw %v n=%d, %s %v n=%d", i, raw.Points[i].Time, raw.Points[i].Count,
+				roll.Source, roll.Points[i].Time, roll.Points[i].Count)
+		}
+		for k := range q.Levels {
+			a, b := raw.Points[i].ValuesMs[k], roll.Points[i].ValuesMs[k]
+			c.relDiff = math.Max(c.relDiff, math.Abs(a-b)/math.Max(math.Abs(a), 1))
+		}
+	}
+	c.rankErr, err = rankError(ctx, conn, roll, q.Levels, q.Window)
+	return c, err
 }
 
 // seed inserts rows raw latency rows evenly over the 7 days after start in chunks, server-side. Shape: 4 topics, 2
