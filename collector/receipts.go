@@ -120,6 +120,8 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 		rows store.Rows
 	)
 	now := p.clock()
+	var cache batchCache
+	defer cache.flush(p.metrics, PathReceipts)
 	for i := range b.Records {
 		var err error
 		buf, err = instrument.DecodeReceiptBatch(buf[:0], b.Records[i].Value)
@@ -132,7 +134,10 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			if j == 0 || buf[j].Group != buf[j-1].Group {
 				p.instrumented.Store(buf[j].Group, struct{}{})
 			}
-			rows.Latency = append(rows.Latency, p.row(&buf[j], now))
+			if rows.Latency == nil { // most records of a batch hold as many receipts as the first
+				rows.Latency = make([]store.LatencyRow, 0, len(buf)*len(b.Records))
+			}
+			rows.Latency = append(rows.Latency, p.row(&buf[j], now, &cache))
 		}
 	}
 	if len(bad) > 0 {
@@ -143,8 +148,42 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 	return p.write(ctx, PathReceipts, b, rows, mark)
 }
 
+// batchCache keeps, across the receipts of one batch, what consecutive receipts almost always share (they come
+// from one source partition): the engine path, the partition's leader and timestamp type, host ids, and the class
+// counts, added to the metrics once per batch instead of once per receipt.
+type batchCache struct {
+	group, topic string
+	partition    int32
+	valid        bool
+	path         *latency.Path
+	tt           instrument.TimestampType
+	leader       int32
+	broker       string // brokerHost(leader)
+	brokerID     latency.HostID
+	createHost   string // producer@topic
+	classes      [latency.NumClasses]int
+	skewed       int
+}
+
+func (c *batchCache) flush(m *Metrics, path string) {
+	for cl, n := range c.classes {
+		if n > 0 {
+			m.Classes.WithLabelValues(path, latency.Class(cl).String()).Add(float64(n))
+		}
+	}
+	if c.skewed > 0 {
+		m.Skewed.WithLabelValues(path).Add(float64(c.skewed))
+	}
+	*c = batchCache{}
+}
+
 // row corrects one receipt.
-func (p *Receipts) row(r *instrument.Receipt, now time.Time) store.LatencyRow {
+func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
+	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
+		classes, skewed := c.classes, c.skewed
+		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
+			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, leader: -2}
+	}
 	var rec latency.Record
 	rec.Offset = r.Offset
 	var raw rawStamps
@@ -160,7 +199,10 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time) store.LatencyRow {
 	}
 	tt := r.TimestampType
 	if tt == instrument.TimestampUnknown && r.HasRecordTimestamp {
-		tt = instrument.TimestampType(p.meta.TimestampType(r.Topic))
+		if c.tt == 255 { // not looked up yet in this batch
+			c.tt = instrument.TimestampType(p.meta.TimestampType(r.Topic))
+		}
+		tt = c.tt
 	}
 	producer, broker := r.ProduceHost, ""
 	if r.ProduceNs != 0 {
@@ -174,23 +216,33 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time) store.LatencyRow {
 	if r.HasRecordTimestamp {
 		switch tt {
 		case instrument.TimestampLogAppend:
-			if leader := p.meta.Leader(r.Topic, r.Partition); leader >= 0 {
-				broker = brokerHost(leader)
-				rec.Stamps[latency.Append] = latency.MillisStamp(p.hosts.id(broker), r.RecordTimestampMs)
+			if c.leader == -2 {
+				c.leader = p.meta.Leader(r.Topic, r.Partition)
+				if c.leader >= 0 {
+					c.broker = brokerHost(c.leader)
+					c.brokerID = p.hosts.id(c.broker)
+				}
+			}
+			if c.leader >= 0 {
+				broker = c.broker
+				rec.Stamps[latency.Append] = latency.MillisStamp(c.brokerID, r.RecordTimestampMs)
 				raw.append = r.RecordTimestampMs
 			}
 		case instrument.TimestampCreate:
 			if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
-				producer = "producer@" + r.Topic
+				if c.createHost == "" {
+					c.createHost = "producer@" + r.Topic
+				}
+				producer = c.createHost
 				rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(producer), r.RecordTimestampMs)
 				raw.event = r.RecordTimestampMs
 			}
 		}
 	}
-	res := p.engine.Path(r.Group, r.Topic, r.Partition).Observe(rec)
-	p.metrics.Classes.WithLabelValues(PathReceipts, res.Class.String()).Inc()
+	res := c.path.Observe(rec)
+	c.classes[res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
-		p.metrics.Skewed.WithLabelValues(PathReceipts).Inc()
+		c.skewed++
 	}
 	var tid, sid []byte
 	if r.HasTrace {
