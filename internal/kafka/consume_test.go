@@ -1,0 +1,101 @@
+package kafka
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// TestRunGroupCommitsOnlyMarkedOffsets is the adapter's at-least-once contract on the real brokers: a group that
+// marked offsets below 5 of 10 records and stopped resumes at 5, and a record's Received stamp comes from Now.
+func TestRunGroupCommitsOnlyMarkedOffsets(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, "rg", testenv.Topic{Partitions: 1})
+	prod, err := NewProducer(brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := 0; i < 10; i++ {
+		if _, err := prod.Send(Message{Topic: topic, Partition: 0, Value: []byte(strconv.Itoa(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := testenv.Name(t, "g")
+	stamp := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	run := func(handle func(b Batch, mark func(int64), stop func())) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		err := RunGroup(ctx, GroupConfig{Brokers: brokers, Sarama: testenv.SaramaConfig(t), Group: group, Topics: []string{topic},
+			Oldest: true, MaxBatch: 3, MaxWait: 20 * time.Millisecond, Now: func() time.Time { return stamp }},
+			func(_ context.Context, b Batch, mark func(int64)) error { handle(b, mark, cancel); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() == context.DeadlineExceeded {
+			t.Fatal("RunGroup did not finish within 60s")
+		}
+	}
+	var seen []int64
+	run(func(b Batch, mark func(int64), stop func()) {
+		for _, r := range b.Records {
+			if !r.Received.Equal(stamp) {
+				t.Errorf("Received %v, want the injected clock's %v", r.Received, stamp)
+			}
+			seen = append(seen, r.Offset)
+			if r.Offset == 4 {
+				mark(5) // offsets 0..4 are durable
+			}
+		}
+		if len(seen) >= 10 {
+			stop() // everything read, only 0..4 marked
+		}
+	})
+	var first int64 = -1
+	run(func(b Batch, _ func(int64), stop func()) {
+		if first < 0 {
+			first = b.Records[0].Offset
+		}
+		stop()
+	})
+	if first != 5 {
+		t.Fatalf("restarted group began at offset %d, want 5 (the first unmarked)", first)
+	}
+}
+
+// TestEnsureTopicSpreadsLeaders checks the probe topic's layout: one partition per broker, each broker the leader of
+// one, LogAppendTime.
+func TestEnsureTopicSpreadsLeaders(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	name := testenv.Name(t, "spread")
+	n, err := EnsureTopic(brokers, testenv.SaramaConfig(t), TopicSpec{Name: name, SpreadLeaders: true,
+		Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testenv.Admin(t).DeleteTopic(name) })
+	testenv.WaitTopicReady(t, name, n)
+	prod, err := NewProducer(brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	leaders, err := prod.Leaders(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[int32]bool{}
+	for _, b := range leaders {
+		distinct[b] = true
+	}
+	if int(n) != testenv.KafkaBrokerCount(t) || len(distinct) != int(n) {
+		t.Fatalf("%d partitions led by %d distinct brokers, want one per broker (%d)", n, len(distinct), testenv.KafkaBrokerCount(t))
+	}
+	// Ensuring it again leaves it as it is.
+	if again, err := EnsureTopic(brokers, testenv.SaramaConfig(t), TopicSpec{Name: name, SpreadLeaders: true}); err != nil || again != n {
+		t.Fatalf("second ensure: %d, %v", again, err)
+	}
+}
