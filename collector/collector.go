@@ -145,7 +145,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
-		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, false, 0, t.HandleBatch, nil)
+		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, 0, t.HandleBatch, nil)
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })
 	return g.Wait()

@@ -56,6 +56,8 @@ type TapConfig struct {
 	Group   string   `yaml:"group"` // default tidemark-tap
 	// SampleRate is the fraction of records recorded, in (0, 1] (default 1).
 	SampleRate float64 `yaml:"sample_rate"`
+	// FromBeginning starts a tap group without commits at the log start (default: at the end, only new records).
+	FromBeginning bool `yaml:"from_beginning"`
 }
 
 // SetDefaults fills zero fields with their documented defaults.

@@ -16,7 +16,7 @@ import (
 func TestClickHouseOutageLosesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Probe.Enabled = false
-	e.cfg.MaxBatch = 2 // Kafka records per Write; each holds up to 256 receipts
+	e.cfg.MaxBatch = 2 // Kafka records per Write; each holds up to 32 receipts (see app)
 	px := newProxy(t, e.chAddr)
 	const maxRows = 1000
 	r := e.start([]string{px.addr}, func(w *store.WriterConfig) {
@@ -41,7 +41,7 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	consumed := testutil.ToFloat64(r.metrics.Records.WithLabelValues(PathReceipts))
 	// Bounded memory: unacknowledged rows never exceed the writer's bound plus one batch per receipts partition
 	// that may be blocked in Write; the rest of the backlog stays in Kafka, unconsumed.
-	if held := handed - acked; held > maxRows+float64(e.cfg.MaxBatch*256*int(e.cfg.Receipts.Partitions)) {
+	if held := handed - acked; held > maxRows+float64(e.cfg.MaxBatch*32*int(e.cfg.Receipts.Partitions)) {
 		t.Fatalf("%v rows held during the outage (writer bound %d)", held, maxRows)
 	}
 	if acked > n1 {

@@ -185,7 +185,8 @@ func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	em := instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: e.cfg.Receipts.Topic, Linger: 20 * time.Millisecond})
+	// Small receipt batches (32 per record) so that a backlog spans many records, as under steady traffic.
+	em := instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: e.cfg.Receipts.Topic, Linger: 20 * time.Millisecond, MaxBatch: 32})
 	rc, err := instrument.NewConsumer(instrument.ConsumerConfig{Group: "app", Host: "c1", Clock: instrument.OffsetClock(time.Now, cSkew)}, em)
 	if err != nil {
 		e.t.Fatal(err)

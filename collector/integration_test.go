@@ -15,7 +15,8 @@ import (
 // are never negative, a garbage receipt goes to the dead-letter topic, and probes measure every broker.
 func TestEndToEndReceiptsAndProbes(t *testing.T) {
 	e := newEnv(t)
-	e.cfg.Tap = TapConfig{Enabled: true, Topics: []string{e.source}, Group: testenv.Name(t, "tap")}
+	// From the beginning: the tap's group may join after the application produced.
+	e.cfg.Tap = TapConfig{Enabled: true, Topics: []string{e.source}, Group: testenv.Name(t, "tap"), FromBeginning: true}
 	r := e.start(nil, nil)
 	t.Cleanup(func() { r.stop(t) })
 	const n = 300

@@ -49,7 +49,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
 			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,
 				LossTimeout: 15 * time.Second, Partitions: 6},
-			Tap: collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25},
+			Tap: collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25, FromBeginning: true},
 		},
 		LagEnabled: &f,
 		Lag: lagexporter.Config{

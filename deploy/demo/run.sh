@@ -52,7 +52,7 @@ collector:
   clock_offset_interval: 5s
   receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
   probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}
-  tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN}
+  tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN, from_beginning: true}
 lag:
   poll_interval: 5s
   group_allow: ["demo-.*"]
