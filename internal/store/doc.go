@@ -10,7 +10,10 @@
 // the collector commits Kafka offsets only then; a row re-delivered after a crash collapses with its first copy in
 // the raw ReplacingMergeTree tables (key: consumer_group, topic, partition, offset, replay_class), and the writer's
 // dedup window keeps re-deliveries it has seen recently out of the rollups; Store.RebuildRollup makes a closed day's
-// rollup exact again after a crash. docs/schema.md says exactly what the rollups can and cannot promise.
+// rollups exact again after a crash. The rollups come in two tiers fed by their own materialized views on
+// latency_events: per minute (latency_1m) and per hour (latency_1h, migration 0002, for hour-wide buckets, where
+// merging minute states costs as much as scanning raw rows). docs/schema.md says exactly what the rollups can and
+// cannot promise.
 //
 // Main types: Config, Store, Writer, and the row types LatencyRow, ProbeRow, LagRow and ClockOffsetRow.
 package store
