@@ -35,18 +35,18 @@ func TestMigrateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "(dialect legacy): schema version 0 -> 1, applied 0001_init") {
+	if !strings.Contains(out, "(dialect legacy): schema version 0 -> 2, applied 0001_init, 0002_latency_1h") {
 		t.Errorf("first migrate said %q", out)
 	}
 	out, err = runMigrate(t, append(addr, "--drop-expired")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "schema version 1 -> 1, nothing to apply") {
+	if !strings.Contains(out, "schema version 2 -> 2, nothing to apply") {
 		t.Errorf("second migrate said %q", out)
 	}
 	out, err = runMigrate(t, append(addr, "--check")...)
-	if err != nil || !strings.Contains(out, "schema version 1, current") {
+	if err != nil || !strings.Contains(out, "schema version 2, current") {
 		t.Errorf("--check after migrate: %q, %v", out, err)
 	}
 	if _, err := runMigrate(t, append(addr, "--dialect", "newest")...); err == nil || !strings.Contains(err.Error(), "auto, legacy, modern") {
