@@ -1,0 +1,57 @@
+package collector
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// metaByTopic answers timestamp types per topic, leader 7 everywhere.
+type metaByTopic map[string]kafka.TimestampType
+
+func (m metaByTopic) Leader(string, int32) int32                 { return 7 }
+func (m metaByTopic) TimestampType(t string) kafka.TimestampType { return m[t] }
+
+// TestReceiptRecordTimestampMeaning: what the record timestamp of a receipt becomes depends on the topic's
+// timestamp type (case C28): the leader's append stamp on LogAppendTime, the produce stamp of an unnamed producer
+// on CreateTime without a produce-time header, nothing when the produce-time header already gave the produce time.
+func TestReceiptRecordTimestampMeaning(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name               string
+		topic              string
+		declared           instrument.TimestampType
+		header             bool
+		wantEvent, wantApp int64
+		wantProducer       string
+		wantBroker         string
+	}{
+		{"log-append topic resolved from config", "lat", instrument.TimestampUnknown, true, ts.Add(-5 * time.Millisecond).UnixMilli(), ts.UnixMilli(), "p1", "broker-7"},
+		{"declared by the consumer, config not asked", "unknown-topic", instrument.TimestampLogAppend, false, 0, ts.UnixMilli(), "", "broker-7"},
+		{"create-time topic without header: an unnamed producer", "ct", instrument.TimestampUnknown, false, ts.UnixMilli(), 0, "producer@ct", ""},
+		// With the header the record's CreateTime is the same moment on the same clock: the header's precision wins.
+		{"create-time topic with header", "ct", instrument.TimestampUnknown, true, ts.Add(-5 * time.Millisecond).UnixMilli(), 0, "p1", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			deps, sink, _ := newTestDeps(t, ts.Add(time.Second))
+			deps.meta = metaByTopic{"lat": kafka.TimestampLogAppend, "ct": kafka.TimestampCreate}
+			r := instrument.Receipt{Group: "g", Topic: tc.topic, Partition: 1, Offset: 9, TimestampType: tc.declared,
+				RecordTimestampMs: ts.UnixMilli(), HasRecordTimestamp: true, ProcessedNs: ts.Add(50 * time.Millisecond).UnixNano(), Host: "c1"}
+			if tc.header {
+				r.ProduceNs, r.ProduceHost = ts.Add(-5*time.Millisecond).UnixNano(), "p1"
+			}
+			p := &Receipts{deps}
+			if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
+				t.Fatal(err)
+			}
+			row := sink.rows[0].Latency[0]
+			if row.EventMs != tc.wantEvent || row.AppendMs != tc.wantApp || row.ProducerHost != tc.wantProducer || row.BrokerHost != tc.wantBroker {
+				t.Fatalf("event %d append %d producer %q broker %q", row.EventMs, row.AppendMs, row.ProducerHost, row.BrokerHost)
+			}
+		})
+	}
+}
