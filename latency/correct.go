@@ -41,7 +41,7 @@ const (
 	FlagEnvelope                         // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
 	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
 	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
-	FlagUnsettled                        // some offset has no drift fit yet (the first seconds of a host's window): kept out of live percentiles, not blamed as skew
+	FlagUnsettled                        // a stage across two clocks rests on an offset with no drift fit yet (warm-up) and its uncertainty exceeds the accuracy target: kept out of live percentiles, not blamed as skew
 )
 
 // Result is what the engine makes of one record.
@@ -66,9 +66,15 @@ type Result struct {
 	// SinceRewindMs is, for replays, processed − rewind time in ms (how long the replay took to reach this record);
 	// NaN otherwise.
 	SinceRewindMs float64
-	// Live reports whether the record fed the live sketches: class live, neither skew-suspected nor unsettled, not
-	// commit-bounded.
+	// Live reports whether the record fed the live sketches with all its stages: class live, neither
+	// skew-suspected nor unsettled, not commit-bounded.
 	Live bool
+	// Untrusted has bit 1<<stage for each present stage that rests on a flagged pair of stamps (skew-suspected or
+	// unsettled). The other stages of a flagged record are still right: a stage between two stamps of one host
+	// (receive → processed) carries none of the offsets' uncertainty, and a cross-clock stage whose own pairs
+	// passed is unaffected by a bad pair elsewhere. A live, flagged record feeds exactly those stages to the live
+	// sketches; use [Result.Trusted] per stage. 0 when the record is not flagged.
+	Untrusted uint8
 }
 
 // Stage returns a stage's value and whether it is present.
@@ -77,6 +83,12 @@ func (r *Result) Stage(s Stage) (float64, bool) {
 		return 0, false
 	}
 	return r.Stages[s], true
+}
+
+// Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
+// skew-suspected or unsettled pair of stamps (the record's class and FlagCommitBound are separate questions).
+func (r *Result) Trusted(s Stage) bool {
+	return r.Has&(1<<s) != 0 && r.Untrusted&(1<<s) == 0
 }
 
 func (r *Result) blame(h HostID) {
@@ -89,8 +101,14 @@ func (r *Result) blame(h HostID) {
 	r.NumSkewHosts++
 }
 
-// policy is Config's flagging policy in ms.
-type policy struct{ tolMs, floorMs, ratio float64 }
+// policy is Config's flagging policy in ms; driftMax is MaxDriftPPM as a fraction.
+type policy struct{ tolMs, floorMs, ratio, driftMax float64 }
+
+// unsettledFloorMs replaces UncertaintyFloor for a cross-clock stage whose offset has no drift fit yet: the
+// accuracy target itself (max(2 ms, 2 %), docs/latency.md). Settled bounds are conservative (their true error is a
+// fraction of the bound, so the 5 ms floor is safe); during warm-up the error approaches the bound, so a stage is
+// kept out only when its uncertainty could miss the target.
+const unsettledFloorMs = 2
 
 // timeline is one record's valid stamps with their offsets, ready for correction.
 type timeline struct {
@@ -120,6 +138,7 @@ func correct(tl *timeline, pol policy, out *Result) {
 	c := &out.Corrected // corrected time per moment, valid where chain has its bit
 	monotone := true
 	prev := Moment(NumMoments)
+	var bad uint8 // bit m: the pair (previous present moment, m) was flagged
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
@@ -130,11 +149,10 @@ func correct(tl *timeline, pol policy, out *Result) {
 		case KindEnvelope:
 			out.Flags |= FlagEnvelope
 		}
-		if r.unsettled {
-			out.Flags |= FlagUnsettled
-		}
 		if prev < NumMoments {
-			checkPair(tl, pol, prev, m, c[m]-c[prev], out)
+			if checkPair(tl, pol, prev, m, c[m]-c[prev], out) {
+				bad |= 1 << m
+			}
 			if c[m] < c[prev] {
 				monotone = false
 			}
@@ -207,28 +225,75 @@ func correct(tl *timeline, pol policy, out *Result) {
 		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
 	}
 	out.Stages, out.Has = st, has
+	if bad != 0 {
+		out.Untrusted = untrusted(tl, c, bad, first, end, has)
+	}
+}
+
+// untrusted returns the stages (bits of has) that span a flagged pair. A stage whose two ends one host stamped is
+// trusted unless the projection changed it: its offsets cancel, whatever their uncertainty.
+func untrusted(tl *timeline, c *[NumMoments]float64, bad uint8, first, end Moment, has uint8) uint8 {
+	ends := [NumStages][2]Moment{StageIngest: {Produce, first}, StageMirror: {SourceAppend, Append},
+		StageQueueWait: {Append, Receive}, StageProcessing: {Receive, end}, StageDelivery: {Append, end},
+		StageE2E: {Produce, end}}
+	var out uint8
+	for s := Stage(0); s < NumStages; s++ {
+		if has&(1<<s) == 0 {
+			continue
+		}
+		x, y := ends[s][0], ends[s][1]
+		if tl.host[x] == tl.host[y] {
+			raw := (tl.obs[y] - tl.res[y].theta) - (tl.obs[x] - tl.res[x].theta)
+			if raw >= 0 && math.Abs((c[y]-c[x])-raw) <= 1e-9*math.Max(1, raw) {
+				continue
+			}
+			out |= 1 << s
+			continue
+		}
+		if span := uint8(1)<<(y+1) - uint8(1)<<(x+1); bad&span != 0 {
+			out |= 1 << s
+		}
+	}
+	return out
+}
+
+// stageUnc is the uncertainty (ms) of the stage between moments a and b, of length stage ms. Stamped by two hosts,
+// it is the sum of their offset uncertainties (each is a hard bound, so the worst cases add). Stamped by one host,
+// its offset cancels in the difference whatever its uncertainty (even unknown); only the clock's rate error over
+// the stage remains, at most MaxDriftPPM × |stage|.
+func stageUnc(tl *timeline, pol policy, a, b Moment, stage float64) float64 {
+	if tl.host[a] == tl.host[b] {
+		return pol.driftMax * math.Abs(stage)
+	}
+	return tl.res[a].unc + tl.res[b].unc
 }
 
 // checkPair flags and blames the consecutive moments a < b (on the corrected timeline, stage = c_b − c_a) when their
-// order or uncertainty cannot be trusted.
-func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result) {
+// order or uncertainty cannot be trusted, and reports whether it flagged them. Only a pair across two clocks can
+// carry offset uncertainty; a pair on one clock is flagged only when that clock ran backwards.
+func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result) bool {
 	ha, hb := tl.host[a], tl.host[b]
+	u := stageUnc(tl, pol, a, b, stage)
 	if ha == hb {
-		if stage < -pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
+		if -stage > u+pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
 			out.Flags |= FlagSkewSuspected
 			out.blame(ha)
+			return true
 		}
-		return
+		return false
 	}
 	ra, rb := &tl.res[a], &tl.res[b]
-	u := ra.unc + rb.unc
 	limit := pol.ratio * stage // the uncertainty a stage may carry: max(floor, ratio × stage)
 	if limit < pol.floorMs {
 		limit = pol.floorMs
 	}
 	if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
 		-stage > u+pol.tolMs || u > limit) {
-		return
+		if (ra.unsettled || rb.unsettled) && u > math.Max(unsettledFloorMs, pol.ratio*stage) {
+			out.Flags |= FlagUnsettled
+			return true
+		}
+		return false
 	}
 	out.Flags |= FlagSkewSuspected
 	riskA, riskB := risk(ra), risk(rb)
@@ -242,6 +307,7 @@ func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result
 	default:
 		out.blame(ha)
 	}
+	return true
 }
 
 // risk orders two hosts for blame: unknown or ambiguous offsets first, then the larger uncertainty.

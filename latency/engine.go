@@ -42,7 +42,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("create latency engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, bounds: boundsMs{age: durMs(cfg.Bounds.MaxAge), skew: durMs(cfg.Bounds.MaxSkew)}, pol: policy{tolMs: durMs(cfg.SkewTolerance), floorMs: durMs(cfg.UncertaintyFloor), ratio: cfg.UncertaintyRatio}, two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
+	e := &Engine{cfg: cfg, bounds: boundsMs{age: durMs(cfg.Bounds.MaxAge), skew: durMs(cfg.Bounds.MaxSkew)}, pol: policy{tolMs: durMs(cfg.SkewTolerance), floorMs: durMs(cfg.UncertaintyFloor), ratio: cfg.UncertaintyRatio, driftMax: cfg.MaxDriftPPM * 1e-6}, two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
 		names: map[string]HostID{cfg.ReferenceHost: RefHost}, paths: map[pathKey]*Path{}}
 	ref := newHostState(cfg.ReferenceHost, e.two, e.env)
 	ref.kind = KindReference

@@ -202,7 +202,7 @@ type resolved struct {
 	theta, unc float64 // ms
 	kind       OffsetKind
 	ambiguous  bool // the stamp falls in a step's ambiguity or a pending inconsistency: flag it
-	unsettled  bool // the estimate has no drift fit yet (warm-up): keep the stamp out of live percentiles
+	unsettled  bool // the estimate has no drift fit yet (warm-up): its cross-clock stages are held to the accuracy target
 }
 
 // lookup returns the offset that applies to a stamp read as obsMs on this host. The reference time of the stamp is

@@ -234,3 +234,74 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestSameHostStageNotFlagged: a stage whose two stamps one host made carries none of that host's offset
+// uncertainty, so neither an unknown nor a huge uncertainty on the consumer may flag receive → processed.
+func TestSameHostStageNotFlagged(t *testing.T) {
+	const B, C HostID = 2, 3
+	pol := policy{tolMs: 2, floorMs: 5, ratio: 0.02, driftMax: 100e-6}
+	tests := []struct {
+		name       string
+		withAppend bool
+		rc         resolved
+		app        float64 // observed append, ms (when withAppend)
+		flagged    bool    // the record as a whole (append → receive crosses clocks)
+		processing float64
+		trusted    bool // processing fit for live percentiles
+	}{
+		// Unsettled (no drift fit yet), ±3 ms: append → receive (±3.5 ms) misses the 2 ms warm-up target and is held
+		// out as unsettled, receive → processed is not.
+		{name: "unsettled offset", withAppend: true, app: 900, rc: resolved{theta: 7, unc: 3, kind: KindReported, unsettled: true}, flagged: true, processing: 4, trusted: true},
+		// With an append the record is flagged (append → receive crosses an unknown clock) yet processing stays
+		// exact and trusted: the projection moves receive and processed together only if they must pool.
+		{name: "unknown offset, record flagged", withAppend: true, app: 900, rc: resolved{kind: KindUnknown}, flagged: true, processing: 4, trusted: true},
+		// ±50 ms on a 100 ms queue wait: flagged record, processing still trusted.
+		{name: "uncertain offset, record flagged", withAppend: true, app: 900, rc: resolved{unc: 50, kind: KindReported}, flagged: true, processing: 4, trusted: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tl timeline
+			tl.valid = 1<<Receive | 1<<Processed
+			tl.obs[Receive], tl.obs[Processed] = 1000, 1004
+			tl.host[Receive], tl.host[Processed] = C, C
+			tl.res[Receive], tl.res[Processed] = tc.rc, tc.rc
+			if tc.withAppend {
+				tl.valid |= 1 << Append
+				tl.obs[Append], tl.host[Append], tl.res[Append] = tc.app, B, resolved{unc: 0.5, kind: KindBracketed}
+			}
+			var r Result
+			correct(&tl, pol, &r)
+			if got := r.Flags&(FlagSkewSuspected|FlagUnsettled) != 0; got != tc.flagged {
+				t.Errorf("record flagged %v (flags %b), want %v", got, r.Flags, tc.flagged)
+			}
+			if v, ok := r.Stage(StageProcessing); !ok || math.Abs(v-tc.processing) > 1e-9 {
+				t.Errorf("processing %v (present %v), want %v", v, ok, tc.processing)
+			}
+			if got := r.Trusted(StageProcessing); got != tc.trusted {
+				t.Errorf("processing trusted %v, want %v (untrusted %b)", got, tc.trusted, r.Untrusted)
+			}
+			if tc.withAppend && r.Trusted(StageQueueWait) {
+				t.Errorf("queue wait across a flagged pair is trusted")
+			}
+		})
+	}
+}
+
+// TestSameHostClockBackwardsFlagged: one clock reading processed 10 ms before receive ran backwards; that is
+// flagged and blamed on the host, and the projected (changed) processing is not trusted.
+func TestSameHostClockBackwardsFlagged(t *testing.T) {
+	const C HostID = 3
+	var tl timeline
+	tl.valid = 1<<Receive | 1<<Processed
+	tl.obs[Receive], tl.obs[Processed] = 1010, 1000
+	tl.host[Receive], tl.host[Processed] = C, C
+	tl.res[Receive], tl.res[Processed] = resolved{unc: 1, kind: KindSynced}, resolved{unc: 1, kind: KindSynced}
+	var r Result
+	correct(&tl, policy{tolMs: 2, floorMs: 5, ratio: 0.02, driftMax: 100e-6}, &r)
+	if r.Flags&FlagSkewSuspected == 0 || r.NumSkewHosts != 1 || r.SkewHosts[0] != C {
+		t.Fatalf("flags %b blamed %v, want skew-suspected on host %d", r.Flags, r.SkewHosts[:r.NumSkewHosts], C)
+	}
+	if v, _ := r.Stage(StageProcessing); v != 0 || r.Trusted(StageProcessing) {
+		t.Errorf("processing %v trusted %v, want 0 and untrusted", v, r.Trusted(StageProcessing))
+	}
+}

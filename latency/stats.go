@@ -15,6 +15,8 @@ type Counters struct {
 	Classes [NumClasses]uint64 // records per class; Classes[ClassReplay] is C30's replayed_records_total
 	// LiveSamples counts records that fed the live sketches.
 	LiveSamples uint64
+	// LiveStages counts stages of flagged live records that still fed the live sketches (Result.Trusted).
+	LiveStages uint64
 	// SkewSuspected counts records flagged FlagSkewSuspected (kept out of live percentiles).
 	SkewSuspected uint64
 	OffsetUnknown uint64
@@ -35,6 +37,7 @@ func (c *Counters) add(o *Counters) {
 		c.Classes[k] += o.Classes[k]
 	}
 	c.LiveSamples += o.LiveSamples
+	c.LiveStages += o.LiveStages
 	c.SkewSuspected += o.SkewSuspected
 	c.OffsetUnknown += o.OffsetUnknown
 	c.Envelope += o.Envelope
@@ -121,7 +124,14 @@ func (p *Path) count(res *Result) bool {
 		if !math.IsNaN(res.SinceRewindMs) {
 			p.sk.sinceRewind.Add(res.SinceRewindMs)
 		}
-	case res.Class != ClassLive || res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
+	case res.Class != ClassLive || res.Flags&FlagCommitBound != 0 && res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
+	case res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
+		// A live record with a flagged pair: its stages that do not rest on that pair are still right.
+		for has := res.Has &^ res.Untrusted; has != 0; has &= has - 1 {
+			s := bits.TrailingZeros8(has)
+			p.sk.live[s].Add(res.Stages[s])
+		}
+		c.LiveStages += uint64(bits.OnesCount8(res.Has &^ res.Untrusted))
 	case res.Flags&FlagCommitBound != 0:
 		if v, ok := res.Stage(StageE2E); ok {
 			p.sk.e2eBound.Add(v)

@@ -40,12 +40,15 @@ type summary struct {
 	ReplayRecall             float64 `json:"replay_recall"`
 	ClassAccuracy            float64 `json:"class_accuracy"`
 	FlaggedFraction          float64 `json:"flagged_fraction"`
-	Records                  int     `json:"records"`
-	ThroughputRatio          float64 `json:"throughput_ratio"`
-	PipelineStampsPerSec     float64 `json:"pipeline_stamps_per_sec"`
-	BaselineStampsPerSec     float64 `json:"baseline_stamps_per_sec"`
-	TargetsMet               bool    `json:"targets_met"`
-	ElapsedSeconds           float64 `json:"elapsed_seconds"`
+	LiveExcludedRatio        float64 `json:"live_excluded_ratio"`
+	// LiveExcludedByScenario is live_excluded_ratio per scenario.
+	LiveExcludedByScenario map[string]float64 `json:"live_excluded_ratio_by_scenario"`
+	Records                int                `json:"records"`
+	ThroughputRatio        float64            `json:"throughput_ratio"`
+	PipelineStampsPerSec   float64            `json:"pipeline_stamps_per_sec"`
+	BaselineStampsPerSec   float64            `json:"baseline_stamps_per_sec"`
+	TargetsMet             bool               `json:"targets_met"`
+	ElapsedSeconds         float64            `json:"elapsed_seconds"`
 }
 
 func main() {
@@ -77,9 +80,10 @@ func run(out *os.File) (summary, error) {
 	var s summary
 	var bracketed, synced, envelope, syncedNorm, bracketedNorm []float64
 	var confusion [latency.NumClasses][latency.NumClasses]int
-	flagged := 0
+	flagged, trueLive, liveExcluded := 0, 0, 0
+	s.LiveExcludedByScenario = map[string]float64{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trecords\tlive\tflagged\twarm-up\treplay\tredeliv\tbackfill\tingest p99\tdelivery p99\te2e p99\tworst norm p99\tneg\tsum≠\tengine\t")
+	fmt.Fprintln(tw, "scenario\trecords\tlive\tflagged\twarm-up\tlive excl\treplay\tredeliv\tbackfill\tingest p99\tdelivery p99\te2e p99\tworst norm p99\tneg\tsum≠\tengine\t")
 	for _, sc := range sim.Scenarios() {
 		f, err := sim.Generate(sc)
 		if err != nil {
@@ -116,6 +120,8 @@ func run(out *os.File) (summary, error) {
 			}
 		}
 		flagged += rep.Flagged
+		trueLive, liveExcluded = trueLive+rep.TrueLive, liveExcluded+rep.LiveExcluded
+		s.LiveExcludedByScenario[sc.Name] = math.Round(rep.LiveExcludedRatio()*1e5) / 1e5
 		s.Records += rep.Records
 		s.NegativeStages += rep.NegativeStages
 		s.SumMismatches += rep.SumMismatch
@@ -126,8 +132,8 @@ func run(out *os.File) (summary, error) {
 			}
 			return n
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%v\t\n", sc.Name, rep.Records, rep.Live,
-			rep.Flagged, rep.Unsettled, pred(latency.ClassReplay), pred(latency.ClassRedelivery), pred(latency.ClassBackfill),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.4f\t%d\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%v\t\n", sc.Name, rep.Records, rep.Live,
+			rep.Flagged, rep.Unsettled, rep.LiveExcludedRatio(), pred(latency.ClassReplay), pred(latency.ClassRedelivery), pred(latency.ClassBackfill),
 			rep.Stage[latency.StageIngest].Quantile(0.99), rep.Stage[latency.StageDelivery].Quantile(0.99),
 			rep.Stage[latency.StageE2E].Quantile(0.99), worst, rep.NegativeStages, rep.SumMismatch,
 			rep.Elapsed.Round(time.Millisecond))
@@ -143,6 +149,7 @@ func run(out *os.File) (summary, error) {
 	s.ReplayPrecision, s.ReplayRecall = precisionRecall(confusion)
 	s.ClassAccuracy = accuracy(confusion)
 	s.FlaggedFraction = float64(flagged) / float64(max(s.Records, 1))
+	s.LiveExcludedRatio = float64(liveExcluded) / float64(max(trueLive, 1))
 
 	if profileTo != nil {
 		if err := pprof.StartCPUProfile(profileTo); err != nil {

@@ -40,6 +40,9 @@ type Report struct {
 	Flagged  int // records flagged skew-suspected
 	// Unsettled counts records kept out of live percentiles while an offset had no drift fit yet (warm-up).
 	Unsettled int
+	// TrueLive counts records whose true class is live; LiveExcluded those of them the engine kept out of live
+	// percentiles (skew-suspected or warm-up). LiveExcludedRatio is their quotient.
+	TrueLive, LiveExcluded int
 	// Stage errors of live, unflagged records whose true class is live.
 	Stage [latency.NumStages]Errors
 	// NegativeStages counts corrected stages < 0 over all results; SumMismatch counts results whose partition stages
@@ -170,6 +173,12 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	if e2e, ok := res.Stage(latency.StageE2E); ok && math.Abs(sum-e2e) > 1e-6 {
 		rep.SumMismatch++
 	}
+	if tr.Class == latency.ClassLive {
+		rep.TrueLive++
+		if !res.Live {
+			rep.LiveExcluded++
+		}
+	}
 	if !res.Live {
 		return
 	}
@@ -188,6 +197,14 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 		rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
 		rep.Stage[s].Norm = append(rep.Stage[s].Norm, d/math.Max(2, 0.02*truth[s]))
 	}
+}
+
+// LiveExcludedRatio is the fraction of truly live records kept out of live percentiles (0 with none).
+func (rep *Report) LiveExcludedRatio() float64 {
+	if rep.TrueLive == 0 {
+		return 0
+	}
+	return float64(rep.LiveExcluded) / float64(rep.TrueLive)
 }
 
 // NonLivePrecisionRecall scores the decision "this record is a reprocessing (replay or redelivery), keep it out of
