@@ -24,6 +24,10 @@ type Config struct {
 	// DrainTimeout bounds how long a path waits, when it stops or loses partitions, for its rows to be acknowledged
 	// so their offsets are committed (default 10 s). Rows still unacknowledged then are re-read later.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// SLOThresholds are the end-to-end latency thresholds of the SLOs in use (default [500ms], DefaultSLOThreshold).
+	// Each is a bucket boundary of tidemark_e2e_latency_seconds and tidemark_stage_latency_seconds, whose other
+	// boundaries scale with the first (LatencyBuckets); a burn-rate rule selects `le="<threshold in s>"`.
+	SLOThresholds []time.Duration `yaml:"slo_thresholds"`
 }
 
 // ReceiptsConfig configures the receipts path.
@@ -93,6 +97,9 @@ func (c *Config) SetDefaults() {
 	}
 	defd(&c.MaxWait, 100*time.Millisecond)
 	defd(&c.DrainTimeout, 10*time.Second)
+	if len(c.SLOThresholds) == 0 {
+		c.SLOThresholds = []time.Duration{DefaultSLOThreshold}
+	}
 }
 
 // Validate reports every invalid field, each naming its key.
@@ -130,6 +137,14 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout <= 0 {
 		bad("drain_timeout", "must be > 0, got %v", c.DrainTimeout)
+	}
+	if len(c.SLOThresholds) > 8 {
+		bad("slo_thresholds", "at most 8 thresholds (each adds a bucket to every live latency series), got %d", len(c.SLOThresholds))
+	}
+	for i, th := range c.SLOThresholds {
+		if th < time.Millisecond || th > time.Hour {
+			bad(fmt.Sprintf("slo_thresholds[%d]", i), "must be in [1ms, 1h], got %v", th)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -13,5 +13,17 @@
 // Kafka offsets are marked for commit only after the sink acknowledged its rows ([marker]), and a sink that is full
 // blocks the path, which stops reading its partitions (backpressure).
 //
-// Main types: [Config], [Collector], [Sink], [DeadLetters], and the three paths.
+// Live receipts (latency.Result.Live) are also observed in the histograms tidemark_e2e_latency_seconds and
+// tidemark_stage_latency_seconds ([Metrics]), by group and topic, with trace-id exemplars and buckets derived from
+// the SLO thresholds ([LatencyBuckets]); replays, backfills and skew-suspected samples never are.
+//
+// Dependencies (ARCHITECTURE.md, "Package layout"): the collector builds on the latency core (engine, stamps,
+// results) and on lagexporter's Snapshot type (commit bounds for uninstrumented groups). It reaches Kafka only
+// through internal/kafka. Its rows are internal/store's plain row types ([store.Rows], [store.LatencyRow]) and its
+// acknowledgement callback is [store.Ack]; the collector never calls clickhouse-go, and its [Sink] is an interface
+// any writer (or a test fake) satisfies. Importing internal/store does link clickhouse-go into the package's
+// import graph, which costs nothing in cmd/tidemark (it links the store anyway); TestNoClickHouseImport keeps
+// clickhouse-go out of the collector's own non-test files.
+//
+// Main types: [Config], [Collector], [Sink], [DeadLetters], [Metrics], and the three paths.
 package collector

@@ -2,6 +2,10 @@ package collector
 
 import (
 	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,10 +27,56 @@ type Metrics struct {
 	ProbeLost    *prometheus.CounterVec   // broker
 	ProbeDup     *prometheus.CounterVec   // broker
 	ProbeLatency *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
+	// E2ELatency is the corrected end-to-end latency (s) of live receipts only (latency.Result.Live), by group and
+	// topic, with trace-id exemplars: what the SLO burn-rate rules in deploy/prometheus read.
+	E2ELatency *prometheus.HistogramVec // group, topic
+	// StageLatency is the corrected latency (s) of each stage of live receipts (ingest, mirror, queue_wait,
+	// processing), by group and topic.
+	StageLatency *prometheus.HistogramVec // stage, group, topic
+	// LatencyBuckets are E2ELatency's and StageLatency's upper bounds in seconds (see LatencyBuckets).
+	LatencyBuckets []float64
 }
 
-// NewMetrics creates the metrics and registers them on reg (nil: not registered, e.g. in tests).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// DefaultSLOThreshold is the end-to-end latency threshold of the default SLO (docs/slo.md: 99.9 % of live messages
+// within 500 ms); deploy/prometheus/tidemark.rules.yml selects its bucket, le="0.5".
+const DefaultSLOThreshold = 500 * time.Millisecond
+
+// sloScale are the multiples of the primary SLO threshold that make the latency buckets: a 1-2.5-5 series over five
+// decades around it, so the threshold's own bucket is exact and a p99 far below or above it still lands in a
+// bucket narrow enough to read (the idea kminion uses for its probe buckets: derive them from the SLA, not from a
+// fixed list).
+var sloScale = [...]float64{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100}
+
+// LatencyBuckets returns the histogram upper bounds (seconds, ascending, no duplicates) for the given SLO thresholds:
+// the first threshold times 0.002 … 100 (15 bounds; for 500 ms: 1 ms, 2.5 ms, 5 ms, … 0.5 s, 1 s, … 50 s) plus every
+// threshold itself, so that `le="<threshold>"` of every SLO in use is an exact boundary. No thresholds means
+// [DefaultSLOThreshold]. Bounds are rounded to 12 significant digits so their `le` labels read as written.
+func LatencyBuckets(thresholds []time.Duration) []float64 {
+	if len(thresholds) == 0 {
+		thresholds = []time.Duration{DefaultSLOThreshold}
+	}
+	round := func(v float64) float64 {
+		r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+		return r
+	}
+	base := thresholds[0].Seconds()
+	out := make([]float64, 0, len(sloScale)+len(thresholds))
+	for _, m := range sloScale {
+		out = append(out, round(base*m))
+	}
+	for _, th := range thresholds {
+		out = append(out, round(th.Seconds()))
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(v float64) bool { return !(v > 0) || math.IsInf(v, 0) })
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not registered, e.g. in tests). sloThresholds are
+// the end-to-end SLO thresholds in use (Config.SLOThresholds; none means DefaultSLOThreshold): every one becomes a
+// bucket boundary of the live latency histograms (LatencyBuckets).
+func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metrics {
+	buckets := LatencyBuckets(sloThresholds)
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -49,10 +99,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Probe latency per broker: ingest (send to corrected append), delivery (corrected append to receive), rtt (send to ack).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"broker", "stage"}),
+		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tidemark_e2e_latency_seconds",
+			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills, skew-suspected or commit-bounded samples. Exemplars carry the trace id.",
+			Buckets: buckets,
+		}, []string{"group", "topic"}),
+		StageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tidemark_stage_latency_seconds",
+			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only.",
+			Buckets: buckets,
+		}, []string{"stage", "group", "topic"}),
+		LatencyBuckets: buckets,
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency} {
+			m.DeadLetters, m.Classes, m.Skewed, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency} {
 			reg.MustRegister(c)
 		}
 	}

@@ -31,6 +31,7 @@ type pathDeps struct {
 	clock   func() time.Time
 	log     *slog.Logger
 	markers markers
+	live    liveHistograms
 	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
 	instrumented sync.Map
 }
@@ -161,6 +162,7 @@ type batchCache struct {
 	broker       string // brokerHost(leader)
 	brokerID     latency.HostID
 	createHost   string // producer@topic
+	live         *liveSeries
 	classes      [latency.NumClasses]int
 	skewed       int
 }
@@ -247,6 +249,12 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 	var tid, sid []byte
 	if r.HasTrace {
 		tid, sid = r.TraceID[:], r.SpanID[:]
+	}
+	if res.Live {
+		if c.live == nil {
+			c.live = p.live.get(p.metrics, r.Group, r.Topic)
+		}
+		c.live.observe(&res, tid, now)
 	}
 	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
 }

@@ -147,7 +147,8 @@ const envPrefix = "TIDEMARK_"
 
 // listKeys are split on commas when they come from the environment.
 var listKeys = map[string]bool{"kafka.brokers": true, "clickhouse.addr": true, "collector.tap.topics": true,
-	"lag.group_allow": true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
+	"collector.slo_thresholds": true,
+	"lag.group_allow":          true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
 
 func envKey(k, v string) (string, any) {
 	var key string

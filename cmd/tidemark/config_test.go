@@ -45,7 +45,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour},
 		Collector: collector.Config{
 			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
-			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second,
+			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second, SLOThresholds: []time.Duration{250 * time.Millisecond, time.Second},
 			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
 			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,
 				LossTimeout: 15 * time.Second, Partitions: 6},
@@ -92,6 +92,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"bad duration", "kafka: {brokers: [a:1]}\ncollector: {probe: {interval: soon}}\n", "interval"},
 		{"validation names the key", "kafka: {brokers: [a:1]}\ncollector: {tap: {enabled: true}}\n", "collector.tap.topics"},
 		{"sample rate out of range", "kafka: {brokers: [a:1]}\ncollector: {tap: {topics: [x], sample_rate: 2}}\n", "collector.tap.sample_rate"},
+		// 0 is not "unset" inside a list: a threshold no latency can meet is a mistake, named by its index.
+		{"SLO threshold out of range", "kafka: {brokers: [a:1]}\ncollector: {slo_thresholds: [500ms, 0s]}\n", "collector.slo_thresholds[1]"},
 		{"enum lists valid values", "kafka: {brokers: [a:1]}\nlog: {level: loud}\n", "debug, info, warn, error"},
 		{"brokers required", "log: {level: info}\n", "kafka.brokers"},
 	}
@@ -112,6 +114,7 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 			"TIDEMARK_KAFKA_BROKERS=a:1,b:2",              // the local stack's variable, an alias of kafka.brokers
 			"TIDEMARK_COLLECTOR__PROBE__INTERVAL=250ms",   // nested key through double underscores
 			"TIDEMARK_COLLECTOR__TAP__TOPICS=orders,pays", // list split on commas
+			"TIDEMARK_COLLECTOR__SLO_THRESHOLDS=300ms,2s", // a list of durations
 			"TIDEMARK_KAFKA_LIB=/opt/kafka/lib",           // not configuration: ignored, not an unknown key
 			"HOME=/root",
 		}
@@ -130,6 +133,9 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 	if !reflect.DeepEqual(got.Kafka.Brokers, []string{"a:1", "b:2"}) || got.Collector.Probe.Interval != 250*time.Millisecond ||
 		!reflect.DeepEqual(got.Collector.Tap.Topics, []string{"orders", "pays"}) {
 		t.Fatalf("env not applied: %+v %v %v", got.Kafka.Brokers, got.Collector.Probe.Interval, got.Collector.Tap.Topics)
+	}
+	if want := []time.Duration{300 * time.Millisecond, 2 * time.Second}; !reflect.DeepEqual(got.Collector.SLOThresholds, want) {
+		t.Fatalf("slo_thresholds from env: %v, want %v", got.Collector.SLOThresholds, want)
 	}
 	// The flag wins over the file; an unchanged flag (log.level) does not override the default.
 	if got.HTTP.Listen != ":7777" || got.Log.Level != "info" {

@@ -107,7 +107,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		return err
 	}
 	col, err := collector.New(cfg.Collector, collector.Options{
-		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg), Logger: log,
+		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg, cfg.Collector.SLOThresholds...), Logger: log,
 	})
 	if err != nil {
 		return err

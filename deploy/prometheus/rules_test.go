@@ -109,7 +109,7 @@ func exported(t *testing.T) map[string]bool {
 	reg.MustRegister(lagexporter.NewCollector(cfg, emptySource{}))
 	m := collector.NewMetrics(reg)
 	histograms := map[string]bool{}
-	for _, h := range []*prometheus.HistogramVec{m.ProbeLatency} {
+	for _, h := range []*prometheus.HistogramVec{m.ProbeLatency, m.E2ELatency, m.StageLatency} {
 		ch := make(chan *prometheus.Desc, 1)
 		h.Describe(ch)
 		histograms[fqName.FindStringSubmatch((<-ch).String())[1]] = true
@@ -200,6 +200,29 @@ func TestRulesNameExportedMetrics(t *testing.T) {
 		if !usedProposed[p] {
 			t.Errorf("docs/alerting.md proposes %s, but no rule uses it", p)
 		}
+	}
+}
+
+// TestSLOBucketsExist: every `le` bound a rule selects on the live latency histogram is one of its bucket
+// boundaries with the default collector configuration; a bound between boundaries would select no series, and
+// the burn-rate alerts would then never fire.
+func TestSLOBucketsExist(t *testing.T) {
+	cfg := collector.Config{}
+	cfg.SetDefaults()
+	buckets := collector.NewMetrics(nil, cfg.SLOThresholds...).LatencyBuckets
+	le := regexp.MustCompile(`tidemark_e2e_latency_seconds_bucket\{[^}]*le="([^"]+)"`)
+	n := 0
+	for _, r := range readRules(t) {
+		for _, m := range le.FindAllStringSubmatch(r.Expr, -1) {
+			n++
+			v, err := strconv.ParseFloat(m[1], 64)
+			if err != nil || !slices.Contains(buckets, v) {
+				t.Errorf("rule %s%s selects le=%q, not a bucket boundary of %v", r.Alert, r.Record, m[1], buckets)
+			}
+		}
+	}
+	if n != 7 {
+		t.Fatalf("%d le selectors in the SLO rules, want 7 (one per window)", n)
 	}
 }
 

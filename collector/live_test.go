@@ -1,0 +1,207 @@
+package collector
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+func TestLatencyBuckets(t *testing.T) {
+	tests := []struct {
+		name       string
+		thresholds []time.Duration
+		want       []float64
+	}{
+		// The default SLO (500 ms): a 1-2.5-5 series from 1 ms to 50 s; 0.5 is a boundary, as the rules need.
+		{"default", nil, []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50}},
+		// The first threshold sets the scale; the second is added as its own boundary, so le="0.3" exists too.
+		{"two thresholds", []time.Duration{200 * time.Millisecond, 300 * time.Millisecond},
+			[]float64{0.0004, 0.001, 0.002, 0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 0.3, 0.4, 1, 2, 4, 10, 20}},
+		// A threshold that is already a multiple of the first adds nothing.
+		{"threshold on the scale", []time.Duration{time.Second, 2 * time.Second},
+			[]float64{0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := LatencyBuckets(tc.thresholds)
+			if len(got) != len(tc.want) {
+				t.Fatalf("LatencyBuckets(%v) = %v, want %v", tc.thresholds, got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("LatencyBuckets(%v) = %v, want %v", tc.thresholds, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestLiveLatencyHistogram seeds the receipts path with live receipts of known end-to-end latency, a replay of
+// one of them and a receipt whose stamps contradict the known clock offsets (skew-suspected): only the live ones
+// are in tidemark_e2e_latency_seconds, in exactly the buckets their corrected latency falls in, and every
+// observation that carried a trace has an exemplar with its trace id.
+func TestLiveLatencyHistogram(t *testing.T) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
+	// Every clock's offset is known, as in TestReceiptsCorrectsC25: broker-1 at 0 ± 1.5 ms from probe brackets,
+	// producer P1 at +2500 ms and consumer C1 at −300 ms, both synced to ±0.1 ms, over a minute of history.
+	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
+		at := truth.Add(-ago)
+		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
+			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
+			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
+			t.Fatal(err)
+		}
+		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
+		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
+	}
+	sync := func(d time.Duration) instrument.ClockOffset {
+		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
+	}
+	// receipt: a record produced at truth+at (true time), appended 20 ms later, received 8 ms before it was
+	// processed, e2e after it was produced; each stamp as the skewed host's clock reads it.
+	receipt := func(offset int64, at, e2e time.Duration, trace byte) instrument.Receipt {
+		produced := truth.Add(at)
+		r := instrument.Receipt{Group: "g", Topic: "orders", Partition: 0, Offset: offset,
+			RecordTimestampMs: produced.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
+			ProduceNs: produced.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
+			ReceiveNs:   produced.Add(e2e - 8*time.Millisecond - 300*time.Millisecond).UnixNano(),
+			ProcessedNs: produced.Add(e2e - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond)}
+		if trace != 0 {
+			r.TraceID, r.SpanID, r.HasTrace = [16]byte{trace}, [8]byte{trace}, true
+		}
+		return r
+	}
+	live := []instrument.Receipt{
+		receipt(100, 0, 120*time.Millisecond, 1),
+		receipt(101, 10*time.Millisecond, 240*time.Millisecond, 2),
+		receipt(102, 20*time.Millisecond, 499*time.Millisecond, 3),  // just inside the SLO
+		receipt(103, 30*time.Millisecond, 501*time.Millisecond, 4),  // just outside it
+		receipt(104, 40*time.Millisecond, 3000*time.Millisecond, 0), // no trace: no exemplar
+	}
+	// Offset 101 processed again after 104: a replay (or redelivery), never live latency, however slow it is.
+	replay := receipt(101, 10*time.Millisecond, 2*time.Second, 5)
+	// Processed (C1, synced to ±0.1 ms) 50 ms before the append (broker-1, ±1.5 ms): impossible with the known
+	// offsets, so the sample is skew-suspected and kept out of the live numbers.
+	skewed := receipt(105, 50*time.Millisecond, 15*time.Millisecond, 6)
+	skewed.ReceiveNs = skewed.ProcessedNs - int64(time.Millisecond)
+	skewed.RecordTimestampMs += 50
+
+	p := &Receipts{deps}
+	recs := []kafka.Record{receiptRecord(t, 0, live...), receiptRecord(t, 1, replay), receiptRecord(t, 2, skewed)}
+	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: recs}, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	// The seed does what it claims: rows 0-4 live and trusted, row 5 a replay, row 6 skew-suspected.
+	rows := sink.rows[0].Latency
+	if len(rows) != 7 {
+		t.Fatalf("%d rows, want 7", len(rows))
+	}
+	for i, want := range []int64{120, 240, 499, 501, 3000} {
+		if rows[i].Class != store.ClassLive || rows[i].E2EMs != want || rows[i].Valid&store.ValidE2E == 0 {
+			t.Fatalf("row %d: class %v e2e %d valid %08b flags %b, want live %d ms", i, rows[i].Class, rows[i].E2EMs, rows[i].Valid, rows[i].Flags, want)
+		}
+	}
+	if rows[5].Class != store.ClassReplay {
+		t.Fatalf("row 5 class %v, want replay", rows[5].Class)
+	}
+	if rows[6].Flags&uint32(latency.FlagSkewSuspected) == 0 {
+		t.Fatalf("row 6 flags %b, want skew-suspected", rows[6].Flags)
+	}
+
+	// Exactly the five live samples, cumulative per bucket: 0.12 and 0.24 in le=0.25, 0.499 in le=0.5, 0.501 in
+	// le=1, 3.0 in le=5. The sum is theirs to within float rounding of the corrected moments.
+	want := `
+# HELP tidemark_e2e_latency_seconds Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills, skew-suspected or commit-bounded samples. Exemplars carry the trace id.
+# TYPE tidemark_e2e_latency_seconds histogram
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.001"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.0025"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.005"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.01"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.025"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.05"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.1"} 0
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.25"} 2
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.5"} 3
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="1"} 4
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="2.5"} 4
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="5"} 5
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="10"} 5
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="25"} 5
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="50"} 5
+tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="+Inf"} 5
+tidemark_e2e_latency_seconds_sum{group="g",topic="orders"} SUM
+tidemark_e2e_latency_seconds_count{group="g",topic="orders"} 5
+`
+	m := histogram(t, deps.metrics.E2ELatency)
+	if sum := m.GetSampleSum(); sum < 4.36-1e-6 || sum > 4.36+1e-6 {
+		t.Fatalf("sum %v, want 4.36", sum)
+	}
+	want = strings.Replace(want, "SUM", strconv.FormatFloat(m.GetSampleSum(), 'g', -1, 64), 1)
+	if err := testutil.CollectAndCompare(deps.metrics.E2ELatency, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	// Exemplars: the traced sample of each bucket it landed in (the first of two in le=0.25, as one per bucket per
+	// second is kept), none for the untraced 3 s sample.
+	ex := map[float64]string{}
+	for _, b := range m.GetBucket() {
+		if e := b.GetExemplar(); e != nil {
+			ex[b.GetUpperBound()] = e.GetLabel()[0].GetName() + "=" + e.GetLabel()[0].GetValue()
+		}
+	}
+	wantEx := map[float64]string{
+		0.25: "trace_id=01000000000000000000000000000000",
+		0.5:  "trace_id=03000000000000000000000000000000",
+		1:    "trace_id=04000000000000000000000000000000",
+	}
+	if len(ex) != len(wantEx) {
+		t.Fatalf("exemplars %v, want %v", ex, wantEx)
+	}
+	for k, v := range wantEx {
+		if ex[k] != v {
+			t.Fatalf("exemplars %v, want %v", ex, wantEx)
+		}
+	}
+	// Stages: the five live samples' processing (8 ms each) and nothing of the replay or the skewed sample.
+	if n := testutil.CollectAndCount(deps.metrics.StageLatency, "tidemark_stage_latency_seconds"); n != 3 {
+		t.Fatalf("%d stage series, want ingest, queue_wait, processing", n)
+	}
+	proc := histogram(t, deps.metrics.StageLatency.WithLabelValues("processing", "g", "orders").(prometheus.Histogram))
+	if proc.GetSampleCount() != 5 || proc.GetBucket()[3].GetCumulativeCount() != 5 || proc.GetBucket()[2].GetCumulativeCount() != 0 {
+		t.Fatalf("processing histogram %v", proc)
+	}
+}
+
+// histogram returns the one histogram c collects.
+func histogram(t *testing.T, c prometheus.Collector) *dto.Histogram {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 4)
+	c.Collect(ch)
+	close(ch)
+	var out *dto.Histogram
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if out != nil {
+			t.Fatal("more than one series")
+		}
+		out = d.GetHistogram()
+	}
+	if out == nil {
+		t.Fatal("no series")
+	}
+	return out
+}
