@@ -55,7 +55,44 @@ func newLagEnv(t *testing.T, mutate func(*lagexporter.Config)) *lagEnv {
 func (e *lagEnv) topic(suffix string, parts int32, configs map[string]string) string {
 	name := e.prefix + "_" + suffix
 	testenv.CreateNamedTopic(e.t, name, testenv.Topic{Partitions: parts, Configs: configs})
+	e.waitLeadersKnow(name, parts)
 	return name
+}
+
+// waitLeadersKnow waits (up to 30 s) until the reader's own Metadata lists every partition of topic with a leader
+// and every leader answers ListOffsets for it. A new topic reaches each broker's metadata cache separately in
+// KRaft: testenv's readiness check asks one broker, while the broker the reader asks may name a leader that has not
+// learned of its leadership yet and answers NOT_LEADER_OR_FOLLOWER. Tests that then inject a fault must start
+// from a cluster that agrees with itself, or an unrelated partition fails too.
+func (e *lagEnv) waitLeadersKnow(topic string, parts int32) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last error
+	for ctx.Err() == nil {
+		last = func() error {
+			md, err := e.reader.Metadata(ctx)
+			if err != nil {
+				return err
+			}
+			for _, to := range md {
+				if to.Topic != topic {
+					continue
+				}
+				if int32(len(to.Partitions)) != parts {
+					return fmt.Errorf("%d of %d partitions in metadata", len(to.Partitions), parts)
+				}
+				_, err := e.reader.ListOffsets(ctx, []lagexporter.TopicObservation{to})
+				return err
+			}
+			return fmt.Errorf("topic %s not in metadata", topic)
+		}()
+		if last == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("partition leaders of %s do not agree after 30s: %v", topic, last)
 }
 
 func (e *lagEnv) cycle() *lagexporter.Snapshot {
