@@ -14,7 +14,8 @@ type tableBatch interface {
 	table() string
 	columns() []string
 	len() int
-	appendTo(b driver.Batch, ver uint64) error
+	// appendTo appends the rows to b column by column; latency batches encode through cols when it is not nil.
+	appendTo(b driver.Batch, ver uint64, cols *latencyCols) error
 }
 
 // insertSQL is the INSERT a batch is prepared with. The column list is required: without it ClickHouse 18.16
@@ -99,41 +100,80 @@ func vers(n int, ver uint64) []uint64 {
 	return out
 }
 
-func (rs latencyBatch) appendTo(b driver.Batch, ver uint64) error {
-	return appendColumns(b, TableLatency, latencyColumns, []any{
-		col(rs, func(r *LatencyRow) time.Time { return r.RecordTime() }),
-		col(rs, func(r *LatencyRow) time.Time { return r.ObservedTime() }),
-		col(rs, func(r *LatencyRow) string { return r.Group }),
-		col(rs, func(r *LatencyRow) string { return r.Topic }),
-		col(rs, func(r *LatencyRow) int32 { return r.Partition }),
-		col(rs, func(r *LatencyRow) int64 { return r.Offset }),
-		col(rs, func(r *LatencyRow) int8 { return enum8(int8(r.Class), 4) }),
-		col(rs, func(r *LatencyRow) int8 { return enum8(int8(r.Source), 4) }),
-		col(rs, func(r *LatencyRow) int64 { return r.EventMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.AppendMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.ReceiveMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.ProcessedMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.IngestNaiveMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.QueueNaiveMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.ProcessNaiveMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.E2ENaiveMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.IngestMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.QueueMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.ProcessMs }),
-		col(rs, func(r *LatencyRow) int64 { return r.E2EMs }),
-		col(rs, func(r *LatencyRow) float64 { return r.UncertaintyMs }),
-		col(rs, func(r *LatencyRow) uint8 { return uint8(r.Valid) }),
-		col(rs, func(r *LatencyRow) uint32 { return r.Flags }),
-		col(rs, func(r *LatencyRow) string { return r.ProducerHost }),
-		col(rs, func(r *LatencyRow) string { return r.BrokerHost }),
-		col(rs, func(r *LatencyRow) string { return r.ConsumerHost }),
-		col(rs, func(r *LatencyRow) string { return r.TraceID }),
-		col(rs, func(r *LatencyRow) string { return r.SpanID }),
-		vers(len(rs), ver),
-	})
+// latencyCols is reusable column memory for encoding latency batches, the writer's one high-volume table: one pass
+// over the rows fills every column (the rows are read once, in order), and the next batch reuses the slices instead
+// of allocating ~15 MB of columns per 50k rows. clickhouse-go copies a column's values into its own block on
+// Append, so the slices are free again as soon as appendTo returns. Not safe for concurrent use.
+type latencyCols struct {
+	recordTime, observedTime                                          []time.Time
+	group, topic, producerHost, brokerHost, consumerHost, trace, span []string
+	partition                                                         []int32
+	offset, event, appendTs, receive, processed                       []int64
+	ingestNaive, queueNaive, processNaive, e2eNaive                   []int64
+	ingest, queue, process, e2e                                       []int64
+	class, source                                                     []int8
+	uncertainty                                                       []float64
+	valid                                                             []uint8
+	flags                                                             []uint32
+	ver                                                               []uint64
 }
 
-func (rs probeBatch) appendTo(b driver.Batch, ver uint64) error {
+// sized returns s resliced to n, reallocated only when its capacity is short.
+func sized[V any](s []V, n int) []V {
+	if cap(s) < n {
+		return make([]V, n)
+	}
+	return s[:n]
+}
+
+func (c *latencyCols) fill(rs []LatencyRow, ver uint64) []any {
+	n := len(rs)
+	c.recordTime, c.observedTime = sized(c.recordTime, n), sized(c.observedTime, n)
+	c.group, c.topic, c.producerHost = sized(c.group, n), sized(c.topic, n), sized(c.producerHost, n)
+	c.brokerHost, c.consumerHost, c.trace, c.span = sized(c.brokerHost, n), sized(c.consumerHost, n), sized(c.trace, n), sized(c.span, n)
+	c.partition = sized(c.partition, n)
+	c.offset, c.event, c.appendTs = sized(c.offset, n), sized(c.event, n), sized(c.appendTs, n)
+	c.receive, c.processed = sized(c.receive, n), sized(c.processed, n)
+	c.ingestNaive, c.queueNaive, c.processNaive, c.e2eNaive = sized(c.ingestNaive, n), sized(c.queueNaive, n), sized(c.processNaive, n), sized(c.e2eNaive, n)
+	c.ingest, c.queue, c.process, c.e2e = sized(c.ingest, n), sized(c.queue, n), sized(c.process, n), sized(c.e2e, n)
+	c.class, c.source = sized(c.class, n), sized(c.source, n)
+	c.uncertainty, c.valid, c.flags, c.ver = sized(c.uncertainty, n), sized(c.valid, n), sized(c.flags, n), sized(c.ver, n)
+	for i := range rs {
+		r := &rs[i]
+		c.recordTime[i], c.observedTime[i] = r.RecordTime(), r.ObservedTime()
+		c.group[i], c.topic[i], c.partition[i], c.offset[i] = r.Group, r.Topic, r.Partition, r.Offset
+		c.class[i], c.source[i] = enum8(int8(r.Class), 4), enum8(int8(r.Source), 4)
+		c.event[i], c.appendTs[i], c.receive[i], c.processed[i] = r.EventMs, r.AppendMs, r.ReceiveMs, r.ProcessedMs
+		c.ingestNaive[i], c.queueNaive[i], c.processNaive[i], c.e2eNaive[i] = r.IngestNaiveMs, r.QueueNaiveMs, r.ProcessNaiveMs, r.E2ENaiveMs
+		c.ingest[i], c.queue[i], c.process[i], c.e2e[i] = r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs
+		c.uncertainty[i], c.valid[i], c.flags[i] = r.UncertaintyMs, uint8(r.Valid), r.Flags
+		c.producerHost[i], c.brokerHost[i], c.consumerHost[i] = r.ProducerHost, r.BrokerHost, r.ConsumerHost
+		c.trace[i], c.span[i], c.ver[i] = r.TraceID, r.SpanID, ver
+	}
+	// The order of latencyColumns.
+	return []any{c.recordTime, c.observedTime, c.group, c.topic, c.partition, c.offset, c.class, c.source,
+		c.event, c.appendTs, c.receive, c.processed, c.ingestNaive, c.queueNaive, c.processNaive, c.e2eNaive,
+		c.ingest, c.queue, c.process, c.e2e, c.uncertainty, c.valid, c.flags,
+		c.producerHost, c.brokerHost, c.consumerHost, c.trace, c.span, c.ver}
+}
+
+// release drops the string columns' references, so reused memory does not keep a flushed batch's strings alive.
+func (c *latencyCols) release() {
+	for _, s := range [][]string{c.group, c.topic, c.producerHost, c.brokerHost, c.consumerHost, c.trace, c.span} {
+		clear(s)
+	}
+}
+
+// appendTo appends rs column by column, encoding through cols (nil allocates fresh columns).
+func (rs latencyBatch) appendTo(b driver.Batch, ver uint64, cols *latencyCols) error {
+	if cols == nil {
+		cols = new(latencyCols)
+	}
+	defer cols.release()
+	return appendColumns(b, TableLatency, latencyColumns, cols.fill(rs, ver))
+}
+
+func (rs probeBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error {
 	return appendColumns(b, TableProbe, probeColumns, []any{
 		col(rs, func(r *ProbeRow) time.Time { return r.RecordTime() }),
 		col(rs, func(r *ProbeRow) string { return r.Topic }),
@@ -158,7 +198,7 @@ func (rs probeBatch) appendTo(b driver.Batch, ver uint64) error {
 	})
 }
 
-func (rs lagBatch) appendTo(b driver.Batch, ver uint64) error {
+func (rs lagBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error {
 	return appendColumns(b, TableLag, lagColumns, []any{
 		col(rs, func(r *LagRow) time.Time { return r.At.UTC().Truncate(time.Second) }),
 		col(rs, func(r *LagRow) int64 { return r.At.UnixMilli() }),
@@ -179,7 +219,7 @@ func (rs lagBatch) appendTo(b driver.Batch, ver uint64) error {
 	})
 }
 
-func (rs clockBatch) appendTo(b driver.Batch, ver uint64) error {
+func (rs clockBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error {
 	return appendColumns(b, TableClockOffsets, clockColumns, []any{
 		col(rs, func(r *ClockOffsetRow) time.Time { return r.At.UTC().Truncate(time.Second) }),
 		col(rs, func(r *ClockOffsetRow) int64 { return r.At.UnixMilli() }),

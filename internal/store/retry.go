@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // transientCodes are ClickHouse server errors worth retrying: overload, timeouts, network trouble, an insert whose
@@ -51,18 +53,44 @@ func retryable(err error) bool {
 	return !errors.Is(err, context.Canceled)
 }
 
-// insertBatch is the Writer's inserter on a real server: PrepareBatch with the column list, columnar appends, Send.
-func (s *Store) insertBatch(ctx context.Context, tb tableBatch, ver uint64) error {
-	b, err := s.conn.PrepareBatch(ctx, insertSQL(tb))
-	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", tb.table(), err)
-	}
-	if err := tb.appendTo(b, ver); err != nil {
-		_ = b.Abort()
-		return &appendError{err}
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", tb.len(), tb.table(), err)
+// chInsert is a prepared insert on a real server: an INSERT started with its column list and the rows appended
+// column by column into clickhouse-go's block, waiting for Send.
+type chInsert struct {
+	b  driver.Batch
+	tb tableBatch
+}
+
+func (p chInsert) send() error {
+	if err := p.b.Send(); err != nil {
+		return fmt.Errorf("insert %d rows into %s: %w", p.tb.len(), p.tb.table(), err)
 	}
 	return nil
+}
+
+func (p chInsert) abort() { _ = p.b.Abort() }
+
+// inserter returns the Writer's inserter on s: PrepareBatch with the column list, then columnar appends. Latency
+// batches encode through reusable column buffers (a pool: the flusher prepares the next batch while retries of the
+// previous one prepare theirs).
+func (s *Store) inserter() inserter {
+	var bufs sync.Pool
+	return func(ctx context.Context, tb tableBatch, ver uint64) (preparedInsert, error) {
+		b, err := s.conn.PrepareBatch(ctx, insertSQL(tb))
+		if err != nil {
+			return nil, fmt.Errorf("prepare insert into %s: %w", tb.table(), err)
+		}
+		var cols *latencyCols
+		if _, ok := tb.(latencyBatch); ok {
+			if cols, _ = bufs.Get().(*latencyCols); cols == nil {
+				cols = new(latencyCols)
+			}
+			defer bufs.Put(cols)
+		}
+		err = tb.appendTo(b, ver, cols)
+		if err != nil {
+			_ = b.Abort()
+			return nil, &appendError{err}
+		}
+		return chInsert{b, tb}, nil
+	}
 }

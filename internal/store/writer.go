@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,8 +19,17 @@ import (
 // call Write or Flush from it.
 type Ack func(err error)
 
-// inserter inserts one table's batch with version ver. The Store's is insertBatch; tests substitute their own.
-type inserter func(ctx context.Context, tb tableBatch, ver uint64) error
+// inserter prepares one attempt at inserting one table's batch with version ver: it encodes the rows (and on a
+// server starts the INSERT) and returns the insert ready to send. ctx bounds the attempt, preparation and send. It
+// must not keep tb's rows past the send: the writer reuses their memory once the batch is acknowledged. The Store's
+// is Store.inserter; tests substitute their own.
+type inserter func(ctx context.Context, tb tableBatch, ver uint64) (preparedInsert, error)
+
+// preparedInsert is an encoded insert: send inserts it (once), abort releases it without inserting.
+type preparedInsert interface {
+	send() error
+	abort()
+}
 
 // WriterOptions are the Writer's dependencies.
 type WriterOptions struct {
@@ -32,9 +42,11 @@ type WriterOptions struct {
 }
 
 // Writer batches rows into ClickHouse with bounded memory. Write buffers rows and returns at once unless the buffer
-// is full, in which case it blocks (backpressure) until a flush makes room or its context ends. One goroutine
-// flushes when BatchRows rows are buffered or every FlushInterval, one batch at a time, retrying connection errors
-// with exponential backoff; Acks run in Write order after ClickHouse acknowledged. It is safe for concurrent use.
+// is full, in which case it blocks (backpressure) until a flush makes room or its context ends. A batch is taken
+// when BatchRows rows are buffered or every FlushInterval; two goroutines form a two-stage pipeline, so that
+// ClickHouse is not idle while the writer encodes: one prepares a batch (encodes its columns and starts its INSERTs)
+// while the other sends the batch before it, one batch at a time, retrying connection errors with exponential
+// backoff. Acks run in Write order after ClickHouse acknowledged. It is safe for concurrent use.
 type Writer struct {
 	cfg    WriterConfig
 	insert inserter
@@ -63,12 +75,19 @@ type Writer struct {
 	closed          bool
 	dedup           *dedupWindow
 	hasher          keyHasher
+	// free holds emptied row buffers of acknowledged batches (at most maxFree), so pending does not regrow from
+	// nothing, copying every row log2(BatchRows) times, for each batch.
+	free []Rows
 }
+
+// maxFree is how many emptied row buffers the writer keeps: pending, the batch being prepared and the one being
+// sent are the most in use at once, and one spare covers the hand-over.
+const maxFree = 2
 
 // NewWriter returns a Writer inserting into s with s's Config().Writer settings, and starts its flush goroutine;
 // Close stops it.
 func NewWriter(s *Store, opts WriterOptions) (*Writer, error) {
-	return newWriter(s.insertBatch, s.cfg.Writer, opts)
+	return newWriter(s.inserter(), s.cfg.Writer, opts)
 }
 
 func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, error) {
@@ -152,6 +171,10 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 // admitLocked appends the rows whose keys the dedup window admits to pending and returns how many rows and
 // estimated bytes it added. Caller holds w.mu.
 func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
+	w.pending.Latency = roomFor(w.pending.Latency, len(rows.Latency))
+	w.pending.Probe = roomFor(w.pending.Probe, len(rows.Probe))
+	w.pending.Lag = roomFor(w.pending.Lag, len(rows.Lag))
+	w.pending.ClockOffsets = roomFor(w.pending.ClockOffsets, len(rows.ClockOffsets))
 	if w.dedup == nil {
 		w.pending.Latency = append(w.pending.Latency, rows.Latency...)
 		w.pending.Probe = append(w.pending.Probe, rows.Probe...)
@@ -203,6 +226,15 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 		}
 	}
 	return n, size
+}
+
+// roomFor returns s with capacity for n more elements, at least doubling it when it must grow: append alone grows
+// large slices by ~1.25×, which copies a 50k-row buffer of 232-byte rows about ten times on its way up.
+func roomFor[T any](s []T, n int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	return slices.Grow(s, max(n, cap(s), 256))
 }
 
 // Flush waits until every Write accepted before it was acknowledged or given up, or ctx ends. It does not stop
@@ -268,10 +300,29 @@ type batch struct {
 	bytes int64
 }
 
-// run is the flush goroutine: it owns the batch in flight and is the only caller of Acks.
+// flight is a batch on its way to ClickHouse: its tables (non-empty ones, in insertion order), their version and
+// each table's first insert attempt, prepared while the batch before it was being sent.
+type flight struct {
+	b      *batch
+	ver    uint64
+	tables []tableBatch
+	first  []*attempt
+}
+
+// run is the preparing stage of the flush pipeline: it takes due batches and prepares them for the sending stage,
+// which it starts and waits for. The sending stage is the only caller of Acks.
 func (w *Writer) run() {
+	flights := make(chan *flight) // unbuffered: at most one batch is prepared ahead of the one being sent
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for f := range flights {
+			w.send(f)
+		}
+	}()
 	defer close(w.done)
 	defer w.cancel()
+	defer func() { close(flights); <-sent }()
 	tick := time.NewTicker(w.cfg.FlushInterval)
 	defer tick.Stop()
 	for {
@@ -289,7 +340,7 @@ func (w *Writer) run() {
 				}
 				break
 			}
-			w.flush(b)
+			flights <- w.prepare(b)
 			force = false
 		}
 	}
@@ -310,23 +361,34 @@ func (w *Writer) take(force bool) (b *batch, closed bool) {
 	}
 	b = &batch{rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
 	w.pending, w.pendingAcks, w.pendingRows, w.pendingBytes = Rows{}, nil, 0, 0
+	if n := len(w.free); n > 0 {
+		w.pending, w.free = w.free[n-1], w.free[:n-1]
+	}
 	w.flushWanted = false
 	return b, false
 }
 
-// flush inserts a batch table by table, each with retries, then runs its acks and releases its room. A table
+// prepare builds b's flight: each non-empty table's first insert attempt, encoded and started.
+func (w *Writer) prepare(b *batch) *flight {
+	f := &flight{b: b, ver: uint64(w.now().UnixMilli())}
+	for _, tb := range []tableBatch{latencyBatch(b.rows.Latency), probeBatch(b.rows.Probe), lagBatch(b.rows.Lag),
+		clockBatch(b.rows.ClockOffsets)} {
+		if tb.len() > 0 {
+			f.tables = append(f.tables, tb)
+			f.first = append(f.first, w.prepareAttempt(tb, f.ver))
+		}
+	}
+	return f
+}
+
+// send inserts a flight table by table, each with retries, then runs its acks and releases its room. A table
 // already inserted is never re-sent when a later one fails: that would double count it in the rollups.
-func (w *Writer) flush(b *batch) {
-	ver := uint64(w.now().UnixMilli())
-	tables := []tableBatch{latencyBatch(b.rows.Latency), probeBatch(b.rows.Probe), lagBatch(b.rows.Lag),
-		clockBatch(b.rows.ClockOffsets)}
+func (w *Writer) send(f *flight) {
+	b, tables := f.b, f.tables
 	var err error
 	failedFrom := len(tables)
 	for i, tb := range tables {
-		if tb.len() == 0 {
-			continue
-		}
-		if err = w.insertWithRetry(tb, ver); err != nil {
+		if err = w.insertWithRetry(tb, f.ver, f.first[i]); err != nil {
 			failedFrom = i
 			break
 		}
@@ -334,9 +396,10 @@ func (w *Writer) flush(b *batch) {
 		w.m.batches.WithLabelValues(tb.table()).Inc()
 	}
 	if err != nil {
-		for _, tb := range tables[failedFrom:] {
-			if tb.len() > 0 {
-				w.m.rowsDropped.WithLabelValues(tb.table()).Add(float64(tb.len()))
+		for i, tb := range tables[failedFrom:] {
+			w.m.rowsDropped.WithLabelValues(tb.table()).Add(float64(tb.len()))
+			if i > 0 {
+				f.first[failedFrom+i].discard() // prepared, never sent
 			}
 		}
 		w.m.failures.WithLabelValues(tables[failedFrom].table()).Inc()
@@ -355,9 +418,25 @@ func (w *Writer) flush(b *batch) {
 	w.acked += uint64(len(b.acks))
 	w.m.bufferedRows.Set(float64(w.heldRows))
 	w.m.bufferedBytes.Set(float64(w.heldBytes))
+	w.recycleLocked(b.rows)
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.mu.Unlock()
+}
+
+// recycleLocked keeps an acknowledged batch's row buffers, emptied, for a later pending buffer. Buffers far above
+// BatchRows (an oversized Write) are left to the garbage collector. Caller holds w.mu.
+func (w *Writer) recycleLocked(r Rows) {
+	if len(w.free) >= maxFree || cap(r.Latency) > 2*w.cfg.BatchRows || cap(r.Probe) > 2*w.cfg.BatchRows ||
+		cap(r.Lag) > 2*w.cfg.BatchRows || cap(r.ClockOffsets) > 2*w.cfg.BatchRows {
+		return
+	}
+	clear(r.Latency) // drop the rows' strings
+	clear(r.Probe)
+	clear(r.Lag)
+	clear(r.ClockOffsets)
+	w.free = append(w.free, Rows{Latency: r.Latency[:0], Probe: r.Probe[:0], Lag: r.Lag[:0],
+		ClockOffsets: r.ClockOffsets[:0]})
 }
 
 // forget removes the keys of rows that were given up from the dedup window, so their re-delivery is written.
@@ -390,18 +469,63 @@ func (w *Writer) forget(tables []tableBatch) {
 	}
 }
 
-// insertWithRetry inserts tb, retrying retryable errors with exponential backoff (with jitter) until success,
-// RetryMaxElapsed, or the writer's context ends.
-func (w *Writer) insertWithRetry(tb tableBatch, ver uint64) error {
+// attempt is one insert attempt of one table: prepared (ins, or the preparation's err) under ctx, which bounds
+// the whole attempt with InsertTimeout. took is the time spent preparing and sending, not waiting in between.
+type attempt struct {
+	ins    preparedInsert
+	err    error
+	cancel context.CancelFunc
+	took   time.Duration
+}
+
+// prepareAttempt encodes tb and starts its insert. The attempt's InsertTimeout starts now: for a batch's first
+// attempt it includes the wait for the batch before it, normally one send, far below the timeout.
+func (w *Writer) prepareAttempt(tb tableBatch, ver uint64) *attempt {
+	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
+	start := time.Now()
+	ins, err := w.insert(ctx, tb, ver)
+	a := &attempt{ins: ins, err: err, cancel: cancel, took: time.Since(start)}
+	if err != nil {
+		a.ins = nil
+		cancel()
+	}
+	return a
+}
+
+// sendAttempt sends a prepared attempt (or returns its preparation's error) and records its duration.
+func (w *Writer) sendAttempt(tb tableBatch, a *attempt) error {
+	defer a.cancel()
+	err := a.err
+	if err == nil {
+		start := time.Now()
+		err = a.ins.send()
+		a.took += time.Since(start)
+	}
+	w.m.insertSeconds.WithLabelValues(tb.table()).Observe(a.took.Seconds())
+	return err
+}
+
+// discard releases an attempt that will not be sent.
+func (a *attempt) discard() {
+	if a.ins != nil {
+		a.ins.abort()
+	}
+	a.cancel()
+}
+
+// insertWithRetry sends first (tb's prepared first attempt), then retries retryable errors with fresh attempts and
+// exponential backoff (with jitter) until success, RetryMaxElapsed, or the writer's context ends.
+func (w *Writer) insertWithRetry(tb tableBatch, ver uint64, first *attempt) error {
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval = w.cfg.RetryInitial
 	eb.MaxInterval = w.cfg.RetryMax
 	op := func() (struct{}, error) {
-		ctx, cancel := context.WithTimeout(w.ctx, w.cfg.InsertTimeout)
-		defer cancel()
-		start := time.Now()
-		err := w.insert(ctx, tb, ver)
-		w.m.insertSeconds.WithLabelValues(tb.table()).Observe(time.Since(start).Seconds())
+		a := first
+		if a == nil {
+			a = w.prepareAttempt(tb, ver)
+		}
+		first = nil
+		err := w.sendAttempt(tb, a)
 		if err != nil && !retryable(err) {
 			return struct{}{}, backoff.Permanent(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,16 +15,40 @@ import (
 )
 
 // fakeCH is an inserter that records what it was given. fail, when set, decides each attempt's error; block, when
-// set, makes every insert wait for it to be closed.
+// set, makes every insert wait for it to be closed. Attempts are counted, and fail and block applied, at send; an
+// insert records a copy of its rows, as the writer reuses their memory after the ack.
 type fakeCH struct {
 	mu       sync.Mutex
 	attempts int
+	prepared int // prepared attempts, sent or not
+	aborted  int // prepared attempts released unsent
 	inserted map[string][]tableBatch
 	fail     func(attempt int, tb tableBatch) error
 	block    chan struct{}
 }
 
-func (f *fakeCH) insert(ctx context.Context, tb tableBatch, ver uint64) error {
+// fakeInsert is fakeCH's prepared insert.
+type fakeInsert struct {
+	f   *fakeCH
+	ctx context.Context
+	tb  tableBatch
+}
+
+func (f *fakeCH) insert(ctx context.Context, tb tableBatch, _ uint64) (preparedInsert, error) {
+	f.mu.Lock()
+	f.prepared++
+	f.mu.Unlock()
+	return fakeInsert{f, ctx, tb}, nil
+}
+
+func (p fakeInsert) abort() {
+	p.f.mu.Lock()
+	p.f.aborted++
+	p.f.mu.Unlock()
+}
+
+func (p fakeInsert) send() error {
+	f, ctx, tb := p.f, p.ctx, p.tb
 	f.mu.Lock()
 	f.attempts++
 	attempt, fail, block := f.attempts, f.fail, f.block
@@ -39,6 +64,16 @@ func (f *fakeCH) insert(ctx context.Context, tb tableBatch, ver uint64) error {
 		if err := fail(attempt, tb); err != nil {
 			return err
 		}
+	}
+	switch rs := tb.(type) {
+	case latencyBatch:
+		tb = slices.Clone(rs)
+	case probeBatch:
+		tb = slices.Clone(rs)
+	case lagBatch:
+		tb = slices.Clone(rs)
+	case clockBatch:
+		tb = slices.Clone(rs)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
