@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -43,7 +44,11 @@ type Report struct {
 	// TrueLive counts records whose true class is live; LiveExcluded those of them the engine kept out of live
 	// percentiles (skew-suspected or warm-up). LiveExcludedRatio is their quotient.
 	TrueLive, LiveExcluded int
-	// Stage errors of live, unflagged records whose true class is live.
+	// TrueLiveStages counts the present stages of truly live records; LiveStagesExcluded those of them that did not
+	// feed the live sketches (a flagged record still feeds its trusted stages, latency.Result.Trusted).
+	TrueLiveStages, LiveStagesExcluded int
+	// Stage errors of the stages that fed the live sketches (all stages of live records, the trusted stages of
+	// flagged ones) of records whose true class is live.
 	Stage [latency.NumStages]Errors
 	// NegativeStages counts corrected stages < 0 over all results; SumMismatch counts results whose partition stages
 	// do not add up to e2e (tolerance 1e-6 ms).
@@ -173,24 +178,30 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	if e2e, ok := res.Stage(latency.StageE2E); ok && math.Abs(sum-e2e) > 1e-6 {
 		rep.SumMismatch++
 	}
-	if tr.Class == latency.ClassLive {
-		rep.TrueLive++
-		if !res.Live {
-			rep.LiveExcluded++
-		}
+	// fed: the stages that reached the live sketches (stats.go's account).
+	var fed uint8
+	switch {
+	case res.Live:
+		fed = res.Has
+		rep.Live++
+	case res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 &&
+		res.Flags&(latency.FlagSkewSuspected|latency.FlagUnsettled) != 0:
+		fed = res.Has &^ res.Untrusted
 	}
-	if !res.Live {
-		return
-	}
-	rep.Live++
 	if tr.Class != latency.ClassLive {
 		return
 	}
+	rep.TrueLive++
+	if !res.Live {
+		rep.LiveExcluded++
+	}
+	rep.TrueLiveStages += bits.OnesCount8(res.Has)
+	rep.LiveStagesExcluded += bits.OnesCount8(res.Has &^ fed)
 	truth := [latency.NumStages]float64{latency.StageIngest: tr.Ingest, latency.StageQueueWait: tr.QueueWait,
 		latency.StageProcessing: tr.Processing, latency.StageDelivery: tr.Delivery, latency.StageE2E: tr.E2E}
 	for s := latency.Stage(0); s < latency.NumStages; s++ {
 		v, ok := res.Stage(s)
-		if !ok || s == latency.StageMirror {
+		if !ok || fed&(1<<s) == 0 || s == latency.StageMirror {
 			continue
 		}
 		d := math.Abs(v - truth[s])
@@ -205,6 +216,14 @@ func (rep *Report) LiveExcludedRatio() float64 {
 		return 0
 	}
 	return float64(rep.LiveExcluded) / float64(rep.TrueLive)
+}
+
+// LiveStageExcludedRatio is the fraction of truly live records' stages kept out of live percentiles (0 with none).
+func (rep *Report) LiveStageExcludedRatio() float64 {
+	if rep.TrueLiveStages == 0 {
+		return 0
+	}
+	return float64(rep.LiveStagesExcluded) / float64(rep.TrueLiveStages)
 }
 
 // NonLivePrecisionRecall scores the decision "this record is a reprocessing (replay or redelivery), keep it out of
