@@ -537,3 +537,86 @@ func TestDialectFor(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterPreparesNextBatchDuringSend: while one batch waits for ClickHouse, the next is already encoded (its
+// insert prepared), yet not sent; acks still run in order, once each, after their own insert.
+func TestWriterPreparesNextBatchDuringSend(t *testing.T) {
+	f := &fakeCH{block: make(chan struct{})}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 2, MaxRows: 10, FlushInterval: time.Hour})
+	var acks ackLog
+	ctx := context.Background()
+	sending := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.attempts
+	}
+	for i := range 2 {
+		if err := w.Write(ctx, latencyRows(int64(i)*2, 2), acks.ack(i)); err != nil {
+			t.Fatal(err)
+		}
+		// The second Write comes once the first batch is in ClickHouse's hands (else both make one batch).
+		waitFor(t, "the first batch sent", func() bool { return sending() == 1 })
+	}
+	waitFor(t, "the second batch prepared", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.prepared == 2
+	})
+	if attempts := sending(); attempts != 1 {
+		t.Fatalf("%d sends started while the first is blocked, want 1", attempts)
+	}
+	if ids, _ := acks.snapshot(); len(ids) != 0 {
+		t.Fatalf("acks %v before ClickHouse answered", ids)
+	}
+	close(f.block)
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids, errs := acks.snapshot()
+	if len(ids) != 2 || ids[0] != 0 || ids[1] != 1 || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("acks %v errs %v, want [0 1], nil", ids, errs)
+	}
+	if got := f.offsets(); len(got) != 4 || got[0] != 0 || got[3] != 3 {
+		t.Fatalf("inserted %v, want 0..3 in order", got)
+	}
+}
+
+// TestWriterAbortsPreparedTablesAfterFailure: when a batch's latency insert fails for good, its probe insert,
+// already prepared, is released unsent, and both tables' rows are counted dropped.
+func TestWriterAbortsPreparedTablesAfterFailure(t *testing.T) {
+	typeMismatch := &clickhouse.Exception{Code: 53, Message: "type mismatch"}
+	f := &fakeCH{fail: func(_ int, tb tableBatch) error {
+		if tb.table() == TableLatency {
+			return typeMismatch
+		}
+		return nil
+	}}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 10, FlushInterval: time.Hour})
+	var acks ackLog
+	rows := latencyRows(0, 2)
+	rows.Probe = []ProbeRow{{Topic: "p", Seq: 1}}
+	ctx := context.Background()
+	if err := w.Write(ctx, rows, acks.ack(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := acks.snapshot(); len(errs) != 1 || !errors.Is(errs[0], typeMismatch) {
+		t.Fatalf("ack errors %v, want the type mismatch", errs)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.prepared != 2 || f.attempts != 1 || f.aborted != 1 {
+		t.Errorf("prepared %d, sent %d, aborted %d; want 2, 1 (latency), 1 (probe)", f.prepared, f.attempts, f.aborted)
+	}
+	if len(f.inserted) != 0 {
+		t.Errorf("inserted %v, want nothing", f.inserted)
+	}
+	if v := testutil.ToFloat64(w.m.rowsDropped.WithLabelValues(TableProbe)); v != 1 {
+		t.Errorf("dropped_rows_total{probe} = %v, want 1", v)
+	}
+	if v := testutil.ToFloat64(w.m.rowsDropped.WithLabelValues(TableLatency)); v != 2 {
+		t.Errorf("dropped_rows_total{latency} = %v, want 2", v)
+	}
+}
