@@ -160,23 +160,7 @@ func correct(tl *timeline, pol policy, out *Result) {
 		prev = m
 	}
 	if !monotone {
-		var y, w [NumMoments]float64
-		var ms [NumMoments]Moment
-		n := 0
-		for v := chain; v != 0; v &= v - 1 {
-			m := Moment(bits.TrailingZeros8(v))
-			r := &tl.res[m]
-			// Unknown or ambiguous offsets are as good as infinitely uncertain: they move, the others stay.
-			y[n], w[n], ms[n] = c[m], 1e-9, m
-			if r.kind != KindUnknown && !r.ambiguous {
-				w[n] = 1 / (r.unc*r.unc + 0.25)
-			}
-			n++
-		}
-		pav(y[:n], w[:n])
-		for i := 0; i < n; i++ {
-			c[ms[i]] = y[i]
-		}
+		project(tl, chain, c)
 	}
 	const (
 		bP  = 1 << Produce
@@ -266,6 +250,58 @@ func stageUnc(tl *timeline, pol policy, a, b Moment, stage float64) float64 {
 		return pol.driftMax * math.Abs(stage)
 	}
 	return tl.res[a].unc + tl.res[b].unc
+}
+
+// project replaces the corrected times c of the chain's moments by the nearest monotone timeline (weighted least
+// squares) in which a run of consecutive moments stamped by one host keeps its own gaps: that host's offset cancels
+// in them, so they are exact whatever its uncertainty, and only the run as a whole may move. A run whose own clock
+// went backwards (a negative gap) is split there and projected like stamps of different hosts.
+//
+// Rigid runs reduce to plain isotonic regression: with run k starting at y_k, spanning len_k, and L_k the summed
+// spans of the runs before it, the order constraints y_k + len_k <= y_{k+1} are exactly z_k <= z_{k+1} for
+// z_k = y_k − L_k. Each run weighs the sum of its stamps' weights 1/(u² + 0.25) (unknown or ambiguous: ~0).
+func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
+	var z, w, span [NumMoments]float64
+	var runOf [NumMoments]int // run index per moment
+	var first [NumMoments]Moment
+	n := -1
+	var prev Moment = NumMoments
+	for v := chain; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
+		r := &tl.res[m]
+		wt := 1e-9 // unknown or ambiguous offsets are as good as infinitely uncertain: they move, the others stay
+		if r.kind != KindUnknown && !r.ambiguous {
+			wt = 1 / (r.unc*r.unc + 0.25)
+		}
+		if n < 0 || tl.host[m] != tl.host[prev] || c[m] < c[prev] {
+			n++
+			first[n], z[n], w[n], span[n] = m, c[m], 0, 0
+		}
+		w[n] += wt
+		span[n] = c[m] - c[first[n]]
+		runOf[m] = n
+		prev = m
+	}
+	n++
+	var lens float64 // summed spans of the runs before run k
+	for k := 0; k < n; k++ {
+		z[k] -= lens
+		lens += span[k]
+	}
+	pav(z[:n], w[:n])
+	var orig [NumMoments]float64
+	copy(orig[:], c[:])
+	lens = 0
+	var start [NumMoments]float64
+	for k := 0; k < n; k++ {
+		start[k] = z[k] + lens
+		lens += span[k]
+	}
+	for v := chain; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
+		k := runOf[m]
+		c[m] = start[k] + (orig[m] - orig[first[k]])
+	}
 }
 
 // checkPair flags and blames the consecutive moments a < b (on the corrected timeline, stage = c_b − c_a) when their

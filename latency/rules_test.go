@@ -255,6 +255,10 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 		// With an append the record is flagged (append → receive crosses an unknown clock) yet processing stays
 		// exact and trusted: the projection moves receive and processed together only if they must pool.
 		{name: "unknown offset, record flagged", withAppend: true, app: 900, rc: resolved{kind: KindUnknown}, flagged: true, processing: 4, trusted: true},
+		// The unknown consumer's receive reads 10 ms before the append and its processed 6 ms before it: the
+		// projection must move both, and moves them together (one clock, one offset), so processing keeps its 4 ms
+		// and queue wait becomes 0. A stamp-by-stamp projection would have pooled processed too (processing 0).
+		{name: "unknown offset, consumer behind the append", withAppend: true, app: 1010, rc: resolved{kind: KindUnknown}, flagged: true, processing: 4, trusted: true},
 		// ±50 ms on a 100 ms queue wait: flagged record, processing still trusted.
 		{name: "uncertain offset, record flagged", withAppend: true, app: 900, rc: resolved{unc: 50, kind: KindReported}, flagged: true, processing: 4, trusted: true},
 	}
@@ -280,6 +284,7 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 			if got := r.Trusted(StageProcessing); got != tc.trusted {
 				t.Errorf("processing trusted %v, want %v (untrusted %b)", got, tc.trusted, r.Untrusted)
 			}
+			checkInvariants(t, r, tc.name)
 			if tc.withAppend && r.Trusted(StageQueueWait) {
 				t.Errorf("queue wait across a flagged pair is trusted")
 			}
