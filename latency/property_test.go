@@ -192,3 +192,66 @@ func TestSketchRoundTrip(t *testing.T) {
 		t.Errorf("merge: count %v, err %v; want 20002", m.Count(), err)
 	}
 }
+
+// TestProjectKeepsSameHostGaps: on random timelines, the projection is monotone, keeps every gap between
+// consecutive stamps of one host that did not run backwards, and equals plain pool-adjacent-violators when every
+// stamp has its own host.
+func TestProjectKeepsSameHostGaps(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 3))
+	for iter := 0; iter < 20000; iter++ {
+		var tl timeline
+		chain := uint8(r.IntN(1<<Commit)) | 1<<Processed
+		distinct := iter%4 == 0
+		var c, orig [NumMoments]float64
+		for m := Moment(0); m < Commit; m++ {
+			if chain&(1<<m) == 0 {
+				continue
+			}
+			tl.host[m] = HostID(r.IntN(2) + 1)
+			if distinct {
+				tl.host[m] = HostID(m + 1)
+			}
+			tl.res[m] = resolved{unc: r.Float64() * 10, kind: KindReported}
+			if r.IntN(5) == 0 {
+				tl.res[m].kind = KindUnknown
+			}
+			c[m] = r.Float64() * 100
+		}
+		orig = c
+		project(&tl, chain, &c)
+		prev := Moment(NumMoments)
+		var y, w []float64
+		for m := Moment(0); m < Commit; m++ {
+			if chain&(1<<m) == 0 {
+				continue
+			}
+			wt := 1e-9
+			if tl.res[m].kind != KindUnknown {
+				wt = 1 / (tl.res[m].unc*tl.res[m].unc + 0.25)
+			}
+			y, w = append(y, orig[m]), append(w, wt)
+			if prev < NumMoments {
+				if c[m] < c[prev]-1e-9 {
+					t.Fatalf("iter %d: not monotone at %v: %v", iter, m, c)
+				}
+				if tl.host[m] == tl.host[prev] && orig[m] >= orig[prev] &&
+					math.Abs((c[m]-c[prev])-(orig[m]-orig[prev])) > 1e-9 {
+					t.Fatalf("iter %d: same-host gap %v→%v changed from %v to %v", iter, prev, m, orig[m]-orig[prev], c[m]-c[prev])
+				}
+			}
+			prev = m
+		}
+		if distinct {
+			pav(y, w)
+			i := 0
+			for m := Moment(0); m < Commit; m++ {
+				if chain&(1<<m) != 0 {
+					if math.Abs(c[m]-y[i]) > 1e-9 {
+						t.Fatalf("iter %d: distinct hosts: project %v, pav %v", iter, c, y)
+					}
+					i++
+				}
+			}
+		}
+	}
+}
