@@ -23,12 +23,12 @@ title "Stages of live processings reported by instrumented consumers (ms): naive
 ch --format PrettyCompactMonoBlock --query "
 SELECT stage,
        countIf(has_naive) AS naive_n,
-       round(quantileExactIf(0.5)(naive, has_naive)) AS naive_p50,
-       round(quantileExactIf(0.99)(naive, has_naive)) AS naive_p99,
+       if(countIf(has_naive) = 0, '-', toString(round(quantileExactIf(0.5)(naive, has_naive)))) AS naive_p50,
+       if(countIf(has_naive) = 0, '-', toString(round(quantileExactIf(0.99)(naive, has_naive)))) AS naive_p99,
        countIf(naive < 0 AND has_naive) AS naive_negative,
        countIf(ok) AS corrected_n,
-       round(quantileExactIf(0.5)(corr, ok)) AS corrected_p50,
-       round(quantileExactIf(0.99)(corr, ok)) AS corrected_p99,
+       if(countIf(ok) = 0, '-', toString(round(quantileExactIf(0.5)(corr, ok)))) AS corrected_p50,
+       if(countIf(ok) = 0, '-', toString(round(quantileExactIf(0.99)(corr, ok)))) AS corrected_p99,
        countIf(corr < 0 AND ok) AS corrected_negative,
        count() - countIf(ok) AS flagged
 FROM (
@@ -47,13 +47,15 @@ GROUP BY stage ORDER BY stage"
 title "Per host: ingest by producer, processing by consumer (ms, p50); the injected processing delays are 4 and 6 ms"
 ch --format PrettyCompactMonoBlock --query "
 SELECT 'producer' AS role, producer_host AS host, count() AS rows,
-       round(quantileExactIf(0.5)(ingest_naive_ms, bitAnd(valid, 16) != 0)) AS naive_p50,
-       round(quantileExactIf(0.5)(ingest_ms, bitAnd(valid, 1) != 0)) AS corrected_p50
+       if(countIf(bitAnd(valid, 16) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(ingest_naive_ms, bitAnd(valid, 16) != 0)))) AS naive_p50,
+       countIf(bitAnd(valid, 1) != 0) AS corrected_n,
+       if(countIf(bitAnd(valid, 1) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(ingest_ms, bitAnd(valid, 1) != 0)))) AS corrected_p50
 FROM latency_events FINAL WHERE replay_class = 'live' AND producer_host != '' GROUP BY producer_host
 UNION ALL
 SELECT 'consumer' AS role, consumer_host AS host, count() AS rows,
-       round(quantileExactIf(0.5)(process_naive_ms, bitAnd(valid, 64) != 0)) AS naive_p50,
-       round(quantileExactIf(0.5)(process_ms, bitAnd(valid, 4) != 0)) AS corrected_p50
+       if(countIf(bitAnd(valid, 64) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(process_naive_ms, bitAnd(valid, 64) != 0)))) AS naive_p50,
+       countIf(bitAnd(valid, 4) != 0) AS corrected_n,
+       if(countIf(bitAnd(valid, 4) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(process_ms, bitAnd(valid, 4) != 0)))) AS corrected_p50
 FROM latency_events FINAL WHERE replay_class = 'live' AND source = 'receipt' GROUP BY consumer_host
 ORDER BY role DESC, host"
 
@@ -70,7 +72,7 @@ FROM (
 title "Live vs replayed processings (the group was reset to earliest halfway)"
 ch --format PrettyCompactMonoBlock --query "
 SELECT consumer_group, source, replay_class, count() AS processings,
-       round(quantileExactIf(0.5)(e2e_ms, bitAnd(valid, 8) != 0)) AS e2e_p50_ms
+       if(countIf(bitAnd(valid, 8) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(e2e_ms, bitAnd(valid, 8) != 0)))) AS e2e_p50_ms
 FROM latency_events FINAL GROUP BY consumer_group, source, replay_class ORDER BY consumer_group, source, replay_class"
 
 title "Uninstrumented group (kcat): processing bounded by its commits (ms; upper bounds, never in percentiles)"
@@ -83,7 +85,7 @@ title "Probes per broker (loss, duplicates, corrected ingest/delivery, round tri
 ch --format PrettyCompactMonoBlock --query "
 SELECT broker_id, countIf(status = 'ok') AS received, countIf(status = 'lost') AS lost,
        round(100 * countIf(status = 'lost') / count(), 2) AS loss_pct, sum(duplicates) AS duplicates,
-       round(quantileExactIf(0.5)(ingest_ms, status = 'ok')) AS ingest_p50, round(quantileExactIf(0.5)(delivery_ms, status = 'ok')) AS delivery_p50,
+       if(countIf(status = 'ok') = 0, '-', toString(round(quantileExactIf(0.5)(ingest_ms, status = 'ok')))) AS ingest_p50, if(countIf(status = 'ok') = 0, '-', toString(round(quantileExactIf(0.5)(delivery_ms, status = 'ok')))) AS delivery_p50,
        round(quantileExact(0.5)(rtt_ms)) AS rtt_p50, round(quantileExact(0.99)(rtt_ms)) AS rtt_p99
 FROM probe_events FINAL GROUP BY broker_id ORDER BY broker_id"
 

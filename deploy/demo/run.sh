@@ -61,10 +61,14 @@ http:
 YAML
 
 PIDS=()
-cleanup() {
+# stop_all: TERM every process this script started that is still running, then reap them. The kcat consumer never
+# ends by itself, so a bare `wait` would block forever.
+stop_all() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
 }
+cleanup() { stop_all; }
 trap cleanup EXIT
 
 say "starting tidemark run (logs: $WORK/tidemark.log, metrics: http://127.0.0.1:$PORT/metrics)"
@@ -117,9 +121,11 @@ sleep 5
 say "stopping tidemark (consumers drain, the writer flushes)"
 kill -TERM "$TM_PID"
 wait "$TM_PID" || { tail -20 "$WORK/tidemark.log"; exit 1; }
-PIDS=()
+stop_all # the kcat producer and the uninstrumented kcat consumer
 
 cat "$WORK/injected.kcat.tsv" >>"$WORK/injected.tsv"
 bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP"
 echo
 echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log). Data: ClickHouse database tidemark_demo."
+echo "The local stack is still running so you can query the data (clickhouse-client --port $CH_PORT -d tidemark_demo);"
+echo "'make down' stops it."
