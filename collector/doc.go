@@ -1,5 +1,5 @@
 // Package collector turns Kafka traffic into corrected latency rows in ClickHouse. It runs three paths, each its own
-// consumer group (ARCHITECTURE.md, "The collector's paths"):
+// consumer group (docs/architecture.md, "The collector's paths"):
 //
 //   - [Probe]: owns a LogAppendTime probe topic with a partition led by every broker, produces sequenced probes,
 //     consumes them back, and records per-broker ingest and delivery latency, loss and duplicates; every probe's
@@ -17,7 +17,7 @@
 // tidemark_stage_latency_seconds ([Metrics]), by group and topic, with trace-id exemplars and buckets derived from
 // the SLO thresholds ([LatencyBuckets]); replays, backfills and skew-suspected samples never are.
 //
-// Dependencies (ARCHITECTURE.md, "Package layout"): the collector builds on the latency core (engine, stamps,
+// Dependencies (docs/architecture.md, "Package layout"): the collector builds on the latency core (engine, stamps,
 // results) and on lagexporter's Snapshot type (commit bounds for uninstrumented groups). It reaches Kafka only
 // through internal/kafka. Its rows are internal/store's plain row types ([store.Rows], [store.LatencyRow]) and its
 // acknowledgement callback is [store.Ack]; the collector never calls clickhouse-go, and its [Sink] is an interface

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestNoClickHouseImport: internal/store is the only clickhouse-go importer (ARCHITECTURE.md); the collector uses
+// TestNoClickHouseImport: internal/store is the only clickhouse-go importer (docs/architecture.md); the collector uses
 // store's plain row types and its Sink interface, and none of its non-test files imports clickhouse-go or sarama
 // (internal/kafka is the only sarama importer).
 func TestNoClickHouseImport(t *testing.T) {

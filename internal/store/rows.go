@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// ReplayClass says whether a processing is live traffic, a replay or a backfill (ARCHITECTURE.md, replay
+// ReplayClass says whether a processing is live traffic, a replay or a backfill (docs/architecture.md, replay
 // correction). Only live rows enter latency percentiles. Values match the Enum8 in latency_events.replay_class.
 type ReplayClass int8
 

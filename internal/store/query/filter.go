@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Stage names one latency stage (ARCHITECTURE.md, "The three timestamps and the stages").
+// Stage names one latency stage (docs/architecture.md, "The three timestamps and the stages").
 type Stage string
 
 // The stages, named as the plugin's query model names them.

@@ -15,7 +15,7 @@ type LagQuery struct {
 
 // LagPoint is one bucket of one series. In each bucket every partition contributes its last snapshot; offset lag and
 // expired offsets are summed over partitions, time lag is the maximum (the oldest unconsumed record decides how late
-// the group is). Definitions are the lag exporter's (ARCHITECTURE.md, "Lag").
+// the group is). Definitions are the lag exporter's (docs/architecture.md, "Lag").
 type LagPoint struct {
 	Time       time.Time
 	Key        string
