@@ -136,7 +136,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	if c.cfg.Receipts.Enabled {
 		// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
-		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, (&Receipts{c.deps}).HandleBatch, nil)
+		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, (&Receipts{pathDeps: c.deps}).HandleBatch, nil)
 	}
 	if c.cfg.Probe.Enabled {
 		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)

@@ -35,11 +35,24 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, brokers: testenv.Kafka(t), chAddr: testenv.ClickHouseAddr(t), logLevel: slog.LevelWarn}
+	e := newEnvOn(t, testenv.Kafka(t))
+	adm := testenv.Admin(t)
+	t.Cleanup(func() {
+		for _, topic := range []string{e.cfg.DeadLetterTopic, e.cfg.Receipts.Topic, e.cfg.Probe.Topic} {
+			_ = adm.DeleteTopic(topic)
+		}
+	})
+	return e
+}
+
+// newEnvOn is newEnv on the cluster reachable through brokers (the shared stack's, or a test's private one).
+func newEnvOn(t *testing.T, brokers []string) *env {
+	t.Helper()
+	e := &env{t: t, brokers: brokers, chAddr: testenv.ClickHouseAddr(t), logLevel: slog.LevelWarn}
 	if os.Getenv("TIDEMARK_TEST_LOG") != "" {
 		e.logLevel = slog.LevelDebug
 	}
-	e.source = testenv.CreateTopic(t, "src", testenv.Topic{Partitions: 3, Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}})
+	e.source = e.createTopic("src", 3, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	e.cfg = Config{
 		DeadLetterTopic: testenv.Name(t, "dlq"),
 		Receipts:        ReceiptsConfig{Enabled: true, Topic: testenv.Name(t, "rc"), Group: testenv.Name(t, "rcg"), Partitions: 3},
@@ -47,12 +60,6 @@ func newEnv(t *testing.T) *env {
 		MaxWait:         50 * time.Millisecond,
 		DrainTimeout:    5 * time.Second,
 	}
-	adm := testenv.Admin(t)
-	t.Cleanup(func() {
-		for _, topic := range []string{e.cfg.DeadLetterTopic, e.cfg.Receipts.Topic, e.cfg.Probe.Topic} {
-			_ = adm.DeleteTopic(topic)
-		}
-	})
 	e.db, e.conn = testenv.ClickHouseDB(t)
 	s := e.openStore(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -62,6 +69,65 @@ func newEnv(t *testing.T) *env {
 	}
 	_ = s.Close()
 	return e
+}
+
+// createTopic creates a uniquely named topic on e's cluster, deleted when the test ends, and waits until it is ready.
+func (e *env) createTopic(prefix string, partitions int32, configs map[string]string) string {
+	e.t.Helper()
+	name := testenv.Name(e.t, prefix)
+	entries := map[string]*string{}
+	for k, v := range configs {
+		entries[k] = &v
+	}
+	adm, err := sarama.NewClusterAdmin(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}, false); err != nil {
+		e.t.Fatalf("create topic %s: %v", name, err)
+	}
+	e.t.Cleanup(func() {
+		if adm, err := sarama.NewClusterAdmin(e.brokers, testenv.SaramaConfig(e.t)); err == nil {
+			_ = adm.DeleteTopic(name)
+			_ = adm.Close()
+		}
+	})
+	e.waitTopicReady(name, partitions)
+	return name
+}
+
+// waitTopicReady waits (up to 30 s) until topic has n partitions on e's cluster, each with a leader.
+func (e *env) waitTopicReady(topic string, n int32) {
+	e.t.Helper()
+	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer client.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := client.RefreshMetadata(topic)
+		var parts []int32
+		if err == nil {
+			parts, err = client.Partitions(topic)
+		}
+		if err == nil && int32(len(parts)) != n {
+			err = fmt.Errorf("%d of %d partitions", len(parts), n)
+		}
+		for _, p := range parts {
+			if err == nil {
+				_, err = client.Leader(topic, p)
+			}
+		}
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("topic %s not ready after 30s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (e *env) logger() *slog.Logger {
@@ -127,7 +193,7 @@ func (e *env) start(addr []string, mod func(*store.WriterConfig)) *running {
 	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m}
 	go func() { r.done <- c.Run(ctx) }()
 	// Run creates the receipts topic first thing; applications started before that would lose receipts.
-	testenv.WaitTopicReady(e.t, e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)
+	e.waitTopicReady(e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)
 	return r
 }
 

@@ -98,7 +98,7 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	skewed.ReceiveNs = skewed.ProcessedNs - int64(time.Millisecond)
 	skewed.RecordTimestampMs += 50
 
-	p := &Receipts{deps}
+	p := &Receipts{pathDeps: deps}
 	recs := []kafka.Record{receiptRecord(t, 0, live...), receiptRecord(t, 1, replay), receiptRecord(t, 2, skewed)}
 	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: recs}, func(int64) {}); err != nil {
 		t.Fatal(err)

@@ -102,6 +102,41 @@ func received(rec *kafka.Record, now func() time.Time) time.Time {
 // through the latency engine and writes one latency row per receipt.
 type Receipts struct {
 	*pathDeps
+	stored storedOffsets
+}
+
+// storedOffsets remembers, per partition of the receipts topic, the offset below which every record's rows were
+// acknowledged by the sink in this process. When a session ends before its marks were committed (a broker restart,
+// a coordinator move, a rebalance), the group reads those records again; their rows are already in ClickHouse, and
+// handing the receipts to the engine a second time would classify each as a redelivery and store a second row under
+// another replay class (the class is part of the row key). Skipping them keeps the rows exactly once by key.
+// It lives as long as the process: after a collector restart the re-read receipts still go through the engine
+// (docs/collector.md, "Known limits"). The receipts topic must not be deleted and re-created while a collector runs
+// (its new offsets would be taken for stored ones).
+type storedOffsets struct {
+	mu   sync.Mutex // guards next
+	next map[int32]int64
+}
+
+func (s *storedOffsets) get(partition int32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.next[partition]
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+func (s *storedOffsets) advance(partition int32, next int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next == nil {
+		s.next = map[int32]int64{}
+	}
+	if n, ok := s.next[partition]; !ok || next > n {
+		s.next[partition] = next
+	}
 }
 
 // PathReceipts, PathProbe and PathTap are the path label values.
@@ -123,7 +158,11 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 	now := p.clock()
 	var cache batchCache
 	defer cache.flush(p.metrics, PathReceipts)
+	stored := p.stored.get(b.Partition)
 	for i := range b.Records {
+		if b.Records[i].Offset < stored {
+			continue // read again after an uncommitted session ended: its rows are stored already
+		}
 		var err error
 		buf, err = instrument.DecodeReceiptBatch(buf[:0], b.Records[i].Value)
 		if err != nil {
@@ -146,7 +185,11 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			return err
 		}
 	}
-	return p.write(ctx, PathReceipts, b, rows, mark)
+	part := b.Partition
+	return p.write(ctx, PathReceipts, b, rows, func(next int64) {
+		p.stored.advance(part, next)
+		mark(next)
+	})
 }
 
 // batchCache keeps, across the receipts of one batch, what consecutive receipts almost always share (they come

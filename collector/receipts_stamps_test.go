@@ -44,7 +44,7 @@ func TestReceiptRecordTimestampMeaning(t *testing.T) {
 			if tc.header {
 				r.ProduceNs, r.ProduceHost = ts.Add(-5*time.Millisecond).UnixNano(), "p1"
 			}
-			p := &Receipts{deps}
+			p := &Receipts{pathDeps: deps}
 			if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestReceiptsCorrectsC25(t *testing.T) {
 	}
 	garbage := kafka.Record{Topic: "tidemark-receipts", Offset: 11, Value: []byte{1, 0xff}}
 	var marks []int64
-	p := &Receipts{deps}
+	p := &Receipts{pathDeps: deps}
 	b := kafka.Batch{Topic: "tidemark-receipts", Records: []kafka.Record{receiptRecord(t, 10, r), garbage}}
 	if err := p.HandleBatch(context.Background(), b, func(n int64) { marks = append(marks, n) }); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestReceiptsCorrectsC25(t *testing.T) {
 
 func TestReceiptsWriterFailureKeepsOffsets(t *testing.T) {
 	deps, sink, _ := newTestDeps(t, time.Now())
-	p := &Receipts{deps}
+	p := &Receipts{pathDeps: deps}
 	var marks []int64
 	mark := func(n int64) { marks = append(marks, n) }
 	r := instrument.Receipt{Group: "g", Topic: "t", ProcessedNs: time.Now().UnixNano(), Host: "c"}
@@ -156,5 +157,48 @@ func TestReceiptsWriterFailureKeepsOffsets(t *testing.T) {
 	// The first batch was never stored: nothing may be committed, even though the second batch was.
 	if len(marks) != 0 {
 		t.Fatalf("marks %v after a failed first batch", marks)
+	}
+}
+
+// TestReceiptsSkipsStoredReRead: when a session ends before its marks were committed (a broker restart), the group
+// reads acknowledged receipt records again. Their rows are stored already: they must not reach the engine again,
+// which would classify them as redeliveries and store a second row per receipt under another replay class.
+func TestReceiptsSkipsStoredReRead(t *testing.T) {
+	now := time.Now()
+	deps, sink, _ := newTestDeps(t, now)
+	p := &Receipts{pathDeps: deps}
+	r := func(off int64) instrument.Receipt {
+		return instrument.Receipt{Group: "g", Topic: "t", Partition: 0, Offset: off, ProcessedNs: now.UnixNano(), Host: "c"}
+	}
+	var marks []int64
+	mark := func(n int64) { marks = append(marks, n) }
+	first := kafka.Batch{Topic: "rc", Partition: 4, Generation: 1, Records: []kafka.Record{receiptRecord(t, 10, r(0)), receiptRecord(t, 11, r(1))}}
+	if err := p.HandleBatch(context.Background(), first, mark); err != nil {
+		t.Fatal(err)
+	}
+	sink.acks[0](nil) // stored; the mark of offset 12 is then lost with the session (never committed)
+	// The next generation re-reads from the last commit (10) and one new record (12).
+	again := kafka.Batch{Topic: "rc", Partition: 4, Generation: 2, Records: []kafka.Record{receiptRecord(t, 10, r(0)),
+		receiptRecord(t, 11, r(1)), receiptRecord(t, 12, r(2))}}
+	if err := p.HandleBatch(context.Background(), again, mark); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.rows) != 2 || len(sink.rows[1].Latency) != 1 {
+		t.Fatalf("second batch wrote %+v, want only the receipt of record 12", sink.rows[1:])
+	}
+	if row := sink.rows[1].Latency[0]; row.Offset != 2 || row.Class != store.ClassLive {
+		t.Fatalf("row %+v, want offset 2, live", row)
+	}
+	sink.acks[1](nil)
+	if !slices.Equal(marks, []int64{12, 13}) {
+		t.Fatalf("marks %v, want [12 13]", marks)
+	}
+	// Another partition of the receipts topic is not affected.
+	other := kafka.Batch{Topic: "rc", Partition: 5, Generation: 2, Records: []kafka.Record{receiptRecord(t, 10, r(3))}}
+	if err := p.HandleBatch(context.Background(), other, mark); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.rows) != 3 || len(sink.rows[2].Latency) != 1 {
+		t.Fatalf("partition 5 wrote %+v", sink.rows[2:])
 	}
 }
