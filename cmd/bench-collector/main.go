@@ -304,9 +304,9 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// writerConfig is the writer the pipeline runs with: 20k-row batches and at most 60k rows held, the settings
-// docs/collector.md recommends for a collector under ~300 MB (the store's defaults, 50k/200k, trade memory for
-// fewer inserts).
+// writerConfig is the writer the pipeline runs with: 50k-row batches (the raw insert's size) and at most 100k rows
+// held, the settings docs/collector.md gives for a collector under ~300 MB (the store's default of 200k held trades
+// memory for slack). 100k held is two batches: the one being sent and the next one, prepared during that send.
 var writerConfig = store.WriterConfig{BatchRows: 50000, MaxRows: 100000}
 
 // pipeline runs the collector's receipts path until ClickHouse acknowledged n rows.

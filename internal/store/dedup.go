@@ -10,20 +10,74 @@ import (
 // duplicates apart). Not safe for concurrent use: the Writer's mutex guards it.
 //
 // Keys are 64-bit maphash values; two different keys collide with probability about n/2^64 per lookup, which would
-// drop a row that is not a duplicate (≈ 1.4e-14 at n = 262144).
+// drop a row that is not a duplicate (≈ 1.4e-14 at n = 262144). The set is an open-addressing table with linear
+// probing at most half full (Knuth, TAOCP vol. 3, 6.4, algorithm L; deletion by backward shift, algorithm R): one
+// admit costs about one probe of the table plus one of the eviction, where a Go map of 262144 uint64 keys cost
+// three map operations, ~0.3 µs per row in the writer's profile.
 type dedupWindow struct {
-	seed maphash.Seed
-	ring []uint64 // insertion order, oldest at next once full
-	next int
-	full bool
-	set  map[uint64]struct{}
+	seed  maphash.Seed
+	ring  []uint64 // insertion order, oldest at next once full
+	next  int
+	full  bool
+	slots []uint64 // the set: 0 is an empty slot, keys are stored as slotKey(h)
+	mask  uint64   // len(slots) − 1, len(slots) a power of two ≥ 2n
 }
 
 func newDedupWindow(n int) *dedupWindow {
 	if n <= 0 {
 		return nil
 	}
-	return &dedupWindow{seed: maphash.MakeSeed(), ring: make([]uint64, n), set: make(map[uint64]struct{}, n)}
+	size := 2
+	for size < 2*n {
+		size <<= 1
+	}
+	return &dedupWindow{seed: maphash.MakeSeed(), ring: make([]uint64, n), slots: make([]uint64, size),
+		mask: uint64(size - 1)}
+}
+
+// slotKey maps a hash to a non-zero key (0 marks an empty slot); folding 0 into 1 adds a 2^-64 collision.
+func slotKey(h uint64) uint64 {
+	if h == 0 {
+		return 1
+	}
+	return h
+}
+
+// find returns the slot holding k, or the empty slot ending k's probe sequence.
+func (d *dedupWindow) find(k uint64) (i uint64, found bool) {
+	for i = k & d.mask; ; i = (i + 1) & d.mask {
+		switch d.slots[i] {
+		case k:
+			return i, true
+		case 0:
+			return i, false
+		}
+	}
+}
+
+// remove deletes k if present, shifting later entries of its cluster back so every probe sequence stays unbroken.
+func (d *dedupWindow) remove(k uint64) {
+	i, ok := d.find(k)
+	if !ok {
+		return
+	}
+	for j := i; ; {
+		d.slots[i] = 0
+		for {
+			j = (j + 1) & d.mask
+			if d.slots[j] == 0 {
+				return
+			}
+			// The entry at j may stay when its home slot h lies cyclically in (i, j]; else it moves to the hole at i.
+			h := d.slots[j] & d.mask
+			if (i < j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
+				continue
+			}
+			d.slots[i] = d.slots[j]
+			i = j
+			break
+		}
+	}
 }
 
 // admit reports whether h is new, and remembers it if so (evicting the oldest key once the window is full).
@@ -31,14 +85,17 @@ func (d *dedupWindow) admit(h uint64) bool {
 	if d == nil {
 		return true
 	}
-	if _, ok := d.set[h]; ok {
+	k := slotKey(h)
+	i, ok := d.find(k)
+	if ok {
 		return false
 	}
 	if d.full {
-		delete(d.set, d.ring[d.next])
+		d.remove(d.ring[d.next])
+		i, _ = d.find(k) // the eviction may have shifted k's cluster
 	}
-	d.ring[d.next] = h
-	d.set[h] = struct{}{}
+	d.slots[i] = k
+	d.ring[d.next] = k
 	d.next++
 	if d.next == len(d.ring) {
 		d.next, d.full = 0, true
@@ -50,7 +107,7 @@ func (d *dedupWindow) admit(h uint64) bool {
 // slot stays; evicting it later deletes nothing or, if h was admitted again meanwhile, ends that copy's memory early.
 func (d *dedupWindow) forget(h uint64) {
 	if d != nil {
-		delete(d.set, h)
+		d.remove(slotKey(h))
 	}
 }
 
