@@ -76,12 +76,12 @@ type Writer struct {
 	dedup           *dedupWindow
 	hasher          keyHasher
 	// free holds emptied row buffers of acknowledged batches (at most maxFree), so pending does not regrow from
-	// nothing, copying every row log2(BatchRows) times, for each batch.
+	// nothing, reallocating and copying its rows many times over, for each batch.
 	free []Rows
 }
 
-// maxFree is how many emptied row buffers the writer keeps: pending, the batch being prepared and the one being
-// sent are the most in use at once, and one spare covers the hand-over.
+// maxFree is how many emptied row buffers the writer keeps. At most three are in use (pending, the batch prepared
+// ahead and the one being sent), so in a steady flow every new pending buffer comes from the free list.
 const maxFree = 2
 
 // NewWriter returns a Writer inserting into s with s's Config().Writer settings, and starts its flush goroutine;
