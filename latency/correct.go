@@ -217,15 +217,12 @@ func correct(tl *timeline, pol policy, out *Result) {
 // untrusted returns the stages (bits of has) that span a flagged pair. A stage whose two ends one host stamped is
 // trusted unless the projection changed it: its offsets cancel, whatever their uncertainty.
 func untrusted(tl *timeline, c *[NumMoments]float64, bad uint8, first, end Moment, has uint8) uint8 {
-	ends := [NumStages][2]Moment{StageIngest: {Produce, first}, StageMirror: {SourceAppend, Append},
-		StageQueueWait: {Append, Receive}, StageProcessing: {Receive, end}, StageDelivery: {Append, end},
-		StageE2E: {Produce, end}}
 	var out uint8
 	for s := Stage(0); s < NumStages; s++ {
 		if has&(1<<s) == 0 {
 			continue
 		}
-		x, y := ends[s][0], ends[s][1]
+		x, y := stageEnds(s, first, end)
 		if tl.host[x] == tl.host[y] {
 			raw := (tl.obs[y] - tl.res[y].theta) - (tl.obs[x] - tl.res[x].theta)
 			if raw >= 0 && math.Abs((c[y]-c[x])-raw) <= 1e-9*math.Max(1, raw) {
@@ -234,12 +231,33 @@ func untrusted(tl *timeline, c *[NumMoments]float64, bad uint8, first, end Momen
 			out |= 1 << s
 			continue
 		}
-		if span := uint8(1)<<(y+1) - uint8(1)<<(x+1); bad&span != 0 {
+		if bad&spanBits(x, y) != 0 {
 			out |= 1 << s
 		}
 	}
 	return out
 }
+
+// stageEnds returns the moments a stage runs between; first is the first append (SourceAppend on a mirrored topic),
+// end is Processed or, commit-bounded, Commit.
+func stageEnds(s Stage, first, end Moment) (x, y Moment) {
+	switch s {
+	case StageIngest:
+		return Produce, first
+	case StageMirror:
+		return SourceAppend, Append
+	case StageQueueWait:
+		return Append, Receive
+	case StageProcessing:
+		return Receive, end
+	case StageDelivery:
+		return Append, end
+	}
+	return Produce, end
+}
+
+// spanBits returns the moments in (x, y] as bits: the pairs, named by their later moment, that a stage x → y spans.
+func spanBits(x, y Moment) uint8 { return uint8(1)<<(y+1) - uint8(1)<<(x+1) }
 
 // stageUnc is the uncertainty (ms) of the stage between moments a and b, of length stage ms. Stamped by two hosts,
 // it is the sum of their offset uncertainties (each is a hard bound, so the worst cases add). Stamped by one host,

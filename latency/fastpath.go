@@ -1,10 +1,15 @@
 package latency
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // prepareFast handles the common record in a straight line: produce, append, optionally receive, and processed
-// stamps, all valid and within bounds, on hosts that are the reference or have a settled two-sided estimate with no
-// step in view, whose corrected timeline is already monotone and whose uncertainties pass the flag policy. It then
+// stamps, all valid and within bounds, on hosts that are the reference or have a two-sided estimate with no step in
+// view, whose corrected timeline is already monotone and whose uncertainties pass the skew rules. A cross-clock pair
+// that only misses the warm-up target (an unsettled offset, docs/latency.md) is flagged FlagUnsettled here as the
+// general path would, so that a collector's first 30 s do not all take the slow path. It then
 // writes exactly what prepareGeneral would (TestFastPathMatchesGeneral holds it to that) and reports true; any other
 // record makes it report false, having written nothing the general path does not overwrite.
 //
@@ -15,27 +20,28 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 	if st[SourceAppend].Value != 0 || st[Commit].Value != 0 {
 		return false
 	}
-	p, tp, up, ok := fastStamp(hs, &st[Produce])
+	p, tp, up, nsp, ok := fastStamp(hs, &st[Produce])
 	if !ok {
 		return false
 	}
-	a, ta, ua, ok := fastStamp(hs, &st[Append])
+	a, ta, ua, nsa, ok := fastStamp(hs, &st[Append])
 	if !ok {
 		return false
 	}
-	c, tc, uc, ok := fastStamp(hs, &st[Processed])
+	c, tc, uc, nsc, ok := fastStamp(hs, &st[Processed])
 	// Bounds.Check for produce (before the append: old up to MaxAge, ahead up to MaxSkew) and processed (the reverse).
 	if !ok || p-a < -e.bounds.age || p-a > e.bounds.skew || c-a < -e.bounds.skew || c-a > e.bounds.age {
 		return false
 	}
 	cp, ca, cc := p-tp, a-ta, c-tc
 	ingest := ca - cp
-	if !e.fastPair(ingest, up, ua, st[Produce].Host == st[Append].Host) {
+	var bad uint8 // bit m: the pair ending at m missed the warm-up target
+	if !e.fastPair(ingest, up, ua, st[Produce].Host == st[Append].Host, nsp || nsa, Append, &bad) {
 		return false
 	}
 	if st[Receive].Value == 0 {
 		delivery := cc - ca
-		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host) {
+		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host, nsa || nsc, Processed, &bad) {
 			return false
 		}
 		*res = Result{} // cleared in place: a composite literal here is built aside and copied
@@ -43,16 +49,19 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		res.Has = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
 		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
 		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
+		if bad != 0 {
+			fastUntrusted(st, bad, Processed, res)
+		}
 		return true
 	}
-	v, tv, uv, ok := fastStamp(hs, &st[Receive])
+	v, tv, uv, nsv, ok := fastStamp(hs, &st[Receive])
 	if !ok || v-a < -e.bounds.skew || v-a > e.bounds.age {
 		return false
 	}
 	cv := v - tv
 	qw, pr := cv-ca, cc-cv
-	if !e.fastPair(qw, ua, uv, st[Append].Host == st[Receive].Host) ||
-		!e.fastPair(pr, uv, uc, st[Receive].Host == st[Processed].Host) {
+	if !e.fastPair(qw, ua, uv, st[Append].Host == st[Receive].Host, nsa || nsv, Receive, &bad) ||
+		!e.fastPair(pr, uv, uc, st[Receive].Host == st[Processed].Host, nsv || nsc, Processed, &bad) {
 		return false
 	}
 	delivery := qw + pr
@@ -62,48 +71,70 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 	res.Stages[StageIngest], res.Stages[StageQueueWait], res.Stages[StageProcessing] = ingest, qw, pr
 	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
 	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
+	if bad != 0 {
+		fastUntrusted(st, bad, Processed, res)
+	}
 	return true
 }
 
+// fastUntrusted flags a record whose pairs in bad missed the warm-up target, as correct and untrusted do for a
+// monotone timeline (no projection, so a one-host stage is always trusted).
+func fastUntrusted(st *[NumMoments]Stamp, bad uint8, end Moment, res *Result) {
+	res.Flags |= FlagUnsettled
+	for has := res.Has; has != 0; has &= has - 1 {
+		s := Stage(bits.TrailingZeros8(has))
+		x, y := stageEnds(s, Append, end)
+		if st[x].Host != st[y].Host && bad&spanBits(x, y) != 0 {
+			res.Untrusted |= 1 << s
+		}
+	}
+}
+
 // fastStamp converts and resolves one stamp for prepareFast: ms (with the half-millisecond of a ms stamp), the
-// offset and its uncertainty; ok is false for anything the general path must look at.
-func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, ok bool) {
+// offset and its uncertainty, and whether the offset has no drift fit yet (uns); ok is false for anything the general
+// path must look at.
+func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, uns, ok bool) {
 	if s.Value <= 0 || s.Unit > Nanos || s.Host < 0 || int(s.Host) >= len(hs) {
-		return 0, 0, 0, false
+		return 0, 0, 0, false, false
 	}
 	ms = float64(s.Value) * msPerUnit[s.Unit]
 	if !(ms >= minPlausibleMs && ms < maxPlausibleMs) {
-		return 0, 0, 0, false
+		return 0, 0, 0, false, false
 	}
 	if s.Unit == Millis {
 		ms += 0.5
 	}
 	if s.Host == RefHost {
-		return ms, 0, 0, true
+		return ms, 0, 0, false, true
 	}
 	sn := hs[s.Host].snap.Load()
-	if !sn.two.ok || sn.prev.ok || !sn.two.settled {
-		return 0, 0, 0, false
+	if !sn.two.ok || sn.prev.ok {
+		return 0, 0, 0, false, false
 	}
 	theta, unc = sn.two.at(ms)
 	if ms-theta > sn.suspectAt {
-		return 0, 0, 0, false
+		return 0, 0, 0, false, false
 	}
-	return ms, theta, unc, true
+	return ms, theta, unc, !sn.two.settled, true
 }
 
-// fastPair is correct's pair check for a stage that must pass without a flag: non-negative (monotone), and, across
-// two hosts, an uncertainty within max(floor, ratio × stage).
-func (e *Engine) fastPair(stage, ux, uy float64, sameHost bool) bool {
+// fastPair is checkPair for the pair ending at moment y of a monotone timeline that must not be skew-suspected: it
+// reports false when the stage is negative or, across two hosts, its uncertainty exceeds max(floor, ratio × stage)
+// (the general path decides those). A cross-host pair with an unsettled end (uns) whose uncertainty exceeds the
+// warm-up target max(2 ms, ratio × stage) passes with bit y set in *bad.
+func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, y Moment, bad *uint8) bool {
 	if stage < 0 {
 		return false
 	}
 	if sameHost {
 		return true
 	}
-	limit := e.pol.ratio * stage
+	u, limit := ux+uy, e.pol.ratio*stage
+	if uns && u > limit && u > unsettledFloorMs {
+		*bad |= 1 << y
+	}
 	if limit < e.pol.floorMs {
 		limit = e.pol.floorMs
 	}
-	return ux+uy <= limit
+	return u <= limit
 }
