@@ -32,8 +32,14 @@ func startPrivateKafka(t *testing.T) *privateKafka {
 	k := &privateKafka{t: t, brokers: []string{"127.0.0.1:" + strconv.Itoa(port)},
 		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+strconv.Itoa(port),
 			"TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller))}
-	t.Cleanup(func() { k.run("stop") })
+	t.Cleanup(func() {
+		at := time.Now()
+		k.run("stop")
+		t.Logf("private Kafka stopped in %v", time.Since(at).Round(time.Millisecond))
+	})
+	at := time.Now()
 	k.run("start", "--brokers", "1")
+	t.Logf("private Kafka on %s ready in %v", k.brokers[0], time.Since(at).Round(time.Millisecond))
 	return k
 }
 
@@ -70,7 +76,11 @@ func TestBrokerRestartResumes(t *testing.T) {
 	e := newEnvOn(t, k.brokers)
 	e.cfg.Probe.LossTimeout = 3 * time.Second
 	r := e.start(nil, nil)
-	t.Cleanup(func() { r.stop(t) })
+	t.Cleanup(func() {
+		at := time.Now()
+		r.stop(t)
+		t.Logf("collector stopped in %v", time.Since(at).Round(time.Millisecond))
+	})
 	second := e.createTopic("src2", 3, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	const n1, n2 = 300, 300
 	q := "SELECT count() FROM latency_events FINAL WHERE topic = ?"
@@ -88,6 +98,7 @@ func TestBrokerRestartResumes(t *testing.T) {
 		t.Fatal("no probe came back before the outage")
 	}
 
+	t.Logf("before the outage: %d receipts stored after %v", n1, time.Since(start).Round(time.Millisecond))
 	stopped := time.Now()
 	k.run("stop-node", "1") // TERM, then KILL after 20 s: a lone KRaft node's shutdown may take a while
 	down := time.Now()
@@ -101,6 +112,7 @@ func TestBrokerRestartResumes(t *testing.T) {
 	if got := e.waitCount(n2, 45*time.Second, q, second); got != n2 {
 		t.Fatalf("after the restart: %d rows of the second topic, want %d", got, n2)
 	}
+	t.Logf("after the restart: %d receipts stored %v after the broker was back", n2, time.Since(back).Round(time.Millisecond))
 	select {
 	case err := <-r.done:
 		t.Fatalf("collector stopped by itself: %v", err)
@@ -134,6 +146,11 @@ func TestBrokerRestartResumes(t *testing.T) {
 	if got := probes("lost", back.Add(slack), time.Now()); got != 0 {
 		t.Errorf("%d probes sent after the broker was back counted lost", got)
 	}
+	// And the outage itself is seen: probes sent while the broker shut down (it takes over a second) never came back
+	// within the loss timeout.
 	lost, ok := probes("lost", stopped.Add(-slack), back.Add(slack)), probes("ok", start, time.Now())
+	if lost == 0 {
+		t.Errorf("no probe counted lost for an outage of %v", back.Sub(stopped).Round(time.Second))
+	}
 	t.Logf("probes: %d lost in the outage window, %d ok over the run", lost, ok)
 }
