@@ -68,6 +68,12 @@ func newLogger(c logConfig, w *os.File) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// metricsHandler serves reg's metrics. OpenMetrics is negotiated when the scraper asks for it (Prometheus does),
+// because only that format carries exemplars: the trace ids on tidemark_e2e_latency_seconds.
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
+}
+
 // run wires and runs everything until ctx ends. Start order is "things taking requests before things sending
 // requests": store and writer, HTTP, then the collector and the lag exporter. Stop order is the reverse: consumers
 // stop (each path drains its rows into the writer and commits), the lag exporter stops, the writer flushes and
@@ -115,7 +121,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", metricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
