@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 // TestCollectorMetricsDocAgrees: docs/metrics.md's collector table lists exactly the metric families NewMetrics
-// registers, with their types.
+// registers, with their types, and promlint finds nothing wrong with their names, units and help.
 func TestCollectorMetricsDocAgrees(t *testing.T) {
 	b, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
@@ -46,6 +47,13 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 	var got []string
 	for _, mf := range mfs {
