@@ -27,6 +27,9 @@ func (r *Reader) ClockOffsets(ctx context.Context, q ClockOffsetQuery) ([]ClockO
 	if err := q.Window.validate(); err != nil {
 		return nil, err
 	}
+	if err := validateValues("host", q.Hosts); err != nil {
+		return nil, err
+	}
 	var wh where
 	wh.timeRange("at", q.Window.From, q.Window.To)
 	wh.in("host", q.Hosts)

@@ -178,8 +178,9 @@ func validateLevels(levels []float64) error {
 		return fmt.Errorf("%d percentiles: want 1 to %d: %w", len(levels), MaxLevels, ErrBadInput)
 	}
 	for _, l := range levels {
-		if !(l > 0 && l < 1) {
-			return fmt.Errorf("percentile %v: want a fraction in (0, 1): %w", l, ErrBadInput)
+		// NaN fails both comparisons; the range also keeps levelsLiteral's text short (no 300-digit subnormals).
+		if !(l >= MinLevel && l <= MaxLevel) {
+			return fmt.Errorf("percentile %v: want a fraction in [%v, %v]: %w", l, MinLevel, MaxLevel, ErrBadInput)
 		}
 	}
 	return nil
@@ -188,11 +189,68 @@ func validateLevels(levels []float64) error {
 // MaxLevels is the most percentile levels one query may ask for.
 const MaxLevels = 10
 
+// MinLevel and MaxLevel bound a percentile level (a fraction): p0.001 to p99.999. Finer levels are beyond what a
+// t-digest of a bucket's samples resolves, and a level such as 5e-324 would be written into the SQL as 300 digits,
+// which ClickHouse rejects as a syntax error.
+const (
+	MinLevel = 0.00001
+	MaxLevel = 0.99999
+)
+
+// MinThresholdMs and MaxThresholdMs bound an SLO latency threshold in milliseconds: a microsecond to a week.
+// clickhouse-go renders a bound float with strconv's 'g' format, so a subnormal such as 5e-324 reaches ClickHouse as
+// a literal it cannot parse; latencies are stored as whole milliseconds, so finer or larger thresholds mean nothing.
+const (
+	MinThresholdMs = 0.001
+	MaxThresholdMs = 7 * 24 * 3600 * 1000.0
+)
+
+func validateThreshold(ms float64) error {
+	if !(ms >= MinThresholdMs && ms <= MaxThresholdMs) {
+		return fmt.Errorf("SLO threshold %v ms: want %v to %v ms: %w", ms, MinThresholdMs, MaxThresholdMs, ErrBadInput)
+	}
+	return nil
+}
+
+// MaxFilterValues is the most names one filter (topics, groups or hosts) may hold, and MaxFilterBytes the most bytes
+// their names may total. clickhouse-go writes bound arrays into the query text, which ClickHouse caps at
+// max_query_size (256 KiB by default): three filters at these limits, every byte escaped, stay well under it.
+const (
+	MaxFilterValues = 1000
+	MaxFilterBytes  = 32 << 10
+)
+
+// validateValues checks one filter's names against MaxFilterValues and MaxFilterBytes; what names the filter is for
+// the error.
+func validateValues(what string, values []string) error {
+	if len(values) > MaxFilterValues {
+		return fmt.Errorf("%s filter of %d names: at most %d: %w", what, len(values), MaxFilterValues, ErrBadInput)
+	}
+	n := 0
+	for _, v := range values {
+		n += len(v)
+	}
+	if n > MaxFilterBytes {
+		return fmt.Errorf("%s filter of %d bytes: at most %d: %w", what, n, MaxFilterBytes, ErrBadInput)
+	}
+	return nil
+}
+
+func (f Filter) validate() error {
+	if err := validateValues("topic", f.Topics); err != nil {
+		return err
+	}
+	if err := validateValues("group", f.Groups); err != nil {
+		return err
+	}
+	return validateValues("host", f.Hosts)
+}
+
 // levelsLiteral renders validated levels as the literal parameter list of a quantiles function, e.g. "0.5, 0.99".
 // It is the one place a user's value reaches the SQL text other than through a placeholder: ClickHouse requires an
 // aggregate function's parameters to be literals ("Parameters to aggregate functions must be literals"), and
 // clickhouse-go binds a float as cast(x, 'Float64'). What is written is not the user's text but the shortest decimal
-// rendering of a float64 that validateLevels has checked to lie in (0, 1), so it only ever holds digits and one '.'
+// rendering of a float64 that validateLevels has checked to lie in [MinLevel, MaxLevel], so it only ever holds digits and one '.'
 // (strconv 'f' format never writes an exponent).
 func levelsLiteral(levels []float64) string {
 	parts := make([]string, len(levels))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,7 +100,7 @@ func TestLevelsLiteral(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	only := regexp.MustCompile(`^[0-9., ]+$`)
-	for _, l := range []float64{math.Nextafter(0, 1), math.Nextafter(1, 0), 0.123456789} {
+	for _, l := range []float64{MinLevel, MaxLevel, 0.123456789} {
 		if err := validateLevels([]float64{l}); err != nil {
 			t.Fatal(err)
 		}
@@ -107,9 +108,58 @@ func TestLevelsLiteral(t *testing.T) {
 			t.Fatalf("%v renders as %q", l, s)
 		}
 	}
-	for _, bad := range [][]float64{{0}, {1}, {math.NaN()}, {math.Inf(1)}, {-0.5}, {}, make([]float64, MaxLevels+1)} {
-		if err := validateLevels(bad); !errors.Is(err, ErrBadInput) {
-			t.Errorf("%v: got %v, want ErrBadInput", bad, err)
+}
+
+// TestValidateInputs has one row per rule a value must pass before it reaches the SQL text.
+func TestValidateInputs(t *testing.T) {
+	names := func(n, size int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = strings.Repeat("'", size) // the worst case: every byte escaped when bound
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		err  error // nil: accepted
+	}{
+		{"no levels", validateLevels(nil)},
+		{"too many levels", validateLevels(make([]float64, MaxLevels+1))},
+		{"level 0", validateLevels([]float64{0})},
+		{"level 1", validateLevels([]float64{1})},
+		{"negative level", validateLevels([]float64{-0.5})},
+		{"NaN level", validateLevels([]float64{math.NaN()})},
+		{"infinite level", validateLevels([]float64{math.Inf(1)})},
+		// the smallest subnormal rendered 'f' is 326 characters, which ClickHouse 18.16 reports as a syntax error
+		{"subnormal level", validateLevels([]float64{5e-324})},
+		{"level just under MinLevel", validateLevels([]float64{math.Nextafter(MinLevel, 0)})},
+		{"level just over MaxLevel", validateLevels([]float64{math.Nextafter(MaxLevel, 1)})},
+		{"zero threshold", validateThreshold(0)},
+		{"NaN threshold", validateThreshold(math.NaN())},
+		{"infinite threshold", validateThreshold(math.Inf(1))},
+		// clickhouse-go binds it as cast(5e-324, 'Float64'), which ClickHouse 18.16 cannot parse
+		{"subnormal threshold", validateThreshold(5e-324)},
+		{"threshold over a week", validateThreshold(math.Nextafter(MaxThresholdMs, math.Inf(1)))},
+		// a filter of 100,001 names came back as "Max query size exceeded" (a 502) before this bound
+		{"too many names", validateValues("group", names(MaxFilterValues+1, 1))},
+		{"names too long in total", validateValues("group", names(MaxFilterBytes/255+1, 255))},
+		{"filter over the bound in hosts", Filter{Hosts: names(MaxFilterValues+1, 1)}.validate()},
+	} {
+		if !errors.Is(tc.err, ErrBadInput) {
+			t.Errorf("%s: got %v, want ErrBadInput", tc.name, tc.err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"levels at the bounds", validateLevels([]float64{MinLevel, MaxLevel})},
+		{"thresholds at the bounds", errors.Join(validateThreshold(MinThresholdMs), validateThreshold(MaxThresholdMs))},
+		{"filter at the name bound", validateValues("topic", names(MaxFilterValues, 32))},
+		{"filter at the byte bound", validateValues("topic", []string{strings.Repeat("a", MaxFilterBytes)})},
+	} {
+		if tc.err != nil {
+			t.Errorf("%s: %v", tc.name, tc.err)
 		}
 	}
 }

@@ -30,6 +30,9 @@ func (r *Reader) ConsumerLag(ctx context.Context, q LagQuery) ([]LagPoint, error
 	if err := q.Window.validate(); err != nil {
 		return nil, err
 	}
+	if err := q.Filter.validate(); err != nil {
+		return nil, err
+	}
 	var key string
 	switch q.GroupBy {
 	case DimNone, "":

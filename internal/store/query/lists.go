@@ -29,6 +29,9 @@ const MaxList = 10000
 // List returns the sorted distinct names of q.Kind seen in the rollups and lag snapshots (topics, groups) or the
 // rollups and clock offsets (hosts) since q.Since.
 func (r *Reader) List(ctx context.Context, q ListQuery) ([]string, error) {
+	if err := q.Filter.validate(); err != nil {
+		return nil, err
+	}
 	var col string
 	switch q.Kind {
 	case ListTopics:

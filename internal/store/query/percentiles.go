@@ -42,6 +42,9 @@ func (r *Reader) StagePercentiles(ctx context.Context, q PercentileQuery) (Perce
 	if err != nil {
 		return PercentileResult{}, err
 	}
+	if err := q.Filter.validate(); err != nil {
+		return PercentileResult{}, err
+	}
 	if err := validateLevels(q.Levels); err != nil {
 		return PercentileResult{}, err
 	}
@@ -108,6 +111,9 @@ type DistributionSeries struct {
 func (r *Reader) Distribution(ctx context.Context, q DistributionQuery) (Source, []DistributionSeries, error) {
 	sp, err := q.Stage.spec()
 	if err != nil {
+		return "", nil, err
+	}
+	if err := q.Filter.validate(); err != nil {
 		return "", nil, err
 	}
 	src, w, err := plan(q.Window, q.Source, q.IncludeReplays)

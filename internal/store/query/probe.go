@@ -30,6 +30,9 @@ func (r *Reader) ProbeHealth(ctx context.Context, q ProbeQuery) ([]ProbePoint, e
 	if err := q.Window.validate(); err != nil {
 		return nil, err
 	}
+	if err := validateValues("broker", q.Brokers); err != nil {
+		return nil, err
+	}
 	for _, b := range q.Brokers {
 		if _, err := strconv.ParseInt(b, 10, 32); err != nil {
 			return nil, fmt.Errorf("broker filter %q: want a broker id (an integer): %w", b, ErrBadInput)

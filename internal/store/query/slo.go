@@ -31,8 +31,11 @@ func (r *Reader) SLO(ctx context.Context, q SLOQuery) ([]SLOPoint, error) {
 	if err := q.Window.validate(); err != nil {
 		return nil, err
 	}
-	if !(q.ThresholdMs > 0) {
-		return nil, fmt.Errorf("SLO threshold %v ms: must be positive: %w", q.ThresholdMs, ErrBadInput)
+	if err := validateThreshold(q.ThresholdMs); err != nil {
+		return nil, err
+	}
+	if err := q.Filter.validate(); err != nil {
+		return nil, err
 	}
 	sp := stages[StageE2E]
 	key, err := latencyKey(q.GroupBy, SourceRaw, sp)

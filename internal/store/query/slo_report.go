@@ -71,8 +71,11 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 			return nil, fmt.Errorf("burn-rate window %s: must be at least 1s: %w", w, ErrBadInput)
 		}
 	}
-	if !(q.ThresholdMs > 0) {
-		return nil, fmt.Errorf("SLO threshold %v ms: must be positive: %w", q.ThresholdMs, ErrBadInput)
+	if err := validateThreshold(q.ThresholdMs); err != nil {
+		return nil, err
+	}
+	if err := q.Filter.validate(); err != nil {
+		return nil, err
 	}
 	sp := stages[StageE2E]
 	end := q.End.Unix()

@@ -41,6 +41,9 @@ func (r *Reader) Slowest(ctx context.Context, q SlowestQuery) ([]Message, error)
 	if err := (Window{From: q.Window.From, To: q.Window.To, Step: time.Second}).validate(); err != nil {
 		return nil, err
 	}
+	if err := q.Filter.validate(); err != nil {
+		return nil, err
+	}
 	if q.Limit < 1 || q.Limit > MaxSlowest {
 		return nil, fmt.Errorf("limit %d: want 1 to %d: %w", q.Limit, MaxSlowest, ErrBadInput)
 	}
