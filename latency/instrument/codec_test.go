@@ -2,8 +2,10 @@ package instrument
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,9 +111,9 @@ func fullReceipt() Receipt {
 }
 
 func TestReceiptRoundTrip(t *testing.T) {
-	minimal := Receipt{Group: "g", Topic: "t", Partition: 0, Offset: 0, ProcessedNs: 1}
+	minimal := Receipt{Group: "g", Topic: "t", Partition: 0, Offset: 0, ProcessedNs: 1, Host: "c"}
 	// A -1 record timestamp (NO_TIMESTAMP) must survive as -1: judging it is the latency engine's job.
-	sentinel := Receipt{Group: "g", Topic: "legacy", Offset: 10, RecordTimestampMs: -1, HasRecordTimestamp: true, ProcessedNs: 5}
+	sentinel := Receipt{Group: "g", Topic: "legacy", Offset: 10, RecordTimestampMs: -1, HasRecordTimestamp: true, ProcessedNs: 5, Host: "c"}
 	for _, in := range []Receipt{fullReceipt(), minimal, sentinel} {
 		b, err := in.MarshalBinary()
 		if err != nil {
@@ -162,7 +164,7 @@ func TestReceiptRejects(t *testing.T) {
 }
 
 func TestReceiptBatch(t *testing.T) {
-	rs := []Receipt{fullReceipt(), {Group: "g", Topic: "t", Offset: 3, ProcessedNs: 9}}
+	rs := []Receipt{fullReceipt(), {Group: "g", Topic: "t", Offset: 3, ProcessedNs: 9, Host: "c"}}
 	b, err := AppendReceiptBatch(nil, rs)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +222,7 @@ func FuzzProduceHeader(f *testing.F) {
 }
 
 func FuzzReceiptBatch(f *testing.F) {
-	b, _ := AppendReceiptBatch(nil, []Receipt{fullReceipt(), {Group: "g", Topic: "t", ProcessedNs: 1}})
+	b, _ := AppendReceiptBatch(nil, []Receipt{fullReceipt(), {Group: "g", Topic: "t", ProcessedNs: 1, Host: "c"}})
 	f.Add(b)
 	f.Add([]byte{1, 1, 3, 1, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -243,4 +245,145 @@ func FuzzReceiptBatch(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n in %x\nout %x", data, again)
 		}
 	})
+}
+
+// TestReceiptValidity covers Receipt.Validate, one row per rule of docs/instrumentation.md ("Receipt validity"): the
+// bytes follow the v1 layout, yet no real consumer writes them, so the decoder refuses them (and the collector
+// dead-letters the batch) with an error naming the field, and the encoder refuses the same value.
+func TestReceiptValidity(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(r *Receipt)
+		field string // substring the error must contain; "" means the receipt is valid
+	}{
+		// Defect 3: these decoded and were stored as live rows.
+		{"offset -1", func(r *Receipt) { r.Offset = -1 }, "offset -1"},
+		{"partition -1", func(r *Receipt) { r.Partition = -1 }, "partition -1"},
+		{"empty group", func(r *Receipt) { r.Group = "" }, "group"},
+		{"empty topic", func(r *Receipt) { r.Topic = "" }, "topic"},
+		// Kafka refuses topic names over 249 characters; 250 cannot name a real record.
+		{"topic over Kafka's limit", func(r *Receipt) { r.Topic = strings.Repeat("t", 250) }, "topic is 250 bytes"},
+		{"topic at Kafka's limit", func(r *Receipt) { r.Topic = strings.Repeat("t", 249) }, ""},
+		// The consumer helper refuses an empty host id; the collector keys clock estimates by it.
+		{"empty host id", func(r *Receipt) { r.Host = "" }, "host id is empty"},
+		{"255-byte host id", func(r *Receipt) { r.Host = strings.Repeat("h", 255) }, ""},
+		// Done always stamps processed from the clock; 0 or before 1970 is no clock reading.
+		{"processed 0", func(r *Receipt) { r.ProcessedNs = 0 }, "processed stamp 0"},
+		{"processed negative", func(r *Receipt) { r.ProcessedNs = -5 }, "processed stamp -5"},
+		{"receive negative", func(r *Receipt) { r.ReceiveNs = -1 }, "receive stamp -1"},
+		// The consumer drops a produce-time header with a stamp ≤ 0 (counted as a bad header).
+		{"produce negative", func(r *Receipt) { r.ProduceNs = -1 }, "produce stamp -1"},
+		// -1 is Kafka's NO_TIMESTAMP and is kept for the engine to judge; -2 is not a Kafka value.
+		{"record timestamp -1 kept", func(r *Receipt) { r.RecordTimestampMs = -1 }, ""},
+		{"record timestamp -2", func(r *Receipt) { r.RecordTimestampMs = -2 }, "record timestamp -2"},
+		// Implausible but well-formed stamps are the latency engine's to flag, not the decoder's.
+		{"stamp in year 2262 kept", func(r *Receipt) { r.ProcessedNs = 1<<63 - 1 }, ""},
+		{"produce after processed kept", func(r *Receipt) { r.ProduceNs = r.ProcessedNs + int64(time.Hour) }, ""},
+		// Offsets beyond a day would overflow the engine's corrections; the helpers send them as invalid instead.
+		{"consumer offset over 24h", func(r *Receipt) { r.Clock.Offset = MaxClockOffset + 1 }, "consumer clock offset"},
+		{"consumer offset under -24h", func(r *Receipt) { r.Clock.Offset = -MaxClockOffset - 1 }, "consumer clock offset"},
+		{"producer offset at 24h kept", func(r *Receipt) { r.ProduceClock.Offset = -MaxClockOffset }, ""},
+		{"producer offset int64 min", func(r *Receipt) { r.ProduceClock.Offset = -1 << 63 }, "producer clock offset"},
+		// The consumer copies producer host and offset only from a decoded produce-time header, with its stamp.
+		{"producer host without stamp", func(r *Receipt) { r.ProduceNs, r.ProduceClock = 0, ClockOffset{} }, "producer host id"},
+		{"producer offset without stamp", func(r *Receipt) { r.ProduceNs, r.ProduceHost = 0, "" }, "producer clock offset without"},
+		// W3C Trace Context forbids all-zero ids; TraceParent never returns them.
+		{"zero trace id", func(r *Receipt) { r.TraceID = [16]byte{} }, "trace id"},
+		{"zero span id", func(r *Receipt) { r.SpanID = [8]byte{} }, "span id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fullReceipt()
+			tc.edit(&r)
+			var got Receipt
+			err := got.UnmarshalBinary(r.appendUnchecked(nil))
+			_, encErr := r.MarshalBinary()
+			if tc.field == "" {
+				if err != nil || encErr != nil || got != r {
+					t.Fatalf("valid receipt: decode %v, encode %v, got %+v", err, encErr, got)
+				}
+				return
+			}
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("decode error %v, want ErrMalformed naming %q", err, tc.field)
+			}
+			if !errors.Is(encErr, ErrMalformed) {
+				t.Fatalf("encode error %v, want ErrMalformed", encErr)
+			}
+			// A batch holding it is refused whole: the collector dead-letters it.
+			ok := fullReceipt()
+			batch := append([]byte{ReceiptBatchVersion, 2}, byte(len(ok.appendUnchecked(nil))))
+			batch = ok.appendUnchecked(batch)
+			bad := r.appendUnchecked(nil)
+			batch = binary.AppendUvarint(batch, uint64(len(bad)))
+			if rs, err := DecodeReceiptBatch(nil, append(batch, bad...)); !errors.Is(err, ErrMalformed) || len(rs) != 0 {
+				t.Fatalf("batch: %d receipts, error %v", len(rs), err)
+			}
+		})
+	}
+	// The wire cannot carry a negative uncertainty (uint32 µs): the encoder refuses one instead of claiming 0.
+	r := fullReceipt()
+	r.Clock.Uncertainty = -time.Microsecond
+	if _, err := r.MarshalBinary(); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "uncertainty") {
+		t.Fatalf("negative uncertainty: %v", err)
+	}
+}
+
+func TestProduceHeaderOffsetBound(t *testing.T) {
+	h := ProduceHeader{Time: time.Unix(1795953600, 0), Host: "p", Offset: ClockOffset{Offset: MaxClockOffset, Valid: true}}
+	b, err := h.MarshalBinary()
+	if err != nil {
+		t.Fatalf("offset at the bound: %v", err)
+	}
+	// Patch the offset to one past +24 h: the layout is fine, the value is not.
+	binary.BigEndian.PutUint64(b[11:19], uint64(MaxClockOffset+1))
+	var got ProduceHeader
+	if err := got.UnmarshalBinary(b); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "clock offset") {
+		t.Fatalf("offset past the bound: %v", err)
+	}
+	h.Offset.Offset = -MaxClockOffset - 1
+	if _, err := h.MarshalBinary(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("encode offset past the bound: %v", err)
+	}
+	h.Offset = ClockOffset{Uncertainty: -1, Valid: true}
+	if _, err := h.MarshalBinary(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("encode negative uncertainty: %v", err)
+	}
+}
+
+func TestTraceParent(t *testing.T) {
+	const good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	tests := []struct {
+		name string
+		in   string
+		want error // nil: parses
+	}{
+		{"valid", good, nil},
+		{"absent", "", ErrNoTraceParent},
+		{"not hex", "00-4bf92f3577b34da6a3ce929d0e0e47zz-00f067aa0ba902b7-01", ErrMalformedTraceParent},
+		{"short trace id", "00-4bf92f3577b34da6a3ce929d0e0e47-00f067aa0ba902b7-01", ErrMalformedTraceParent},
+		{"long span id", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b700-01", ErrMalformedTraceParent},
+		{"zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", ErrMalformedTraceParent},
+		{"zero span id", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", ErrMalformedTraceParent},
+		// Version ff is forbidden by W3C Trace Context §3.2.2.1.
+		{"version ff", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ErrMalformedTraceParent},
+		{"garbage", "hello", ErrMalformedTraceParent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tid, sid, err := TraceParent([]byte(tc.in))
+			if tc.want == nil {
+				if err != nil || hex.EncodeToString(tid[:]) != good[3:35] || hex.EncodeToString(sid[:]) != good[36:52] {
+					t.Fatalf("got %x %x %v", tid, sid, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			if _, _, ok := ParseTraceParent([]byte(tc.in)); ok {
+				t.Fatal("ParseTraceParent accepted it")
+			}
+		})
+	}
 }

@@ -32,7 +32,8 @@ type ConsumerStats struct {
 	Done           uint64 // Done calls
 	ReceiveMissing uint64 // Done for a record with no receive stamp kept (not Received, or MaxPending was full)
 	PendingFull    uint64 // receive stamps not kept because MaxPending was reached
-	BadHeaders     uint64 // produce-time headers that did not decode; the receipt is sent without a produce stamp
+	BadHeaders     uint64 // produce-time headers that did not decode or held a stamp ≤ 0; the receipt has no produce stamp
+	BadTraceParent uint64 // traceparent headers that were present but malformed; the receipt has no trace context
 	EmitDropped    uint64 // receipts the emitter refused (its queue was full)
 	PendingRecords int    // receive stamps held now
 }
@@ -55,7 +56,7 @@ type Consumer struct {
 	mu      sync.Mutex
 	pending map[recordKey]int64
 
-	done, receiveMissing, pendingFull, badHeaders, emitDropped atomic.Uint64
+	done, receiveMissing, pendingFull, badHeaders, badTraceParent, emitDropped atomic.Uint64
 }
 
 var _ sarama.ConsumerInterceptor = (*Consumer)(nil)
@@ -119,16 +120,18 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 		TimestampType: c.cfg.TimestampTypes[msg.Topic],
 		ReceiveNs:     recv, ProcessedNs: processed, Host: c.cfg.Host,
 	}
-	if !msg.Timestamp.IsZero() {
-		r.RecordTimestampMs = msg.Timestamp.UnixMilli()
+	// Kafka's -1 (NO_TIMESTAMP) is reported as is; any other negative value is not a timestamp and the receipt
+	// would be refused (Receipt.Validate), so it is reported as unread.
+	if ms := msg.Timestamp.UnixMilli(); !msg.Timestamp.IsZero() && ms >= -1 {
+		r.RecordTimestampMs = ms
 		r.HasRecordTimestamp = true
 	}
 	if c.cfg.Offsets != nil {
-		r.Clock = c.cfg.Offsets.ClockOffset()
+		r.Clock = c.cfg.Offsets.ClockOffset().sane()
 	}
 	if v := header(msg.Headers, HeaderProduceTime); v != nil {
 		var h ProduceHeader
-		if err := h.UnmarshalBinary(v); err != nil || h.Time.UnixNano() == 0 {
+		if err := h.UnmarshalBinary(v); err != nil || h.Time.UnixNano() <= 0 {
 			c.badHeaders.Add(1)
 		} else {
 			r.ProduceNs = h.Time.UnixNano()
@@ -136,7 +139,12 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 			r.ProduceClock = h.Offset
 		}
 	}
-	r.TraceID, r.SpanID, r.HasTrace = TraceFromHeaders(msg.Headers)
+	var err error
+	r.TraceID, r.SpanID, err = TraceParent(header(msg.Headers, HeaderTraceParent))
+	r.HasTrace = err == nil
+	if errors.Is(err, ErrMalformedTraceParent) {
+		c.badTraceParent.Add(1)
+	}
 	if !c.emit.Emit(r) {
 		c.emitDropped.Add(1)
 	}
@@ -161,6 +169,6 @@ func (c *Consumer) Stats() ConsumerStats {
 	c.mu.Unlock()
 	return ConsumerStats{
 		Done: c.done.Load(), ReceiveMissing: c.receiveMissing.Load(), PendingFull: c.pendingFull.Load(),
-		BadHeaders: c.badHeaders.Load(), EmitDropped: c.emitDropped.Load(), PendingRecords: n,
+		BadHeaders: c.badHeaders.Load(), BadTraceParent: c.badTraceParent.Load(), EmitDropped: c.emitDropped.Load(), PendingRecords: n,
 	}
 }

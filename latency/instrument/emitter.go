@@ -174,7 +174,8 @@ func (e *Emitter) batchLoop() {
 func (e *Emitter) send(k partKey, rs []Receipt) {
 	v, err := AppendReceiptBatch(nil, rs)
 	if err != nil {
-		// Only a string over 255 bytes gets here; encode the receipts one by one so only the bad ones are lost.
+		// Only a receipt failing Receipt.Validate gets here (a string over 255 bytes, an empty group, a negative offset, a
+		// hand-built value); encode the receipts one by one so only the bad ones are lost.
 		for i := range rs {
 			if one, err := AppendReceiptBatch(nil, rs[i:i+1]); err == nil {
 				e.produce(k, one, 1)

@@ -76,7 +76,8 @@ type ProduceHeader struct {
 	Offset ClockOffset
 }
 
-// MarshalBinary encodes h in the v1 layout. It fails when the host id is longer than 255 bytes or the unit is unknown.
+// MarshalBinary encodes h in the v1 layout. It fails when the host id is longer than 255 bytes, the unit is unknown or
+// a valid Offset is beyond ±MaxClockOffset or has a negative uncertainty.
 func (h ProduceHeader) MarshalBinary() ([]byte, error) {
 	return h.AppendBinary(make([]byte, 0, 32+len(h.Host)))
 }
@@ -94,6 +95,9 @@ func (h ProduceHeader) AppendBinary(b []byte) ([]byte, error) {
 	if err := checkStr("host id", h.Host); err != nil {
 		return nil, fmt.Errorf("encode produce header: %w", err)
 	}
+	if err := h.Offset.check("clock"); err != nil {
+		return nil, fmt.Errorf("encode produce header: %w", err)
+	}
 	b = append(b, ProduceHeaderVersion, byte(unit))
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixNano()/int64(d)))
 	var flags byte
@@ -108,8 +112,9 @@ func (h ProduceHeader) AppendBinary(b []byte) ([]byte, error) {
 }
 
 // UnmarshalBinary decodes the v1 layout. Errors wrap ErrUnsupportedVersion for another version byte and ErrMalformed
-// for anything else that does not follow the layout. Stamps are not judged here (a -1 or absurd stamp decodes fine);
-// validity is the latency engine's decision.
+// for anything else that does not follow the layout, including a clock offset beyond ±MaxClockOffset. Stamps are not
+// judged here (a -1 or absurd stamp decodes fine); the consumer drops a stamp ≤ 0 and the latency engine judges the
+// rest.
 func (h *ProduceHeader) UnmarshalBinary(data []byte) error {
 	r := reader{b: data, what: "produce header"}
 	v := r.u8("version")
@@ -132,6 +137,9 @@ func (h *ProduceHeader) UnmarshalBinary(data []byte) error {
 	host := r.str("host id")
 	if err := r.end(); err != nil {
 		return err
+	}
+	if err := off.check("clock"); err != nil {
+		return fmt.Errorf("decode produce header: %w", err)
 	}
 	*h = ProduceHeader{Time: fromUnits(stamp, unit), Unit: unit, Host: host, Offset: off}
 	return nil

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 
@@ -60,7 +61,7 @@ func (p *ProducerInterceptor) OnSend(msg *sarama.ProducerMessage) {
 	if c.Get(HeaderProduceTime) == "" {
 		h := ProduceHeader{Time: p.cfg.Clock.now(), Unit: p.cfg.Unit, Host: p.cfg.Host}
 		if p.cfg.Offsets != nil {
-			h.Offset = p.cfg.Offsets.ClockOffset()
+			h.Offset = p.cfg.Offsets.ClockOffset().sane()
 		}
 		v, err := h.MarshalBinary()
 		if err != nil {
@@ -102,28 +103,32 @@ func newRootSpanContext() trace.SpanContext {
 }
 
 // TraceFromHeaders extracts the W3C trace context from consumed record headers. ok is false when there is none or it
-// is invalid.
+// is malformed; use [TraceParent] to tell the two apart.
 func TraceFromHeaders(hs []*sarama.RecordHeader) (traceID [16]byte, spanID [8]byte, ok bool) {
-	if header(hs, HeaderTraceParent) == nil {
-		return traceID, spanID, false
-	}
-	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), consumerCarrier(hs)))
-	if !sc.IsValid() {
-		return traceID, spanID, false
-	}
-	return sc.TraceID(), sc.SpanID(), true
+	traceID, spanID, err := TraceParent(header(hs, HeaderTraceParent))
+	return traceID, spanID, err == nil
 }
 
 // ParseTraceParent parses a W3C traceparent header value through OpenTelemetry's propagator. ok is false when v is
-// empty or not a valid traceparent.
+// empty or not a valid traceparent; use [TraceParent] to tell the two apart.
 func ParseTraceParent(v []byte) (traceID [16]byte, spanID [8]byte, ok bool) {
+	traceID, spanID, err := TraceParent(v)
+	return traceID, spanID, err == nil
+}
+
+// TraceParent parses a W3C traceparent header value (W3C Trace Context §3.2) through OpenTelemetry's propagator.
+// An empty or nil v (no header, or an empty value) returns [ErrNoTraceParent]; a value that is present but not a
+// valid traceparent (wrong field lengths, non-hex, version ff, all-zero trace or span id) returns an error wrapping
+// [ErrMalformedTraceParent] that quotes the value (at most 64 bytes of it). Callers count the second and ignore the
+// first.
+func TraceParent(v []byte) (traceID [16]byte, spanID [8]byte, err error) {
 	if len(v) == 0 {
-		return traceID, spanID, false
+		return traceID, spanID, ErrNoTraceParent
 	}
 	carrier := propagation.MapCarrier{HeaderTraceParent: string(v)}
 	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 	if !sc.IsValid() {
-		return traceID, spanID, false
+		return traceID, spanID, fmt.Errorf("traceparent %q: %w", v[:min(len(v), 64)], ErrMalformedTraceParent)
 	}
-	return sc.TraceID(), sc.SpanID(), true
+	return sc.TraceID(), sc.SpanID(), nil
 }

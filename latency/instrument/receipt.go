@@ -93,15 +93,77 @@ type Receipt struct {
 // Processed returns the processed stamp as a time.
 func (r *Receipt) Processed() time.Time { return time.Unix(0, r.ProcessedNs) }
 
-// AppendBinary appends the v1 encoding of r to b. It fails only when a string is longer than 255 bytes.
-func (r *Receipt) AppendBinary(b []byte) ([]byte, error) {
+// MaxTopicLen is Kafka's limit on a topic name (249 characters, kafka.common.internals.Topic); a receipt naming a
+// longer topic cannot describe a real record.
+const MaxTopicLen = 249
+
+// Validate reports whether r holds only values a real consumer can produce (docs/instrumentation.md, "Receipt
+// validity"). The error names the first offending field and wraps ErrMalformed. The encoder and the decoder both
+// apply it, so a receipt that encodes decodes, and a receipt that fails it is dead-lettered by the collector instead
+// of being stored. Values that are well-formed but implausible (a stamp in the year 2500, a produce stamp after the
+// processed stamp) pass: judging them is the latency engine's job.
+func (r *Receipt) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrMalformed)
+	}
 	for _, s := range [...]struct{ name, v string }{
 		{"group", r.Group}, {"topic", r.Topic}, {"host id", r.Host}, {"producer host id", r.ProduceHost},
 	} {
 		if err := checkStr(s.name, s.v); err != nil {
-			return nil, fmt.Errorf("encode receipt: %w", err)
+			return err
 		}
 	}
+	switch {
+	case r.Group == "":
+		return fail("group is empty")
+	case r.Topic == "":
+		return fail("topic is empty")
+	case len(r.Topic) > MaxTopicLen:
+		return fail("topic is %d bytes, Kafka allows at most %d", len(r.Topic), MaxTopicLen)
+	case r.Host == "":
+		return fail("host id is empty")
+	case r.Partition < 0:
+		return fail("partition %d is negative", r.Partition)
+	case r.Offset < 0:
+		return fail("offset %d is negative", r.Offset)
+	case r.TimestampType > TimestampLogAppend:
+		return fail("unknown timestamp type %d", r.TimestampType)
+	case r.ProcessedNs <= 0:
+		return fail("processed stamp %d is not positive", r.ProcessedNs)
+	case r.ReceiveNs < 0:
+		return fail("receive stamp %d is negative", r.ReceiveNs)
+	case r.ProduceNs < 0:
+		return fail("produce stamp %d is negative", r.ProduceNs)
+	case r.HasRecordTimestamp && r.RecordTimestampMs < -1:
+		return fail("record timestamp %d ms is negative and not -1 (NO_TIMESTAMP)", r.RecordTimestampMs)
+	case r.ProduceNs == 0 && r.ProduceHost != "":
+		return fail("producer host id %q without a produce stamp", r.ProduceHost)
+	case r.ProduceNs == 0 && r.ProduceClock.Valid:
+		return fail("producer clock offset without a produce stamp")
+	}
+	if err := r.Clock.check("consumer clock"); err != nil {
+		return err
+	}
+	if err := r.ProduceClock.check("producer clock"); err != nil {
+		return err
+	}
+	if r.HasTrace && (r.TraceID == [16]byte{} || r.SpanID == [8]byte{}) {
+		return fail("all-zero trace id or span id (invalid in W3C Trace Context)")
+	}
+	return nil
+}
+
+// AppendBinary appends the v1 encoding of r to b. It fails, wrapping ErrMalformed, when r does not pass Validate
+// (a string longer than 255 bytes, an empty group, a negative offset, ...).
+func (r *Receipt) AppendBinary(b []byte) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("encode receipt: %w", err)
+	}
+	return r.appendUnchecked(b), nil
+}
+
+// appendUnchecked appends the v1 layout of r without judging its values (tests use it to build refused bytes).
+func (r *Receipt) appendUnchecked(b []byte) []byte {
 	var flags byte
 	if r.HasRecordTimestamp {
 		flags |= rFlagRecordTS
@@ -147,7 +209,7 @@ func (r *Receipt) AppendBinary(b []byte) ([]byte, error) {
 	b = putStr(b, r.Group)
 	b = putStr(b, r.Topic)
 	b = putStr(b, r.Host)
-	return putStr(b, r.ProduceHost), nil
+	return putStr(b, r.ProduceHost)
 }
 
 // MarshalBinary encodes r in the v1 layout (see AppendBinary).
@@ -155,7 +217,8 @@ func (r *Receipt) MarshalBinary() ([]byte, error) {
 	return r.AppendBinary(make([]byte, 0, 96+len(r.Group)+len(r.Topic)+len(r.Host)+len(r.ProduceHost)))
 }
 
-// UnmarshalBinary decodes the v1 layout; errors wrap ErrUnsupportedVersion or ErrMalformed.
+// UnmarshalBinary decodes the v1 layout; errors wrap ErrUnsupportedVersion or ErrMalformed. A receipt that follows
+// the layout but fails Validate (offset -1, empty topic, ...) is malformed too, and the error names the field.
 func (r *Receipt) UnmarshalBinary(data []byte) error {
 	rd := reader{b: data, what: "receipt"}
 	if err := r.decode(&rd); err != nil {
@@ -214,6 +277,9 @@ func (r *Receipt) decode(rd *reader) error {
 	out.ProduceHost = rd.str("producer host id")
 	if rd.err != nil {
 		return rd.err
+	}
+	if err := out.Validate(); err != nil {
+		return fmt.Errorf("decode receipt: %w", err)
 	}
 	*r = out
 	return nil
