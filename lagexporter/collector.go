@@ -92,7 +92,7 @@ func NewCollector(cfg *Config, src SnapshotSource) *Collector {
 		partSeconds:        n("tidemark_lag_partition_seconds", "Time lag of a partition: observation time minus the timestamp of the first unconsumed record; 0 when nothing is unconsumed. Absent when unknown.", gp),
 		partCommitted:      n("tidemark_lag_partition_committed_offset", "Committed offset (next offset to read) of the group on the partition; absent when the group has no commit there.", gp),
 		partExpired:        n("tidemark_lag_partition_expired_offsets", "Offsets between the committed offset and the log start, deleted before the group read them (retention, DeleteRecords); emitted only when > 0.", gp),
-		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay); absent flags have no series.", append(gp[:4:4], "flag")),
+		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay, future_timestamp); absent flags have no series.", append(gp[:4:4], "flag")),
 		partReplayBoundary: n("tidemark_lag_partition_replay_boundary_offset", "While the group replays after a rewind (flag replay), the committed offset before the rewind; replay ends when committed reaches it.", gp),
 		topicLag:           n("tidemark_lag_topic_offsets", "Sum of effective lag over the topic's partitions whose lag is known.", gt),
 		topicMax:           n("tidemark_lag_topic_max_offsets", "Largest effective partition lag of the group on the topic.", gt),

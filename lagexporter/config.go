@@ -118,39 +118,80 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-// Validate checks every field and compiles the patterns. The error joins every problem found, each naming its field.
-func (c *Config) Validate() error {
+// Validate checks every field and compiles the patterns. The error joins every problem found, each on its own line
+// and each naming the one YAML key that is wrong ("status.window: must be >= 2, got 1"). Use ValidateAt when the
+// config is nested in a larger document.
+func (c *Config) Validate() error { return c.validate(func(k string) string { return k }) }
+
+// ValidateAt is Validate with every key prefixed by prefix and a dot, so that each joined line names the full key path
+// as the user wrote it: ValidateAt("lag") reports "lag.groups[0].match: ...", not "lag: groups[0].match: ...".
+func (c *Config) ValidateAt(prefix string) error {
+	if prefix == "" {
+		return c.Validate()
+	}
+	return c.validate(func(k string) string { return prefix + "." + k })
+}
+
+// CompilePattern compiles a user's allow/deny/match pattern anchored at both ends. A syntax error quotes the pattern as
+// written, not the anchored form the exporter compiles.
+func CompilePattern(p string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(p); err != nil {
+		return nil, err
+	}
+	return regexp.Compile("^(?:" + p + ")$")
+}
+
+// validate checks every field; key maps a key path of this struct ("status.window") to the name the user wrote.
+func (c *Config) validate(key func(string) string) error {
 	var errs []error
+	bad := func(k, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key(k), fmt.Sprintf(format, args...)))
+	}
 	if c.PollInterval <= 0 {
-		errs = append(errs, fmt.Errorf("poll_interval: must be > 0, got %s", c.PollInterval))
+		bad("poll_interval", "must be > 0, got %s", c.PollInterval)
 	}
 	if c.CycleTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("cycle_timeout: must be > 0, got %s", c.CycleTimeout))
+		bad("cycle_timeout", "must be > 0, got %s", c.CycleTimeout)
 	}
 	switch c.Granularity {
 	case GranularityPartition, GranularityTopic:
 	default:
-		errs = append(errs, fmt.Errorf("granularity: %q is not one of partition, topic", c.Granularity))
+		bad("granularity", "%q is not one of partition, topic", c.Granularity)
 	}
 	if c.Status.Window < 2 {
-		errs = append(errs, fmt.Errorf("status.window: must be >= 2, got %d", c.Status.Window))
+		bad("status.window", "must be >= 2, got %d", c.Status.Window)
 	}
-	if c.Status.StopAfter <= 0 || c.Status.SimpleConsumerWindow <= 0 {
-		errs = append(errs, errors.New("status.stop_after and status.simple_consumer_window: must be > 0"))
+	if c.Status.StopAfter <= 0 {
+		bad("status.stop_after", "must be > 0, got %s", c.Status.StopAfter)
 	}
-	if c.Status.WarnTimeLag < 0 || c.Status.ErrTimeLag < 0 || c.Status.WarnOffsetLag < 0 || c.Status.ErrOffsetLag < 0 {
-		errs = append(errs, errors.New("status thresholds: must be >= 0 (0 disables)"))
+	if c.Status.SimpleConsumerWindow <= 0 {
+		bad("status.simple_consumer_window", "must be > 0, got %s", c.Status.SimpleConsumerWindow)
+	}
+	for _, d := range []struct {
+		k string
+		v time.Duration
+	}{{"status.warn_time_lag", c.Status.WarnTimeLag}, {"status.err_time_lag", c.Status.ErrTimeLag}} {
+		if d.v < 0 {
+			bad(d.k, "must be >= 0 (0 disables), got %s", d.v)
+		}
+	}
+	for _, d := range []struct {
+		k string
+		v int64
+	}{{"status.warn_offset_lag", c.Status.WarnOffsetLag}, {"status.err_offset_lag", c.Status.ErrOffsetLag}} {
+		if d.v < 0 {
+			bad(d.k, "must be >= 0 (0 disables), got %d", d.v)
+		}
 	}
 	if c.HistorySize < 2 {
-		errs = append(errs, fmt.Errorf("history_size: must be >= 2, got %d", c.HistorySize))
+		bad("history_size", "must be >= 2, got %d", c.HistorySize)
 	}
-	var err error
 	compile := func(field string, pats []string) []*regexp.Regexp {
 		out := make([]*regexp.Regexp, 0, len(pats))
 		for i, p := range pats {
-			re, cerr := regexp.Compile("^(?:" + p + ")$")
-			if cerr != nil {
-				errs = append(errs, fmt.Errorf("%s[%d]: %w", field, i, cerr))
+			re, err := CompilePattern(p)
+			if err != nil {
+				bad(fmt.Sprintf("%s[%d]", field, i), "%v", err)
 				continue
 			}
 			out = append(out, re)
@@ -163,18 +204,19 @@ func (c *Config) Validate() error {
 	c.topicDeny = compile("topic_deny", c.TopicDeny)
 	for i := range c.Groups {
 		r := &c.Groups[i]
-		if r.re, err = regexp.Compile("^(?:" + r.Match + ")$"); err != nil {
-			errs = append(errs, fmt.Errorf("groups[%d].match: %w", i, err))
+		var err error
+		if r.re, err = CompilePattern(r.Match); err != nil {
+			bad(fmt.Sprintf("groups[%d].match", i), "%v", err)
 		}
 		switch r.Isolation {
 		case "", ReadUncommitted, ReadCommitted:
 		default:
-			errs = append(errs, fmt.Errorf("groups[%d].isolation: %q is not one of read_uncommitted, read_committed", i, r.Isolation))
+			bad(fmt.Sprintf("groups[%d].isolation", i), "%q is not one of read_uncommitted, read_committed", r.Isolation)
 		}
 		switch r.Reset {
 		case "", ResetEarliest, ResetLatest:
 		default:
-			errs = append(errs, fmt.Errorf("groups[%d].reset: %q is not one of earliest, latest", i, r.Reset))
+			bad(fmt.Sprintf("groups[%d].reset", i), "%q is not one of earliest, latest", r.Reset)
 		}
 	}
 	c.compiled = len(errs) == 0

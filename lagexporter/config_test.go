@@ -33,7 +33,11 @@ func TestConfigValidate(t *testing.T) {
 		{"isolation enum", func(c *Config) { c.Groups = []GroupRule{{Match: "g", Isolation: "committed"}} }, `groups[0].isolation: "committed" is not one of read_uncommitted, read_committed`},
 		{"reset enum", func(c *Config) { c.Groups = []GroupRule{{Match: "g", Reset: "none"}} }, `groups[0].reset: "none" is not one of earliest, latest`},
 		{"window", func(c *Config) { c.Status.Window = 1 }, "status.window: must be >= 2"},
-		{"negative threshold", func(c *Config) { c.Status.ErrTimeLag = -time.Second }, "status thresholds"},
+		{"negative threshold", func(c *Config) { c.Status.ErrTimeLag = -time.Second }, "status.err_time_lag: must be >= 0 (0 disables), got -1s"},
+		// QA: only the bad key is named, not "status.stop_after and status.simple_consumer_window".
+		{"one bad window names one key", func(c *Config) { c.Status.SimpleConsumerWindow = -time.Second }, "status.simple_consumer_window: must be > 0, got -1s"},
+		// QA: the message quotes the pattern as typed, not the anchored ^(?:...)$ form.
+		{"regexp error shows the typed pattern", func(c *Config) { c.Groups = []GroupRule{{Match: "app-(.*"}} }, "groups[0].match: error parsing regexp: missing closing ): `app-(.*`"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,5 +79,30 @@ func TestConfigPatternsAndRules(t *testing.T) {
 	}
 	if iso, reset := c.GroupSettings("app-2"); iso != ReadUncommitted || reset != ResetLatest {
 		t.Errorf("app-2 = %s %s", iso, reset)
+	}
+}
+
+func TestConfigValidateErrorsOnePerKey(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	c.Status.SimpleConsumerWindow = -time.Second
+	c.Groups = []GroupRule{{Match: "app-(.*"}}
+	c.TopicDeny = []string{"ok", "(["}
+	err := c.ValidateAt("lag")
+	if err == nil {
+		t.Fatal("ValidateAt accepted a bad config")
+	}
+	// every joined line carries the full key path, in field order, and no line names a key that is fine
+	want := []string{
+		"lag.status.simple_consumer_window: must be > 0, got -1s",
+		"lag.topic_deny[1]: error parsing regexp: missing closing ]: `[`",
+		"lag.groups[0].match: error parsing regexp: missing closing ): `app-(.*`",
+	}
+	got := strings.Split(err.Error(), "\n")
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("ValidateAt lines =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.Contains(err.Error(), "^(?:") || strings.Contains(err.Error(), "stop_after") {
+		t.Fatalf("error leaks the anchored pattern or a good key: %v", err)
 	}
 }

@@ -306,7 +306,9 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 		pl.Flags |= FlagStale
 	}
 	if pl.Known && pl.Lag > 0 && !pl.TimeLagKnown {
-		if t, bracketed, ok := estimateAppendTime(pv.st.history, in.Start()); ok {
+		// With a future record timestamp only a positive estimate is kept: a lower bound of 0 for a partition with
+		// backlog would read as "caught up" (the 0 the future_timestamp flag exists to avoid).
+		if t, bracketed, ok := estimateAppendTime(pv.st.history, in.Start()); ok && (t.Before(now) || !pl.Flags.Has(FlagFutureTimestamp)) {
 			pl.TimeLag, pl.TimeLagKnown = max(0, now.Sub(t)), true
 			pl.Flags |= FlagEstimated
 			if !bracketed {

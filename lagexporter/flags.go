@@ -36,11 +36,15 @@ const (
 	// FlagReplay: the committed offset moved backwards (reset, rewind) and has not yet passed the boundary: the lag is
 	// replay backlog, not a live delay. Case C30.
 	FlagReplay
+	// FlagFutureTimestamp: the first unconsumed record's timestamp is after the observation time (producer clock
+	// skew with CreateTime, or a bogus stamp such as year 9999). The time lag from the record is then unknown, never
+	// 0 for a partition with backlog; it may be interpolated instead (flag estimated).
+	FlagFutureTimestamp
 )
 
 // FlagNames names each flag bit, in bit order.
 var FlagNames = []string{"no_commit", "expired", "ahead_of_end", "control_records", "lower_bound", "estimated", "stale",
-	"unavailable", "replay"}
+	"unavailable", "replay", "future_timestamp"}
 
 // Has reports whether every flag in f2 is set in f.
 func (f Flags) Has(f2 Flags) bool { return f&f2 == f2 }

@@ -80,7 +80,9 @@ type PartitionLag struct {
 // Rules (docs/lag.md): raw lag = max(0, End − Start()) where Start = max(committed, log start) (cases C03, C05,
 // C19); without a commit Start is the log start or End by reset policy (C06); the effective lag subtracts a leading
 // run of records the group will never receive, as found by the probe: with no consumable record up to End it is 0
-// (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21).
+// (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21);
+// a probe timestamp <= 0 ms is missing (ValidRecordTimestamp, C27) and one after Now leaves the time lag unknown with
+// FlagFutureTimestamp.
 func ComputeLag(in PartitionInput) PartitionLag {
 	out := PartitionLag{HasCommit: in.HasCommit, Known: in.OffsetsKnown}
 	if in.HasCommit {
@@ -127,8 +129,14 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		out.TimeLagKnown = true
 		return out
 	}
-	if p.FirstOffset >= 0 && p.TimestampOffset >= 0 && !p.Timestamp.IsZero() {
-		out.TimeLag = max(0, in.Now.Sub(p.Timestamp))
+	if p.FirstOffset >= 0 && p.TimestampOffset >= 0 && ValidRecordTimestamp(p.Timestamp) {
+		if p.Timestamp.After(in.Now) {
+			// The producer's clock is ahead of ours (CreateTime) or the stamp is garbage (year 9999): the age of the
+			// backlog is unknown, never 0 while records wait. The evaluator may still interpolate it (estimated).
+			out.Flags |= FlagFutureTimestamp
+			return out
+		}
+		out.TimeLag = in.Now.Sub(p.Timestamp)
 		out.TimeLagKnown = true
 		if p.Gap || p.TimestampOffset > p.FirstOffset {
 			out.Flags |= FlagLowerBound

@@ -115,11 +115,32 @@ func TestComputeLag(t *testing.T) {
 			flags: FlagUnavailable,
 		},
 		{
-			// A producer clock ahead of ours must not give a negative time lag.
-			name: "future timestamp clamps to 0",
+			// A producer clock one second ahead of ours: the record's age is unknown, flagged, never a fake 0.
+			name: "future timestamp is unknown and flagged",
 			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
 				Probe: probe(10, 10, 10, now.Add(time.Second), 11, false), Now: now},
-			lag: 1, raw: 1, timeLag: 0, timeKnown: true,
+			lag: 1, raw: 1, flags: FlagFutureTimestamp,
+		},
+		{
+			// QA: year 9999 with offset lag 5 used to give time lag 0 and no flag.
+			name: "year 9999 with backlog",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 15, LastStable: 15,
+				Probe: probe(10, 10, 10, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 11, false), Now: now},
+			lag: 5, raw: 5, flags: FlagFutureTimestamp,
+		},
+		{
+			// Exactly now is not the future: time lag 0, known.
+			name: "timestamp equal to now",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: probe(10, 10, 10, now, 11, false), Now: now},
+			lag: 1, raw: 1, timeKnown: true,
+		},
+		{
+			// C27: a probe carrying the epoch (0 ms) is a missing timestamp, not a 56-year lag.
+			name: "epoch timestamp is missing",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: probe(10, 10, 10, time.UnixMilli(0), 11, false), Now: now},
+			lag: 1, raw: 1,
 		},
 	}
 	for _, tc := range tests {
@@ -135,6 +156,23 @@ func TestComputeLag(t *testing.T) {
 				t.Errorf("flags = %q, want %q", got.Flags, tc.flags)
 			}
 		})
+	}
+}
+
+func TestValidRecordTimestamp(t *testing.T) {
+	for _, tc := range []struct {
+		ts   time.Time
+		want bool
+	}{
+		{time.Time{}, false},
+		{time.UnixMilli(-1), false}, // NO_TIMESTAMP
+		{time.UnixMilli(0), false},  // the epoch: a client without a clock
+		{time.UnixMilli(1), true},
+		{time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), true},
+	} {
+		if got := ValidRecordTimestamp(tc.ts); got != tc.want {
+			t.Errorf("ValidRecordTimestamp(%v) = %v, want %v", tc.ts, got, tc.want)
+		}
 	}
 }
 

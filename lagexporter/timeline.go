@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -76,6 +78,28 @@ func (b *TimelineConfigBlock) Apply(cfg *Config) error {
 	return nil
 }
 
+// Validate checks the block the way Config.Validate checks a configuration, naming each bad field by its key in the
+// config line ("status_window: must be >= 2, got 1").
+func (b *TimelineConfigBlock) Validate() error {
+	var errs []error
+	if b.WarnOffset < 0 {
+		errs = append(errs, fmt.Errorf("status_warn_offset_lag: must be >= 0 (0 disables), got %d", b.WarnOffset))
+	}
+	if b.ErrOffset < 0 {
+		errs = append(errs, fmt.Errorf("status_err_offset_lag: must be >= 0 (0 disables), got %d", b.ErrOffset))
+	}
+	var cfg Config
+	if err := b.Apply(&cfg); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	cfg.SetDefaults()
+	// the block's keys are Config's with "status." flattened to "status_"
+	if err := cfg.validate(func(k string) string { return strings.Replace(k, "status.", "status_", 1) }); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // RecordRun describes records From..To-1 of a partition in a hand-written timeline: their kind and timestamps
 // (Timestamp + (offset − From) × StepMs). Offsets between runs that no run covers are missing (compacted). Runs
 // accumulate over the timeline's lines (a record once written keeps its timestamp).
@@ -91,9 +115,22 @@ type RecordRun struct {
 	Kind string `json:"kind,omitempty"`
 }
 
+// Bounds of a run's timestamps: step_ms is at most a day per offset either way, and the run's timestamps span at most
+// maxRunSpan, so timestampAt never overflows a time.Duration (±292 years) and a typo cannot make centuries of lag.
+const (
+	maxStepMs  = float64(24 * time.Hour / time.Millisecond)
+	maxRunSpan = 10 * 366 * 24 * time.Hour
+)
+
 func (r RecordRun) timestampAt(off int64) time.Time {
-	return r.Timestamp.Add(time.Duration(float64(off-r.From) * r.StepMs * float64(time.Millisecond)))
+	ms := float64(off-r.From) * r.StepMs // |ms| <= maxRunSpan in ms after validate
+	return r.Timestamp.Add(time.Duration(math.Round(ms * float64(time.Millisecond))))
 }
+
+// ValidRecordTimestamp reports whether t is a usable record timestamp: set and after the Unix epoch. Kafka's
+// NO_TIMESTAMP is -1 and clients put 0 or negative values in records without a real clock (case C27), so the live
+// reader and timelines both treat t <= 0 ms as missing rather than as a 56-year-old record.
+func ValidRecordTimestamp(t time.Time) bool { return !t.IsZero() && t.UnixMilli() > 0 }
 
 // Timeline is a parsed timeline file.
 type Timeline struct {
@@ -132,9 +169,15 @@ func ReadTimeline(r io.Reader, name string) (*Timeline, error) {
 		if err := dec.Decode(&o); err != nil {
 			return nil, fmt.Errorf("%w %s:%d: %w", ErrTimeline, name, n, err)
 		}
+		if _, err := dec.Token(); err != io.EOF { // one JSON value per line: a second one must not be dropped
+			return nil, fmt.Errorf("%w %s:%d: trailing data after the JSON object at byte %d", ErrTimeline, name, n, dec.InputOffset()+1)
+		}
 		if o.Config != nil {
 			if len(tl.Lines) > 0 || tl.Config != nil {
 				return nil, fmt.Errorf("%w %s:%d: config must be on the first line, alone", ErrTimeline, name, n)
+			}
+			if err := o.Config.Validate(); err != nil {
+				return nil, fmt.Errorf("%w %s:%d: config: %w", ErrTimeline, name, n, err)
 			}
 			tl.Config = o.Config
 			continue
@@ -159,14 +202,39 @@ func (o *Observation) validate() error {
 	if o.Time.IsZero() {
 		return errors.New("time: required (RFC 3339)")
 	}
+	topics := make(map[string]bool, len(o.Topics))
 	for i, t := range o.Topics {
 		if t.Topic == "" {
 			return fmt.Errorf("topics[%d].topic: required", i)
 		}
+		if topics[t.Topic] {
+			return fmt.Errorf("topics[%d]: duplicate topic %q", i, t.Topic)
+		}
+		topics[t.Topic] = true
+		parts := make(map[int32]bool, len(t.Partitions))
+		for j, p := range t.Partitions {
+			if parts[p.Partition] {
+				return fmt.Errorf("topics[%d].partitions[%d]: duplicate partition %s/%d", i, j, t.Topic, p.Partition)
+			}
+			parts[p.Partition] = true
+		}
 	}
+	groups := make(map[string]bool, len(o.Groups))
 	for i, g := range o.Groups {
 		if g.Group == "" {
 			return fmt.Errorf("groups[%d].group: required", i)
+		}
+		if groups[g.Group] {
+			return fmt.Errorf("groups[%d]: duplicate group %q", i, g.Group)
+		}
+		groups[g.Group] = true
+		offs := make(map[tpKey]bool, len(g.Offsets))
+		for j, c := range g.Offsets {
+			k := tpKey{c.Topic, c.Partition}
+			if offs[k] {
+				return fmt.Errorf("groups[%d].offsets[%d]: duplicate offset of group %q on %s/%d", i, j, g.Group, c.Topic, c.Partition)
+			}
+			offs[k] = true
 		}
 	}
 	for i, r := range o.Log {
@@ -180,6 +248,12 @@ func (o *Observation) validate() error {
 		}
 		if (r.Kind == "" || r.Kind == "data" || r.Kind == "aborted") && r.Timestamp.IsZero() {
 			return fmt.Errorf("log[%d].timestamp: required for kind %q", i, r.Kind)
+		}
+		if math.Abs(r.StepMs) > maxStepMs {
+			return fmt.Errorf("log[%d].step_ms: %g is outside ±%g (one day per offset)", i, r.StepMs, maxStepMs)
+		}
+		if span := math.Abs(r.StepMs) * float64(r.To-r.From); span > float64(maxRunSpan/time.Millisecond) {
+			return fmt.Errorf("log[%d]: step_ms × (to − from) = %g ms spans more than %s", i, span, maxRunSpan)
 		}
 	}
 	return nil
@@ -338,8 +412,11 @@ func probeRuns(runs []RecordRun, rq RecordRequest) RecordProbe {
 			if p.FirstOffset < 0 {
 				p.FirstOffset = pos
 			}
-			p.TimestampOffset, p.Timestamp = pos, r.timestampAt(pos)
-			return p
+			if ts := r.timestampAt(pos); ValidRecordTimestamp(ts) {
+				p.TimestampOffset, p.Timestamp = pos, ts
+				return p
+			}
+			// a timestamp <= 0 is missing, as in the live reader: keep looking at the next run (C27)
 		}
 		pos = r.To
 	}

@@ -28,6 +28,31 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 		{"bad kind", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":1,"kind":"ctrl"}]}`,
 			"x.jsonl:1: log[0].kind: \"ctrl\" is not one of"},
 		{"late config", good + "\n" + `{"config":{}}`, "x.jsonl:2: config must be on the first line"},
+		// QA: a second object on one line used to be dropped silently
+		{"two objects on a line", good + good, "x.jsonl:1: trailing data after the JSON object"},
+		{"garbage after the object", good + ` x`, "x.jsonl:1: trailing data"},
+		// QA: duplicates used to be accepted with the last one winning
+		{"duplicate partition", `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":5},{"partition":0,"log_start":0,"high_watermark":9}]}]}`,
+			"x.jsonl:1: topics[0].partitions[1]: duplicate partition t/0"},
+		{"duplicate topic", `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t"},{"topic":"t"}]}`, `x.jsonl:1: topics[1]: duplicate topic "t"`},
+		{"duplicate offset", `{"time":"2026-11-29T12:00:00Z","groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":1},{"topic":"t","partition":0,"offset":2}]}]}`,
+			`x.jsonl:1: groups[0].offsets[1]: duplicate offset of group "g" on t/0`},
+		{"duplicate group", `{"time":"2026-11-29T12:00:00Z","groups":[{"group":"g"},{"group":"g"}]}`, `x.jsonl:1: groups[1]: duplicate group "g"`},
+		// QA: config-line errors name the file and line and the key as written in the config line
+		{"config bad regexp", "# c\n" + `{"config":{"group_allow":["app-(.*"]}}`, "x.jsonl:2: config: group_allow[0]: error parsing regexp: missing closing ): `app-(.*`"},
+		{"config window 1", `{"config":{"status_window":1}}`, "x.jsonl:1: config: status_window: must be >= 2, got 1"},
+		{"config granularity", `{"config":{"granularity":"cluster"}}`, `x.jsonl:1: config: granularity: "cluster" is not one of partition, topic`},
+		{"config duration", `{"config":{"status_stop_after":"5 minutes"}}`, `x.jsonl:1: config: status_stop_after: time: unknown unit`},
+		{"config negative duration", `{"config":{"status_simple_consumer_window":"-1s"}}`, `x.jsonl:1: config: status_simple_consumer_window: must be > 0, got -1s`},
+		{"config negative offset threshold", `{"config":{"status_warn_offset_lag":-1}}`, `x.jsonl:1: config: status_warn_offset_lag: must be >= 0`},
+		// QA: step_ms of -1e12 or 1e308 gave time lags of centuries (and overflowed time.Duration)
+		{"step_ms huge", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":2,"timestamp":"2026-11-29T11:00:00Z","step_ms":1e308}]}`,
+			"x.jsonl:1: log[0].step_ms: 1e+308 is outside ±8.64e+07"},
+		{"step_ms very negative", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":2,"timestamp":"2026-11-29T11:00:00Z","step_ms":-1e12}]}`,
+			"x.jsonl:1: log[0].step_ms: -1e+12 is outside"},
+		// a legal step over a huge run still spans centuries
+		{"run spans too long", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":100000000,"timestamp":"2026-11-29T11:00:00Z","step_ms":86400000}]}`,
+			"x.jsonl:1: log[0]: step_ms × (to − from) = 8.64e+15 ms spans more than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,5 +203,49 @@ func TestInterpolationFallback(t *testing.T) {
 	p := snaps[2].Group("g").Partition("t", 0)
 	if p.TimeLag != 30*time.Second || p.Flags != FlagEstimated {
 		t.Fatalf("time lag %v flags %s, want 30s estimated", p.TimeLag, p.Flags)
+	}
+}
+
+// TestTimelineEdgeTimestamps: a 1970/<=0 timestamp in a timeline log is missing, exactly like NO_TIMESTAMP (kind
+// no_timestamp) and like the live reader; a year-9999 timestamp leaves the time lag unknown and flagged.
+func TestTimelineEdgeTimestamps(t *testing.T) {
+	line := func(log string) string {
+		return `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","id":"t1","partitions":[{"partition":0,"leader":1,"log_start":0,"high_watermark":12}]}],` +
+			`"groups":[{"group":"g","state":"Stable","offsets":[{"topic":"t","partition":0,"offset":10}]}],"log":[` + log + `]}`
+	}
+	const tail = `{"topic":"t","partition":0,"from":11,"to":12,"timestamp":"2026-11-29T11:59:58Z"}`
+	tests := []struct {
+		name      string
+		log       string
+		timeLag   time.Duration
+		timeKnown bool
+		flags     Flags
+	}{
+		// the reference: kind no_timestamp at offset 10, record 11 gives 2 s, a lower bound (C27)
+		{"no_timestamp kind", `{"topic":"t","partition":0,"from":10,"to":11,"kind":"no_timestamp"},` + tail, 2 * time.Second, true, FlagLowerBound},
+		// QA: the epoch used to give a 56-year time lag; now it is the same as no_timestamp
+		{"epoch", `{"topic":"t","partition":0,"from":10,"to":11,"timestamp":"1970-01-01T00:00:00Z"},` + tail, 2 * time.Second, true, FlagLowerBound},
+		{"before the epoch", `{"topic":"t","partition":0,"from":10,"to":11,"timestamp":"1969-12-31T23:59:59.999Z"},` + tail, 2 * time.Second, true, FlagLowerBound},
+		// QA: year 9999 with offset lag 2 used to give time lag 0 unflagged. A single line has a one-point history,
+		// so the interpolation fallback has nothing before the record: the time lag stays unknown.
+		{"year 9999", `{"topic":"t","partition":0,"from":10,"to":12,"timestamp":"9999-01-01T00:00:00Z"}`, 0, false, FlagFutureTimestamp},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl, err := ReadTimeline(strings.NewReader(line(tc.log)), "x.jsonl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := caseConfig(t, tl)
+			var snap *Snapshot
+			if err := Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error { snap = s; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			p := mustPart(t, mustGroup(t, snap, "g"), "t", 0)
+			if p.Lag != 2 || p.TimeLag != tc.timeLag || p.TimeLagKnown != tc.timeKnown || p.Flags != tc.flags {
+				t.Fatalf("lag %d time lag %v known %v flags %q, want 2 %v %v %q", p.Lag, p.TimeLag, p.TimeLagKnown, p.Flags,
+					tc.timeLag, tc.timeKnown, tc.flags)
+			}
+		})
 	}
 }
