@@ -26,6 +26,7 @@ type lagFlags struct {
 	noRecords                            bool
 	cluster                              string
 	timeout                              time.Duration
+	hasTimeout                           bool // --timeout is registered (live commands)
 }
 
 func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
@@ -36,7 +37,8 @@ func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 			def = "127.0.0.1:9092"
 		}
 		f.StringVar(&lf.brokers, "brokers", def, "bootstrap brokers, comma-separated (env TIDEMARK_KAFKA_BROKERS)")
-		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle")
+		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle (> 0)")
+		lf.hasTimeout = true
 		f.StringVar(&lf.cluster, "cluster", "default", "value of the cluster label")
 	}
 	f.StringArrayVar(&lf.groups, "group", nil, "only groups matching this anchored regexp (repeatable)")
@@ -53,6 +55,21 @@ func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 func (lf *lagFlags) config(base *lagexporter.TimelineConfigBlock) (*lagexporter.Config, error) {
 	if lf.output != "table" && lf.output != "json" {
 		return nil, fmt.Errorf("--output: %q is not one of table, json", lf.output)
+	}
+	if lf.hasTimeout && lf.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout: must be > 0, got %s", lf.timeout)
+	}
+	// flag patterns are checked here so the error names the flag the user typed, not a config key
+	for _, fp := range []struct {
+		name string
+		pats []string
+	}{{"--group", lf.groups}, {"--group-deny", lf.groupDeny}, {"--topic", lf.topics}, {"--topic-deny", lf.topicDeny},
+		{"--read-committed", lf.readCommitted}, {"--reset-latest", lf.resetLatest}} {
+		for _, p := range fp.pats {
+			if _, err := lagexporter.CompilePattern(p); err != nil {
+				return nil, fmt.Errorf("%s %q: %w", fp.name, p, err)
+			}
+		}
 	}
 	cfg := &lagexporter.Config{Cluster: lf.cluster}
 	if base != nil {
@@ -77,7 +94,7 @@ func (lf *lagFlags) config(base *lagexporter.TimelineConfigBlock) (*lagexporter.
 		cfg.ReadRecordTimestamps = &f
 	}
 	cfg.SetDefaults()
-	if lf.timeout > 0 {
+	if lf.hasTimeout {
 		cfg.CycleTimeout = lf.timeout
 	}
 	if err := cfg.Validate(); err != nil {

@@ -67,3 +67,42 @@ func TestLagUnknownGroup(t *testing.T) {
 		t.Fatalf("err = %v, want an unknown-group error naming the pattern", err)
 	}
 }
+
+// TestLagConfigErrors: bad flags and bad timeline config lines fail before any cluster read, naming what the user typed.
+func TestLagConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	obs := `{"time":"2026-11-29T12:00:00Z"}` + "\n"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		// QA: a negative --timeout used to be accepted silently (the default was kept)
+		{"negative timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "-1s"}, "--timeout: must be > 0, got -1s"},
+		{"zero timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "0s"}, "--timeout: must be > 0, got 0s"},
+		// the pattern as typed, named by its flag
+		{"bad --group", []string{"eval", "--group", "app-(.*", write("ok.jsonl", obs)}, "--group \"app-(.*\": error parsing regexp: missing closing ): `app-(.*`"},
+		// QA: timeline config-line errors name file:line and the key as written in the line (docs/lag-timeline.md)
+		{"timeline bad regexp", []string{"eval", write("re.jsonl", `{"config":{"groups":[{"match":"app-(.*"}]}}`+"\n"+obs)},
+			"re.jsonl:1: config: groups[0].match: error parsing regexp: missing closing ): `app-(.*`"},
+		{"timeline status_window 1", []string{"eval", write("w.jsonl", "# note\n"+`{"config":{"status_window":1}}`+"\n"+obs)},
+			"w.jsonl:2: config: status_window: must be >= 2, got 1"},
+		{"timeline granularity", []string{"eval", write("g.jsonl", `{"config":{"granularity":"cluster"}}`+"\n"+obs)},
+			`g.jsonl:1: config: granularity: "cluster" is not one of partition, topic`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runLag(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
