@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -92,9 +93,10 @@ func answer(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window,
 	return nil, fmt.Errorf("query type %q has no handler", q.Type)
 }
 
-// levelName is a percentile's field name: 0.99 → "p99", 0.999 → "p99.9".
+// levelName is a percentile's field name, its percent rounded to levelDecimals decimals: 0.99 → "p99",
+// 0.999 → "p99.9", 0.07 → "p7" (not "p7.000000000000001"), 0.123456 → "p12.346".
 func levelName(l float64) string {
-	return "p" + strconv.FormatFloat(l*100, 'f', -1, 64)
+	return "p" + strconv.FormatFloat(math.Round(l*math.Pow10(levelDecimals+2))/math.Pow10(levelDecimals), 'f', -1, 64)
 }
 
 // keyLabels labels a series by its group-by dimension; DimNone has no label.

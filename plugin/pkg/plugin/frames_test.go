@@ -97,9 +97,23 @@ func TestGoldenClockAndProbe(t *testing.T) {
 }
 
 func TestLevelName(t *testing.T) {
-	for l, want := range map[float64]string{0.5: "p50", 0.99: "p99", 0.999: "p99.9", 0.9999: "p99.99", 0.05: "p5"} {
-		if got := levelName(l); got != want {
-			t.Errorf("%v: got %s want %s", l, got, want)
+	for _, tc := range []struct {
+		level float64
+		want  string
+	}{
+		{0.5, "p50"},
+		{0.99, "p99"},
+		{0.999, "p99.9"},
+		{0.9999, "p99.99"},
+		{0.05, "p5"},
+		{0.07, "p7"},          // 0.07*100 is 7.000000000000001 in float64
+		{0.29, "p29"},         // 0.29*100 is 28.999999999999996
+		{0.123456, "p12.346"}, // 3 decimals of a percent
+		{0.00001, "p0.001"},   // query.MinLevel
+		{0.99999, "p99.999"},  // query.MaxLevel
+	} {
+		if got := levelName(tc.level); got != tc.want {
+			t.Errorf("%v: got %s want %s", tc.level, got, tc.want)
 		}
 	}
 }

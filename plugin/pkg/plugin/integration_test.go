@@ -258,10 +258,19 @@ func TestBadQueriesAreDownstreamErrors(t *testing.T) {
 		dq("A", `{"queryType":"lag_forecast"}`),
 		dq("B", `{"queryType":"consumer_lag","topic":"orders,,x"}`),
 		dq("C", `{"queryType":"consumer_lag","topic":"orders"}`), // a good query next to bad ones still answers
+		// these three reached ClickHouse and came back as 502s (a syntax error, max_query_size) before the bounds
+		dq("D", `{"queryType":"stage_percentiles","percentiles":[5e-324]}`),
+		dq("E", `{"queryType":"slo","sloThresholdMs":5e-324}`),
+		dq("F", `{"queryType":"consumer_lag","group":"`+strings.Repeat("g,", 100000)+`g"}`),
+		// an injection attempt in a name that is not a topic is bound, matching nothing, and answered
+		dq("G", `{"queryType":"consumer_lag","group":"x') OR 1=1 --","groupBy":"group"}`),
 	)
 	for ref, want := range map[string]string{
 		"A": `unknown query type "lag_forecast": choose one of stage_percentiles, e2e_distribution, consumer_lag, slo, slowest_messages, clock_offsets, probe_health`,
 		"B": `topic filter "orders,,x" is malformed: an empty name between commas`,
+		"D": `percentile 5e-324 is outside 1e-05 to 0.99999 (p0.001 to p99.999)`,
+		"E": `SLO threshold 5e-324 ms is outside 0.001 to 6.048e+08 ms (a microsecond to a week)`,
+		"F": `group filter has 100001 names: at most 1000 per query; filter by fewer or use All`,
 	} {
 		r := resp.Responses[ref]
 		if r.Error == nil || r.Error.Error() != want || r.ErrorSource != backend.ErrorSourceDownstream || r.Status != backend.StatusBadRequest {
@@ -270,6 +279,9 @@ func TestBadQueriesAreDownstreamErrors(t *testing.T) {
 	}
 	if got := series(t, resp.Responses["C"]); len(got) != 4 || got[0] != "consumer_lag lag=7" {
 		t.Errorf("good query: %q", got)
+	}
+	if r := resp.Responses["G"]; r.Error != nil || len(r.Frames) != 0 {
+		t.Errorf("injection attempt: got %v, %d frames; want no error and no series", r.Error, len(r.Frames))
 	}
 }
 

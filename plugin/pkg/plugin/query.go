@@ -115,10 +115,8 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	if len(p.Levels) > query.MaxLevels {
 		return ParsedQuery{}, fmt.Errorf("%d percentiles: at most %d per query", len(p.Levels), query.MaxLevels)
 	}
-	for _, l := range p.Levels {
-		if !(l > 0 && l < 1) {
-			return ParsedQuery{}, fmt.Errorf("percentile %v is outside (0, 1): write 0.99 for p99", l)
-		}
+	if p.Levels, err = parseLevels(p.Levels); err != nil {
+		return ParsedQuery{}, err
 	}
 	p.GroupBy = query.Dimension(q.GroupBy)
 	switch p.GroupBy {
@@ -136,6 +134,10 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 		p.ThresholdMs = *q.SLOThresholdMs
 		if !(p.ThresholdMs > 0) || math.IsInf(p.ThresholdMs, 0) {
 			return ParsedQuery{}, fmt.Errorf("SLO threshold %v ms must be a positive number of milliseconds", p.ThresholdMs)
+		}
+		if p.ThresholdMs < query.MinThresholdMs || p.ThresholdMs > query.MaxThresholdMs {
+			return ParsedQuery{}, fmt.Errorf("SLO threshold %v ms is outside %v to %v ms (a microsecond to a week)",
+				p.ThresholdMs, query.MinThresholdMs, query.MaxThresholdMs)
 		}
 	}
 	p.Objective = DefaultSLOObjective
@@ -156,6 +158,42 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 		}
 	}
 	return p, nil
+}
+
+// levelDecimals is how many decimals of a percent a percentile keeps: 0.07 is p7, 0.999 is p99.9, 0.123456 is
+// p12.346. A field is named after, and ClickHouse asked for, the rounded level, so "fields":["p7"] matches what
+// 0.07 produces (0.07*100 is 7.000000000000001 in float64).
+const levelDecimals = 3
+
+// roundLevel rounds a fraction to levelDecimals decimals of a percent.
+func roundLevel(l float64) float64 {
+	scale := math.Pow10(levelDecimals + 2)
+	return math.Round(l*scale) / scale
+}
+
+// parseLevels checks percentiles (fractions) and rounds them to levelDecimals decimals of a percent. A level must be
+// finite, in (0, 1), within [query.MinLevel, query.MaxLevel] (p0.001 to p99.999) after rounding, and name a field
+// no other level names.
+func parseLevels(levels []float64) ([]float64, error) {
+	out := make([]float64, len(levels))
+	seen := map[string]float64{}
+	for i, l := range levels {
+		if !(l > 0 && l < 1) {
+			return nil, fmt.Errorf("percentile %v is outside (0, 1): write 0.99 for p99", l)
+		}
+		r := roundLevel(l)
+		if r < query.MinLevel || r > query.MaxLevel {
+			return nil, fmt.Errorf("percentile %v is outside %v to %v (p0.001 to p99.999)", l, query.MinLevel, query.MaxLevel)
+		}
+		name := levelName(r)
+		if prev, ok := seen[name]; ok {
+			return nil, fmt.Errorf("percentiles %v and %v are both %s (percentiles keep %d decimals of a percent): ask for each once",
+				prev, l, name, levelDecimals)
+		}
+		seen[name] = l
+		out[i] = r
+	}
+	return out, nil
 }
 
 func knownType(t QueryType) bool {
@@ -194,7 +232,9 @@ var unresolved = regexp.MustCompile(`\$\{?[A-Za-z_]\w*\}?`)
 var allValues = map[string]bool{"*": true, "$__all": true, ".*": true}
 
 // splitFilter splits a comma-separated filter into names. Empty selects all; a name must be non-empty, at most 255
-// characters, without control characters, and match pattern when one is given.
+// characters, without control characters, and match pattern when one is given; a filter holds at most
+// query.MaxFilterValues names totalling at most query.MaxFilterBytes bytes (they are written into the SQL text,
+// which ClickHouse caps at max_query_size).
 func splitFilter(field, value string, pattern *regexp.Regexp) ([]string, error) {
 	value = strings.TrimSpace(value)
 	if value == "" || allValues[value] {
@@ -205,6 +245,9 @@ func splitFilter(field, value string, pattern *regexp.Regexp) ([]string, error) 
 			"Explore have no dashboard variables, so write the %s name", field, value, m, field)
 	}
 	parts := strings.Split(value, ",")
+	if len(parts) > query.MaxFilterValues {
+		return nil, fmt.Errorf("%s filter has %d names: at most %d per query; filter by fewer or use All", field, len(parts), query.MaxFilterValues)
+	}
 	out := make([]string, 0, len(parts))
 	for _, p := range parts {
 		p = strings.TrimSpace(p)
@@ -219,6 +262,9 @@ func splitFilter(field, value string, pattern *regexp.Regexp) ([]string, error) 
 			return nil, fmt.Errorf("%s filter %q is not a Kafka topic name (letters, digits, '.', '_', '-')", field, p)
 		}
 		out = append(out, p)
+	}
+	if n := len(strings.Join(out, "")); n > query.MaxFilterBytes {
+		return nil, fmt.Errorf("%s filter names total %d bytes: at most %d per query; filter by fewer or use All", field, n, query.MaxFilterBytes)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tidemark/tidemark/internal/store/query"
@@ -48,17 +49,45 @@ func TestParseQuery(t *testing.T) {
 			name: "unresolved variable", json: `{"queryType":"consumer_lag","group":"${group}"}`,
 			err: `group filter "${group}" holds the template variable ${group}, which was not replaced: alert rules and Explore have no dashboard variables, so write the group name`,
 		},
+		// 100,001 names came back as ClickHouse's "Max query size exceeded" (a 502) before the bound
+		{name: "too many filter names", json: `{"queryType":"consumer_lag","group":"` + strings.Repeat("g,", 100000) + `g"}`,
+			err: `group filter has 100001 names: at most 1000 per query; filter by fewer or use All`},
+		{name: "filter names too long in total", json: `{"queryType":"slo","host":"` + strings.Repeat(strings.Repeat("h", 200)+",", 200) + `h"}`,
+			err: `host filter names total 40001 bytes: at most 32768 per query; filter by fewer or use All`},
 		{name: "control character", json: `{"queryType":"slo","host":"a\u0000b"}`, err: `host filter "a\x00b" holds a control character`},
 		{name: "unknown stage", json: `{"queryType":"stage_percentiles","stage":"commit"}`,
 			err: `unknown stage "commit": choose one of produce_append, append_receive, receive_process, e2e`},
 		{name: "percentile as percent", json: `{"queryType":"stage_percentiles","percentiles":[99]}`,
 			err: `percentile 99 is outside (0, 1): write 0.99 for p99`},
+		// percentiles are rounded to 3 decimals of a percent, so a field's name is what the user typed
+		{name: "percentiles rounded", json: `{"queryType":"stage_percentiles","percentiles":[0.07,0.29,0.999,0.9999,0.123456],"fields":["p7","p29","p12.346"]}`,
+			want: ParsedQuery{Type: QueryStagePercentiles, Stage: query.StageE2E, Levels: []float64{0.07, 0.29, 0.999, 0.9999, 0.12346},
+				GroupBy: query.DimNone, ThresholdMs: 500, Objective: 0.999, Limit: 20, Fields: []string{"p7", "p29", "p12.346"}}},
+		// the bounds themselves are accepted
+		{name: "percentiles at the bounds", json: `{"queryType":"stage_percentiles","percentiles":[0.00001,0.99999]}`,
+			want: ParsedQuery{Type: QueryStagePercentiles, Stage: query.StageE2E, Levels: []float64{0.00001, 0.99999},
+				GroupBy: query.DimNone, ThresholdMs: 500, Objective: 0.999, Limit: 20}},
+		// two levels would make two fields of one name
+		{name: "duplicate percentile", json: `{"queryType":"stage_percentiles","percentiles":[0.5,0.5]}`,
+			err: `percentiles 0.5 and 0.5 are both p50 (percentiles keep 3 decimals of a percent): ask for each once`},
+		{name: "percentiles equal after rounding", json: `{"queryType":"stage_percentiles","percentiles":[0.99,0.990001]}`,
+			err: `percentiles 0.99 and 0.990001 are both p99 (percentiles keep 3 decimals of a percent): ask for each once`},
+		// the smallest subnormal: 326 characters in the SQL, a ClickHouse syntax error (a 502) before the bound
+		{name: "subnormal percentile", json: `{"queryType":"stage_percentiles","percentiles":[5e-324]}`,
+			err: `percentile 5e-324 is outside 1e-05 to 0.99999 (p0.001 to p99.999)`},
+		{name: "percentile rounding to p100", json: `{"queryType":"stage_percentiles","percentiles":[0.999996]}`,
+			err: `percentile 0.999996 is outside 1e-05 to 0.99999 (p0.001 to p99.999)`},
 		{name: "lag by host", json: `{"queryType":"consumer_lag","groupBy":"host"}`,
 			err: `consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group or topic`},
 		{name: "objective as percent", json: `{"queryType":"slo","sloObjective":99.9}`,
 			err: `SLO objective 99.9 is outside (0, 1): write 0.999 for 99.9%`},
 		{name: "zero threshold", json: `{"queryType":"slo","sloThresholdMs":0}`,
 			err: `SLO threshold 0 ms must be a positive number of milliseconds`},
+		// bound as cast(5e-324, 'Float64'), which ClickHouse 18.16 cannot parse
+		{name: "subnormal threshold", json: `{"queryType":"slo","sloThresholdMs":5e-324}`,
+			err: `SLO threshold 5e-324 ms is outside 0.001 to 6.048e+08 ms (a microsecond to a week)`},
+		{name: "threshold over a week", json: `{"queryType":"slo","sloThresholdMs":1e9}`,
+			err: `SLO threshold 1e+09 ms is outside 0.001 to 6.048e+08 ms (a microsecond to a week)`},
 		{name: "limit too large", json: `{"queryType":"slowest_messages","limit":5000}`, err: `limit 5000 must be from 1 to 1000`},
 		{
 			// an alert rule keeps the one number its threshold is about
@@ -107,7 +136,7 @@ func FuzzParseQuery(f *testing.F) {
 			t.Fatalf("accepted %+v", p)
 		}
 		for _, l := range p.Levels {
-			if !(l > 0 && l < 1) {
+			if !(l >= query.MinLevel && l <= query.MaxLevel) {
 				t.Fatalf("accepted level %v", l)
 			}
 		}
