@@ -201,6 +201,9 @@ func FuzzProduceHeader(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0})
+	// A clock offset one past +24 h (refused) and one at −24 h (kept).
+	f.Add([]byte{1, 3, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0x00, 0x00, 0x4e, 0x94, 0x91, 0x4f, 0x00, 0x01, 0, 0, 0, 0, 1, 'p'})
+	f.Add([]byte{1, 3, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0xff, 0xff, 0xb1, 0x6b, 0x6e, 0xb1, 0x00, 0x00, 0, 0, 0, 0, 1, 'p'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var h ProduceHeader
 		if err := h.UnmarshalBinary(data); err != nil {
@@ -225,6 +228,25 @@ func FuzzReceiptBatch(f *testing.F) {
 	b, _ := AppendReceiptBatch(nil, []Receipt{fullReceipt(), {Group: "g", Topic: "t", ProcessedNs: 1, Host: "c"}})
 	f.Add(b)
 	f.Add([]byte{1, 1, 3, 1, 0, 0})
+	// Layout-correct batches holding one receipt each that Validate refuses (defect 3 and the rules after it), so the
+	// fuzzer starts next to every rule's boundary.
+	for _, edit := range []func(r *Receipt){
+		func(r *Receipt) { r.Offset = -1 },
+		func(r *Receipt) { r.Partition = -1 },
+		func(r *Receipt) { r.Group = "" },
+		func(r *Receipt) { r.Topic = "" },
+		func(r *Receipt) { r.Host = "" },
+		func(r *Receipt) { r.ProcessedNs = -1 },
+		func(r *Receipt) { r.RecordTimestampMs = -2 },
+		func(r *Receipt) { r.Clock.Offset = MaxClockOffset + 1 },
+		func(r *Receipt) { r.ProduceNs, r.ProduceClock = 0, ClockOffset{} },
+		func(r *Receipt) { r.SpanID = [8]byte{} },
+	} {
+		r := fullReceipt()
+		edit(&r)
+		body := r.appendUnchecked(nil)
+		f.Add(append(binary.AppendUvarint([]byte{ReceiptBatchVersion, 1}, uint64(len(body))), body...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rs, err := DecodeReceiptBatch(nil, data)
 		if err != nil {

@@ -17,6 +17,8 @@
 // ([ClockOffset]).
 //
 // The wire formats (produce header v1, receipt v1, receipt batch v1, time-sync exchange) are documented in
-// docs/instrumentation.md and on the Marshal/Unmarshal methods. Decoders reject anything they do not understand with
-// an error wrapping [ErrMalformed] or [ErrUnsupportedVersion]; they are fuzzed.
+// docs/instrumentation.md and on the Marshal/Unmarshal methods. Decoders reject anything they do not understand, and
+// receipts holding values no consumer writes ([Receipt.Validate]: a negative offset, an empty topic, an offset beyond
+// [MaxClockOffset]), with an error wrapping [ErrMalformed] or [ErrUnsupportedVersion]; they are fuzzed. [TraceParent]
+// tells a malformed traceparent header ([ErrMalformedTraceParent]) from a missing one so callers can count it.
 package instrument

@@ -49,7 +49,7 @@ type EmitterStats struct {
 	Emitted uint64 // receipts passed to Emit
 	Dropped uint64 // refused because the queue was full or the emitter closed
 	Sent    uint64 // acknowledged by Kafka
-	Failed  uint64 // the producer reported an error for their record
+	Failed  uint64 // the producer reported an error for their record, or they failed Receipt.Validate
 	Records uint64 // Kafka records (batches) handed to the producer
 }
 

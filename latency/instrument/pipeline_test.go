@@ -222,3 +222,71 @@ func TestTimeSyncHandlerRejectsGarbage(t *testing.T) {
 		t.Fatalf("empty body: status %d", resp.StatusCode)
 	}
 }
+
+// fixedOffset is an OffsetSource that always reports o.
+type fixedOffset ClockOffset
+
+func (f fixedOffset) ClockOffset() ClockOffset { return ClockOffset(f) }
+
+// TestConsumerNeverWritesRefusedReceipts feeds the consumer helper values that Receipt.Validate refuses and checks it
+// drops or counts each one instead, so a real client's receipt is never dead-lettered for them.
+func TestConsumerNeverWritesRefusedReceipts(t *testing.T) {
+	cfg := mocks.NewTestConfig()
+	prod := mocks.NewAsyncProducer(t, cfg)
+	var sent []*sarama.ProducerMessage
+	prod.ExpectInputWithMessageCheckerFunctionAndSucceed(func(m *sarama.ProducerMessage) error { sent = append(sent, m); return nil })
+	em := NewEmitter(prod, EmitterConfig{Topic: "receipts", Linger: time.Hour, MaxBatch: 1})
+
+	now := time.Unix(1795953600, 0)
+	// A time sync that measured two days (a host clock set to the wrong date): sent as invalid, not refused.
+	c, err := NewConsumer(ConsumerConfig{Group: "g", Host: "c1", Clock: fixedClock(&now),
+		Offsets: fixedOffset{Offset: 48 * time.Hour, Valid: true}}, em)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A produce-time header that follows the layout but stamps before 1970, as a third-party producer might.
+	pt, err := ProduceHeader{Time: time.Unix(0, -1000), Unit: UnitNanos, Host: "p1"}.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := consumed("orders", 0, 5, time.UnixMilli(-5), []sarama.RecordHeader{
+		{Key: []byte(HeaderProduceTime), Value: pt},
+		{Key: []byte(HeaderTraceParent), Value: []byte("00-not-a-trace-01")},
+	})
+	c.Done(m)
+	em.Close()
+
+	if len(sent) != 1 {
+		t.Fatalf("%d records sent, want 1 (emitter stats %+v)", len(sent), em.Stats())
+	}
+	v, _ := sent[0].Value.Encode()
+	rs, err := DecodeReceiptBatch(nil, v)
+	if err != nil {
+		t.Fatalf("the consumer's own receipt is refused: %v", err)
+	}
+	r := rs[0]
+	if r.Clock.Valid || r.ProduceNs != 0 || r.ProduceHost != "" || r.HasRecordTimestamp || r.HasTrace ||
+		r.ProcessedNs != now.UnixNano() || r.Offset != 5 {
+		t.Fatalf("receipt %+v", r)
+	}
+	if st := c.Stats(); st.BadHeaders != 1 || st.BadTraceParent != 1 {
+		t.Fatalf("consumer stats %+v, want 1 bad header and 1 bad traceparent", st)
+	}
+}
+
+// TestProducerDropsOutOfRangeOffset checks the producer interceptor still stamps a record when its time sync
+// reports an offset the header format refuses: the header goes without the offset.
+func TestProducerDropsOutOfRangeOffset(t *testing.T) {
+	now := time.Unix(1795953600, 0)
+	p := NewProducerInterceptor(ProducerConfig{Host: "p1", Clock: fixedClock(&now),
+		Offsets: fixedOffset{Offset: -MaxClockOffset - time.Second, Valid: true}})
+	msg := &sarama.ProducerMessage{Topic: "orders"}
+	p.OnSend(msg)
+	var h ProduceHeader
+	if err := h.UnmarshalBinary([]byte(producerCarrier{msg}.Get(HeaderProduceTime))); err != nil {
+		t.Fatal(err)
+	}
+	if h.Offset.Valid || !h.Time.Equal(now) || p.EncodeErrors() != 0 {
+		t.Fatalf("header %+v, encode errors %d", h, p.EncodeErrors())
+	}
+}
