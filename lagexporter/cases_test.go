@@ -311,3 +311,52 @@ func TestCaseC27MissingTimestamp(t *testing.T) {
 		t.Fatalf("time lag %v, want 2s", p.TimeLag)
 	}
 }
+
+// TestCaseC14SimpleConsumerWindow: flink-job has no members; with its last commit 12 s old it is a simple consumer
+// (simple_consumer=1, C14). When the checkpoints stop, the flag holds while the commit is younger than the 60 s
+// window and drops to 0 from 60 s on (the window is exclusive); the group and its lag series stay, since the commits
+// still exist (C11), and its status is still judged by the rules (STOP only after status.stop_after, 5 m).
+func TestCaseC14SimpleConsumerWindow(t *testing.T) {
+	tl, err := ReadTimelineFile(filepath.Join("testdata", "c14_simple_consumer.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := tl.Lines[len(tl.Lines)-1] // 12:00:30, commits at 12:00:18: age 12 s
+	commit := last.Groups[0].Offsets[0].CommitTime
+	if age := last.Time.Sub(commit); age != 12*time.Second {
+		t.Fatalf("fixture commit age %v, want 12s", age)
+	}
+	ages := []time.Duration{12 * time.Second, 59 * time.Second, 60 * time.Second, 61 * time.Second, 4 * time.Minute, 6 * time.Minute}
+	tl.Lines = tl.Lines[:len(tl.Lines)-1]
+	tl.lineNo = tl.lineNo[:len(tl.lineNo)-1]
+	for i, age := range ages {
+		o := last // same offsets and commits: the job stopped checkpointing at 12:00:18, producers too
+		o.Time = commit.Add(age)
+		tl.Lines = append(tl.Lines, o)
+		tl.lineNo = append(tl.lineNo, 100+i)
+	}
+	want := []struct {
+		simple bool
+		status Status
+	}{
+		{true, StatusOK},    // 12 s: the case's scrape
+		{true, StatusOK},    // 59 s: still inside the window
+		{false, StatusOK},   // 60 s: the window is [0, 60 s)
+		{false, StatusOK},   // 61 s: no longer a simple consumer, lag unchanged, not yet stopped
+		{false, StatusOK},   // 4 m: still below stop_after
+		{false, StatusStop}, // 6 m: lag with a commit older than stop_after (5 m)
+	}
+	cfg := caseConfig(t, tl)
+	var snaps []*Snapshot
+	if err := Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error { snaps = append(snaps, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	snaps = snaps[len(snaps)-len(ages):]
+	for i, w := range want {
+		g := mustGroup(t, snaps[i], "flink-job")
+		if g.SimpleConsumer != w.simple || g.Status != w.status || g.Total.Lag != 180 || len(g.Partitions) != 7 {
+			t.Errorf("commit age %v: simple %v status %s lag %d partitions %d, want %v %s 180 7", ages[i], g.SimpleConsumer,
+				g.Status, g.Total.Lag, len(g.Partitions), w.simple, w.status)
+		}
+	}
+}

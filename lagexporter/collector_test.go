@@ -3,8 +3,10 @@ package lagexporter
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"flag"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -341,5 +343,120 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s: promtool check metrics: %v\n%s", file, err, out)
 		}
+	}
+}
+
+// groupSeries counts, by metric name, the series carrying group="<g>".
+func groupSeries(ss []series, g string) (map[string]int, int) {
+	m, n := map[string]int{}, 0
+	for _, s := range ss {
+		if strings.Contains(s.labels, `group="`+g+`"`) {
+			m[s.name]++
+			n++
+		}
+	}
+	return m, n
+}
+
+// TestC16SeriesBudget pins the exact per-group series count of docs/metrics.md's budget at partition granularity:
+// a group on one topic with 6 partitions and 3 members exposes 46 series, and 4 member restarts (new member and
+// client ids each time) neither add series nor leave old members behind.
+func TestC16SeriesBudget(t *testing.T) {
+	want := map[string]int{
+		// per partition: lag, time lag, committed offset (6 partitions)
+		"tidemark_lag_partition_offsets": 6, "tidemark_lag_partition_seconds": 6, "tidemark_lag_partition_committed_offset": 6,
+		// per set flag and partition: this fixture has no record reads, so every partition is estimated + lower_bound
+		"tidemark_lag_partition_flag": 12,
+		// per (group, topic): 7 aggregates
+		"tidemark_lag_topic_offsets": 1, "tidemark_lag_topic_seconds": 1, "tidemark_lag_topic_max_offsets": 1,
+		"tidemark_lag_topic_committed_offsets": 1, "tidemark_lag_topic_expired_offsets": 1,
+		"tidemark_lag_topic_partitions": 1, "tidemark_lag_topic_unknown_partitions": 1,
+		// per group: 6 gauges, plus one info series per current member
+		"tidemark_lag_group_offsets": 1, "tidemark_lag_group_seconds": 1, "tidemark_lag_group_members": 1,
+		"tidemark_lag_group_simple_consumer": 1, "tidemark_lag_group_state": 1, "tidemark_lag_group_status": 1,
+		"tidemark_lag_group_member_info": 3,
+	}
+	tl, err := ReadTimelineFile(filepath.Join("testdata", "c16_cardinality.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Lines) != 5 {
+		t.Fatalf("fixture has %d polls, want 5 (start + 4 restarts)", len(tl.Lines))
+	}
+	for line := range tl.Lines {
+		c, _ := caseCollector(t, "c16_cardinality.jsonl", line, nil)
+		ss := gatherSeries(t, c)
+		got, n := groupSeries(ss, "g")
+		if n != 46 || !maps.Equal(got, want) {
+			t.Errorf("poll %d: %d series %v, want 46 %v", line+1, n, got, want)
+		}
+		// the info series are exactly this poll's members: none left over from before a restart
+		var ids, wantIDs []string
+		for _, s := range ss {
+			if s.name == "tidemark_lag_group_member_info" {
+				ids = append(ids, s.labels[strings.Index(s.labels, "member_id="):])
+			}
+		}
+		for _, m := range tl.Lines[line].Groups[0].Members {
+			wantIDs = append(wantIDs, `member_id="`+m.MemberID+`"`)
+		}
+		slices.Sort(ids)
+		slices.Sort(wantIDs)
+		if !slices.Equal(ids, wantIDs) || len(ids) != 3 {
+			t.Errorf("poll %d: member info %v, want exactly %v", line+1, ids, wantIDs)
+		}
+		if line > 0 && slices.Equal(wantIDs, memberIDs(tl.Lines[line-1].Groups[0].Members)) {
+			t.Fatalf("fixture poll %d does not restart the members", line+1)
+		}
+	}
+}
+
+func memberIDs(ms []Member) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, `member_id="`+m.MemberID+`"`)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestC11SeriesLifetime: a group's series stay while it is Empty with commits (its lag is what matters then) and go
+// only when the group leaves the observation (deleted, or its offsets expired so the broker no longer lists it).
+func TestC11SeriesLifetime(t *testing.T) {
+	tl, err := ReadTimelineFile(filepath.Join("testdata", "c11_empty_group.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// one more poll after offsets.retention: the broker no longer lists billing at all
+	gone := tl.Lines[len(tl.Lines)-1]
+	gone.Time = gone.Time.Add(7 * 24 * time.Hour)
+	gone.Groups = nil
+	tl.Lines = append(tl.Lines, gone)
+	tl.lineNo = append(tl.lineNo, tl.lineNo[len(tl.lineNo)-1]+1)
+	cfg := caseConfig(t, tl)
+	var counts []int
+	if err := Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error {
+		_, n := groupSeries(gatherSeries(t, NewCollector(cfg, fixedSource{s})), "billing")
+		counts = append(counts, n)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// poll 1, Stable, lag 0: 9 partition series (lag, time lag, committed × 3) + 7 topic + 6 group + 3 member info.
+	// polls 2-3, Empty with commits and growing lag: the same 9 + 7 + 6, no member info, 3 flag series (estimated:
+	// this fixture reads no records). poll 4, the group is gone: 0.
+	if want := []int{25, 25, 25, 0}; !slices.Equal(counts, want) {
+		t.Fatalf("series of billing per poll = %v, want %v", counts, want)
+	}
+	c, _ := caseCollector(t, "c11_empty_group.jsonl", 2, nil)
+	ss := gatherSeries(t, c)
+	if n := countSeries(ss, "tidemark_lag_partition_offsets", `group="billing"`); n != 3 {
+		t.Errorf("Empty group: %d lag series, want 3", n)
+	}
+	if n := countSeries(ss, "tidemark_lag_group_member_info", `group="billing"`); n != 0 {
+		t.Errorf("Empty group: %d member info series, want 0", n)
+	}
+	if v := value(t, ss, "tidemark_lag_group_offsets", `group="billing"`); v != 18000 {
+		t.Errorf("Empty group: lag %v, want 18000", v)
 	}
 }
