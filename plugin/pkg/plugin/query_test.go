@@ -126,6 +126,8 @@ func TestParseQuery(t *testing.T) {
 func FuzzParseQuery(f *testing.F) {
 	f.Add([]byte(`{"queryType":"slo","topic":"a,b","percentiles":[0.5]}`), "")
 	f.Add([]byte(`{"queryType":"stage_percentiles","group":"${g}"}`), "slo")
+	f.Add([]byte(`{"queryType":"stage_percentiles","percentiles":[0.07,0.29,5e-324]}`), "")
+	f.Add([]byte(`{"queryType":"slo","sloThresholdMs":5e-324}`), "")
 	f.Fuzz(func(t *testing.T, raw []byte, qt string) {
 		p, err := ParseQuery(raw, qt)
 		if err != nil {
@@ -135,10 +137,16 @@ func FuzzParseQuery(f *testing.F) {
 		if !knownType(p.Type) || len(p.Levels) == 0 || p.Limit < 1 || p.Limit > query.MaxSlowest {
 			t.Fatalf("accepted %+v", p)
 		}
+		// levels are in range, already rounded, and name distinct fields; the threshold is in range
+		names := map[string]bool{}
 		for _, l := range p.Levels {
-			if !(l >= query.MinLevel && l <= query.MaxLevel) {
-				t.Fatalf("accepted level %v", l)
+			if !(l >= query.MinLevel && l <= query.MaxLevel) || roundLevel(l) != l || names[levelName(l)] {
+				t.Fatalf("accepted level %v of %v", l, p.Levels)
 			}
+			names[levelName(l)] = true
+		}
+		if !(p.ThresholdMs >= query.MinThresholdMs && p.ThresholdMs <= query.MaxThresholdMs) {
+			t.Fatalf("accepted threshold %v", p.ThresholdMs)
 		}
 	})
 }
