@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +248,30 @@ func TestTimelineEdgeTimestamps(t *testing.T) {
 					tc.timeLag, tc.timeKnown, tc.flags)
 			}
 		})
+	}
+}
+
+// TestFutureTimestampInterpolated: with a history of end offsets, a future record timestamp falls back to the
+// interpolated age of the backlog (flags future_timestamp and estimated) instead of 0.
+func TestFutureTimestampInterpolated(t *testing.T) {
+	obs := func(at string, hw int) string {
+		return `{"time":"` + at + `","topics":[{"topic":"t","id":"t1","partitions":[{"partition":0,"leader":1,"log_start":0,"high_watermark":` +
+			strconv.Itoa(hw) + `}]}],"groups":[{"group":"g","state":"Stable","offsets":[{"topic":"t","partition":0,"offset":10}]}],` +
+			`"log":[{"topic":"t","partition":0,"from":10,"to":` + strconv.Itoa(max(hw, 10)) + `,"timestamp":"9999-01-01T00:00:00Z"}]}`
+	}
+	body := obs("2026-11-29T11:58:00Z", 10) + "\n" + obs("2026-11-29T11:59:00Z", 11) + "\n" + obs("2026-11-29T12:00:00Z", 15)
+	tl, err := ReadTimeline(strings.NewReader(body), "x.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap *Snapshot
+	if err := Eval(context.Background(), tl, caseConfig(t, tl), func(_ int, s *Snapshot) error { snap = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPart(t, mustGroup(t, snap, "g"), "t", 0)
+	// record 10 was appended between 11:58 (HW 10) and 11:59 (HW 11): estimated 11:59, 60 s before the last poll
+	if p.Lag != 5 || p.TimeLag != time.Minute || !p.TimeLagKnown || p.Flags != FlagFutureTimestamp|FlagEstimated {
+		t.Fatalf("lag %d time lag %v known %v flags %q, want 5 1m0s true %q", p.Lag, p.TimeLag, p.TimeLagKnown, p.Flags,
+			FlagFutureTimestamp|FlagEstimated)
 	}
 }
