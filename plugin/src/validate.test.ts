@@ -79,6 +79,8 @@ describe('validateQuery', () => {
 describe('fields', () => {
   it('names levels as the backend does', () => {
     expect([0.5, 0.99, 0.999, 0.9999, 0.05].map(levelName)).toEqual(['p50', 'p99', 'p99.9', 'p99.99', 'p5']);
+    // the backend rounds the percent to 3 decimals; the editor's field list must name the same fields
+    expect([0.123456, 0.07, 0.29].map(levelName)).toEqual(['p12.346', 'p7', 'p29']);
   });
   it('checks fields against what the query type returns', () => {
     expect(validateQuery({ refId: 'A', queryType: 'slo', fields: ['burn_rate'] })).toEqual([]);

@@ -112,9 +112,12 @@ export function validateQuery(q: TidemarkQuery): string[] {
   return errs;
 }
 
-/** levelName names a percentile's field as the backend does: 0.99 → "p99", 0.999 → "p99.9". */
+/**
+ * levelName names a percentile's field as the backend does (plugin/pkg/plugin/frames.go levelName): the percent
+ * rounded to 3 decimals, so 0.99 → "p99", 0.999 → "p99.9", 0.123456 → "p12.346".
+ */
 export function levelName(level: number): string {
-  return 'p' + String(Math.round(level * 1e8) / 1e6);
+  return 'p' + String(Math.round(level * 1e5) / 1e3);
 }
 
 /** valueFields lists the value fields the backend returns for q (plugin/pkg/plugin/query.go FieldNames). */
