@@ -87,6 +87,9 @@ func TestLagConfigErrors(t *testing.T) {
 		// QA: a negative --timeout used to be accepted silently (the default was kept)
 		{"negative timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "-1s"}, "--timeout: must be > 0, got -1s"},
 		{"zero timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "0s"}, "--timeout: must be > 0, got 0s"},
+		// a zero interval used to reach time.NewTicker, which panics
+		{"record zero interval", []string{"record", "--brokers", "127.0.0.1:1", "--out", filepath.Join(dir, "r.jsonl"), "--interval", "0s"}, "--interval: must be > 0, got 0s"},
+		{"record negative count", []string{"record", "--brokers", "127.0.0.1:1", "--out", filepath.Join(dir, "r.jsonl"), "--count", "-1"}, "--count: must be >= 0"},
 		// the pattern as typed, named by its flag
 		{"bad --group", []string{"eval", "--group", "app-(.*", write("ok.jsonl", obs)}, "--group \"app-(.*\": error parsing regexp: missing closing ): `app-(.*`"},
 		// QA: timeline config-line errors name file:line and the key as written in the line (docs/lag-timeline.md)

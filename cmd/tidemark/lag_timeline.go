@@ -25,6 +25,12 @@ func newLagRecordCmd() *cobra.Command {
 			if out == "" {
 				return errors.New("--out: required")
 			}
+			if interval <= 0 { // time.NewTicker panics on a non-positive interval
+				return fmt.Errorf("--interval: must be > 0, got %s", interval)
+			}
+			if count < 0 {
+				return fmt.Errorf("--count: must be >= 0 (0: until interrupted), got %d", count)
+			}
 			cfg, err := lf.config(nil)
 			if err != nil {
 				return err
