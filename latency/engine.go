@@ -119,7 +119,8 @@ func (e *Engine) ObserveSync(x SyncExchange) error {
 
 // ReportOffset feeds an offset measured elsewhere: host − reference = offset ± uncertainty at reference time at (an
 // NTP/chrony report, or the clock offset an instrumented consumer puts in its receipts). It is trusted as a bound
-// of half-width uncertainty (KindReported); a negative uncertainty is an error.
+// of half-width uncertainty (KindReported); a negative uncertainty is an error, and an offset beyond
+// Config.Bounds.MaxSkew fails with ErrImplausibleOffset and changes nothing.
 func (e *Engine) ReportOffset(host HostID, offset, uncertainty time.Duration, at time.Time) error {
 	h := e.host(host)
 	if h == nil || host == RefHost {
@@ -127,6 +128,9 @@ func (e *Engine) ReportOffset(host HostID, offset, uncertainty time.Duration, at
 	}
 	if uncertainty < 0 {
 		return fmt.Errorf("report offset for %s: negative uncertainty %v", h.name, uncertainty)
+	}
+	if offset > e.cfg.Bounds.MaxSkew || offset < -e.cfg.Bounds.MaxSkew {
+		return fmt.Errorf("report offset %v for %s (max skew %v): %w", offset, h.name, e.cfg.Bounds.MaxSkew, ErrImplausibleOffset)
 	}
 	o, u := durMs(offset), durMs(uncertainty)
 	h.addTwo(bound{at: timeToMs(at), lo: o - u, hi: o + u}, KindReported, e.two.bucketMs)

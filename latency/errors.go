@@ -11,3 +11,7 @@ var ErrUnknownHost = errors.New("unknown host id")
 
 // ErrConfig wraps every configuration validation failure.
 var ErrConfig = errors.New("invalid latency config")
+
+// ErrImplausibleOffset is returned by Engine.ReportOffset for a claimed clock offset larger in magnitude than
+// Config.Bounds.MaxSkew: no correction is applied from it (a forged or corrupt receipt must not move a host's clock).
+var ErrImplausibleOffset = errors.New("reported clock offset beyond max skew")

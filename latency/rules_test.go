@@ -310,3 +310,33 @@ func TestSameHostClockBackwardsFlagged(t *testing.T) {
 		t.Errorf("processing %v trusted %v, want 0 and untrusted", v, r.Trusted(StageProcessing))
 	}
 }
+
+// TestReportOffsetBeyondMaxSkew: a claimed offset beyond the max skew (a forged or corrupt receipt) is refused and
+// leaves the host's estimate as it was; one inside the bound is taken.
+func TestReportOffsetBeyondMaxSkew(t *testing.T) {
+	e, err := NewEngine(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.Host("qc1")
+	at := time.Unix(1_795_953_600, 0)
+	if err := e.ReportOffset(h, time.Hour+time.Millisecond, time.Microsecond, at); !errors.Is(err, ErrImplausibleOffset) {
+		t.Fatalf("offset 1h0m0.001s: err = %v, want ErrImplausibleOffset", err)
+	}
+	if err := e.ReportOffset(h, -time.Hour-time.Millisecond, time.Microsecond, at); !errors.Is(err, ErrImplausibleOffset) {
+		t.Fatalf("offset -1h0m0.001s: err = %v, want ErrImplausibleOffset", err)
+	}
+	o, err := e.Offset(h, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Kind != KindUnknown {
+		t.Fatalf("after refused reports the offset is %+v, want unknown", o)
+	}
+	if err := e.ReportOffset(h, 150*time.Millisecond, time.Millisecond, at); err != nil {
+		t.Fatalf("offset 150ms: %v", err)
+	}
+	if o, _ = e.Offset(h, at); o.Kind != KindReported || o.Offset != 150*time.Millisecond {
+		t.Fatalf("after a report of 150ms the offset is %+v, want reported 150ms", o)
+	}
+}
