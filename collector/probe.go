@@ -40,6 +40,8 @@ type Probe struct {
 	mu       sync.Mutex
 	inflight map[probeKey]*probeState
 	seq      uint64
+	// leaders is the last partition → leader map the sender could read; only RunSender's goroutine uses it.
+	leaders map[int32]int32
 }
 
 type probeKey struct {
@@ -92,8 +94,14 @@ func (p *Probe) RunSender(ctx context.Context) error {
 
 func (p *Probe) sendRound(ctx context.Context) {
 	leaders, err := p.sender.Leaders(p.topic)
-	if err != nil {
-		p.log.Warn("probe leaders", "topic", p.topic, "err", err)
+	if err != nil || len(leaders) == 0 {
+		// The cluster cannot be read (brokers down): probe the last known leaders anyway. Their sends fail or go
+		// unanswered and count as lost after the loss timeout, so an outage shows as probe loss instead of as a
+		// silence in which nothing is sent and nothing is lost.
+		p.log.Warn("probe leaders; probing the last known ones", "topic", p.topic, "err", err)
+		leaders = p.leaders
+	} else {
+		p.leaders = leaders
 	}
 	for part, broker := range leaders {
 		if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,19 +13,63 @@ import (
 
 // fakeSender acknowledges every probe after a fixed delay on the test clock and remembers the values sent.
 type fakeSender struct {
-	now  *time.Time
-	rtt  time.Duration
-	sent []kafka.Message
-	lead map[int32]int32
+	now     *time.Time
+	rtt     time.Duration
+	sent    []kafka.Message
+	lead    map[int32]int32
+	leadErr error // Leaders fails with it when set
+	sendErr error // Send fails with it when set
 }
 
 func (f *fakeSender) Send(m kafka.Message, _ func() time.Time) (kafka.Sent, error) {
 	f.sent = append(f.sent, m)
+	if f.sendErr != nil {
+		return kafka.Sent{}, f.sendErr
+	}
 	s := kafka.Sent{Partition: m.Partition, Offset: int64(len(f.sent)), SendTime: *f.now, AckTime: f.now.Add(f.rtt)}
 	return s, nil
 }
 
-func (f *fakeSender) Leaders(string) (map[int32]int32, error) { return f.lead, nil }
+func (f *fakeSender) Leaders(string) (map[int32]int32, error) {
+	if f.leadErr != nil {
+		return nil, f.leadErr
+	}
+	return f.lead, nil
+}
+
+// TestProbeOutageCountsAsLoss: while the cluster cannot be read, probes still go to the last known leaders; they
+// fail, and after the loss timeout each is a lost row with its send time, so an outage shows as loss on the
+// brokers it hit instead of as a silence.
+func TestProbeOutageCountsAsLoss(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	now := t0
+	deps, _, _ := newTestDeps(t, t0)
+	deps.clock = func() time.Time { return now }
+	fs := &fakeSender{now: &now, rtt: 4 * time.Millisecond, lead: map[int32]int32{0: 1}}
+	p := newProbe(deps, "probe", time.Second, 3*time.Second, fs)
+	p.sendRound(context.Background()) // cluster up: learns partition 0 → broker 1
+	fs.leadErr, fs.sendErr = errors.New("client has run out of available brokers"), errors.New("broker down")
+	for i := 1; i <= 2; i++ {
+		now = t0.Add(time.Duration(i) * time.Second)
+		p.sendRound(context.Background())
+	}
+	if len(fs.sent) != 3 {
+		t.Fatalf("%d probes sent, want 3 (one per round, the outage's to the last known leader)", len(fs.sent))
+	}
+	now = t0.Add(5 * time.Second) // every probe is past the 3 s loss timeout; only the first was ever acknowledged
+	lost := p.sweep()
+	if len(lost) != 3 {
+		t.Fatalf("%d lost, want 3", len(lost))
+	}
+	for _, r := range lost {
+		if r.BrokerID != 1 || r.Status != store.ProbeLost {
+			t.Fatalf("lost row %+v, want broker 1, lost", r)
+		}
+		if r.SendMs > t0.UnixMilli() && r.AckMs != -1 {
+			t.Fatalf("probe sent in the outage has ack %d", r.AckMs)
+		}
+	}
+}
 
 // TestProbeLossDuplicatesAndBrackets: two partitions led by brokers 1 and 2 get one probe each. Broker 1's probe comes
 // back twice (a duplicate), broker 2's never (lost after the timeout). The broker-1 probe appended 3 ms after the send
