@@ -70,11 +70,14 @@ type Writer struct {
 	heldBytes int64
 	// accepted counts accepted Writes, acked those whose Ack ran; Flush waits for acked to catch up.
 	accepted, acked uint64
-	flushWanted     bool          // a Flush or Close asks the flusher to take a partial batch
-	changed         chan struct{} // closed (and replaced) whenever held shrinks or acked grows
-	closed          bool
-	dedup           *dedupWindow
-	hasher          keyHasher
+	flushWanted     bool // a Flush or Close asks the flusher to take a partial batch
+	// roomWanted: a Write is blocked for room. Only when no batch is in flight (none whose ack will free room) does
+	// that make the flusher take a partial batch; else it would turn one full insert into a full and a small one.
+	roomWanted bool
+	changed    chan struct{} // closed (and replaced) whenever held shrinks or acked grows
+	closed     bool
+	dedup      *dedupWindow
+	hasher     keyHasher
 	// free holds emptied row buffers of acknowledged batches (at most maxFree), so pending does not regrow from
 	// nothing, reallocating and copying its rows many times over, for each batch.
 	free []Rows
@@ -135,7 +138,7 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 			break // holding w.mu
 		}
 		changed := w.changed
-		w.flushWanted = true // room comes sooner if the flusher takes what is pending now
+		w.roomWanted = true
 		w.mu.Unlock()
 		w.wake()
 		if blockedSince.IsZero() {
@@ -346,17 +349,18 @@ func (w *Writer) run() {
 	}
 }
 
-// take returns the pending batch when it is due (full, forced by the ticker, or wanted by Flush/Close/a blocked
-// Write), else nil; closed reports that the writer is closed and nothing is pending, so the flusher may exit.
+// take returns the pending batch when it is due (full, forced by the ticker, wanted by Flush/Close, or by a
+// blocked Write while no batch is in flight), else nil; closed reports that the writer is closed and nothing is pending, so the flusher may exit.
 func (w *Writer) take(force bool) (b *batch, closed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	empty := w.pendingRows == 0 && len(w.pendingAcks) == 0
 	if empty {
-		w.flushWanted = false
+		w.flushWanted, w.roomWanted = false, false
 		return nil, w.closed
 	}
-	if !force && !w.flushWanted && !w.closed && w.pendingRows < w.cfg.BatchRows {
+	inFlight := w.heldRows > w.pendingRows || w.heldBytes > w.pendingBytes
+	if !force && !w.flushWanted && !w.closed && w.pendingRows < w.cfg.BatchRows && (!w.roomWanted || inFlight) {
 		return nil, false
 	}
 	b = &batch{rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
@@ -364,7 +368,7 @@ func (w *Writer) take(force bool) (b *batch, closed bool) {
 	if n := len(w.free); n > 0 {
 		w.pending, w.free = w.free[n-1], w.free[:n-1]
 	}
-	w.flushWanted = false
+	w.flushWanted, w.roomWanted = false, false
 	return b, false
 }
 

@@ -620,3 +620,44 @@ func TestWriterAbortsPreparedTablesAfterFailure(t *testing.T) {
 		t.Errorf("dropped_rows_total{latency} = %v, want 2", v)
 	}
 }
+
+// TestWriterBlockedWriteDoesNotSplitBatches: a Write blocked for room while a batch is in flight waits for that
+// batch's ack instead of making the flusher take the partial pending rows; those would be an extra, small insert
+// and free no room.
+func TestWriterBlockedWriteDoesNotSplitBatches(t *testing.T) {
+	f := &fakeCH{block: make(chan struct{})}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 4, MaxRows: 8, FlushInterval: time.Hour})
+	ctx := context.Background()
+	if err := w.Write(ctx, latencyRows(0, 4), nil); err != nil { // batch A, blocked in ClickHouse
+		t.Fatal(err)
+	}
+	waitFor(t, "batch A sent", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.attempts == 1 })
+	if err := w.Write(ctx, latencyRows(4, 3), nil); err != nil { // pending 3 < BatchRows
+		t.Fatal(err)
+	}
+	blocked := make(chan error, 1)
+	go func() { blocked <- w.Write(ctx, latencyRows(7, 2), nil) }() // 4 + 3 + 2 > MaxRows: blocks
+	time.Sleep(30 * time.Millisecond)
+	f.mu.Lock()
+	prepared := f.prepared
+	f.mu.Unlock()
+	if prepared != 1 {
+		t.Fatalf("%d inserts prepared while A is in flight, want 1 (the 3 pending rows must wait)", prepared)
+	}
+	close(f.block)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sizes []int
+	for _, tb := range f.inserted[TableLatency] {
+		sizes = append(sizes, tb.len())
+	}
+	if len(sizes) != 2 || sizes[0] != 4 || sizes[1] != 5 {
+		t.Fatalf("insert sizes %v, want [4 5]", sizes)
+	}
+}
