@@ -56,15 +56,16 @@ func (h *liveHistograms) get(m *Metrics, group, topic string) *liveSeries {
 	return v.(*liveSeries)
 }
 
-// observe records a result in the live histograms when it is live (latency.Result.Live: class live, neither
-// skew-suspected nor unsettled, not commit-bounded); anything else is left out, as the live percentiles leave it
-// out. traceID (16 bytes, or nil) becomes the e2e observation's exemplar, at most one per bucket per exemplarEvery
+// observe records a result in the live histograms by the engine's rule for its live sketches: a record of class
+// live that is not commit-bounded feeds each stage the engine trusts (latency.Result.Trusted: resting on no
+// skew-suspected or unsettled pair of stamps), so a record whose cross-clock stage is uncertain still feeds its
+// same-host processing stage; anything else is left out, as the live percentiles leave it out. traceID (16 bytes, or nil) becomes the e2e observation's exemplar, at most one per bucket per exemplarEvery
 // of the reference clock now.
 func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time) {
-	if !res.Live {
+	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 {
 		return
 	}
-	if ms, ok := res.Stage(latency.StageE2E); ok {
+	if ms := res.Stages[latency.StageE2E]; res.Trusted(latency.StageE2E) {
 		v := ms / 1e3
 		i := sort.SearchFloat64s(s.buckets, v) // the bucket v falls in: the first bound >= v, len for +Inf
 		ex := s.lastEx[i].Load()
@@ -75,7 +76,7 @@ func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time)
 		}
 	}
 	for i, st := range liveStages {
-		if ms, ok := res.Stage(st); ok {
+		if ms := res.Stages[st]; res.Trusted(st) {
 			o := s.stages[i].Load()
 			if o == nil { // WithLabelValues returns the same child to racing callers
 				o = &observer{s.vec.WithLabelValues(st.String(), s.group, s.topic)}

@@ -206,13 +206,48 @@ func histogram(t *testing.T, c prometheus.Collector) *dto.Histogram {
 	return out
 }
 
+func TestLiveObservePerStageTrust(t *testing.T) {
+	m := NewMetrics(nil)
+	var h liveHistograms
+	s := h.get(m, "g", "orders")
+	has := uint8(1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageDelivery | 1<<latency.StageProcessing | 1<<latency.StageE2E)
+	res := latency.Result{Class: latency.ClassLive, Flags: latency.FlagSkewSuspected, Has: has,
+		Untrusted: 1<<latency.StageQueueWait | 1<<latency.StageDelivery | 1<<latency.StageE2E}
+	res.Stages[latency.StageIngest], res.Stages[latency.StageQueueWait], res.Stages[latency.StageProcessing] = 3, 40, 7
+	res.Stages[latency.StageE2E] = 50
+	s.observe(&res, nil, time.Now())
+	// A commit-bounded record and a replay feed nothing, trusted or not.
+	bound := res
+	bound.Flags, bound.Untrusted = latency.FlagCommitBound, 0
+	s.observe(&bound, nil, time.Now())
+	replay := res
+	replay.Class, replay.Flags, replay.Untrusted = latency.ClassReplay, 0, 0
+	s.observe(&replay, nil, time.Now())
+
+	count := func(stage string) uint64 {
+		return histogram(t, m.StageLatency.WithLabelValues(stage, "g", "orders").(prometheus.Histogram)).GetSampleCount()
+	}
+	if n := count("processing"); n != 1 {
+		t.Errorf("processing: %d samples, want 1 (same-host stage of a skew-suspected record)", n)
+	}
+	if n := count("ingest"); n != 1 {
+		t.Errorf("ingest: %d samples, want 1", n)
+	}
+	if n := count("queue_wait"); n != 0 {
+		t.Errorf("queue_wait: %d samples, want 0 (rests on the suspect pair)", n)
+	}
+	if n := histogram(t, m.E2ELatency.WithLabelValues("g", "orders").(prometheus.Histogram)).GetSampleCount(); n != 0 {
+		t.Errorf("e2e: %d samples, want 0", n)
+	}
+}
+
 // BenchmarkLiveObserve measures one live receipt's cost in the histograms (e2e with a trace, four stages) against
 // a plain Observe of the e2e value alone, in the same run: the ratio is what the hot path pays for the live metrics.
 func BenchmarkLiveObserve(b *testing.B) {
 	m := NewMetrics(nil)
 	var h liveHistograms
 	s := h.get(m, "g", "orders")
-	res := latency.Result{Live: true, Has: 1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageProcessing | 1<<latency.StageE2E}
+	res := latency.Result{Class: latency.ClassLive, Live: true, Has: 1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageProcessing | 1<<latency.StageE2E}
 	res.Stages[latency.StageIngest], res.Stages[latency.StageQueueWait], res.Stages[latency.StageProcessing] = 3, 40, 7
 	res.Stages[latency.StageE2E] = 50
 	trace := make([]byte, 16)

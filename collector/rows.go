@@ -97,9 +97,9 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 
 	// Stages are rounded to whole ms by rounding their running sums, so the stored stages still add up to the
 	// stored end-to-end exactly (independent rounding could be off by one or two).
-	// A stage is valid for percentiles only when the engine trusts its correction: not skew-suspected and not
-	// unsettled (a host's offset still without a drift fit); the engine keeps such records out of its own sketches.
-	trusted := res.Flags&(latency.FlagSkewSuspected|latency.FlagUnsettled) == 0
+	// A stage is valid for percentiles only when the engine trusts its own correction (latency.Result.Trusted): it
+	// rests on no skew-suspected or unsettled pair of stamps. A record whose cross-clock stage is uncertain still
+	// contributes its other stages, e.g. its same-host processing stage, as the engine's own sketches do.
 	var cum, prev float64
 	var prevRounded int64
 	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
@@ -111,6 +111,10 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 		}
 		if !ok {
 			return
+		}
+		trusted := res.Trusted(s)
+		if s == latency.StageIngest && res.Has&(1<<latency.StageMirror) != 0 {
+			trusted = trusted && res.Trusted(latency.StageMirror) // the column is only as good as both parts
 		}
 		cum = prev + v
 		r := int64(math.Round(cum))
@@ -125,7 +129,7 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
 	if v, ok := res.Stage(latency.StageE2E); ok {
 		row.E2EMs = int64(math.Round(v))
-		if trusted && res.Flags&latency.FlagCommitBound == 0 { // a commit-bounded e2e is an upper bound only
+		if res.Trusted(latency.StageE2E) && res.Flags&latency.FlagCommitBound == 0 { // a commit-bounded e2e is an upper bound only
 			row.Valid |= store.ValidE2E
 		}
 	}

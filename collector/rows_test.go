@@ -53,10 +53,48 @@ func TestLatencyRowRoundsThroughRunningSum(t *testing.T) {
 	if row.Valid != 0xff {
 		t.Fatalf("valid %08b, want every naive and corrected bit", row.Valid)
 	}
-	// An unsettled offset keeps the row out of percentiles: no corrected stage is valid, the naive ones still are.
-	res.Flags = latency.FlagUnsettled
+	// An unsettled offset under every stage keeps the row out of percentiles: no corrected stage is valid, the
+	// naive ones still are.
+	res.Flags, res.Untrusted = latency.FlagUnsettled, uint8(res.Has)
 	row = latencyRow(store.SourceReceipt, "g", "t", 1, rawStamps{event: 1, append: 2, receive: 3, processed: 4}, &res, "p", "b", "c", nil, nil)
 	if row.Valid != 0xf0 {
 		t.Fatalf("unsettled: valid %08b, want 11110000", row.Valid)
+	}
+}
+
+func TestLatencyRowValidPerStage(t *testing.T) {
+	all := uint8(1<<latency.StageIngest | 1<<latency.StageMirror | 1<<latency.StageQueueWait | 1<<latency.StageDelivery |
+		1<<latency.StageProcessing | 1<<latency.StageE2E)
+	const naive = store.NaiveIngest | store.NaiveQueue | store.NaiveProcess | store.NaiveE2E
+	cases := []struct {
+		name      string
+		flags     latency.Flags
+		has       uint8
+		untrusted uint8
+		want      store.StageBits
+	}{
+		{"clean record: every stage", 0, all &^ (1 << latency.StageMirror), 0,
+			naive | store.ValidIngest | store.ValidQueue | store.ValidProcess | store.ValidE2E},
+		// The consumer's clock is suspect against the broker's: queue wait (append → receive) and e2e rest on that
+		// pair; ingest (producer → broker) and processing (receive → processed, one host) do not.
+		{"skew on the broker/consumer pair keeps processing and ingest", latency.FlagSkewSuspected, all &^ (1 << latency.StageMirror),
+			1<<latency.StageQueueWait | 1<<latency.StageDelivery | 1<<latency.StageE2E,
+			naive | store.ValidIngest | store.ValidProcess},
+		// The ingest column adds the mirror hop: an untrusted mirror stage makes the column untrusted.
+		{"untrusted mirror hop invalidates the ingest column", latency.FlagUnsettled, all, 1 << latency.StageMirror,
+			naive | store.ValidQueue | store.ValidProcess | store.ValidE2E},
+		// Commit-bounded: e2e is an upper bound only, whatever the clocks say.
+		{"commit-bound e2e stays out", latency.FlagCommitBound, all &^ (1 << latency.StageMirror), 0,
+			naive | store.ValidIngest | store.ValidQueue | store.ValidProcess},
+	}
+	for _, tc := range cases {
+		res := latency.Result{Has: tc.has, Flags: tc.flags, Untrusted: tc.untrusted}
+		for s := range res.Stages {
+			res.Stages[s] = 10
+		}
+		row := latencyRow(store.SourceReceipt, "g", "t", 1, rawStamps{event: 1, append: 2, receive: 3, processed: 4}, &res, "p", "b", "c", nil, nil)
+		if row.Valid != tc.want {
+			t.Errorf("%s: valid %08b, want %08b", tc.name, row.Valid, tc.want)
+		}
 	}
 }
