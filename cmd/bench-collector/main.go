@@ -44,6 +44,8 @@ import (
 func main() {
 	n := flag.Int("receipts", 400000, "receipts to push through each measurement")
 	perRecord := flag.Int("per-record", 256, "receipts per Kafka record (the emitter's default batch)")
+	flag.IntVar(&writerConfig.BatchRows, "batch-rows", writerConfig.BatchRows, "the pipeline writer's batch_rows")
+	flag.IntVar(&writerConfig.MaxRows, "max-rows", writerConfig.MaxRows, "the pipeline writer's max_rows")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
 	chAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
@@ -99,7 +101,8 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	}()
 	n -= n % partitions // every partition gets the same number of receipts
 	fmt.Fprintf(os.Stderr, "producing %d receipts to %s...\n", n, topic)
-	if err := produce(brokers, topic, n, perRecord, partitions); err != nil {
+	records, err := produce(brokers, topic, n, perRecord, partitions)
+	if err != nil {
 		return err
 	}
 
@@ -152,7 +155,7 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	debug.SetMemoryLimit(memoryLimitMB << 20)
-	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n); err != nil {
+	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n, records); err != nil {
 		return err
 	}
 	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
@@ -166,14 +169,15 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 }
 
 // produce writes n receipts of realistic shape (every stamp, a trace, three producer and two consumer hosts) in
-// records of perRecord, keyed by source partition like the instrumentation's emitter.
-func produce(brokers []string, topic string, n, perRecord, partitions int) error {
+// records of perRecord, keyed by source partition like the instrumentation's emitter, and returns how many records
+// it wrote.
+func produce(brokers []string, topic string, n, perRecord, partitions int) (records int, err error) {
 	c := saramaConfig()
 	c.Producer.Return.Successes = true
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	p, err := sarama.NewSyncProducer(brokers, c)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer p.Close()
 	now := time.Now()
@@ -197,21 +201,22 @@ func produce(brokers []string, topic string, n, perRecord, partitions int) error
 			}
 			v, err := instrument.AppendReceiptBatch(nil, rs)
 			if err != nil {
-				return err
+				return 0, err
 			}
+			records++
 			msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: int32(part), Value: sarama.ByteEncoder(v)})
 			if len(msgs) == 200 {
 				if err := p.SendMessages(msgs); err != nil {
-					return err
+					return 0, err
 				}
 				msgs = msgs[:0]
 			}
 		}
 	}
 	if len(msgs) > 0 {
-		return p.SendMessages(msgs)
+		return records, p.SendMessages(msgs)
 	}
-	return nil
+	return records, nil
 }
 
 // rawConsume reads the topic with a fresh consumer group and counts receipts from each record's batch header.
@@ -304,13 +309,19 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// writerConfig is the writer the pipeline runs with: 50k-row batches (the raw insert's size) and at most 100k rows
-// held, the settings docs/collector.md gives for a collector under ~300 MB (the store's default of 200k held trades
-// memory for slack). 100k held is two batches: the one being sent and the next one, prepared during that send.
-var writerConfig = store.WriterConfig{BatchRows: 50000, MaxRows: 100000}
+// writerConfig is the writer the pipeline runs with (-batch-rows, -max-rows change it): 25k-row batches and at
+// most 100k rows held, within docs/collector.md's ~300 MB budget. Four batches of room (the store's default
+// max_rows:batch_rows ratio) let the consumers fill the next batches while the writer sends one and prepares the
+// one after it; measured on the 2-core machine, 50k/100k left ClickHouse idle while the first batch filled and
+// while the consumers waited for room (ratio 0.54-0.57), 50k/150k did no better (0.50), 25k/100k gave 0.80.
+var writerConfig = store.WriterConfig{BatchRows: 25000, MaxRows: 100000}
 
 // pipeline runs the collector's receipts path until ClickHouse acknowledged n rows.
-func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n int) (elapsed, startup float64, err error) {
+//
+// The input is finite: once the collector has consumed every record, the bench flushes the writer, as the raw insert
+// sends its last partial batch at once; otherwise that batch would wait for the writer's flush ticker (up to
+// flush_interval, 1 s, a quarter of the run), which a continuous stream never pays per row.
+func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n, records int) (elapsed, startup float64, err error) {
 	wcfg := st.Config()
 	wcfg.Writer = writerConfig
 	wst, err := store.Open(ctx, wcfg)
@@ -355,6 +366,11 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 	// ms to seconds, once per process) are reported apart as pipeline_startup_seconds.
 	var first time.Time
 	for testutil.ToFloat64(acked) < float64(n) {
+		if testutil.ToFloat64(consumed) >= float64(records) {
+			fctx, fcancel := context.WithTimeout(ctx, time.Second)
+			_ = w.Flush(fctx) // end of input: take the last partial batch now
+			fcancel()
+		}
 		if first.IsZero() && testutil.ToFloat64(consumed) > 0 {
 			first = time.Now()
 		}
