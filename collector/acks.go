@@ -13,6 +13,9 @@ type marker struct {
 	// mu guards queue: batches in read order, each with the offset after its last record and whether it is acked.
 	mu    sync.Mutex
 	queue []*segment
+	// failed is set once a batch of this generation was not acknowledged: nothing of the generation is marked
+	// any more (its session is ended and the partition re-read from the last commit).
+	failed bool
 }
 
 type segment struct {
@@ -32,6 +35,10 @@ func (m *marker) add(next int64) *segment {
 // ack marks s acknowledged and marks the highest offset whose batches are all acknowledged.
 func (m *marker) ack(s *segment) {
 	m.mu.Lock()
+	if m.failed {
+		m.mu.Unlock()
+		return
+	}
 	s.done = true
 	var next int64 = -1
 	i := 0
@@ -43,6 +50,13 @@ func (m *marker) ack(s *segment) {
 	if next >= 0 {
 		m.mark(next)
 	}
+}
+
+// fail gives up on the generation: no later acknowledgement marks anything, and the marker counts as idle.
+func (m *marker) fail() {
+	m.mu.Lock()
+	m.failed, m.queue = true, nil
+	m.mu.Unlock()
 }
 
 // pending returns how many batches wait for acknowledgement.

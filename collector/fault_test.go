@@ -68,3 +68,61 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	raw := e.count("SELECT count() FROM latency_events WHERE topic = ?", second)
 	t.Logf("second topic: %d rows by key, %d physical rows before merges", keys, raw)
 }
+
+// TestClickHouseOutageBeyondRetryRecovers is QA defect 4: an outage longer than the writer's retry_max_elapsed makes
+// the writer give up on rows. Nothing accepted may be lost and the collector must recover by itself: the paths
+// re-read from the committed offsets, the sink reports unhealthy while writes fail and healthy after, and every
+// row is in ClickHouse once by key without a restart.
+func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Probe.Enabled = false
+	e.cfg.MaxBatch = 2
+	px := newProxy(t, e.chAddr)
+	r := e.start([]string{px.addr}, func(w *store.WriterConfig) {
+		w.BatchRows, w.MaxRows, w.FlushInterval = 500, 1000, 100*time.Millisecond
+		w.RetryInitial, w.RetryMax, w.InsertTimeout = 100*time.Millisecond, 300*time.Millisecond, 2*time.Second
+		w.RetryMaxElapsed = time.Second
+	})
+	t.Cleanup(func() { r.stop(t) })
+	second := testenv.CreateTopic(t, "src2", testenv.Topic{Partitions: 3})
+	const n1, n2 = 300, 1500
+	q := "SELECT count() FROM latency_events FINAL WHERE topic = ?"
+
+	e.app(n1, 0, 0, 0)
+	if got := e.waitCount(n1, 60*time.Second, q, e.source); got != n1 {
+		t.Fatalf("before the outage: %d rows, want %d", got, n1)
+	}
+	if err := r.col.SinkHealth(); err != nil {
+		t.Fatalf("sink unhealthy before the outage: %v", err)
+	}
+	px.down()
+	e.appOn(second, n2, 0, 0, 0)
+	// The writer gives up after 1 s of retries: the sink turns unhealthy and rows were dropped by the writer.
+	if got := waitFor(1, 30*time.Second, func() int64 {
+		if r.col.SinkHealth() != nil {
+			return 1
+		}
+		return 0
+	}); got != 1 {
+		t.Fatal("sink still healthy 30 s into the outage")
+	}
+	if errs := testutil.ToFloat64(r.metrics.SinkErrors.WithLabelValues(PathReceipts)); errs < 1 {
+		t.Fatalf("%v sink errors during the outage, want some", errs)
+	}
+	t.Logf("during the outage: %v", r.col.SinkHealth())
+	time.Sleep(3 * time.Second) // several give-up / re-read rounds
+	px.up()
+	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
+		t.Fatalf("after recovery without a restart: %d rows of the second topic, want %d", got, n2)
+	}
+	keys := e.count("SELECT uniqExact(topic, partition, offset) FROM latency_events FINAL WHERE topic = ?", second)
+	if keys != n2 {
+		t.Fatalf("%d distinct keys, want %d", keys, n2)
+	}
+	if got := e.count(q, e.source); got != n1 {
+		t.Fatalf("after recovery: %d rows of the first topic, want %d", got, n1)
+	}
+	if err := r.col.SinkHealth(); err != nil {
+		t.Fatalf("sink still unhealthy after recovery: %v", err)
+	}
+}

@@ -159,6 +159,7 @@ type running struct {
 	writer  *store.Writer
 	st      *store.Store
 	metrics *Metrics
+	col     *Collector
 }
 
 // start runs a collector writing through a store at addr (nil: the server itself) with writer settings mod.
@@ -190,7 +191,7 @@ func (e *env) start(addr []string, mod func(*store.WriterConfig)) *running {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m}
+	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m, col: c}
 	go func() { r.done <- c.Run(ctx) }()
 	// Run creates the receipts topic first thing; applications started before that would lose receipts.
 	e.waitTopicReady(e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)

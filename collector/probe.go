@@ -218,5 +218,5 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 			return err
 		}
 	}
-	return p.write(ctx, PathProbe, b, rows, mark)
+	return p.write(ctx, PathProbe, b, rows, nil, mark)
 }

@@ -32,17 +32,22 @@ type pathDeps struct {
 	log     *slog.Logger
 	markers markers
 	live    liveHistograms
+	health  sinkHealth
 	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
 	instrumented sync.Map
 }
 
-// write hands rows to the sink and marks next once they are acknowledged (at-least-once).
-func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows store.Rows, mark func(int64)) error {
+// write hands rows to the sink and marks next once they are acknowledged (at-least-once). acked, if not nil, is
+// called when this batch's rows are acknowledged, before the in-order mark.
+func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows store.Rows, acked func(), mark func(int64)) error {
 	next := b.Records[len(b.Records)-1].Offset + 1
 	m := d.markers.get(b.Topic, b.Partition, b.Generation, mark)
 	seg := m.add(next)
 	n := rows.Len()
 	if n == 0 {
+		if acked != nil {
+			acked()
+		}
 		m.ack(seg)
 		return nil
 	}
@@ -53,10 +58,21 @@ func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows s
 	defer waiting.Dec()
 	err := d.sink.Write(ctx, rows, func(err error) {
 		if err != nil {
+			// At-least-once: these rows are lost to the writer, so nothing from this batch on may be committed, and
+			// the records must be read again. Ending the session makes the group resume from its committed offsets.
 			d.metrics.SinkErrors.WithLabelValues(path).Inc()
-			d.log.Error("writer gave up on a batch; its offsets stay uncommitted and will be re-read after a restart",
+			d.health.failed(err, d.clock())
+			d.log.Error("writer gave up on a batch; re-reading the partition from its last committed offset",
 				"path", path, "topic", b.Topic, "partition", b.Partition, "next", next, "err", err)
+			m.fail()
+			if b.Restart != nil {
+				b.Restart(fmt.Errorf("writer gave up on rows of %s/%d: %w", b.Topic, b.Partition, err))
+			}
 			return
+		}
+		d.health.ok()
+		if acked != nil {
+			acked()
 		}
 		d.metrics.RowsAcked.WithLabelValues(path).Add(float64(n))
 		m.ack(seg)
@@ -105,29 +121,53 @@ type Receipts struct {
 	stored storedOffsets
 }
 
-// storedOffsets remembers, per partition of the receipts topic, the offset below which every record's rows were
-// acknowledged by the sink in this process. When a session ends before its marks were committed (a broker restart,
-// a coordinator move, a rebalance), the group reads those records again; their rows are already in ClickHouse, and
-// handing the receipts to the engine a second time would classify each as a redelivery and store a second row under
-// another replay class (the class is part of the row key). Skipping them keeps the rows exactly once by key.
+// storedOffsets remembers, per partition of the receipts topic, which records' rows the sink acknowledged in this
+// process: every offset below next, plus the acknowledged batches above it (ranges [from, to)) that wait behind one
+// not acknowledged yet, or behind one the writer gave up on. When a session ends before its marks were committed (a
+// broker restart, a coordinator move, a rebalance, or a re-read after the writer gave up on rows), the group reads
+// those records again; their rows are already in ClickHouse, and handing the receipts to the engine a second time
+// would classify each as a redelivery and store a second row under another replay class (the class is part of the
+// row key). Skipping them keeps the rows exactly once by key.
 // It lives as long as the process: after a collector restart the re-read receipts still go through the engine
 // (docs/collector.md, "Known limits"). The receipts topic must not be deleted and re-created while a collector runs
 // (its new offsets would be taken for stored ones).
 type storedOffsets struct {
-	mu   sync.Mutex // guards next
+	mu   sync.Mutex // guards next and above
 	next map[int32]int64
+	// above holds, per partition, acknowledged ranges [0] <= offset < [1] at or above next, unordered; ranges at or
+	// below next are dropped as next advances.
+	above map[int32][][2]int64
 }
 
-func (s *storedOffsets) get(partition int32) int64 {
+// stored reports whether offset's rows were acknowledged.
+func (s *storedOffsets) stored(partition int32, offset int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, ok := s.next[partition]
-	if !ok {
-		return -1
+	if n, ok := s.next[partition]; ok && offset < n {
+		return true
 	}
-	return n
+	for _, r := range s.above[partition] {
+		if r[0] <= offset && offset < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
+// acked records that the rows of offsets [from, to) were acknowledged.
+func (s *storedOffsets) acked(partition int32, from, to int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n, ok := s.next[partition]; ok && to <= n {
+		return
+	}
+	if s.above == nil {
+		s.above = map[int32][][2]int64{}
+	}
+	s.above[partition] = append(s.above[partition], [2]int64{from, to})
+}
+
+// advance records that every offset below next is acknowledged (the marked, in-order prefix).
 func (s *storedOffsets) advance(partition int32, next int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,6 +176,15 @@ func (s *storedOffsets) advance(partition int32, next int64) {
 	}
 	if n, ok := s.next[partition]; !ok || next > n {
 		s.next[partition] = next
+	}
+	if rs := s.above[partition]; len(rs) > 0 {
+		keep := rs[:0]
+		for _, r := range rs {
+			if r[1] > next {
+				keep = append(keep, r)
+			}
+		}
+		s.above[partition] = keep
 	}
 }
 
@@ -158,9 +207,8 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 	now := p.clock()
 	var cache batchCache
 	defer cache.flush(p.metrics, PathReceipts)
-	stored := p.stored.get(b.Partition)
 	for i := range b.Records {
-		if b.Records[i].Offset < stored {
+		if p.stored.stored(b.Partition, b.Records[i].Offset) {
 			continue // read again after an uncommitted session ended: its rows are stored already
 		}
 		var err error
@@ -185,8 +233,8 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			return err
 		}
 	}
-	part := b.Partition
-	return p.write(ctx, PathReceipts, b, rows, func(next int64) {
+	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
+	return p.write(ctx, PathReceipts, b, rows, func() { p.stored.acked(part, from, to) }, func(next int64) {
 		p.stored.advance(part, next)
 		mark(next)
 	})

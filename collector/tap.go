@@ -128,5 +128,5 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			return err
 		}
 	}
-	return t.write(ctx, PathTap, b, rows, mark)
+	return t.write(ctx, PathTap, b, rows, nil, mark)
 }

@@ -128,6 +128,12 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 			http.Error(w, "starting\n", http.StatusServiceUnavailable)
 			return
 		}
+		// The writer gave up on rows (ClickHouse unreachable beyond retry_max_elapsed): they are being read again
+		// from Kafka, and the process is not ready until a write succeeds again.
+		if err := col.SinkHealth(); err != nil {
+			http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle(instrument.TimeSyncPath, instrument.TimeSyncHandler(time.Now))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -52,6 +53,12 @@ type Batch struct {
 	// Generation is the consumer-group generation the batch was read in; marks are scoped to it.
 	Generation int32
 	Records    []Record
+	// Restart, when set (RunGroup sets it), ends the consumer-group session the batch was read in, so that every
+	// partition of it is read again from its last committed offset in a new session: what a handler calls when
+	// records it accepted can no longer be made durable (their offsets must not be skipped, and nothing after them
+	// may be committed). Marks made before it are committed first. Safe to call from any goroutine, later; a no-op
+	// once that session has ended. cause is logged.
+	Restart func(cause error)
 }
 
 // BatchHandler processes one batch. It may block (that is the backpressure: while it blocks the partition is not
@@ -137,7 +144,16 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	}()
 	gh := &groupHandler{cfg: cfg, h: h, fail: fail}
 	for ctx.Err() == nil {
-		if err := cg.Consume(ctx, cfg.Topics, gh); err != nil {
+		// Each Consume call is one session with its own context, so Batch.Restart can end it: sarama then commits
+		// the marks, and the next Consume rejoins and reads from the committed offsets.
+		sctx, endSession := context.WithCancelCause(ctx)
+		gh.endSession.Store(&endSession)
+		err := cg.Consume(sctx, cfg.Topics, gh)
+		if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
+			cfg.Logger.Warn("session ended to re-read from the committed offsets", "group", cfg.Group, "cause", cause)
+		}
+		endSession(nil)
+		if err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				break
 			}
@@ -163,6 +179,8 @@ type groupHandler struct {
 	cfg  GroupConfig
 	h    BatchHandler
 	fail context.CancelCauseFunc
+	// endSession ends the current Consume call's session (set before each call).
+	endSession atomic.Pointer[context.CancelCauseFunc]
 }
 
 func (g *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
@@ -183,6 +201,13 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	topic, part := claim.Topic(), claim.Partition()
 	ctx := sess.Context()
 	mark := func(next int64) { sess.MarkOffset(topic, part, next, "") }
+	endSession := *g.endSession.Load() // this session's: a late Restart must not end a later session
+	restart := func(cause error) {
+		if cause == nil {
+			cause = errors.New("restart requested")
+		}
+		endSession(fmt.Errorf("%s/%d: %w", topic, part, cause))
+	}
 	batch := make([]Record, 0, g.cfg.MaxBatch)
 	timer := time.NewTimer(g.cfg.MaxWait)
 	timer.Stop()
@@ -190,7 +215,7 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		if len(batch) == 0 {
 			return nil
 		}
-		err := g.h(ctx, Batch{Topic: topic, Partition: part, Generation: sess.GenerationID(), Records: batch}, mark)
+		err := g.h(ctx, Batch{Topic: topic, Partition: part, Generation: sess.GenerationID(), Records: batch, Restart: restart}, mark)
 		batch = make([]Record, 0, g.cfg.MaxBatch) // the handler may keep the slice
 		if err != nil && ctx.Err() == nil {
 			g.fail(fmt.Errorf("handle %s/%d: %w", topic, part, err))
