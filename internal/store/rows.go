@@ -106,16 +106,19 @@ type LatencyRow struct {
 	TraceID, SpanID                        string // lowercase hex, '' when none
 }
 
-// RecordTime is the row's partition and dedup anchor: the first known of the append, event, receive and processed
-// stamps. It depends only on the row's content, so every copy of a row lands in the same daily partition and
-// ReplacingMergeTree can collapse them.
+// RecordTime is the row's partition and dedup anchor: the first plausible one (see PlausibleMs) of the append,
+// event, receive, processed and observed stamps, else FallbackTime. It depends only on the row's content, so every
+// copy of a row lands in the same daily partition and ReplacingMergeTree can collapse them. A stamp in the wrong unit
+// or from a broken clock never picks the partition: it would land the row in 1970 or 2262, where retention drops it
+// at once or never.
 func (r *LatencyRow) RecordTime() time.Time {
-	return time.UnixMilli(firstPositive(r.AppendMs, r.EventMs, r.ReceiveMs, r.ProcessedMs)).UTC()
+	return time.UnixMilli(firstPlausible(r.AppendMs, r.EventMs, r.ReceiveMs, r.ProcessedMs, r.ObservedMs)).UTC()
 }
 
-// ObservedTime is latency_events.observed_time: ObservedMs or its fallbacks (see ObservedMs).
+// ObservedTime is latency_events.observed_time: ObservedMs or its fallbacks (see ObservedMs), the first plausible one,
+// else FallbackTime.
 func (r *LatencyRow) ObservedTime() time.Time {
-	return time.UnixMilli(firstPositive(r.ObservedMs, r.ProcessedMs, r.ReceiveMs, r.AppendMs, r.EventMs)).UTC()
+	return time.UnixMilli(firstPlausible(r.ObservedMs, r.ProcessedMs, r.ReceiveMs, r.AppendMs, r.EventMs)).UTC()
 }
 
 // ProbeRow is one probe record: a row of probe_events. Send, ack and receive stamps are on the collector's clock,
@@ -139,7 +142,7 @@ type ProbeRow struct {
 
 // RecordTime is probe_events.record_time: the send time (else append time).
 func (r *ProbeRow) RecordTime() time.Time {
-	return time.UnixMilli(firstPositive(r.SendMs, r.AppendMs, r.ReceiveMs)).UTC()
+	return time.UnixMilli(firstPlausible(r.SendMs, r.AppendMs, r.ReceiveMs)).UTC()
 }
 
 // LagRow is one partition of one group in one lag-exporter snapshot: a row of lag_snapshots. Offsets are Kafka's
@@ -182,13 +185,26 @@ type Rows struct {
 // Len is the total number of rows.
 func (r *Rows) Len() int { return len(r.Latency) + len(r.Probe) + len(r.Lag) + len(r.ClockOffsets) }
 
-func firstPositive(vs ...int64) int64 {
+// PlausibleMs reports whether v, read as Unix milliseconds, lies in [2000-01-01, 2100-01-01): inside ClickHouse's
+// DateTime range and far from what a stamp in seconds, microseconds or nanoseconds reads as.
+func PlausibleMs(v int64) bool { return v >= plausibleFromMs && v < plausibleToMs }
+
+const (
+	plausibleFromMs = 946_684_800_000   // 2000-01-01T00:00:00Z
+	plausibleToMs   = 4_102_444_800_000 // 2100-01-01T00:00:00Z
+)
+
+// FallbackTime is the record time of a row none of whose stamps is plausible: 2000-01-01, a partition of its own
+// that such rows share, so they stay visible (and countable) instead of scattering over 1970 or 2262.
+func FallbackTime() time.Time { return time.UnixMilli(plausibleFromMs).UTC() }
+
+func firstPlausible(vs ...int64) int64 {
 	for _, v := range vs {
-		if v > 0 {
+		if PlausibleMs(v) {
 			return v
 		}
 	}
-	return 0
+	return plausibleFromMs
 }
 
 // Estimated in-memory bytes per row: the fixed fields plus string headers; string contents are added per row.
