@@ -103,8 +103,8 @@ func (c *runConfig) validate() error {
 	if err := c.Collector.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Lag.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("lag: %w", err))
+	if err := c.Lag.ValidateAt("lag"); err != nil {
+		errs = append(errs, err) // every line names its full key (lag.…)
 	}
 	if lc := c.engineConfig(); true {
 		lc.SetDefaults()

@@ -96,6 +96,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"SLO threshold out of range", "kafka: {brokers: [a:1]}\ncollector: {slo_thresholds: [500ms, 0s]}\n", "collector.slo_thresholds[1]"},
 		{"enum lists valid values", "kafka: {brokers: [a:1]}\nlog: {level: loud}\n", "debug, info, warn, error"},
 		{"brokers required", "log: {level: info}\n", "kafka.brokers"},
+		// lagexporter reports nested keys: every line carries the "lag." prefix (was "lag: status.window").
+		{"lag keys are full paths", "kafka: {brokers: [a:1]}\nlag: {status: {window: 1}}\n", "lag.status.window: "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,3 +144,4 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 		t.Fatalf("flags: listen %q level %q", got.HTTP.Listen, got.Log.Level)
 	}
 }
+

@@ -204,7 +204,7 @@ func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, ab
 				if b.LogAppendTime {
 					ts = b.MaxTimestamp
 				}
-				if b.FirstTimestamp.IsZero() && !b.LogAppendTime || ts.IsZero() || ts.UnixMilli() <= 0 {
+				if b.FirstTimestamp.IsZero() && !b.LogAppendTime || !lagexporter.ValidRecordTimestamp(ts) {
 					continue // NO_TIMESTAMP (-1): keep looking for a valid stamp
 				}
 				p.TimestampOffset, p.Timestamp = off, ts
