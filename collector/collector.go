@@ -2,10 +2,13 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -36,6 +39,9 @@ type Collector struct {
 	opts   Options
 	deps   *pathDeps
 	bounds *commitBounds // nil when the tap is disabled
+	// setup is the outcome of the latest start attempt; started is set once Run connected and the paths run.
+	setup   health
+	started atomic.Bool
 }
 
 // New validates cfg (after defaults) and returns a collector; Run starts it.
@@ -82,41 +88,35 @@ func (c *Collector) ObserveSnapshot(ctx context.Context, s *lagexporter.Snapshot
 	return c.bounds.observe(ctx, s)
 }
 
-// Run ensures the collector's topics, then runs every enabled path until ctx ends. On the way out each path stops
-// reading, waits (up to DrainTimeout) for its rows to be acknowledged and commits their offsets. It returns the
-// first path error, nil after a clean stop.
+// Run ensures the collector's topics, then runs every enabled path until ctx ends. While Kafka cannot be reached at
+// start it retries with exponential backoff (0.5 s doubling to 30 s, jittered), logging each failed attempt; Ready
+// reports the last failure meanwhile. On the way out each path stops reading, waits (up to DrainTimeout) for its
+// rows to be acknowledged and commits their offsets. It returns the first path error, nil after a clean stop
+// (including one during the start retries).
 func (c *Collector) Run(ctx context.Context) error {
-	sc, err := c.opts.Kafka.Sarama()
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval, eb.MaxInterval, eb.Multiplier = 500*time.Millisecond, 30*time.Second, 2
+	conn, err := backoff.Retry(ctx, func() (*kafkaConn, error) {
+		k, err := c.connect()
+		if err != nil {
+			c.setup.failed(err, c.opts.Clock())
+		}
+		return k, err
+	}, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
+		c.opts.Logger.Warn("collector cannot reach Kafka; retrying", "in", next.Round(time.Millisecond), "err", err)
+	}))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return err
 	}
+	defer conn.prod.Close()
+	defer conn.meta.Close()
+	c.setup.ok()
+	c.started.Store(true)
+	prod, meta := conn.prod, conn.meta
 	brokers := c.opts.Kafka.Brokers
-	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
-		return fmt.Errorf("ensure dead-letter topic: %w", err)
-	}
-	if c.cfg.Receipts.Enabled {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
-			return fmt.Errorf("ensure receipts topic: %w", err)
-		}
-	}
-	if c.cfg.Probe.Enabled {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
-			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
-			return fmt.Errorf("ensure probe topic: %w", err)
-		}
-	}
-	psc, _ := c.opts.Kafka.Sarama()
-	prod, err := kafka.NewProducer(brokers, psc)
-	if err != nil {
-		return err
-	}
-	defer prod.Close()
-	msc, _ := c.opts.Kafka.Sarama()
-	meta, err := kafka.NewMetadata(brokers, msc, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer meta.Close()
 	c.deps.dlq = &KafkaDeadLetters{Producer: prod, Topic: c.cfg.DeadLetterTopic}
 	c.deps.meta = meta
 
@@ -149,6 +149,59 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })
 	return g.Wait()
+}
+
+// kafkaConn is what Run needs from Kafka before the paths start.
+type kafkaConn struct {
+	prod *kafka.Producer
+	meta *kafka.Metadata
+}
+
+// connect ensures the collector's topics and opens the producer and the metadata cache: one start attempt.
+func (c *Collector) connect() (*kafkaConn, error) {
+	sc, err := c.opts.Kafka.Sarama()
+	if err != nil {
+		return nil, backoff.Permanent(err)
+	}
+	brokers := c.opts.Kafka.Brokers
+	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
+		return nil, fmt.Errorf("ensure dead-letter topic: %w", err)
+	}
+	if c.cfg.Receipts.Enabled {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
+			return nil, fmt.Errorf("ensure receipts topic: %w", err)
+		}
+	}
+	if c.cfg.Probe.Enabled {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
+			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
+			return nil, fmt.Errorf("ensure probe topic: %w", err)
+		}
+	}
+	psc, _ := c.opts.Kafka.Sarama()
+	prod, err := kafka.NewProducer(brokers, psc)
+	if err != nil {
+		return nil, err
+	}
+	msc, _ := c.opts.Kafka.Sarama()
+	meta, err := kafka.NewMetadata(brokers, msc, 30*time.Second)
+	if err != nil {
+		prod.Close()
+		return nil, err
+	}
+	return &kafkaConn{prod: prod, meta: meta}, nil
+}
+
+// Ready returns nil while the collector runs and its sink acknowledges rows; else why not: still connecting to
+// Kafka at start (with the last error), or the sink failing (SinkHealth).
+func (c *Collector) Ready() error {
+	if !c.started.Load() {
+		if err := c.setup.check(); err != nil {
+			return fmt.Errorf("connecting to Kafka: %w", err)
+		}
+		return errors.New("connecting to Kafka")
+	}
+	return c.SinkHealth()
 }
 
 // drain waits for the sink to acknowledge what it accepted, so the ending session's commit includes it.

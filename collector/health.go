@@ -6,16 +6,17 @@ import (
 	"time"
 )
 
-// sinkHealth is the outcome of the sink's latest acknowledgement: failing from an acknowledgement that carried an
-// error (the writer gave up on rows after retrying) until the next one that did not. The zero value is healthy.
-type sinkHealth struct {
+// health is the outcome of the latest attempt at something that is retried: failing from an attempt that returned
+// an error until the next one that did not. For the sink an attempt is an acknowledgement (an error: the writer gave
+// up on rows after retrying). The zero value is healthy.
+type health struct {
 	mu    sync.Mutex // guards err, since
 	err   error
 	since time.Time
 }
 
 // failed records a failed acknowledgement at now (the reference clock).
-func (h *sinkHealth) failed(err error, now time.Time) {
+func (h *health) failed(err error, now time.Time) {
 	h.mu.Lock()
 	if h.err == nil {
 		h.since = now
@@ -24,22 +25,27 @@ func (h *sinkHealth) failed(err error, now time.Time) {
 	h.mu.Unlock()
 }
 
-func (h *sinkHealth) ok() {
+func (h *health) ok() {
 	h.mu.Lock()
 	h.err = nil
 	h.mu.Unlock()
 }
 
-func (h *sinkHealth) check() error {
+func (h *health) check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err == nil {
 		return nil
 	}
-	return fmt.Errorf("sink failing since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
+	return fmt.Errorf("failing since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
 }
 
 // SinkHealth returns nil while the sink acknowledges the rows it is given, and an error (the latest one) from an
 // acknowledgement that carried one (the writer gave up on rows) until the next successful acknowledgement. It is
 // what /readyz reports for the sink: the rows the writer gave up on are being read again from Kafka, not lost.
-func (c *Collector) SinkHealth() error { return c.deps.health.check() }
+func (c *Collector) SinkHealth() error {
+	if err := c.deps.health.check(); err != nil {
+		return fmt.Errorf("sink %w", err)
+	}
+	return nil
+}

@@ -32,7 +32,7 @@ type pathDeps struct {
 	log     *slog.Logger
 	markers markers
 	live    liveHistograms
-	health  sinkHealth
+	health  health
 	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
 	instrumented sync.Map
 }

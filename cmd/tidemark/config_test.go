@@ -144,4 +144,3 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 		t.Fatalf("flags: listen %q level %q", got.HTTP.Listen, got.Log.Level)
 	}
 }
-

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"sync/atomic"
+	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -74,10 +75,12 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
 }
 
-// run wires and runs everything until ctx ends. Start order is "things taking requests before things sending
-// requests": store and writer, HTTP, then the collector and the lag exporter. Stop order is the reverse: consumers
-// stop (each path drains its rows into the writer and commits), the lag exporter stops, the writer flushes and
-// closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
+// run wires and runs everything until ctx ends. The HTTP server comes first, so that /healthz (alive) and /metrics
+// answer while dependencies are still unreachable; /readyz is 503 with the reason until everything runs. Then the
+// store and writer (ClickHouse), then the collector and the lag exporter (Kafka); each dependency is retried with
+// exponential backoff until it answers or ctx ends (a signal during the retries is a clean stop). Stop order is the
+// reverse: consumers stop (each path drains its rows into the writer and commits), the lag exporter stops, the
+// writer flushes and closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
 func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -90,48 +93,14 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	st, err := store.Open(ctx, cfg.ClickHouse)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if *cfg.Migrate {
-		res, err := st.Migrate(ctx)
-		if err != nil {
-			return err
-		}
-		log.Info("schema ready", "result", fmt.Sprintf("%+v", res))
-	} else if err := st.CheckSchema(ctx); err != nil {
-		return fmt.Errorf("check schema (run `tidemark migrate`): %w", err)
-	}
-	writer, err := store.NewWriter(st, store.WriterOptions{Registerer: reg, Logger: log})
-	if err != nil {
-		return err
-	}
-	engine, err := latency.NewEngine(cfg.engineConfig())
-	if err != nil {
-		return err
-	}
-	col, err := collector.New(cfg.Collector, collector.Options{
-		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg, cfg.Collector.SLOThresholds...), Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-
-	var ready atomic.Bool
+	var st readiness
+	st.set("starting")
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "starting\n", http.StatusServiceUnavailable)
-			return
-		}
-		// The writer gave up on rows (ClickHouse unreachable beyond retry_max_elapsed): they are being read again
-		// from Kafka, and the process is not ready until a write succeeds again.
-		if err := col.SinkHealth(); err != nil {
-			http.Error(w, "not ready: "+err.Error()+"\n", http.StatusServiceUnavailable)
+		if why := st.notReady(); why != "" {
+			http.Error(w, "not ready: "+why+"\n", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
@@ -150,6 +119,64 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		close(httpDone)
 	}()
 	log.Info("http listening", "addr", ln.Addr().String())
+	defer func() { // last: the HTTP server outlives everything else
+		hctx, hcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+		defer hcancel()
+		if herr := srv.Shutdown(hctx); herr != nil {
+			err = errors.Join(err, fmt.Errorf("http shutdown: %w", herr))
+		}
+		log.Info("stopped")
+	}()
+	// A dependency that is down at start is waited for, not a reason to exit; the HTTP server failing is.
+	sctx, cancelStart := context.WithCancelCause(ctx)
+	defer cancelStart(nil)
+	go func() {
+		select {
+		case err := <-httpDone:
+			if err != nil {
+				cancelStart(fmt.Errorf("http server: %w", err))
+			}
+		case <-sctx.Done():
+		}
+	}()
+
+	st.set("connecting to ClickHouse")
+	db, err := retryDependency(sctx, log, &st, "ClickHouse", func() (*store.Store, error) {
+		db, err := store.Open(sctx, cfg.ClickHouse)
+		if err != nil {
+			return nil, err
+		}
+		if *cfg.Migrate {
+			res, err := db.Migrate(sctx)
+			if err != nil {
+				_ = db.Close()
+				return nil, err
+			}
+			log.Info("schema ready", "result", fmt.Sprintf("%+v", res))
+		} else if err := db.CheckSchema(sctx); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("check schema (run `tidemark migrate`): %w", err)
+		}
+		return db, nil
+	})
+	if err != nil {
+		return startErr(sctx, err)
+	}
+	defer db.Close()
+	writer, err := store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	engine, err := latency.NewEngine(cfg.engineConfig())
+	if err != nil {
+		return err
+	}
+	col, err := collector.New(cfg.Collector, collector.Options{
+		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg, cfg.Collector.SLOThresholds...), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
 
 	var loop *lagexporter.Loop
 	if *cfg.LagEnabled {
@@ -157,9 +184,12 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		if err != nil {
 			return err
 		}
-		cluster, err := kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		st.set("connecting to Kafka (lag exporter)")
+		cluster, err := retryDependency(sctx, log, &st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
+			return kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		})
 		if err != nil {
-			return err
+			return startErr(sctx, err)
 		}
 		defer cluster.Close()
 		if loop, err = lagexporter.NewLoop(&cfg.Lag, cluster, time.Now, reg); err != nil {
@@ -167,7 +197,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(sctx)
 	g.Go(func() error { return col.Run(gctx) })
 	if loop != nil {
 		snaps, cancelSub := loop.Subscribe(4)
@@ -175,32 +205,83 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		g.Go(func() error { return loop.Run(gctx) })
 		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col) })
 	}
-	g.Go(func() error {
-		select {
-		case err := <-httpDone:
-			return fmt.Errorf("http server: %w", err)
-		case <-gctx.Done():
-			return nil
-		}
-	})
-	ready.Store(true)
+	// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
+	st.setCheck(col.Ready)
 	log.Info("tidemark running", "brokers", cfg.Kafka.Brokers, "clickhouse", cfg.ClickHouse.Addr)
 
 	runErr := g.Wait() // consumers have stopped and drained
-	ready.Store(false)
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
+		runErr = errors.Join(runErr, cause) // the HTTP server failed
+	}
+	st.set("stopping")
 	log.Info("stopping: flushing the writer")
 	fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
 	defer cancel()
 	if err := writer.Close(fctx); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
 	}
-	hctx, hcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-	defer hcancel()
-	if err := srv.Shutdown(hctx); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
-	}
-	log.Info("stopped")
 	return runErr
+}
+
+// startErr is the error to return when a dependency's retries ended: the HTTP server's failure if that ended them,
+// else err (context.Canceled after a signal, which run treats as a clean stop).
+func startErr(sctx context.Context, err error) error {
+	if cause := context.Cause(sctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// retryDependency calls connect until it succeeds or ctx ends, with exponential backoff (0.5 s doubling to 30 s,
+// jittered, no limit), logging each failed attempt once and publishing it as the /readyz reason.
+func retryDependency[T any](ctx context.Context, log *slog.Logger, st *readiness, what string, connect func() (T, error)) (T, error) {
+	eb := backoff.NewExponentialBackOff()
+	eb.InitialInterval, eb.MaxInterval, eb.Multiplier = 500*time.Millisecond, 30*time.Second, 2
+	return backoff.Retry(ctx, func() (T, error) {
+		v, err := connect()
+		if err != nil {
+			st.set(fmt.Sprintf("connecting to %s: %v", what, err))
+		}
+		return v, err
+	}, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
+		log.Warn("cannot reach "+what+"; retrying", "in", next.Round(time.Millisecond), "err", err)
+	}))
+}
+
+// readiness is what /readyz answers: a fixed reason while starting or stopping, else a check's error. The zero
+// value is ready.
+type readiness struct {
+	mu     sync.Mutex // guards reason, check
+	reason string
+	check  func() error
+}
+
+func (r *readiness) set(reason string) {
+	r.mu.Lock()
+	r.reason, r.check = reason, nil
+	r.mu.Unlock()
+}
+
+func (r *readiness) setCheck(check func() error) {
+	r.mu.Lock()
+	r.reason, r.check = "", check
+	r.mu.Unlock()
+}
+
+// notReady returns why the process is not ready, "" when it is.
+func (r *readiness) notReady() string {
+	r.mu.Lock()
+	reason, check := r.reason, r.check
+	r.mu.Unlock()
+	if reason != "" {
+		return reason
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
 }
 
 // forwardLag writes every lag snapshot to lag_snapshots, feeds its committed offsets to the latency engine (a

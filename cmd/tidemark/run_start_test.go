@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+)
+
+// freeAddr returns a loopback address nothing listens on (a port the kernel just handed out and took back).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// forward accepts on ln and pipes every connection to target until the test ends.
+func forward(t *testing.T, ln net.Listener, target string) {
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
+		}
+	}()
+}
+
+// get returns the status and body of GET url, or 0 when nothing answers.
+func get(url string) (int, string) {
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitStatus(t *testing.T, url string, want int, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, body := get(url)
+		if code == want {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d %q after %v, want %d", url, code, body, timeout, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestRunWaitsForClickHouse is QA defect 5: with ClickHouse unreachable at start, `tidemark run` serves /healthz
+// and /metrics, answers /readyz 503 with the reason, retries, and becomes ready once ClickHouse answers (a proxy
+// that starts listening later). A stop during the retries is clean.
+func TestRunWaitsForClickHouse(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	db, _ := testenv.ClickHouseDB(t)
+	chAddr := freeAddr(t)
+	writeCfg := func(brokers []string, httpAddr string) string {
+		p := filepath.Join(t.TempDir(), "run.yaml")
+		cfg := fmt.Sprintf(`kafka: {brokers: [%s]}
+clickhouse: {addr: [%s], database: %s, dial_timeout: 1s}
+collector:
+  dead_letter_topic: %s
+  receipts: {enabled: true, topic: %s, group: %s, partitions: 1}
+lag_enabled: false
+http: {listen: "%s"}
+`, strings.Join(brokers, ", "), chAddr, db, testenv.Name(t, "dlq"), testenv.Name(t, "rc"), testenv.Name(t, "g"), httpAddr)
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	start := func(brokers []string) (base string, stop func() error) {
+		httpAddr := freeAddr(t)
+		cfg, err := loadConfig(writeCfg(brokers, httpAddr), nil, noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		}()
+		stopped := false
+		stop = func() error {
+			if stopped {
+				return nil
+			}
+			stopped = true
+			cancel()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(60 * time.Second):
+				t.Fatal("run did not return within 60s of the stop")
+				return nil
+			}
+		}
+		t.Cleanup(func() { _ = stop() })
+		return "http://" + httpAddr, stop
+	}
+
+	// A stop while ClickHouse is still unreachable is a clean stop (run returns nil, SIGTERM exits 0).
+	base, stop := start(brokers)
+	waitStatus(t, base+"/healthz", http.StatusOK, 10*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("stop during the retries: %v, want a clean stop", err)
+	}
+
+	base, stop = start(brokers)
+	waitStatus(t, base+"/healthz", http.StatusOK, 10*time.Second)
+	if body := waitStatus(t, base+"/readyz", http.StatusServiceUnavailable, time.Second); !strings.Contains(body, "ClickHouse") {
+		t.Fatalf("/readyz says %q, want the ClickHouse reason", body)
+	}
+	if code, body := get(base + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("/metrics: %d", code)
+	}
+	time.Sleep(2 * time.Second) // a few failed attempts
+	if code, body := get(base + "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d %q while ClickHouse is unreachable", code, body)
+	}
+	ln, err := net.Listen("tcp", chAddr)
+	if err != nil {
+		t.Fatalf("take the ClickHouse port back for the proxy: %v", err)
+	}
+	forward(t, ln, testenv.ClickHouseAddr(t))
+	waitStatus(t, base+"/readyz", http.StatusOK, 45*time.Second)
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+
+	// Brokers unreachable (ClickHouse up through the proxy): the collector retries instead of exiting on "ensure
+	// dead-letter topic", /readyz names Kafka, and a stop is clean.
+	base, stop = start([]string{freeAddr(t)})
+	waitStatus(t, base+"/healthz", http.StatusOK, 10*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get(base + "/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "Kafka") {
+			break
+		}
+		if code == http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("/readyz %d %q with brokers unreachable, want 503 naming Kafka", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop while Kafka is unreachable: %v, want a clean stop", err)
+	}
+}
