@@ -94,7 +94,9 @@ func fastUntrusted(st *[NumMoments]Stamp, bad uint8, end Moment, res *Result) {
 // offset and its uncertainty, and whether the offset has no drift fit yet (uns); ok is false for anything the general
 // path must look at.
 func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, uns, ok bool) {
-	if s.Value <= 0 || s.Unit > Nanos || s.Host < 0 || int(s.Host) >= len(hs) {
+	// Unsigned compares: one test each for a negative or too-large host id or unit, and no bounds checks below. A
+	// value <= 0 fails the plausibility test (every unit's factor is positive).
+	if uint(s.Unit) >= uint(len(msPerUnit)) || uint(s.Host) >= uint(len(hs)) {
 		return 0, 0, 0, false, false
 	}
 	ms = float64(s.Value) * msPerUnit[s.Unit]
@@ -107,7 +109,7 @@ func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, uns, ok bool)
 	if s.Host == RefHost {
 		return ms, 0, 0, false, true
 	}
-	sn := hs[s.Host].snap.Load()
+	sn := hs[uint(s.Host)].snap.Load()
 	if !sn.two.ok || sn.prev.ok {
 		return 0, 0, 0, false, false
 	}
