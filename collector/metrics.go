@@ -14,19 +14,22 @@ import (
 
 // Metrics are the collector's own counters. Names follow Prometheus conventions; docs/collector.md lists them.
 type Metrics struct {
-	Records      *prometheus.CounterVec   // path
-	Rows         *prometheus.CounterVec   // path
-	RowsAcked    *prometheus.CounterVec   // path
-	SinkErrors   *prometheus.CounterVec   // path
-	SinkBlocked  *prometheus.CounterVec   // path: seconds spent blocked in Sink.Write (backpressure)
-	SinkWaiting  *prometheus.GaugeVec     // path: partitions of the path waiting in Sink.Write right now
-	DeadLetters  *prometheus.CounterVec   // path, reason
-	Classes      *prometheus.CounterVec   // path, class (live, replay, redelivery, backfill)
-	Skewed       *prometheus.CounterVec   // path
-	ProbeSent    *prometheus.CounterVec   // broker
-	ProbeLost    *prometheus.CounterVec   // broker
-	ProbeDup     *prometheus.CounterVec   // broker
-	ProbeLatency *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
+	Records     *prometheus.CounterVec // path
+	Rows        *prometheus.CounterVec // path
+	RowsAcked   *prometheus.CounterVec // path
+	SinkErrors  *prometheus.CounterVec // path
+	SinkBlocked *prometheus.CounterVec // path: seconds spent blocked in Sink.Write (backpressure)
+	SinkWaiting *prometheus.GaugeVec   // path: partitions of the path waiting in Sink.Write right now
+	DeadLetters *prometheus.CounterVec // path, reason
+	Classes     *prometheus.CounterVec // path, class (live, replay, redelivery, backfill)
+	Skewed      *prometheus.CounterVec // path
+	// BadTraceParent counts records whose traceparent header is present but malformed (W3C Trace Context); they are
+	// kept, without trace context.
+	BadTraceParent *prometheus.CounterVec   // path
+	ProbeSent      *prometheus.CounterVec   // broker
+	ProbeLost      *prometheus.CounterVec   // broker
+	ProbeDup       *prometheus.CounterVec   // broker
+	ProbeLatency   *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
 	// E2ELatency is the corrected end-to-end latency (s) of live receipts only (latency.Result.Live), by group and
 	// topic, with trace-id exemplars: what the SLO burn-rate rules in deploy/prometheus read.
 	E2ELatency *prometheus.HistogramVec // group, topic
@@ -91,9 +94,11 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		DeadLetters: cv("tidemark_collector_dead_letters_total", "Records sent to the dead-letter topic.", "path", "reason"),
 		Classes:     cv("tidemark_collector_processings_total", "Processings by replay class.", "path", "class"),
 		Skewed:      cv("tidemark_collector_skew_suspected_total", "Rows kept out of percentiles because a clock offset was unknown or inconsistent.", "path"),
-		ProbeSent:   cv("tidemark_probe_sent_total", "Probe records sent.", "broker"),
-		ProbeLost:   cv("tidemark_probe_lost_total", "Probe records not received within the loss timeout.", "broker"),
-		ProbeDup:    cv("tidemark_probe_duplicates_total", "Extra deliveries of probe records.", "broker"),
+		BadTraceParent: cv("tidemark_collector_bad_traceparent_total",
+			"Records whose traceparent header is malformed; the record is kept without trace context.", "path"),
+		ProbeSent: cv("tidemark_probe_sent_total", "Probe records sent.", "broker"),
+		ProbeLost: cv("tidemark_probe_lost_total", "Probe records not received within the loss timeout.", "broker"),
+		ProbeDup:  cv("tidemark_probe_duplicates_total", "Extra deliveries of probe records.", "broker"),
 		ProbeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_probe_latency_seconds",
 			Help:    "Probe latency per broker: ingest (send to corrected append), delivery (corrected append to receive), rtt (send to ack).",
@@ -106,14 +111,14 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		}, []string{"group", "topic"}),
 		StageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_stage_latency_seconds",
-			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only.",
+			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; a stage resting on a skew-suspected or unsettled clock pair is left out, the record's other stages are kept.",
 			Buckets: buckets,
 		}, []string{"stage", "group", "topic"}),
 		LatencyBuckets: buckets,
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency} {
+			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency} {
 			reg.MustRegister(c)
 		}
 	}

@@ -38,6 +38,7 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.DeadLetters.WithLabelValues("p", "r").Inc()
 	m.Classes.WithLabelValues("p", "c").Inc()
 	m.Skewed.WithLabelValues("p").Inc()
+	m.BadTraceParent.WithLabelValues("p").Inc()
 	m.ProbeSent.WithLabelValues("b").Inc()
 	m.ProbeLost.WithLabelValues("b").Inc()
 	m.ProbeDup.WithLabelValues("b").Inc()

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"math"
 
@@ -106,8 +107,11 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			}
 		}
 		var tp, sp []byte
-		if tid, sid, ok := instrument.ParseTraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); ok {
+		switch tid, sid, err := instrument.TraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); {
+		case err == nil:
 			tp, sp = tid[:], sid[:]
+		case errors.Is(err, instrument.ErrMalformedTraceParent):
+			t.metrics.BadTraceParent.WithLabelValues(PathTap).Inc() // kept, without trace context
 		}
 		if t.ring != nil {
 			kept := tapped{offset: rec.Offset, rec: lr, raw: raw, producer: producer, broker: broker, traceID: tp, spanID: sp}
