@@ -102,6 +102,25 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// ValidTopicName reports whether name is a legal Kafka topic name: 1 to 249 characters of [a-zA-Z0-9._-], and
+// not "." or ".." (the broker's rules, org.apache.kafka.common.internals.Topic.validate).
+func ValidTopicName(name string) error {
+	if name == "" || len(name) > 249 {
+		return fmt.Errorf("topic name %q must be 1 to 249 characters long", name)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("topic name %q is not allowed", name)
+	}
+	for i := 0; i < len(name); i++ {
+		switch b := name[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return fmt.Errorf("topic name %q: character %q is not allowed (only a-z, A-Z, 0-9, '.', '_', '-')", name, b)
+		}
+	}
+	return nil
+}
+
 // Validate reports every invalid field, each naming its key.
 func (c *Config) Validate() error {
 	var errs []error
@@ -140,6 +159,17 @@ func (c *Config) Validate() error {
 	}
 	if len(c.SLOThresholds) > 8 {
 		bad("slo_thresholds", "at most 8 thresholds (each adds a bucket to every live latency series), got %d", len(c.SLOThresholds))
+	}
+	topic := func(key, name string) {
+		if err := ValidTopicName(name); err != nil {
+			bad(key, "%v", err)
+		}
+	}
+	topic("dead_letter_topic", c.DeadLetterTopic)
+	topic("receipts.topic", c.Receipts.Topic)
+	topic("probe.topic", c.Probe.Topic)
+	for i, tp := range c.Tap.Topics {
+		topic(fmt.Sprintf("tap.topics[%d]", i), tp)
 	}
 	for i, th := range c.SLOThresholds {
 		if th < time.Millisecond || th > time.Hour {

@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +105,12 @@ func (c *runConfig) validate() error {
 	if err := c.Collector.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// net.Listen's form: host:port with an optional host; "9300" alone fails only when the server starts.
+	if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("http.listen: want host:port (\":9300\", \"0.0.0.0:9300\"), got %q", c.HTTP.Listen))
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		errs = append(errs, fmt.Errorf("http.listen: the port of %q must be a number in [0, 65535]", c.HTTP.Listen))
+	}
 	if err := c.Lag.ValidateAt("lag"); err != nil {
 		errs = append(errs, err) // every line names its full key (lag.…)
 	}
@@ -170,6 +178,16 @@ func envKey(k, v string) (string, any) {
 	return key, v
 }
 
+// defaultedStrings are the string keys whose empty value SetDefaults replaces with a default.
+var defaultedStrings = []string{
+	"kafka.client_id",
+	"clickhouse.database", "clickhouse.user", "clickhouse.dialect",
+	"collector.reference_host", "collector.dead_letter_topic", "collector.receipts.topic", "collector.receipts.group",
+	"collector.probe.topic", "collector.probe.group", "collector.tap.group",
+	"lag.cluster", "lag.granularity",
+	"http.listen", "log.level", "log.format",
+}
+
 // loadConfig reads the file at path (may be empty), then the environment (environ, nil: os.Environ), then the
 // changed flags of fs, and returns the validated configuration with defaults.
 func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runConfig, error) {
@@ -194,6 +212,19 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 		}), nil); err != nil {
 			return nil, fmt.Errorf("read flags: %w", err)
 		}
+	}
+	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
+	// variable in a template, say), not a request for the default.
+	var empty []error
+	for _, key := range defaultedStrings {
+		if k.Exists(key) {
+			if v := k.Get(key); v == nil || v == "" {
+				empty = append(empty, fmt.Errorf("%s: must not be empty (remove the key for its default)", key))
+			}
+		}
+	}
+	if len(empty) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
 	}
 	var cfg runConfig
 	dc := &mapstructure.DecoderConfig{

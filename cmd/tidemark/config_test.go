@@ -97,6 +97,15 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"enum lists valid values", "kafka: {brokers: [a:1]}\nlog: {level: loud}\n", "debug, info, warn, error"},
 		{"brokers required", "log: {level: info}\n", "kafka.brokers"},
 		// lagexporter reports nested keys: every line carries the "lag." prefix (was "lag: status.window").
+		// net.Listen needs host:port; a bare port passed validation and failed only after migrating.
+		{"listen without a colon", "kafka: {brokers: [a:1]}\nhttp: {listen: 9300}\n", "http.listen: want host:port"},
+		{"listen with a bad port", "kafka: {brokers: [a:1]}\nhttp: {listen: \":http9\"}\n", "http.listen: the port"},
+		{"bad dead-letter topic", "kafka: {brokers: [a:1]}\ncollector: {dead_letter_topic: \"bad topic!\"}\n", "collector.dead_letter_topic: "},
+		{"topic name too long", "kafka: {brokers: [a:1]}\ncollector: {receipts: {topic: " + strings.Repeat("r", 250) + "}}\n", "collector.receipts.topic: "},
+		{"bad tap topic", "kafka: {brokers: [a:1]}\ncollector: {tap: {enabled: true, topics: [ok, \"..\"]}}\n", "collector.tap.topics[1]: "},
+		// Defaults apply to absent keys only: an explicitly empty value is named, not replaced by tidemark-receipts.
+		{"explicitly empty topic", "kafka: {brokers: [a:1]}\ncollector: {receipts: {topic: \"\"}}\n", "collector.receipts.topic: must not be empty"},
+		{"explicitly null listen", "kafka: {brokers: [a:1]}\nhttp: {listen: }\n", "http.listen: must not be empty"},
 		{"lag keys are full paths", "kafka: {brokers: [a:1]}\nlag: {status: {window: 1}}\n", "lag.status.window: "},
 	}
 	for _, tc := range tests {
