@@ -123,7 +123,7 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	// Exactly the five live samples, cumulative per bucket: 0.12 and 0.24 in le=0.25, 0.499 in le=0.5, 0.501 in
 	// le=1, 3.0 in le=5. The sum is theirs to within float rounding of the corrected moments.
 	want := `
-# HELP tidemark_e2e_latency_seconds Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills, skew-suspected or commit-bounded samples. Exemplars carry the trace id.
+# HELP tidemark_e2e_latency_seconds Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.
 # TYPE tidemark_e2e_latency_seconds histogram
 tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.001"} 0
 tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.0025"} 0

@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		}, []string{"broker", "stage"}),
 		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_e2e_latency_seconds",
-			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills, skew-suspected or commit-bounded samples. Exemplars carry the trace id.",
+			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.",
 			Buckets: buckets,
 		}, []string{"group", "topic"}),
 		StageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
