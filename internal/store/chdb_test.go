@@ -16,12 +16,12 @@ import (
 // TestModernDDLInChDB executes the modern-dialect golden DDL (which TestSchemaGolden pins to what Migrate renders)
 // in chDB, an in-process current ClickHouse engine: no server of that version runs here, and clickhouse-go cannot
 // reach chDB, so chdbtest/run.mjs does it through chDB's Node binding. Under CI=true missing node or node_modules
-// (the Makefile runs `npm ci` there) fails the test instead of skipping it.
+// (the Makefile installs them: make node-deps) fails the test instead of skipping it.
 func TestModernDDLInChDB(t *testing.T) {
 	dir := "chdbtest"
 	missing := func(what string) {
 		t.Helper()
-		msg := what + ": run `npm ci` in internal/store/chdbtest (make test does)"
+		msg := what + ": run `make node-deps` (make test does)"
 		if testenv.InCI() {
 			t.Fatal(msg)
 		}

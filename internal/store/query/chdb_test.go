@@ -100,7 +100,7 @@ func TestQueriesOnCurrentClickHouse(t *testing.T) {
 	chdbDir := filepath.Join("..", "chdbtest")
 	missing := func(what string) {
 		t.Helper()
-		msg := what + ": run `npm ci` in internal/store/chdbtest (make test does)"
+		msg := what + ": run `make node-deps` (make test does)"
 		if testenv.InCI() {
 			t.Fatal(msg)
 		}
