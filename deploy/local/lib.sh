@@ -19,8 +19,16 @@ require_free_port() {
   if port_in_use "$1"; then die "port $1 (for $2) is already in use on $TIDEMARK_HOST; pick another with the env var documented in deploy/local/README.md"; fi
 }
 
-# pid_alive FILE: the pid recorded in FILE is a live process.
-pid_alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# pid_alive FILE: the pid recorded in FILE is a live process that we started: its command line names our state
+# directory (every server here is started with a config file inside it), so a pid reused after a reboot or a killed
+# session is never mistaken for ours.
+pid_alive() {
+  local pid
+  [[ -f "$1" ]] || return 1
+  pid=$(cat "$1")
+  kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$TIDEMARK_STATE_DIR"
+}
 
 # stop_pidfile FILE NAME: TERM the recorded process (and its process group), wait up to 20 s, then KILL; remove FILE.
 # Only processes these scripts started are ever signalled: they are found by pid file, never by name.
@@ -28,7 +36,7 @@ stop_pidfile() {
   local f=$1 name=$2 pid
   [[ -f "$f" ]] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid_alive "$f"; then
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
