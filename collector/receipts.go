@@ -118,7 +118,60 @@ func received(rec *kafka.Record, now func() time.Time) time.Time {
 // through the latency engine and writes one latency row per receipt.
 type Receipts struct {
 	*pathDeps
-	stored storedOffsets
+	stored  storedOffsets
+	pending pendingRows
+}
+
+// pendingRows keeps, per partition of the receipts topic, the rows made from each record until the sink
+// acknowledges them. When the writer gives up on a batch, ClickHouse may still have stored it (the insert went through
+// and its answer was lost); the session then ends and the records are read again. Those records must produce the
+// same rows, not go through the engine a second time, where each receipt would be classified a redelivery and stored
+// under a second key. Bounded by what the writer holds (its max_rows) plus the batches it gave up on, which are
+// read again right after.
+type pendingRows struct {
+	mu          sync.Mutex // guards byPartition
+	byPartition map[int32]map[int64][]store.LatencyRow
+}
+
+// get returns the rows made from the record at offset, if they are still waiting for an acknowledgement.
+func (p *pendingRows) get(partition int32, offset int64) ([]store.LatencyRow, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rows, ok := p.byPartition[partition][offset]
+	return rows, ok
+}
+
+// put remembers the rows made from the record at offset (a copy: the writer owns the slice it is handed).
+func (p *pendingRows) put(partition int32, offset int64, rows []store.LatencyRow) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.byPartition == nil {
+		p.byPartition = map[int32]map[int64][]store.LatencyRow{}
+	}
+	m := p.byPartition[partition]
+	if m == nil {
+		m = map[int64][]store.LatencyRow{}
+		p.byPartition[partition] = m
+	}
+	m[offset] = append([]store.LatencyRow(nil), rows...)
+}
+
+// release forgets the records of offsets [from, to): their rows were acknowledged.
+func (p *pendingRows) release(partition int32, from, to int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.byPartition[partition]
+	if to-from <= int64(len(m)) {
+		for o := from; o < to; o++ {
+			delete(m, o)
+		}
+		return
+	}
+	for o := range m {
+		if from <= o && o < to {
+			delete(m, o)
+		}
+	}
 }
 
 // storedOffsets remembers, per partition of the receipts topic, which records' rows the sink acknowledged in this
@@ -208,9 +261,15 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 	var cache batchCache
 	defer cache.flush(p.metrics, PathReceipts)
 	for i := range b.Records {
-		if p.stored.stored(b.Partition, b.Records[i].Offset) {
+		off := b.Records[i].Offset
+		if p.stored.stored(b.Partition, off) {
 			continue // read again after an uncommitted session ended: its rows are stored already
 		}
+		if again, ok := p.pending.get(b.Partition, off); ok {
+			rows.Latency = append(rows.Latency, again...) // read again after the writer gave up on it: same rows
+			continue
+		}
+		start := len(rows.Latency)
 		var err error
 		buf, err = instrument.DecodeReceiptBatch(buf[:0], b.Records[i].Value)
 		if err != nil {
@@ -227,6 +286,7 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			}
 			rows.Latency = append(rows.Latency, p.row(&buf[j], now, &cache))
 		}
+		p.pending.put(b.Partition, off, rows.Latency[start:])
 	}
 	if len(bad) > 0 {
 		if err := p.deadLetter(ctx, PathReceipts, bad, errs); err != nil {
@@ -234,7 +294,10 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 		}
 	}
 	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
-	return p.write(ctx, PathReceipts, b, rows, func() { p.stored.acked(part, from, to) }, func(next int64) {
+	return p.write(ctx, PathReceipts, b, rows, func() {
+		p.stored.acked(part, from, to)
+		p.pending.release(part, from, to)
+	}, func(next int64) {
 		p.stored.advance(part, next)
 		mark(next)
 	})

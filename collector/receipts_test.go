@@ -202,3 +202,41 @@ func TestReceiptsSkipsStoredReRead(t *testing.T) {
 		t.Fatalf("partition 5 wrote %+v", sink.rows[2:])
 	}
 }
+
+// TestReceiptsReReadAfterGiveUpMakesSameRows: when the writer gives up on a batch, ClickHouse may have stored it anyway
+// (the answer was lost). The records read again must make the very same rows (same replay class, hence the same key)
+// instead of going through the engine again, where they would turn into redeliveries stored under a second key.
+func TestReceiptsReReadAfterGiveUpMakesSameRows(t *testing.T) {
+	now := time.Now()
+	deps, sink, _ := newTestDeps(t, now)
+	p := &Receipts{pathDeps: deps}
+	r := func(off int64) instrument.Receipt {
+		return instrument.Receipt{Group: "g", Topic: "t", Partition: 0, Offset: off, ProcessedNs: now.UnixNano(), Host: "c"}
+	}
+	mark := func(int64) {}
+	first := kafka.Batch{Topic: "rc", Partition: 4, Generation: 1, Records: []kafka.Record{receiptRecord(t, 10, r(0)), receiptRecord(t, 11, r(1))}}
+	if err := p.HandleBatch(context.Background(), first, mark); err != nil {
+		t.Fatal(err)
+	}
+	sink.acks[0](errors.New("insert answer lost")) // the writer gave up: the session ends and the group re-reads
+	again := kafka.Batch{Topic: "rc", Partition: 4, Generation: 2, Records: []kafka.Record{receiptRecord(t, 10, r(0)),
+		receiptRecord(t, 11, r(1)), receiptRecord(t, 12, r(2))}}
+	if err := p.HandleBatch(context.Background(), again, mark); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.rows) != 2 || len(sink.rows[1].Latency) != 3 {
+		t.Fatalf("re-read wrote %+v, want the two rows again plus record 12's", sink.rows[1:])
+	}
+	for i, want := range sink.rows[0].Latency {
+		if got := sink.rows[1].Latency[i]; got != want {
+			t.Errorf("re-read row %d = %+v, want the first attempt's %+v", i, got, want)
+		}
+	}
+	if row := sink.rows[1].Latency[2]; row.Offset != 2 || row.Class != store.ClassLive {
+		t.Fatalf("new row %+v, want offset 2, live", row)
+	}
+	sink.acks[1](nil)
+	if n := len(p.pending.byPartition[4]); n != 0 {
+		t.Fatalf("%d records still pending after the acknowledgement", n)
+	}
+}
