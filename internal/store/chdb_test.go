@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,20 +18,7 @@ import (
 // (the Makefile installs them: make node-deps) fails the test instead of skipping it.
 func TestModernDDLInChDB(t *testing.T) {
 	dir := "chdbtest"
-	missing := func(what string) {
-		t.Helper()
-		msg := what + ": run `make node-deps` (make test does)"
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node not found")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "chdb", "package.json")); err != nil {
-		missing("chdb is not installed")
-	}
+	testenv.ChDB(t, dir)
 	ms, err := Migrations(goldenParams(DialectModern))
 	if err != nil {
 		t.Fatal(err)

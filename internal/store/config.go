@@ -131,7 +131,7 @@ func (c *Config) Validate() error {
 			return errors.New("addr: empty address")
 		}
 	}
-	if !validIdent(c.Database) {
+	if !ValidIdentifier(c.Database) {
 		return fmt.Errorf("database %q: want letters, digits and '_', not starting with a digit", c.Database)
 	}
 	if _, err := ParseDialect(c.Dialect); err != nil {
@@ -176,7 +176,9 @@ func (c *WriterConfig) Validate() error {
 	return nil
 }
 
-func validIdent(s string) bool {
+// ValidIdentifier reports whether s can be used unquoted as a ClickHouse database name: 1 to 200 characters of
+// [A-Za-z0-9_], not starting with a digit. Tidemark splices database names into DDL, so it accepts no other.
+func ValidIdentifier(s string) bool {
 	if s == "" || len(s) > 200 {
 		return false
 	}

@@ -98,20 +98,7 @@ func literal(t *testing.T, v any) string {
 // internal/store/chdbtest's node_modules (make test installs them); under CI=true their absence fails the test.
 func TestQueriesOnCurrentClickHouse(t *testing.T) {
 	chdbDir := filepath.Join("..", "chdbtest")
-	missing := func(what string) {
-		t.Helper()
-		msg := what + ": run `make node-deps` (make test does)"
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		missing("node not found")
-	}
-	if _, err := os.Stat(filepath.Join(chdbDir, "node_modules", "chdb", "package.json")); err != nil {
-		missing("chdb is not installed")
-	}
+	testenv.ChDB(t, chdbDir)
 
 	now := time.Now().UTC()
 	w := Window{From: now.Add(-time.Hour), To: now.Add(time.Hour), Step: 2 * time.Hour}

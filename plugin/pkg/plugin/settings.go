@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tidemark/tidemark/internal/store"
 	"net"
 	"strconv"
 	"strings"
@@ -110,7 +111,7 @@ func (s *Settings) validate() error {
 	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
 		return fmt.Errorf("Address %q: port %q is not a number from 1 to 65535", s.Address, port)
 	}
-	if !validIdent(s.Database) {
+	if !store.ValidIdentifier(s.Database) {
 		return fmt.Errorf("Database %q: use letters, digits and '_', not starting with a digit", s.Database)
 	}
 	if s.TLSCACert != "" {
@@ -149,19 +150,4 @@ func (s Settings) readerConfig() query.Config {
 		DialTimeout:      5 * time.Second,
 		MaxExecutionTime: s.QueryTimeout,
 	}
-}
-
-func validIdent(s string) bool {
-	if s == "" || len(s) > 200 {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
