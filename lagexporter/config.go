@@ -132,6 +132,10 @@ func (c *Config) ValidateAt(prefix string) error {
 	return c.validate(func(k string) string { return prefix + "." + k })
 }
 
+// ValidateKeys is Validate with every key path of this struct ("status.window") mapped through key, for a config
+// written under other names (a timeline's config line flattens "status." to "status_").
+func (c *Config) ValidateKeys(key func(path string) string) error { return c.validate(key) }
+
 // CompilePattern compiles a user's allow/deny/match pattern anchored at both ends. A syntax error quotes the pattern as
 // written, not the anchored form the exporter compiles.
 func CompilePattern(p string) (*regexp.Regexp, error) {

@@ -48,7 +48,7 @@ func TestConfigValidate(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
-			if _, err := NewLoop(&c, nil, time.Now, nil); err == nil {
+			if _, err := NewLoop(&c, nil, time.Now); err == nil {
 				t.Fatal("NewLoop accepted an invalid config")
 			}
 		})

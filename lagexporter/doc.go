@@ -1,16 +1,24 @@
-// Package lagexporter computes consumer-group lag that is right, and serves it.
+// Package lagexporter computes consumer-group lag that is right: the pure model, its status rules and the poll loop.
 //
-// The package has three layers, each usable on its own:
+// It has no I/O of its own and does not import a Kafka or Prometheus client. Its parts, each in its own file:
 //
-//   - The pure lag model (lag.go, timelag.go, aggregate.go): from an [Observation] of a cluster (partition log start,
-//     high watermark, last stable offset, topic incarnation, leader availability; group state, members, assignment,
-//     committed offsets; record timestamps read at offsets) it computes per group-partition offset lag, time lag and
-//     flags, and group/topic aggregates. No I/O.
-//   - Status rules (status_rules.go): Burrow's sliding-window evaluation (OK, WARN, STALL, STOP, ERR, REWIND), each
-//     rule a small pure function, plus the replay flag of case C30.
-//   - The poll loop ([Loop]) over the narrow [Cluster] interface (implemented by internal/kafka for a real cluster and
-//     by [TimelineCluster] for a recorded or hand-written timeline file), publishing immutable [Snapshot] values that
-//     the Prometheus [Collector] serves; a scrape never calls Kafka.
+//   - The input (observation.go): an [Observation] is what one poll read from a cluster: partition log start, high
+//     watermark, last stable offset, topic incarnation and leader ([TopicObservation]); group state, members,
+//     assignment and committed offsets ([GroupObservation]); record reads at offsets ([RecordProbe]); and the failed
+//     parts ([CycleError], errors.go). No field ever holds a Kafka sentinel.
+//   - The lag of one group-partition (lag.go, flags.go): [ComputeLag] turns a [PartitionInput] into a [PartitionLag]
+//     (offset lag, effective lag, expired offsets, time lag, [Flags]). Pure.
+//   - The status rules (status.go, status_rules.go): Burrow's sliding-window evaluation ([EvaluateStatus]: OK, WARN,
+//     STALL, STOP, ERR, REWIND), each rule a small pure function, and the replay state of case C30 ([NextReplay]).
+//   - The evaluator (evaluator.go, snapshot.go): an [Evaluator] turns successive observations into immutable
+//     [Snapshot] values (per group [GroupLag] with partitions and [Aggregate] sums), holding the state that spans
+//     cycles (windows, commit times, replay, last known offsets, high-watermark history for interpolation).
+//   - The poll loop (loop.go) over the narrow [Cluster] interface (cluster.go): [Loop] reads committed offsets before
+//     end offsets (case C03), caches record reads, evaluates and publishes each snapshot; [Config] (config.go)
+//     configures it.
+//
+// Around it: internal/kafka implements Cluster over a real cluster; package timeline is the timeline file format
+// (docs/lag-timeline.md) with its fake cluster, the Player, and Eval; package promexport serves snapshots on /metrics.
 //
 // Definitions (docs/lag.md): offsets are Kafka's exclusive "next" positions; End is the high watermark for
 // read_uncommitted groups and the last stable offset for read_committed groups (per-group configuration, the broker

@@ -6,9 +6,6 @@ import "errors"
 // line does not exist.
 var ErrUnknownGroup = errors.New("unknown consumer group")
 
-// ErrTimeline is wrapped by every error reading a timeline file; the message names the file and line.
-var ErrTimeline = errors.New("bad timeline")
-
 // ErrorKind classifies a failure of one part of a poll cycle, for the errors-by-kind health metric. The set is closed:
 // these are the values of the `kind` label of tidemark_lag_exporter_errors_total.
 type ErrorKind string

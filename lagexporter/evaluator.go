@@ -127,7 +127,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	probes := make(map[probeKey]*RecordProbe, len(obs.Records))
 	for i := range obs.Records {
 		r := &obs.Records[i]
-		probes[probeKey{r.Topic, r.Partition, r.Offset, isoOrDefault(r.Isolation)}] = r
+		probes[probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}] = r
 	}
 
 	for i := range obs.Groups {
@@ -156,13 +156,6 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		}
 	}
 	return snap
-}
-
-func isoOrDefault(i Isolation) Isolation {
-	if i == "" {
-		return ReadUncommitted
-	}
-	return i
 }
 
 func (e *Evaluator) recordHW(st *tpState, now time.Time, hw int64) {

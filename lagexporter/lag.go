@@ -153,3 +153,8 @@ func LagFromLastProcessed(end, last int64) int64 {
 	}
 	return max(0, end-(last+1))
 }
+
+// ValidRecordTimestamp reports whether t is a usable record timestamp: set and after the Unix epoch. Kafka's
+// NO_TIMESTAMP is -1 and clients put 0 or negative values in records without a real clock (case C27), so the live
+// reader and timelines both treat t <= 0 ms as missing rather than as a 56-year-old record.
+func ValidRecordTimestamp(t time.Time) bool { return !t.IsZero() && t.UnixMilli() > 0 }

@@ -7,13 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Loop is the poll loop: every Config.PollInterval it reads the cluster through a Cluster, evaluates the observation
 // and publishes an immutable Snapshot. Readers get the latest snapshot with Latest, or each new one with Subscribe;
-// the Prometheus Collector serves the latest one, so a scrape never calls Kafka.
+// the Prometheus collector (package promexport) serves the latest one, so a scrape never calls Kafka.
 type Loop struct {
 	cfg     *Config
 	cluster Cluster
@@ -52,21 +50,36 @@ type health struct {
 }
 
 // NewLoop returns a loop over cluster. cfg must have passed Validate; now is the clock (time.Now in production, the
-// timeline's clock under eval); reg, when not nil, gets the loop's Prometheus collector registered (never use the
-// default registry outside cmd).
-func NewLoop(cfg *Config, cluster Cluster, now func() time.Time, reg prometheus.Registerer) (*Loop, error) {
+// timeline's clock under eval). To serve its snapshots on /metrics, register promexport.NewCollector(cfg, loop) (or
+// use promexport.Register).
+func NewLoop(cfg *Config, cluster Cluster, now func() time.Time) (*Loop, error) {
 	if !cfg.compiled {
 		return nil, errors.New("new lag loop: config not validated (call SetDefaults and Validate)")
 	}
 	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]RecordProbe{},
 		subs: map[chan *Snapshot]struct{}{}}
 	l.health.errors = map[ErrorKind]uint64{}
-	if reg != nil {
-		if err := reg.Register(NewCollector(cfg, l)); err != nil {
-			return nil, fmt.Errorf("register lag collector: %w", err)
-		}
-	}
 	return l, nil
+}
+
+// Health is the exporter's own health, as of the last cycle.
+type Health struct {
+	Cycles       uint64               // cycles run, successful or not
+	Errors       map[ErrorKind]uint64 // cycle errors by kind, since start
+	LastDuration time.Duration        // duration of the last cycle's cluster reads
+	LastSuccess  time.Time            // end of the last cycle that published a snapshot; zero before the first
+}
+
+// Health returns a copy of the loop's health counters.
+func (l *Loop) Health() Health {
+	h := &l.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	errs := make(map[ErrorKind]uint64, len(h.errors))
+	for k, v := range h.errors {
+		errs[k] = v
+	}
+	return Health{Cycles: h.cycles, Errors: errs, LastDuration: h.lastDuration, LastSuccess: h.lastSuccess}
 }
 
 // SetRecorder makes every cycle hand its observation to fn (e.g. to append it to a timeline file). Call before Run.
@@ -307,7 +320,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 		got, err := l.cluster.ReadRecords(ctx, reqs)
 		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
 		for _, r := range got {
-			k := cacheKey{r.TopicID, probeKey{r.Topic, r.Partition, r.Offset, isoOrDefault(r.Isolation)}}
+			k := cacheKey{r.TopicID, probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}}
 			if r.Error != "" {
 				delete(next, k)
 				continue

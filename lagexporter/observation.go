@@ -8,19 +8,17 @@ import (
 )
 
 // Observation is everything one poll cycle read from a cluster. It is the input of the pure model ([Evaluator]) and,
-// one per line, the content of a timeline file (docs/lag-timeline.md). Offsets are Kafka's exclusive "next" positions.
-// No field ever holds a sentinel: a partition whose offsets could not be read carries Error, a partition without a
-// committed offset is simply absent from GroupObservation.Offsets.
+// one per line, the content of a timeline file (package timeline, docs/lag-timeline.md). Offsets are Kafka's
+// exclusive "next" positions. No field ever holds a sentinel: a partition whose offsets could not be read carries
+// Error, a partition without a committed offset is simply absent from GroupObservation.Offsets.
 type Observation struct {
 	// Time is when the cycle's reads finished, on the exporter's clock; it is the "now" of every time lag.
-	Time    time.Time            `json:"time,omitzero"`
-	Cluster string               `json:"cluster,omitempty"`
-	Topics  []TopicObservation   `json:"topics,omitempty"`
-	Groups  []GroupObservation   `json:"groups,omitempty"`
-	Records []RecordProbe        `json:"records,omitempty"` // record reads answered in this cycle
-	Log     []RecordRun          `json:"log,omitempty"`     // timeline files only: record runs (see TimelineCluster)
-	Errors  []CycleError         `json:"errors,omitempty"`
-	Config  *TimelineConfigBlock `json:"config,omitempty"` // timeline files only, first line: the exporter config
+	Time    time.Time          `json:"time,omitzero"`
+	Cluster string             `json:"cluster,omitempty"`
+	Topics  []TopicObservation `json:"topics,omitempty"`
+	Groups  []GroupObservation `json:"groups,omitempty"`
+	Records []RecordProbe      `json:"records,omitempty"` // record reads answered in this cycle
+	Errors  []CycleError       `json:"errors,omitempty"`
 }
 
 // TopicObservation is one topic's metadata and partition offsets.
@@ -151,6 +149,14 @@ const (
 	ReadUncommitted Isolation = "read_uncommitted" // End = high watermark; aborted records are delivered
 	ReadCommitted   Isolation = "read_committed"   // End = last stable offset; aborted records are skipped
 )
+
+// OrDefault returns i, or ReadUncommitted (Kafka's default isolation level) when i is empty.
+func (i Isolation) OrDefault() Isolation {
+	if i == "" {
+		return ReadUncommitted
+	}
+	return i
+}
 
 // RecordProbe is the answer to "what is the first consumable record at or after Offset": one small fetch at a group's
 // first unconsumed position (Fetch with the group's isolation level). Control records (transaction markers) and, for

@@ -38,6 +38,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/promexport"
 )
 
 type result struct {
@@ -176,11 +177,11 @@ func run() error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	loop, err := lagexporter.NewLoop(cfg, reader, time.Now, nil)
+	loop, err := lagexporter.NewLoop(cfg, reader, time.Now)
 	if err != nil {
 		return err
 	}
-	handler := lagexporter.NewHandler(lagexporter.NewCollector(cfg, loop), nil)
+	handler := promexport.NewHandler(promexport.NewCollector(cfg, loop), nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
 
 func init() { subcommands = append(subcommands, newLagCmd) }
@@ -52,7 +53,7 @@ func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 }
 
 // config builds a validated lagexporter.Config from the flags, on top of base (a timeline's config, or nil).
-func (lf *lagFlags) config(base *lagexporter.TimelineConfigBlock) (*lagexporter.Config, error) {
+func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, error) {
 	if lf.output != "table" && lf.output != "json" {
 		return nil, fmt.Errorf("--output: %q is not one of table, json", lf.output)
 	}
@@ -136,7 +137,7 @@ func newLagCmd() *cobra.Command {
 				return err
 			}
 			defer r.Close()
-			loop, err := lagexporter.NewLoop(cfg, r, time.Now, nil)
+			loop, err := lagexporter.NewLoop(cfg, r, time.Now)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func runLag(t *testing.T, args ...string) (string, error) {
 }
 
 func TestLagEvalTable(t *testing.T) {
-	out, err := runLag(t, "eval", "../../lagexporter/testdata/c01_transactions.jsonl")
+	out, err := runLag(t, "eval", "../../lagexporter/timeline/testdata/c01_transactions.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestLagEvalTable(t *testing.T) {
 }
 
 func TestLagEvalJSONAndBadLine(t *testing.T) {
-	out, err := runLag(t, "eval", "-o", "json", "../../lagexporter/testdata/c05_log_start.jsonl")
+	out, err := runLag(t, "eval", "-o", "json", "../../lagexporter/timeline/testdata/c05_log_start.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

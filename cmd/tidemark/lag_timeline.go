@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
 
 // newLagRecordCmd is `tidemark lag record`: poll a live cluster and write every observation to a timeline file.
@@ -46,10 +47,10 @@ func newLagRecordCmd() *cobra.Command {
 				return fmt.Errorf("create timeline: %w", err)
 			}
 			defer f.Close()
-			block := &lagexporter.TimelineConfigBlock{Cluster: cfg.Cluster, GroupAllow: cfg.GroupAllow, GroupDeny: cfg.GroupDeny,
+			block := &timeline.ConfigBlock{Cluster: cfg.Cluster, GroupAllow: cfg.GroupAllow, GroupDeny: cfg.GroupDeny,
 				TopicAllow: cfg.TopicAllow, TopicDeny: cfg.TopicDeny, Groups: cfg.Groups}
-			tw := lagexporter.NewTimelineWriter(f, block)
-			loop, err := lagexporter.NewLoop(cfg, r, time.Now, nil)
+			tw := timeline.NewWriter(f, block)
+			loop, err := lagexporter.NewLoop(cfg, r, time.Now)
 			if err != nil {
 				return err
 			}
@@ -97,7 +98,7 @@ func newLagEvalCmd() *cobra.Command {
 			if lf.output != "table" && lf.output != "json" {
 				return fmt.Errorf("--output: %q is not one of table, json", lf.output)
 			}
-			tl, err := lagexporter.ReadTimelineFile(args[0])
+			tl, err := timeline.ReadFile(args[0])
 			if err != nil {
 				return err
 			}
@@ -106,7 +107,7 @@ func newLagEvalCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return lagexporter.Eval(cmd.Context(), tl, cfg, func(line int, s *lagexporter.Snapshot) error {
+			return timeline.Eval(cmd.Context(), tl, cfg, func(line int, s *lagexporter.Snapshot) error {
 				return printSnapshot(cmd.OutOrStdout(), s, lf.output,
 					fmt.Sprintf("# %s:%d poll %d at %s", args[0], line, s.Seq, s.Time.Format(time.RFC3339Nano)))
 			})

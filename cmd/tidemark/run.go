@@ -23,6 +23,7 @@ import (
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/promexport"
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
@@ -192,7 +193,10 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 			return startErr(sctx, err)
 		}
 		defer cluster.Close()
-		if loop, err = lagexporter.NewLoop(&cfg.Lag, cluster, time.Now, reg); err != nil {
+		if loop, err = lagexporter.NewLoop(&cfg.Lag, cluster, time.Now); err != nil {
+			return err
+		}
+		if err := promexport.Register(reg, &cfg.Lag, loop); err != nil {
 			return err
 		}
 	}

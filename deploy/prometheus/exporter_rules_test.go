@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/promexport"
+	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
 
 // These tests feed the alert rules what the real lag exporter exposes: a timeline (docs/lag-timeline.md) is replayed
@@ -77,8 +79,8 @@ type tlRecord struct {
 	Kind      string `json:"kind,omitempty"`
 }
 
-// timeline renders a config line (may be empty) and observations as a timeline file's text.
-func timeline(t *testing.T, config string, lines []obs) string {
+// timelineText renders a config line (may be empty) and observations as a timeline file's text.
+func timelineText(t *testing.T, config string, lines []obs) string {
 	t.Helper()
 	var b strings.Builder
 	if config != "" {
@@ -111,7 +113,7 @@ func (f snapSource) Health() lagexporter.Health {
 // poll (absent: missing). Timestamps in seconds are shifted so that the timeline's start is promtool's time 0.
 func exposition(t *testing.T, text string) (map[string][]*float64, int) {
 	t.Helper()
-	tl, err := lagexporter.ReadTimeline(strings.NewReader(text), t.Name())
+	tl, err := timeline.Read(strings.NewReader(text), t.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +129,12 @@ func exposition(t *testing.T, text string) (map[string][]*float64, int) {
 	}
 	series := map[string][]*float64{}
 	step := 0
-	err = lagexporter.Eval(context.Background(), tl, cfg, func(_ int, s *lagexporter.Snapshot) error {
+	err = timeline.Eval(context.Background(), tl, cfg, func(_ int, s *lagexporter.Snapshot) error {
 		if want := tlStart.Add(time.Duration(step) * time.Minute); !s.Time.Equal(want) {
 			return fmt.Errorf("poll %d at %s, want one poll a minute from %s", step, s.Time, tlStart)
 		}
 		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(lagexporter.NewCollector(cfg, snapSource{s: s, cycle: uint64(step + 1)}))
+		reg.MustRegister(promexport.NewCollector(cfg, snapSource{s: s, cycle: uint64(step + 1)}))
 		mfs, err := reg.Gather()
 		if err != nil {
 			return err
@@ -208,7 +210,7 @@ type check struct {
 func runScenario(t *testing.T, config string, lines []obs, checks []check) {
 	t.Helper()
 	pt := promtool(t)
-	series, steps := exposition(t, timeline(t, config, lines))
+	series, steps := exposition(t, timelineText(t, config, lines))
 	rules, err := filepath.Abs(rulesFile)
 	if err != nil {
 		t.Fatal(err)

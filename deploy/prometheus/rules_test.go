@@ -17,6 +17,7 @@ import (
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/promexport"
 	"github.com/tidemark/tidemark/latency"
 )
 
@@ -106,7 +107,7 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	reg := &capture{}
-	reg.MustRegister(lagexporter.NewCollector(cfg, emptySource{}))
+	reg.MustRegister(promexport.NewCollector(cfg, emptySource{}))
 	m := collector.NewMetrics(reg)
 	histograms := map[string]bool{}
 	for _, h := range []*prometheus.HistogramVec{m.ProbeLatency, m.E2ELatency, m.StageLatency} {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
 
 // lagEnv is a loop over the real cluster restricted to one test's topics and groups.
@@ -45,7 +46,7 @@ func newLagEnv(t *testing.T, mutate func(*lagexporter.Config)) *lagEnv {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	loop, err := lagexporter.NewLoop(cfg, r, time.Now, nil)
+	loop, err := lagexporter.NewLoop(cfg, r, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,14 +563,14 @@ func TestClusterRecordThenEval(t *testing.T) {
 	e.commit(group, map[string]map[int32]int64{topic: {0: 5, 1: 20}})
 	e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Partitions) == 2 })
 	var buf bytes.Buffer
-	tw := lagexporter.NewTimelineWriter(&buf, &lagexporter.TimelineConfigBlock{Cluster: "it", GroupAllow: []string{e.prefix + ".*"},
+	tw := timeline.NewWriter(&buf, &timeline.ConfigBlock{Cluster: "it", GroupAllow: []string{e.prefix + ".*"},
 		TopicAllow: []string{e.prefix + ".*"}})
 	e.loop.SetRecorder(tw.Write)
 	var live []*lagexporter.Snapshot
 	for range 2 {
 		live = append(live, e.cycle())
 	}
-	tl, err := lagexporter.ReadTimeline(&buf, "recorded")
+	tl, err := timeline.Read(&buf, "recorded")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +583,7 @@ func TestClusterRecordThenEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := 0
-	err = lagexporter.Eval(context.Background(), tl, cfg, func(_ int, s *lagexporter.Snapshot) error {
+	err = timeline.Eval(context.Background(), tl, cfg, func(_ int, s *lagexporter.Snapshot) error {
 		a, b := live[i].Group(group), s.Group(group)
 		for _, pa := range a.Partitions {
 			pb := b.Partition(pa.Topic, pa.Partition)

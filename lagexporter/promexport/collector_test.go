@@ -1,4 +1,4 @@
-package lagexporter
+package promexport
 
 import (
 	"bytes"
@@ -21,6 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+
+	. "github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -36,7 +39,7 @@ func (f fixedSource) Health() Health {
 
 func caseCollector(t *testing.T, file string, line int, mutate func(*Config)) (*Collector, *Snapshot) {
 	t.Helper()
-	tl, err := ReadTimelineFile(filepath.Join("testdata", file))
+	tl, err := timeline.ReadFile(filepath.Join(caseDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +180,7 @@ func TestC16Cardinality(t *testing.T) {
 
 // TestMetricsDocAgrees: docs/metrics.md lists exactly the metric names the collector describes.
 func TestMetricsDocAgrees(t *testing.T) {
-	b, err := os.ReadFile("../docs/metrics.md")
+	b, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +268,7 @@ func value(t *testing.T, ss []series, name, label string) float64 {
 // TestHandlerMatchesCollect: the pre-rendered exposition holds exactly the series Collect produces, for every case
 // timeline and both granularities, including label values that need escaping.
 func TestHandlerMatchesCollect(t *testing.T) {
-	files, _ := filepath.Glob("testdata/c*.jsonl")
+	files, _ := filepath.Glob(filepath.Join(caseDir, "c*.jsonl"))
 	for _, file := range files {
 		for _, mut := range []func(*Config){nil, func(c *Config) { c.Granularity = GranularityTopic; c.KafkaExporterCompat = true }} {
 			c, s := caseCollector(t, filepath.Base(file), 0, mut)
@@ -376,7 +379,7 @@ func TestC16SeriesBudget(t *testing.T) {
 		"tidemark_lag_group_simple_consumer": 1, "tidemark_lag_group_state": 1, "tidemark_lag_group_status": 1,
 		"tidemark_lag_group_member_info": 3,
 	}
-	tl, err := ReadTimelineFile(filepath.Join("testdata", "c16_cardinality.jsonl"))
+	tl, err := timeline.ReadFile(filepath.Join(caseDir, "c16_cardinality.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +426,7 @@ func memberIDs(ms []Member) []string {
 // TestC11SeriesLifetime: a group's series stay while it is Empty with commits (its lag is what matters then) and go
 // only when the group leaves the observation (deleted, or its offsets expired so the broker no longer lists it).
 func TestC11SeriesLifetime(t *testing.T) {
-	tl, err := ReadTimelineFile(filepath.Join("testdata", "c11_empty_group.jsonl"))
+	tl, err := timeline.ReadFile(filepath.Join(caseDir, "c11_empty_group.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,11 +434,10 @@ func TestC11SeriesLifetime(t *testing.T) {
 	gone := tl.Lines[len(tl.Lines)-1]
 	gone.Time = gone.Time.Add(7 * 24 * time.Hour)
 	gone.Groups = nil
-	tl.Lines = append(tl.Lines, gone)
-	tl.lineNo = append(tl.lineNo, tl.lineNo[len(tl.lineNo)-1]+1)
+	tl.Append(gone)
 	cfg := caseConfig(t, tl)
 	var counts []int
-	if err := Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error {
+	if err := timeline.Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error {
 		_, n := groupSeries(gatherSeries(t, NewCollector(cfg, fixedSource{s})), "billing")
 		counts = append(counts, n)
 		return nil
@@ -458,5 +460,43 @@ func TestC11SeriesLifetime(t *testing.T) {
 	}
 	if v := value(t, ss, "tidemark_lag_group_offsets", `group="billing"`); v != 18000 {
 		t.Errorf("Empty group: lag %v, want 18000", v)
+	}
+}
+
+// TestHandlerFollowsLoop: the handler renders each new snapshot as it is published, so a scrape finds it ready.
+func TestHandlerFollowsLoop(t *testing.T) {
+	tl, err := timeline.ReadFile(filepath.Join(caseDir, "c05_log_start.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	player := timeline.NewPlayer(tl)
+	player.Advance()
+	cfg := caseConfig(t, tl)
+	loop, err := NewLoop(cfg, player, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(NewCollector(cfg, loop), nil)
+	snaps, cancelSub := loop.Subscribe(1)
+	defer cancelSub()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Follow(ctx, snaps)
+	s, err := loop.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		ready := h.valid && h.key.seq == s.Seq
+		h.mu.Unlock()
+		if ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("handler did not render the new snapshot within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -1,4 +1,4 @@
-package lagexporter
+package timeline
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	. "github.com/tidemark/tidemark/lagexporter"
 )
 
 func TestReadTimelineErrorsNameTheLine(t *testing.T) {
@@ -57,9 +59,9 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadTimeline(strings.NewReader(tc.body), "x.jsonl")
-			if err == nil || !errors.Is(err, ErrTimeline) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want ErrTimeline containing %q", err, tc.want)
+			_, err := Read(strings.NewReader(tc.body), "x.jsonl")
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalid containing %q", err, tc.want)
 			}
 		})
 	}
@@ -67,16 +69,16 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 
 // TestRecordThenEval records a timeline from one loop and replays it: the replay's snapshots equal the live ones.
 func TestRecordThenEval(t *testing.T) {
-	tl, err := ReadTimelineFile("testdata/c30_replay.jsonl")
+	tl, err := ReadFile("testdata/c30_replay.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := caseConfig(t, tl)
 	var buf bytes.Buffer
-	tw := NewTimelineWriter(&buf, &TimelineConfigBlock{Cluster: "test"})
-	tc := NewTimelineCluster(tl)
+	tw := NewWriter(&buf, &ConfigBlock{Cluster: "test"})
+	tc := NewPlayer(tl)
 	var now time.Time
-	loop, err := NewLoop(cfg, tc, func() time.Time { return now }, nil)
+	loop, err := NewLoop(cfg, tc, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestRecordThenEval(t *testing.T) {
 		}
 		live = append(live, s)
 	}
-	rec, err := ReadTimeline(&buf, "recorded")
+	rec, err := Read(&buf, "recorded")
 	if err != nil {
 		t.Fatalf("read back recorded timeline: %v", err)
 	}
@@ -113,26 +115,26 @@ func TestRecordThenEval(t *testing.T) {
 	}
 }
 
-// countingCluster wraps a TimelineCluster and counts record reads.
+// countingCluster wraps a Player and counts record reads.
 type countingCluster struct {
-	*TimelineCluster
+	*Player
 	reads int
 }
 
 func (c *countingCluster) ReadRecords(ctx context.Context, reqs []RecordRequest) ([]RecordProbe, error) {
 	c.reads += len(reqs)
-	return c.TimelineCluster.ReadRecords(ctx, reqs)
+	return c.Player.ReadRecords(ctx, reqs)
 }
 
 // TestProbeCache: a steady lagging group costs one record read, not one per cycle.
 func TestProbeCache(t *testing.T) {
-	tl, err := ReadTimelineFile("testdata/c23_old_commit.jsonl")
+	tl, err := ReadFile("testdata/c23_old_commit.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &countingCluster{TimelineCluster: NewTimelineCluster(tl)}
+	cc := &countingCluster{Player: NewPlayer(tl)}
 	var now time.Time
-	loop, err := NewLoop(caseConfig(t, tl), cc, func() time.Time { return now }, nil)
+	loop, err := NewLoop(caseConfig(t, tl), cc, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestStaleAndRecreated(t *testing.T) {
 	body := `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","id":"A","partitions":[{"partition":0,"log_start":0,"high_watermark":100},{"partition":1,"log_start":0,"high_watermark":50}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":90},{"topic":"t","partition":1,"offset":50}]}]}
 {"time":"2026-11-29T12:00:30Z","topics":[{"topic":"t","id":"A","partitions":[{"partition":0,"leader":-1,"error":"LEADER_NOT_AVAILABLE"},{"partition":1,"log_start":0,"high_watermark":60}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":95},{"topic":"t","partition":1,"offset":50}]}]}
 {"time":"2026-11-29T12:01:00Z","topics":[{"topic":"t","id":"B","partitions":[{"partition":0,"leader":-1,"error":"LEADER_NOT_AVAILABLE"},{"partition":1,"log_start":0,"high_watermark":3}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":95},{"topic":"t","partition":1,"offset":50}]}]}`
-	tl, err := ReadTimeline(strings.NewReader(body), "inline")
+	tl, err := Read(strings.NewReader(body), "inline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestInterpolationFallback(t *testing.T) {
 	body := `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":100}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":100}]}]}
 {"time":"2026-11-29T12:00:30Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":110}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":105}]}]}
 {"time":"2026-11-29T12:01:00Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":110}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":105}]}]}`
-	tl, err := ReadTimeline(strings.NewReader(body), "inline")
+	tl, err := Read(strings.NewReader(body), "inline")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +235,7 @@ func TestTimelineEdgeTimestamps(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tl, err := ReadTimeline(strings.NewReader(line(tc.log)), "x.jsonl")
+			tl, err := Read(strings.NewReader(line(tc.log)), "x.jsonl")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +262,7 @@ func TestFutureTimestampInterpolated(t *testing.T) {
 			`"log":[{"topic":"t","partition":0,"from":10,"to":` + strconv.Itoa(max(hw, 10)) + `,"timestamp":"9999-01-01T00:00:00Z"}]}`
 	}
 	body := obs("2026-11-29T11:58:00Z", 10) + "\n" + obs("2026-11-29T11:59:00Z", 11) + "\n" + obs("2026-11-29T12:00:00Z", 15)
-	tl, err := ReadTimeline(strings.NewReader(body), "x.jsonl")
+	tl, err := Read(strings.NewReader(body), "x.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,4 +276,37 @@ func TestFutureTimestampInterpolated(t *testing.T) {
 		t.Fatalf("lag %d time lag %v known %v flags %q, want 5 1m0s true %q", p.Lag, p.TimeLag, p.TimeLagKnown, p.Flags,
 			FlagFutureTimestamp|FlagEstimated)
 	}
+}
+
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(`{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":5}]}],"groups":[{"group":"g","offsets":[{"topic":"t","partition":0,"offset":3}]}]}`))
+	f.Add([]byte(`{"config":{"groups":[{"match":"g","isolation":"read_committed"}]}}` + "\n" + `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":5,"timestamp":"2026-11-29T11:00:00Z","step_ms":1}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tl, err := Read(strings.NewReader(string(b)), "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		cfg := &Config{}
+		if tl.Config != nil && tl.Config.Apply(cfg) != nil {
+			return
+		}
+		cfg.SetDefaults()
+		if cfg.Validate() != nil {
+			return
+		}
+		// any accepted timeline evaluates without panicking and never yields negative lag
+		_ = Eval(context.Background(), tl, cfg, func(_ int, s *Snapshot) error {
+			for _, g := range s.Groups {
+				for _, p := range g.Partitions {
+					if p.Lag < 0 || p.RawLag < 0 || p.TimeLag < 0 || p.ExpiredOffsets < 0 {
+						t.Fatalf("negative value in %+v", p)
+					}
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -1,48 +1,32 @@
-package lagexporter
+package promexport
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidemark/tidemark/lagexporter"
 )
 
-// SnapshotSource is what the Collector reads: the latest snapshot and the exporter's health. *Loop implements it.
+// SnapshotSource is what the Collector reads: the latest snapshot and the exporter's health.
+// *lagexporter.Loop implements it.
 type SnapshotSource interface {
-	Latest() *Snapshot
-	Health() Health
+	Latest() *lagexporter.Snapshot
+	Health() lagexporter.Health
 }
 
-// Health is the exporter's own health, as of the last cycle.
-type Health struct {
-	Cycles       uint64               // cycles run, successful or not
-	Errors       map[ErrorKind]uint64 // cycle errors by kind, since start
-	LastDuration time.Duration        // duration of the last cycle's cluster reads
-	LastSuccess  time.Time            // end of the last cycle that published a snapshot; zero before the first
-}
-
-// Health returns a copy of the loop's health counters.
-func (l *Loop) Health() Health {
-	h := &l.health
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	errs := make(map[ErrorKind]uint64, len(h.errors))
-	for k, v := range h.errors {
-		errs[k] = v
-	}
-	return Health{Cycles: h.cycles, Errors: errs, LastDuration: h.lastDuration, LastSuccess: h.lastSuccess}
-}
-
-// Collector is a prometheus.Collector that mirrors the latest Snapshot as constant metrics (the client_golang pattern
-// for state mirrored from elsewhere): a scrape only reads the immutable snapshot, never Kafka. Series of groups and
-// partitions absent from the snapshot are absent from the scrape (case C15). Every metric is listed in
-// docs/metrics.md; a test checks the two agree.
+// Collector is a prometheus.Collector that mirrors the latest lagexporter.Snapshot as constant metrics (the
+// client_golang pattern for state mirrored from elsewhere): a scrape only reads the immutable snapshot, never Kafka.
+// Series of groups and partitions absent from the snapshot are absent from the scrape (case C15). Every metric is
+// listed in docs/metrics.md; a test checks the two agree.
 //
 // For large clusters (about 100,000 group-partitions and more) building hundreds of thousands of constant metrics per
 // scrape is slow; Handler serves the same series rendered once per snapshot (see handler.go).
 type Collector struct {
-	cfg      *Config
+	cfg      *lagexporter.Config
 	src      SnapshotSource
 	families []*family
 	f        fams
@@ -64,12 +48,20 @@ type fams struct {
 	groupLag, groupSeconds, groupStatus, groupState, groupMembers, groupSimple, memberInfo   *family
 	logStart, highWatermark, lastStable                                                      *family
 	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
-	// kafka_exporter compatibility names; nil unless Config.KafkaExporterCompat
+	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
 
+// Register registers a Collector for loop's snapshots with reg (never the default registry outside cmd).
+func Register(reg prometheus.Registerer, cfg *lagexporter.Config, loop *lagexporter.Loop) error {
+	if err := reg.Register(NewCollector(cfg, loop)); err != nil {
+		return fmt.Errorf("register lag collector: %w", err)
+	}
+	return nil
+}
+
 // NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names).
-func NewCollector(cfg *Config, src SnapshotSource) *Collector {
+func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	gp := []string{"cluster", "group", "topic", "partition"}
 	gt := []string{"cluster", "group", "topic"}
 	g := []string{"cluster", "group"}
@@ -150,10 +142,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // emit produces every series of snapshot s (nil: health only) and health h through add. It is the single definition
 // of the exposed series, shared by Collect and the pre-rendering Handler.
-func (c *Collector) emit(s *Snapshot, h Health, add func(f *family, v float64, lvs ...string)) {
+func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func(f *family, v float64, lvs ...string)) {
 	cl, f := c.cfg.Cluster, &c.f
 	add(f.cycles, float64(h.Cycles), cl)
-	for _, k := range ErrorKinds {
+	for _, k := range lagexporter.ErrorKinds {
 		add(f.errors, float64(h.Errors[k]), cl, string(k))
 	}
 	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
@@ -164,7 +156,7 @@ func (c *Collector) emit(s *Snapshot, h Health, add func(f *family, v float64, l
 		return
 	}
 	add(f.snapshotTime, unixSeconds(s.Time), cl)
-	perPartition := c.cfg.Granularity == GranularityPartition
+	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
 	compat := c.cfg.KafkaExporterCompat
 	var partLabels []string // "0", "1", ... shared by every group
 	pl := func(p int32) string {
@@ -214,7 +206,7 @@ func (c *Collector) emit(s *Snapshot, h Health, add func(f *family, v float64, l
 		for pi := range g.Partitions {
 			p := &g.Partitions[pi]
 			ps := pl(p.Partition)
-			for i, name := range FlagNames {
+			for i, name := range lagexporter.FlagNames {
 				if p.Flags&(1<<i) != 0 {
 					add(f.partFlag, 1, cl, g.Group, p.Topic, ps, name)
 				}
@@ -241,7 +233,7 @@ func (c *Collector) emit(s *Snapshot, h Health, add func(f *family, v float64, l
 			if p.ExpiredOffsets > 0 {
 				add(f.partExpired, float64(p.ExpiredOffsets), cl, g.Group, p.Topic, ps)
 			}
-			if p.Flags.Has(FlagReplay) {
+			if p.Flags.Has(lagexporter.FlagReplay) {
 				add(f.partReplayBoundary, float64(p.ReplayBoundary), cl, g.Group, p.Topic, ps)
 			}
 		}

@@ -1,4 +1,4 @@
-package lagexporter
+package promexport
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	. "github.com/tidemark/tidemark/lagexporter"
 )
 
 // bigSnapshot builds a snapshot of groups × partitions group-partitions through the Evaluator.

@@ -1,4 +1,4 @@
-package lagexporter
+package promexport
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/tidemark/tidemark/lagexporter"
 )
 
 // Handler serves the Collector's series over HTTP in the Prometheus text format, rendered once per snapshot: for a
@@ -101,7 +103,7 @@ func (h *Handler) Refresh() {
 
 // Follow refreshes the rendering for every snapshot received on snaps (e.g. from Loop.Subscribe) until ctx is done or
 // snaps is closed.
-func (h *Handler) Follow(ctx context.Context, snaps <-chan *Snapshot) {
+func (h *Handler) Follow(ctx context.Context, snaps <-chan *lagexporter.Snapshot) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,7 +140,7 @@ func (fs *familyStream) flush() {
 
 // renderGzip renders snapshot s and health hl and returns dst with the exposition appended as gzip members, one per
 // family, in Describe order.
-func (c *Collector) renderGzip(s *Snapshot, hl Health, dst []byte) []byte {
+func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, dst []byte) []byte {
 	streams := make([]familyStream, len(c.families))
 	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
 		fs := &streams[f.idx]
@@ -169,7 +171,7 @@ func (c *Collector) renderGzip(s *Snapshot, hl Health, dst []byte) []byte {
 
 // AppendText appends the Prometheus text exposition (format 0.0.4) of snapshot s and health hl to b: per family a
 // HELP and TYPE line and its series, families in Describe order, labels in name order.
-func (c *Collector) AppendText(b []byte, s *Snapshot, hl Health) []byte {
+func (c *Collector) AppendText(b []byte, s *lagexporter.Snapshot, hl lagexporter.Health) []byte {
 	bufs := make([][]byte, len(c.families))
 	c.renderFamilies(bufs, s, hl)
 	for _, x := range bufs {
@@ -179,7 +181,7 @@ func (c *Collector) AppendText(b []byte, s *Snapshot, hl Health) []byte {
 }
 
 // renderFamilies renders every family into bufs[family] (reusing their capacity); a family without series is empty.
-func (c *Collector) renderFamilies(bufs [][]byte, s *Snapshot, hl Health) {
+func (c *Collector) renderFamilies(bufs [][]byte, s *lagexporter.Snapshot, hl lagexporter.Health) {
 	for i := range bufs {
 		bufs[i] = bufs[i][:0]
 	}

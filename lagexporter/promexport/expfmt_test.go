@@ -1,4 +1,4 @@
-package lagexporter
+package promexport
 
 import (
 	"io"

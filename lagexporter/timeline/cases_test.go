@@ -1,16 +1,18 @@
-package lagexporter
+package timeline
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 	"time"
+
+	. "github.com/tidemark/tidemark/lagexporter"
 )
 
 // evalCase replays testdata/name through Eval (the live loop's code path) and returns one snapshot per line.
 func evalCase(t *testing.T, name string) []*Snapshot {
 	t.Helper()
-	tl, err := ReadTimelineFile(filepath.Join("testdata", name))
+	tl, err := ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +319,7 @@ func TestCaseC27MissingTimestamp(t *testing.T) {
 // window and drops to 0 from 60 s on (the window is exclusive); the group and its lag series stay, since the commits
 // still exist (C11), and its status is still judged by the rules (STOP only after status.stop_after, 5 m).
 func TestCaseC14SimpleConsumerWindow(t *testing.T) {
-	tl, err := ReadTimelineFile(filepath.Join("testdata", "c14_simple_consumer.jsonl"))
+	tl, err := ReadFile(filepath.Join("testdata", "c14_simple_consumer.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
