@@ -2,7 +2,9 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,65 +130,145 @@ func TestConsumerEmitsReceipts(t *testing.T) {
 	}
 }
 
-// blockedProducer never accepts input, like a producer stuck on an unreachable cluster.
+// blockedProducer never accepts input, like a producer stuck on an unreachable cluster, until the test reads in.
+// Input signals asked (without blocking) each time the emitter fetches the input channel, which it does right
+// before the send that then blocks: the test's synchronisation point for "the batch loop is stuck in the producer".
 type blockedProducer struct {
 	sarama.AsyncProducer
-	in   chan *sarama.ProducerMessage
-	succ chan *sarama.ProducerMessage
-	errs chan *sarama.ProducerError
+	in    chan *sarama.ProducerMessage
+	succ  chan *sarama.ProducerMessage
+	errs  chan *sarama.ProducerError
+	asked chan struct{}
 }
 
-func (b *blockedProducer) Input() chan<- *sarama.ProducerMessage     { return b.in }
+func newBlockedProducer() *blockedProducer {
+	return &blockedProducer{in: make(chan *sarama.ProducerMessage), succ: make(chan *sarama.ProducerMessage),
+		errs: make(chan *sarama.ProducerError), asked: make(chan struct{}, 1)}
+}
+
+func (b *blockedProducer) Input() chan<- *sarama.ProducerMessage {
+	select {
+	case b.asked <- struct{}{}:
+	default:
+	}
+	return b.in
+}
 func (b *blockedProducer) Successes() <-chan *sarama.ProducerMessage { return b.succ }
 func (b *blockedProducer) Errors() <-chan *sarama.ProducerError      { return b.errs }
 func (b *blockedProducer) AsyncClose()                               { close(b.succ); close(b.errs) }
 
+// TestEmitterNeverBlocksAndBoundsMemory: with the producer stuck, Emit keeps returning at once (a blocking Emit
+// hangs the test) and the emitter holds exactly one batch in the stuck send plus QueueSize queued receipts; every
+// other receipt is counted dropped, none failed, and Close sends what it held once the producer moves again.
 func TestEmitterNeverBlocksAndBoundsMemory(t *testing.T) {
-	bp := &blockedProducer{in: make(chan *sarama.ProducerMessage), succ: make(chan *sarama.ProducerMessage),
-		errs: make(chan *sarama.ProducerError)}
-	em := NewEmitter(bp, EmitterConfig{QueueSize: 10, MaxBatch: 1})
-	start := time.Now()
-	accepted := 0
-	for i := 0; i < 1000; i++ {
-		if em.Emit(Receipt{Group: "g", Topic: "t", Offset: int64(i), ProcessedNs: 1}) {
-			accepted++
-		}
+	const queue, extra = 10, 1000
+	for _, maxBatch := range []int{1, 4} {
+		t.Run(fmt.Sprintf("max_batch=%d", maxBatch), func(t *testing.T) {
+			bp := newBlockedProducer()
+			// An hour's linger: only a full batch flushes, so what the loop holds does not depend on scheduling.
+			em := NewEmitter(bp, EmitterConfig{QueueSize: queue, MaxBatch: maxBatch, Linger: time.Hour})
+			receipt := func(i int) Receipt {
+				return Receipt{Group: "g", Topic: "t", Partition: 0, Offset: int64(i), Host: "c1", ProcessedNs: 1}
+			}
+			if r := receipt(0); r.Validate() != nil {
+				t.Fatalf("fixture receipt is invalid: %v", r.Validate())
+			}
+			// One full batch: the loop takes it and blocks handing it to the producer.
+			for i := range maxBatch {
+				if !em.Emit(receipt(i)) {
+					t.Fatalf("receipt %d dropped by an empty emitter", i)
+				}
+			}
+			select {
+			case <-bp.asked:
+			case <-time.After(time.Minute): // a hang guard only: a correct loop asks at once
+				t.Fatalf("the batch loop never handed its full batch to the producer; stats %+v", em.Stats())
+			}
+			accepted := maxBatch
+			for i := maxBatch; i < maxBatch+extra; i++ {
+				if em.Emit(receipt(i)) {
+					accepted++
+				}
+			}
+			if want := maxBatch + queue; accepted != want {
+				t.Fatalf("accepted %d receipts, want %d (one batch of %d in the stuck send + a queue of %d)",
+					accepted, want, maxBatch, queue)
+			}
+			st := em.Stats()
+			if want := (EmitterStats{Emitted: uint64(maxBatch + extra), Dropped: extra - queue, Records: 1}); st != want {
+				t.Fatalf("stats with the producer stuck %+v, want %+v", st, want)
+			}
+
+			// The producer moves again: Close hands over everything held, in MaxBatch records.
+			handed := make(chan int)
+			go func() {
+				n := 0
+				for m := range bp.in {
+					n += m.Metadata.(int)
+				}
+				handed <- n
+			}()
+			em.Close()
+			close(bp.in)
+			if n := <-handed; n != accepted {
+				t.Fatalf("the producer was handed %d receipts, want the %d accepted", n, accepted)
+			}
+			records := 1 + (queue+maxBatch-1)/maxBatch
+			if st := em.Stats(); st.Failed != 0 || st.Records != uint64(records) || st.Dropped != extra-queue {
+				t.Fatalf("stats after Close %+v, want 0 failed, %d records, %d dropped", st, records, extra-queue)
+			}
+		})
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("1000 Emit calls took %v against a stuck producer", d)
-	}
-	// The loop holds at most one receipt it is trying to send plus QueueSize queued (plus one batch being built).
-	if accepted > 12 {
-		t.Fatalf("accepted %d receipts into a queue of 10", accepted)
-	}
-	if st := em.Stats(); st.Dropped != uint64(1000-accepted) {
-		t.Fatalf("dropped %d, want %d", st.Dropped, 1000-accepted)
-	}
-	// Drain the producer so Close can finish.
-	go func() {
-		for range bp.in {
-		}
-	}()
-	em.Close()
-	close(bp.in)
 }
 
+// scriptedClock is the true time of a test's world. Each reading first advances it by the next step of a script
+// (cycled), so the four readings of a time-sync exchange (client send t0, server arrival t1, server reply t2, client
+// receive t3) are separated by the delays the test chose, however the machine schedules the real HTTP round trip.
+type scriptedClock struct {
+	mu    sync.Mutex // guards now and i: the client and the server's handler goroutine both read the clock
+	now   time.Time
+	steps []time.Duration
+	i     int
+}
+
+func (c *scriptedClock) read() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.steps[c.i%len(c.steps)])
+	c.i++
+	return c.now
+}
+
+// TestTimeSyncBracketsSkewedHost runs Sync over a real HTTP server with scripted delays: every sample brackets the
+// true offset, and Sync keeps the sample with the shortest round trip, whose midpoint and half-width are exact.
 func TestTimeSyncBracketsSkewedHost(t *testing.T) {
-	srv := httptest.NewServer(TimeSyncHandler(time.Now))
-	defer srv.Close()
-	for _, skew := range []time.Duration{2500 * time.Millisecond, -800 * time.Millisecond, 0} {
-		ts := NewTimeSync(srv.URL+TimeSyncPath, OffsetClock(time.Now, skew), srv.Client(), 5)
-		o, err := ts.Sync(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The true offset must lie inside the bracket; loopback round trips are well under 50 ms.
-		if d := o.Offset - skew; d < -o.Uncertainty || d > o.Uncertainty || o.Uncertainty > 50*time.Millisecond {
-			t.Fatalf("skew %v: estimate %v ± %v", skew, o.Offset, o.Uncertainty)
-		}
-		if ts.ClockOffset() != o {
-			t.Fatal("ClockOffset does not return the last sync")
-		}
+	ms := time.Millisecond
+	// Per exchange: idle gap before t0, request delay (t0→t1), server time (t1→t2), reply delay (t2→t3).
+	steps := []time.Duration{
+		ms, 30 * ms, ms, 10 * ms, // asymmetric, slow out: [skew−30, skew+10] → skew−10 ± 20
+		ms, 2 * ms, ms, 4 * ms, // the shortest round trip: [skew−2, skew+4] → skew+1 ± 3
+		ms, 50 * ms, 0, 50 * ms, // symmetric but slow: [skew−50, skew+50] → skew ± 50
+	}
+	for _, skew := range []time.Duration{2500 * ms, -800 * ms, 0} {
+		t.Run(skew.String(), func(t *testing.T) {
+			truth := &scriptedClock{now: time.Unix(1795953600, 0), steps: steps}
+			srv := httptest.NewServer(TimeSyncHandler(truth.read))
+			defer srv.Close()
+			ts := NewTimeSync(srv.URL+TimeSyncPath, OffsetClock(truth.read, skew), srv.Client(), 3)
+			o, err := ts.Sync(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (ClockOffset{Offset: skew + ms, Uncertainty: 3 * ms, Valid: true}); o != want {
+				t.Fatalf("estimate %+v, want %+v (the 2 ms out / 4 ms back sample)", o, want)
+			}
+			if d := o.Offset - skew; d < -o.Uncertainty || d > o.Uncertainty {
+				t.Fatalf("true offset %v outside the bracket %v ± %v", skew, o.Offset, o.Uncertainty)
+			}
+			if ts.ClockOffset() != o {
+				t.Fatal("ClockOffset does not return the last sync")
+			}
+		})
 	}
 }
 
