@@ -39,6 +39,11 @@ type WriterOptions struct {
 	Now func() time.Time
 	// Logger logs retries and given-up batches; nil discards.
 	Logger *slog.Logger
+
+	// onTake, when set (by tests), is called on the flusher goroutine after each decision whether to take the
+	// pending rows: taken reports the decision, roomWanted whether a blocked Write was waiting for room when it
+	// was made. It is the synchronisation point for "the flusher has seen the blocked Write".
+	onTake func(taken, roomWanted bool)
 }
 
 // Writer batches rows into ClickHouse with bounded memory. Write buffers rows and returns at once unless the buffer
@@ -53,6 +58,7 @@ type Writer struct {
 	now    func() time.Time
 	log    *slog.Logger
 	m      *writerMetrics
+	onTake func(taken, roomWanted bool) // see WriterOptions.onTake
 
 	ctx    context.Context    // ends retries; cancelled when Close gives up waiting
 	cancel context.CancelFunc //
@@ -103,7 +109,7 @@ func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, err
 		return nil, err
 	}
 	w := &Writer{
-		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m,
+		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m, onTake: opts.onTake,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
 		dedup: newDedupWindow(cfg.DedupWindow),
 	}
@@ -353,7 +359,13 @@ func (w *Writer) run() {
 // blocked Write while no batch is in flight), else nil; closed reports that the writer is closed and nothing is pending, so the flusher may exit.
 func (w *Writer) take(force bool) (b *batch, closed bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	roomWanted := w.roomWanted
+	defer func() {
+		w.mu.Unlock()
+		if w.onTake != nil {
+			w.onTake(b != nil, roomWanted)
+		}
+	}()
 	empty := w.pendingRows == 0 && len(w.pendingAcks) == 0
 	if empty {
 		w.flushWanted, w.roomWanted = false, false

@@ -107,11 +107,18 @@ func latencyRows(from, n int64) Rows {
 
 func testWriter(t *testing.T, f *fakeCH, cfg WriterConfig) (*Writer, *prometheus.Registry) {
 	t.Helper()
+	return testWriterWith(t, f, cfg, WriterOptions{})
+}
+
+// testWriterWith is testWriter with options (a registry is added).
+func testWriterWith(t *testing.T, f *fakeCH, cfg WriterConfig, opts WriterOptions) (*Writer, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
 	if cfg.RetryInitial == 0 {
 		cfg.RetryInitial, cfg.RetryMax = time.Millisecond, 5*time.Millisecond
 	}
-	w, err := newWriter(f.insert, cfg, WriterOptions{Registerer: reg})
+	w, err := newWriter(f.insert, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +150,37 @@ func (a *ackLog) snapshot() ([]int, []error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]int(nil), a.ids...), append([]error(nil), a.errs...)
+}
+
+// roomWatch collects the flusher's decisions made while a Write was blocked for room (WriterOptions.onTake).
+type roomWatch chan bool
+
+func newRoomWatch() roomWatch { return make(roomWatch, 64) }
+
+func (r roomWatch) onTake(taken, roomWanted bool) {
+	if roomWanted {
+		select {
+		case r <- taken:
+		default: // more decisions than any test waits for
+		}
+	}
+}
+
+// blocked waits until the flusher has decided with the Write whose result comes on result blocked for room, and
+// returns whether it took the pending rows for it. It fails the test if that Write returns first: it was not
+// blocked. The Write can only stop blocking when room is freed or its context ends, so once the flusher has seen
+// it, it is provably still blocked until the test frees room or ends the context.
+func (r roomWatch) blocked(t *testing.T, what string, result <-chan error) (taken bool) {
+	t.Helper()
+	select {
+	case taken = <-r:
+		return taken
+	case err := <-result:
+		t.Fatalf("%s returned %v, want it blocked for room", what, err)
+	case <-time.After(time.Minute): // a hang guard only: a blocked Write kicks the flusher at once
+		t.Fatalf("%s: the flusher never saw a Write blocked for room", what)
+	}
+	return false
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -216,30 +254,37 @@ func TestWriterFlushesByInterval(t *testing.T) {
 
 func TestWriterBackpressure(t *testing.T) {
 	f := &fakeCH{block: make(chan struct{})}
+	rooms := newRoomWatch()
 	// MaxRows 4: one 4-row batch in flight (blocked in the fake) fills the writer.
-	w, _ := testWriter(t, f, WriterConfig{BatchRows: 4, MaxRows: 4, FlushInterval: time.Hour})
+	w, _ := testWriterWith(t, f, WriterConfig{BatchRows: 4, MaxRows: 4, FlushInterval: time.Hour},
+		WriterOptions{onTake: rooms.onTake})
 	ctx := context.Background()
 	if err := w.Write(ctx, latencyRows(0, 4), nil); err != nil {
 		t.Fatal(err)
 	}
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	// A Write into the full writer blocks until its context ends, and then accepts nothing.
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := w.Write(short, latencyRows(4, 1), nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Write into a full writer returned %v, want it to block until the deadline", err)
+	rejected := make(chan error, 1)
+	called := time.Now()
+	go func() { rejected <- w.Write(cctx, latencyRows(4, 1), nil) }()
+	rooms.blocked(t, "a Write into the full writer", rejected)
+	cancel()
+	err := <-rejected
+	elapsed := time.Since(called)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write into a full writer returned %v, want it to block until its context ended", err)
 	}
 	if v := testutil.ToFloat64(w.m.bufferedRows); v != 4 {
 		t.Errorf("buffered_rows = %v, want 4 (the rejected row was not accepted)", v)
 	}
-	if v := testutil.ToFloat64(w.m.blockedSecs); v < 0.04 {
-		t.Errorf("blocked_seconds_total = %v, want >= 0.04", v)
+	// The blocked time is the Write's own measurement: positive, and within the call the test timed around it.
+	if v := testutil.ToFloat64(w.m.blockedSecs); v <= 0 || v > elapsed.Seconds() {
+		t.Errorf("blocked_seconds_total = %v, want in (0, %v]", v, elapsed.Seconds())
 	}
 	accepted := make(chan error, 1)
 	go func() { accepted <- w.Write(ctx, latencyRows(4, 1), nil) }()
-	select {
-	case err := <-accepted:
-		t.Fatalf("Write returned %v while the writer was full", err)
-	case <-time.After(30 * time.Millisecond):
-	}
+	rooms.blocked(t, "a second Write into the full writer", accepted)
 	close(f.block) // ClickHouse answers: the in-flight batch completes and frees room
 	if err := <-accepted; err != nil {
 		t.Fatal(err)
@@ -247,7 +292,7 @@ func TestWriterBackpressure(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.offsets(); len(got) != 5 {
+	if got := f.offsets(); !slices.Equal(got, []int64{0, 1, 2, 3, 4}) {
 		t.Fatalf("inserted %v, want offsets 0..4", got)
 	}
 }
@@ -399,7 +444,14 @@ func TestWriterEmptyWriteAckedInOrder(t *testing.T) {
 }
 
 func TestWriterCloseGivesUpAtDeadline(t *testing.T) {
-	f := &fakeCH{fail: func(int, tableBatch) error { return io.EOF }} // ClickHouse never comes back
+	retried := make(chan struct{})
+	var once sync.Once
+	f := &fakeCH{fail: func(attempt int, _ tableBatch) error { // ClickHouse never comes back
+		if attempt == 2 {
+			once.Do(func() { close(retried) })
+		}
+		return io.EOF
+	}}
 	reg := prometheus.NewRegistry()
 	w, err := newWriter(f.insert, WriterConfig{BatchRows: 1, FlushInterval: time.Hour,
 		RetryInitial: time.Millisecond, RetryMax: 2 * time.Millisecond}, WriterOptions{Registerer: reg})
@@ -409,6 +461,12 @@ func TestWriterCloseGivesUpAtDeadline(t *testing.T) {
 	var acks ackLog
 	_ = w.Write(context.Background(), latencyRows(0, 1), acks.ack(1))
 	_ = w.Write(context.Background(), latencyRows(1, 1), acks.ack(2))
+	// Close while the writer is retrying (its second attempt has been made), not before it has started.
+	select {
+	case <-retried:
+	case <-time.After(time.Minute): // a hang guard only: retries start after 1 ms
+		t.Fatal("the writer never retried a failed insert")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := w.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -422,7 +480,7 @@ func TestWriterCloseGivesUpAtDeadline(t *testing.T) {
 		t.Fatalf("Write after Close = %v, want ErrWriterClosed", err)
 	}
 	if v := testutil.ToFloat64(w.m.retries.WithLabelValues(TableLatency)); v < 1 {
-		t.Errorf("retries_total = %v, want retries before the deadline", v)
+		t.Errorf("retries_total = %v, want the retries made before Close", v)
 	}
 }
 
@@ -626,7 +684,9 @@ func TestWriterAbortsPreparedTablesAfterFailure(t *testing.T) {
 // and free no room.
 func TestWriterBlockedWriteDoesNotSplitBatches(t *testing.T) {
 	f := &fakeCH{block: make(chan struct{})}
-	w, _ := testWriter(t, f, WriterConfig{BatchRows: 4, MaxRows: 8, FlushInterval: time.Hour})
+	rooms := newRoomWatch()
+	w, _ := testWriterWith(t, f, WriterConfig{BatchRows: 4, MaxRows: 8, FlushInterval: time.Hour},
+		WriterOptions{onTake: rooms.onTake})
 	ctx := context.Background()
 	if err := w.Write(ctx, latencyRows(0, 4), nil); err != nil { // batch A, blocked in ClickHouse
 		t.Fatal(err)
@@ -637,7 +697,10 @@ func TestWriterBlockedWriteDoesNotSplitBatches(t *testing.T) {
 	}
 	blocked := make(chan error, 1)
 	go func() { blocked <- w.Write(ctx, latencyRows(7, 2), nil) }() // 4 + 3 + 2 > MaxRows: blocks
-	time.Sleep(30 * time.Millisecond)
+	// The flusher's decision once it has seen the blocked Write: leave the 3 pending rows, as A's ack frees room.
+	if taken := rooms.blocked(t, "a Write beyond MaxRows", blocked); taken {
+		t.Fatal("the flusher took the 3 pending rows while A is in flight; want them left to make a full batch")
+	}
 	f.mu.Lock()
 	prepared := f.prepared
 	f.mu.Unlock()
