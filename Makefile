@@ -6,13 +6,14 @@ STACK := bash deploy/local/stack.sh
 # Go test flags; CI runs everything with the race detector.
 GOTESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: help up down env install test check vet unit demo plugin bench-latency bench-lag bench-collector bench-plugin
+.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-collector bench-plugin
 
 help:
 	@echo "make test     start real Kafka + ClickHouse if needed, vet, run all tests, stop what it started"
 	@echo "make demo     run Tidemark on real traffic between hosts with skewed clocks and print the report"
 	@echo "make up|down  start / stop the local stack (3 Kafka brokers, ClickHouse); 'make env' prints its env"
 	@echo "make plugin   build the Grafana plugin into plugin/dist"
+	@echo "make stress   repeat the tests (-race, -count, -cpu) to find flaky ones; prints failures per test (docs/testing.md)"
 	@echo "make bench-latency|bench-lag|bench-collector|bench-plugin   benchmarks (ratios against same-run baselines)"
 
 install:
@@ -53,6 +54,12 @@ node-deps:
 
 demo:
 	bash deploy/demo/run.sh
+
+# stress: not part of test. Unit tests -race -count=20 -cpu 1,2,4 without servers, then the integration tests
+# -count=3 against the stack; STRESS_COUNT, STRESS_CPU, STRESS_INTEGRATION_COUNT, STRESS_PHASES, STRESS_RUN and
+# STRESS_PKGS tune it (see .ci/stress).
+stress:
+	bash .ci/stress
 
 plugin:
 	bash plugin/build.sh
