@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -135,17 +138,9 @@ func TestBrokerRestartResumes(t *testing.T) {
 	if got := waitFor(3, 20*time.Second, func() int64 { return int64(probes("ok", back, time.Now())) }); got < 3 {
 		t.Fatalf("%d probes came back after the restart, want >= 3", got)
 	}
-	// Loss only for the outage: wait until every probe sent before the restart is past the loss timeout and swept,
-	// then no probe sent before the stop (less one probe interval: a probe sent as the broker began its shutdown)
-	// or after the broker was back may be lost.
-	time.Sleep(time.Until(back.Add(e.cfg.Probe.LossTimeout + time.Second)))
-	slack := e.cfg.Probe.Interval + 500*time.Millisecond
-	if got := probes("lost", start, stopped.Add(-slack)); got != 0 {
-		t.Errorf("%d probes sent before the outage counted lost", got)
-	}
 	// "Back" is when the broker answers a client call; the collector's producer reconnects and refreshes metadata on
 	// its own schedule after that, so the outage ends, for the probe path, at the first probe sent after the broker
-	// was back that came back. No probe sent from then on may be lost.
+	// was back that came back.
 	var resumedMs int64
 	if err := e.conn.QueryRow(context.Background(), "SELECT min(send_ts_ms) FROM probe_events FINAL WHERE topic = ? AND status = 'ok' AND send_ts_ms >= ?",
 		e.cfg.Probe.Topic, back.UnixMilli()).Scan(&resumedMs); err != nil {
@@ -153,7 +148,19 @@ func TestBrokerRestartResumes(t *testing.T) {
 	}
 	resumed := time.UnixMilli(resumedMs)
 	t.Logf("probe path resumed %v after the broker was back", resumed.Sub(back).Round(time.Millisecond))
-	if got := probes("lost", resumed, time.Now()); got != 0 {
+	// Loss is judged by the probe sender's sweep, once a probe is older than the loss timeout (wall time, by design):
+	// let every probe up to a second past the resumption reach that age, then wait for a sweep made after that and
+	// for the writer to store what it found. Then every probe sent before judged − LossTimeout has its final status.
+	time.Sleep(time.Until(resumed.Add(e.cfg.Probe.LossTimeout + time.Second)))
+	judged := time.Now()
+	swept(t, r, len(e.brokers))
+	slack := e.cfg.Probe.Interval + 500*time.Millisecond
+	// No probe sent before the stop (less one probe interval: a probe sent as the broker began its shutdown) or
+	// from the resumption on may be lost.
+	if got := probes("lost", start, stopped.Add(-slack)); got != 0 {
+		t.Errorf("%d probes sent before the outage counted lost", got)
+	}
+	if got := probes("lost", resumed, judged.Add(-e.cfg.Probe.LossTimeout)); got != 0 {
 		t.Errorf("%d probes sent after the probe path resumed (%v) counted lost", got, resumed)
 	}
 	// And the outage itself is seen: probes sent while the broker shut down (it takes over a second) never came back
@@ -163,4 +170,34 @@ func TestBrokerRestartResumes(t *testing.T) {
 		t.Errorf("no probe counted lost for an outage of %v", back.Sub(stopped).Round(time.Second))
 	}
 	t.Logf("probes: %d lost in the outage window, %d ok over the run", lost, ok)
+}
+
+// swept returns once the probe sender has swept for lost probes after swept was called and the writer has stored
+// the rows it found. A round sends one probe per probe partition (partitions of them), then sweeps and hands the
+// lost ones to the writer before the next round: partitions+1 sends from now on include one from a later round
+// than the first, so the sweep of the first one's round ran after now, and Flush then waits for its rows.
+func swept(t *testing.T, r *running, partitions int) {
+	t.Helper()
+	sent := func() int64 {
+		var n float64
+		ch := make(chan prometheus.Metric, 16)
+		go func() { r.metrics.ProbeSent.Collect(ch); close(ch) }()
+		for m := range ch {
+			var d dto.Metric
+			if err := m.Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			n += d.GetCounter().GetValue()
+		}
+		return int64(n)
+	}
+	want := sent() + int64(partitions) + 1
+	if got := waitFor(want, 60*time.Second, sent); got < want {
+		t.Fatalf("probe sender stalled: %d probes sent, want %d", got, want)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.writer.Flush(ctx); err != nil {
+		t.Fatalf("flush the probe rows: %v", err)
+	}
 }

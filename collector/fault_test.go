@@ -34,11 +34,26 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	}
 	px.down()
 	e.appOn(second, n2, 0, 0, 0) // receipts land in Kafka while ClickHouse is unreachable
-	time.Sleep(5 * time.Second)
-	waiting := testutil.ToFloat64(r.metrics.SinkWaiting.WithLabelValues(PathReceipts))
-	handed := testutil.ToFloat64(r.metrics.Rows.WithLabelValues(PathReceipts))
-	acked := testutil.ToFloat64(r.metrics.RowsAcked.WithLabelValues(PathReceipts))
-	consumed := testutil.ToFloat64(r.metrics.Records.WithLabelValues(PathReceipts))
+	// The writer holds at most maxRows: once more rows than that are handed over and unacknowledged, the excess is
+	// in Writes blocked for room, and stays there while ClickHouse is away. Wait for that state (n2 > maxRows, so
+	// it comes), then check its bounds.
+	var waiting, handed, acked, consumed float64
+	read := func() {
+		waiting = testutil.ToFloat64(r.metrics.SinkWaiting.WithLabelValues(PathReceipts))
+		handed = testutil.ToFloat64(r.metrics.Rows.WithLabelValues(PathReceipts))
+		acked = testutil.ToFloat64(r.metrics.RowsAcked.WithLabelValues(PathReceipts))
+		consumed = testutil.ToFloat64(r.metrics.Records.WithLabelValues(PathReceipts))
+	}
+	if waitFor(1, 60*time.Second, func() int64 {
+		read()
+		if handed-acked > maxRows && waiting >= 1 {
+			return 1
+		}
+		return 0
+	}) != 1 {
+		t.Fatalf("no backpressure 60 s into the outage: %v rows handed, %v acked, %v partitions waiting in Write",
+			handed, acked, waiting)
+	}
 	// Bounded memory: unacknowledged rows never exceed the writer's bound plus one batch per receipts partition
 	// that may be blocked in Write; the rest of the backlog stays in Kafka, unconsumed.
 	if held := handed - acked; held > maxRows+float64(e.cfg.MaxBatch*32*int(e.cfg.Receipts.Partitions)) {
@@ -110,7 +125,13 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 		t.Fatalf("%v sink errors during the outage, want some", errs)
 	}
 	t.Logf("during the outage: %v", r.col.SinkHealth())
-	time.Sleep(3 * time.Second) // several give-up / re-read rounds
+	// Several give-up / re-read rounds: three more batches given up (each after 1 s of retries) before recovery.
+	errs := testutil.ToFloat64(r.metrics.SinkErrors.WithLabelValues(PathReceipts))
+	if got := waitFor(int64(errs)+3, 60*time.Second, func() int64 {
+		return int64(testutil.ToFloat64(r.metrics.SinkErrors.WithLabelValues(PathReceipts)))
+	}); got < int64(errs)+3 {
+		t.Fatalf("%d batches given up 60 s into the outage, want %d", got, int64(errs)+3)
+	}
 	px.up()
 	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
 		t.Fatalf("after recovery without a restart: %d rows of the second topic, want %d", got, n2)
