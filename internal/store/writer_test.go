@@ -177,15 +177,21 @@ func (r roomWatch) blocked(t *testing.T, what string, result <-chan error) (take
 		return taken
 	case err := <-result:
 		t.Fatalf("%s returned %v, want it blocked for room", what, err)
-	case <-time.After(time.Minute): // a hang guard only: a blocked Write kicks the flusher at once
+	case <-time.After(hangGuard): // a blocked Write kicks the flusher at once
 		t.Fatalf("%s: the flusher never saw a Write blocked for room", what)
 	}
 	return false
 }
 
+// hangGuard bounds the waits of these tests for what correct code does at once (a flush, an ack, a retry after
+// 1 ms): it is no assertion on speed, only what turns a bug that never gets there into a failure message instead
+// of a hang until go test's -timeout, so it is far beyond any stall of a loaded machine.
+const hangGuard = time.Minute
+
+// waitFor polls cond until it holds (see hangGuard).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -244,8 +250,8 @@ func TestWriterFlushesByInterval(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a 1-row batch was not flushed by the 10ms interval")
+	case <-time.After(hangGuard):
+		t.Fatal("a 1-row batch was never flushed by the 10ms interval")
 	}
 	if got := f.offsets(); len(got) != 1 || got[0] != 7 {
 		t.Fatalf("inserted %v, want [7]", got)
@@ -464,7 +470,7 @@ func TestWriterCloseGivesUpAtDeadline(t *testing.T) {
 	// Close while the writer is retrying (its second attempt has been made), not before it has started.
 	select {
 	case <-retried:
-	case <-time.After(time.Minute): // a hang guard only: retries start after 1 ms
+	case <-time.After(hangGuard): // retries start after 1 ms
 		t.Fatal("the writer never retried a failed insert")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
