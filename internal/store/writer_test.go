@@ -306,7 +306,7 @@ func TestWriterBackpressure(t *testing.T) {
 func TestWriterOversizedWriteAcceptedWhenEmpty(t *testing.T) {
 	f := &fakeCH{}
 	w, _ := testWriter(t, f, WriterConfig{BatchRows: 2, MaxRows: 2, FlushInterval: time.Hour})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	// 5 rows > MaxRows: refusing it forever would deadlock the caller, so an empty writer takes it.
 	if err := w.Write(ctx, latencyRows(0, 5), nil); err != nil {
