@@ -35,7 +35,7 @@ type key struct{ phase, pkg, test string }
 
 type tally struct {
 	runs, fails int
-	first       string // the first failure's first line naming a file (file_test.go:NN: message)
+	first       string // why the first failed run failed (see failureLine)
 }
 
 var fileLine = regexp.MustCompile(`^\s+\S+\.go:\d+: `)
@@ -101,7 +101,7 @@ func main() {
 					t.fails++
 					pkgHadTestFail[key{phase, e.Package, ""}] = true
 					if t.first == "" {
-						t.first = firstFileLine(output[k])
+						t.first = failureLine(output[k])
 					}
 				}
 			}
@@ -140,10 +140,12 @@ func get(m map[key]*tally, k key, order *[]key) *tally {
 	return t
 }
 
-func firstFileLine(lines []string) string {
-	for _, l := range lines {
-		if fileLine.MatchString(l) {
-			return strings.TrimSpace(l)
+// failureLine picks the line that says why a run failed: the last file_test.go:NN: line of its output (t.Fatal
+// ends the run; earlier ones are usually t.Log), else its last line.
+func failureLine(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if fileLine.MatchString(lines[i]) {
+			return strings.TrimSpace(lines[i])
 		}
 	}
 	return lastLines(lines, 1)
