@@ -48,8 +48,12 @@ type StatusConfig struct {
 	WarnOffsetLag int64 `yaml:"warn_offset_lag" json:"warn_offset_lag,omitempty"`
 	ErrOffsetLag  int64 `yaml:"err_offset_lag" json:"err_offset_lag,omitempty"`
 	// SimpleConsumerWindow: a group without members whose last commit is younger than this is a "simple consumer"
-	// (assign(), Flink, Spark: case C14), not a dead group. Default 60s.
+	// (assign(), Flink, Spark: case C14), not a dead group. Default 60s. The same window tells a Stable group's stale
+	// commits on partitions nobody is assigned (flag unassigned) from commits someone still makes.
 	SimpleConsumerWindow time.Duration `yaml:"simple_consumer_window" json:"simple_consumer_window,omitempty"`
+	// AheadReads: a committed offset past End in this many consecutive commit-first reads makes the partition AHEAD.
+	// Default 2 (one read can race a lagging broker's end offset).
+	AheadReads int `yaml:"ahead_reads" json:"ahead_reads,omitempty"`
 }
 
 // Config configures the lag exporter's loop and collector. Call SetDefaults, then Validate (which also compiles the
@@ -116,6 +120,9 @@ func (c *Config) SetDefaults() {
 	if s.SimpleConsumerWindow == 0 {
 		s.SimpleConsumerWindow = time.Minute
 	}
+	if s.AheadReads == 0 {
+		s.AheadReads = 2
+	}
 }
 
 // Validate checks every field and compiles the patterns. The error joins every problem found, each on its own line
@@ -170,6 +177,9 @@ func (c *Config) validate(key func(string) string) error {
 	}
 	if c.Status.SimpleConsumerWindow <= 0 {
 		bad("status.simple_consumer_window", "must be > 0, got %s", c.Status.SimpleConsumerWindow)
+	}
+	if c.Status.AheadReads < 1 {
+		bad("status.ahead_reads", "must be >= 1, got %d", c.Status.AheadReads)
 	}
 	for _, d := range []struct {
 		k string

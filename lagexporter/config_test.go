@@ -15,7 +15,7 @@ func TestConfigDefaults(t *testing.T) {
 	tr := true
 	want := Config{Cluster: "default", PollInterval: 30 * time.Second, CycleTimeout: 30 * time.Second,
 		Granularity: GranularityPartition, ReadRecordTimestamps: &tr, HistorySize: 64,
-		Status: StatusConfig{Window: 10, StopAfter: 5 * time.Minute, SimpleConsumerWindow: time.Minute}}
+		Status: StatusConfig{Window: 10, StopAfter: 5 * time.Minute, SimpleConsumerWindow: time.Minute, AheadReads: 2}}
 	if c.Cluster != want.Cluster || c.PollInterval != want.PollInterval || c.CycleTimeout != want.CycleTimeout ||
 		c.Granularity != want.Granularity || !*c.ReadRecordTimestamps || c.HistorySize != want.HistorySize || c.Status != want.Status {
 		t.Fatalf("defaults = %+v, want %+v", c, want)

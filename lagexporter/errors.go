@@ -19,11 +19,19 @@ const (
 	ErrKindRecords      ErrorKind = "records"       // the small fetch of a record timestamp
 	ErrKindUnavailable  ErrorKind = "unavailable"   // a partition without leader, or an unreachable broker
 	ErrKindCycleTimeout ErrorKind = "cycle_timeout" // the cycle did not finish within its deadline
+	ErrKindConfigs      ErrorKind = "configs"       // DescribeConfigs (retention settings) or DescribeLogDirs (log sizes)
 )
 
 // ErrorKinds lists every ErrorKind, so the health metric can expose a zero for each.
 var ErrorKinds = []ErrorKind{ErrKindMetadata, ErrKindGroups, ErrKindCommitted, ErrKindListOffsets, ErrKindRecords,
-	ErrKindUnavailable, ErrKindCycleTimeout}
+	ErrKindUnavailable, ErrKindCycleTimeout, ErrKindConfigs}
+
+// Codes of PartitionObservation.ErrorCode besides Kafka's own error names.
+const (
+	ErrCodeNetwork = "NETWORK" // the partition's leader could not be reached (connection refused, reset, timed out)
+	ErrCodeTimeout = "TIMEOUT" // the cycle's deadline passed before the partition was read
+	ErrCodeUnknown = "UNKNOWN" // any other failure
+)
 
 // CycleError is one failed part of a cycle: which kind of read, what it was about (a broker, group or partition), and
 // the message. A cycle with CycleErrors still produces a snapshot: every other result is kept and the affected parts

@@ -2,13 +2,15 @@ package lagexporter
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 )
 
 // Evaluator turns a sequence of Observations into Snapshots. It holds the state that spans cycles: each
-// group-partition's status window, commit-change time and replay state, each partition's last known offsets (for
-// stale values when a read fails) and high-watermark history (for the interpolation fallback). State of groups,
+// group-partition's status window, commit-change time, replay and ahead state, each partition's last known offsets
+// (for stale values when a read fails) and high-watermark history (for the interpolation fallback), and the
+// counters of end-offset decreases (per topic) and of unread records deleted (per group and topic). State of groups,
 // partitions and topic incarnations that disappear from an observation is dropped in that same cycle, so their series
 // disappear (case C15).
 //
@@ -17,9 +19,21 @@ type Evaluator struct {
 	cfg    *Config
 	parts  map[gpKey]*gpState
 	topics map[tpKey]*tpState
-	groups map[string]*GroupObservation // last successfully read group (for stale values)
-	seq    uint64
-	window []Sample // scratch, reused
+	groups map[string]*groupState // last successfully read group (for stale values)
+	// endDecreases counts, per topic name, the partitions whose end offset was read lower than the time before.
+	endDecreases map[string]uint64
+	// unreadDeleted counts, per group and topic, the records retention or DeleteRecords deleted below the group's
+	// committed offset while the evaluator watched (log start moving past an unconsumed position).
+	unreadDeleted map[gtKey]int64
+	seq           uint64
+	window        []Sample // scratch, reused
+}
+
+type gtKey struct{ group, topic string }
+
+type groupState struct {
+	obs    GroupObservation
+	readAt time.Time // observation time of the read
 }
 
 type gpKey struct {
@@ -41,18 +55,25 @@ type gpState struct {
 	hasCommit  bool
 	commitTime time.Time
 	replay     ReplayState
-	seen       uint64 // seq of the last cycle that saw it
+	aheadReads int    // consecutive reads with the commit past End
+	lastStatus Status // status of the last cycle that added a sample (a stale partition keeps it)
+	// deletedThrough is the log start of the last read: unread records below it are already counted.
+	deletedThrough int64
+	deletedSeen    bool
+	seen           uint64 // seq of the last cycle that saw it
 }
 
-// ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit.
-// The representation is private to the ring; Sample, which the rules read, has an explicit HasCommit.
-type ringSample struct{ committed, lag int64 }
+// ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit,
+// at is Unix nanoseconds. The representation is private to the ring; Sample, which the rules read, has an explicit
+// HasCommit.
+type ringSample struct{ committed, lag, at int64 }
 
 type tpState struct {
-	topicID string
-	last    PartitionObservation // last known offsets
-	history []hwPoint            // ascending time, HW strictly increasing
-	seen    uint64
+	topicID  string
+	last     PartitionObservation // last known offsets
+	lastRead time.Time            // when last was read
+	history  []hwPoint            // ascending time, HW strictly increasing
+	seen     uint64
 }
 
 type hwPoint struct {
@@ -63,7 +84,7 @@ type hwPoint struct {
 // NewEvaluator returns an Evaluator for cfg, which must have passed Validate.
 func NewEvaluator(cfg *Config) *Evaluator {
 	return &Evaluator{cfg: cfg, parts: map[gpKey]*gpState{}, topics: map[tpKey]*tpState{},
-		groups: map[string]*GroupObservation{}}
+		groups: map[string]*groupState{}, endDecreases: map[string]uint64{}, unreadDeleted: map[gtKey]int64{}}
 }
 
 type topicView struct {
@@ -72,9 +93,10 @@ type topicView struct {
 }
 
 type partView struct {
-	p     PartitionObservation // this cycle's or, when stale, the last known values
-	stale bool
-	st    *tpState
+	p            PartitionObservation // this cycle's or, when stale, the last known values
+	stale        bool
+	endDecreased bool // the end offset read this cycle is lower than the last one
+	st           *tpState
 }
 
 type probeKey struct {
@@ -109,11 +131,16 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			st.seen = seq
 			pv := &partView{p: p, st: st}
 			if p.Known() {
-				st.last = p
+				if len(st.history) > 0 && (p.HighWatermark < st.last.HighWatermark || p.LastStable < st.last.LastStable) {
+					// truncation or stale offsets, not a consumer seeking back: counted and flagged (item 2)
+					pv.endDecreased = true
+					e.endDecreases[t.Topic]++
+				}
+				st.last, st.lastRead = p, now
 				e.recordHW(st, now, p.HighWatermark)
-			} else if len(st.history) > 0 { // read before in this incarnation: lag from the last values, flagged stale
+			} else if len(st.history) > 0 { // read before in this incarnation: the last values, flagged stale
 				pv.p, pv.stale = st.last, true
-				pv.p.Leader = p.Leader
+				pv.p.Leader, pv.p.Error, pv.p.ErrorCode = p.Leader, "", ""
 			}
 			tv.parts[p.Partition] = pv
 			// partition offsets are published as read this cycle: an unreadable partition has no offset series
@@ -123,6 +150,15 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		snap.Topics = append(snap.Topics, snapTopic)
 	}
 	slices.SortFunc(snap.Topics, func(a, b TopicObservation) int { return cmp.Compare(a.Topic, b.Topic) })
+	for name := range e.endDecreases {
+		if topics[name] == nil {
+			delete(e.endDecreases, name)
+		}
+	}
+	snap.EndOffsetDecreases = make(map[string]uint64, len(topics))
+	for name := range topics {
+		snap.EndOffsetDecreases[name] = e.endDecreases[name]
+	}
 
 	probes := make(map[probeKey]*RecordProbe, len(obs.Records))
 	for i := range obs.Records {
@@ -130,12 +166,17 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		probes[probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}] = r
 	}
 
+	seenGT := map[gtKey]bool{}
 	for i := range obs.Groups {
 		g := &obs.Groups[i]
 		if !e.cfg.GroupAllowed(g.Group) {
 			continue
 		}
-		snap.Groups = append(snap.Groups, e.evalGroup(g, topics, probes, now, seq))
+		gl := e.evalGroup(g, topics, probes, now, seq)
+		for _, t := range gl.Topics {
+			seenGT[gtKey{gl.Group, t.Topic}] = true
+		}
+		snap.Groups = append(snap.Groups, gl)
 	}
 	slices.SortFunc(snap.Groups, func(a, b GroupLag) int { return cmp.Compare(a.Group, b.Group) })
 
@@ -153,6 +194,11 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	for name := range e.groups {
 		if snap.Group(name) == nil {
 			delete(e.groups, name)
+		}
+	}
+	for k := range e.unreadDeleted {
+		if !seenGT[k] {
+			delete(e.unreadDeleted, k)
 		}
 	}
 	return snap
@@ -189,20 +235,19 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	now time.Time, seq uint64) GroupLag {
 	iso, reset := e.cfg.GroupSettings(g.Group)
 	out := GroupLag{Group: g.Group, State: g.State, Isolation: iso, Members: g.Members, Error: g.Error}
-	src, stale := g, false
+	src, stale, readAt := g, false, now
 	if g.Error != "" {
 		prev := e.groups[g.Group]
 		if prev == nil {
 			out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
 			return out
 		}
-		src, stale = prev, true
+		src, stale, readAt = &prev.obs, true, prev.readAt
 		if out.State == "" {
-			out.State, out.Members = prev.State, prev.Members
+			out.State, out.Members = prev.obs.State, prev.obs.Members
 		}
 	} else {
-		cp := *g
-		e.groups[g.Group] = &cp
+		e.groups[g.Group] = &groupState{obs: *g, readAt: now}
 	}
 
 	committed := make(map[tpKey]CommittedOffset, len(src.Offsets))
@@ -224,7 +269,8 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	}
 	slices.Sort(names)
 
-	hasMembers := len(out.Members) > 0
+	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
+		readAt: readAt, assignment: stableAssignment(out.State, out.Members)}
 	var lastCommit time.Time
 	n := 0
 	for _, topic := range names {
@@ -242,38 +288,137 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		for _, pn := range pnums {
 			pv := tv.parts[pn]
 			c, has := committed[tpKey{topic, pn}]
-			pl := e.evalPartition(g.Group, topic, tv.obs.ID, pv, c, has, iso, reset, probes, now, seq, hasMembers)
-			if stale {
-				pl.Flags |= FlagStale
-			}
+			pl := e.evalPartition(&gc, tv.obs, pv, c, has, probes, now, seq)
 			pl.FlagText = pl.Flags.String()
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
-			out.Status = max(out.Status, pl.Status)
+			if !pl.Flags.Has(FlagUnassigned) {
+				out.Status = max(out.Status, pl.Status)
+				out.Replaying = out.Replaying || pl.Flags.Has(FlagReplay)
+			}
 			tl.Add(&pl)
 			out.Total.Add(&pl)
 			out.Partitions = append(out.Partitions, pl)
 		}
+		tl.UnreadRecordsDeleted = e.unreadDeleted[gtKey{g.Group, topic}]
+		out.Total.UnreadRecordsDeleted += tl.UnreadRecordsDeleted
+		tl.Complete = tl.Unknown == 0
 		out.Topics = append(out.Topics, tl)
 	}
-	out.SimpleConsumer = !hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
+	out.Total.Complete = out.Total.Unknown == 0
+	out.CatchUp = groupCatchUp(out.Partitions)
+	out.SimpleConsumer = !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
 	return out
 }
 
-func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c CommittedOffset, has bool,
-	iso Isolation, reset Reset, probes map[probeKey]*RecordProbe, now time.Time, seq uint64, hasMembers bool) PartitionLag {
-	key := gpKey{group, topic, pv.p.Partition}
+// groupCtx is what every partition of one group is evaluated with.
+type groupCtx struct {
+	group      string
+	iso        Isolation
+	reset      Reset
+	hasMembers bool
+	stale      bool      // the group's commits could not be read this cycle: the last ones are used
+	readAt     time.Time // when the commits used were read
+	assignment *assignment
+}
+
+// assignment is a Stable group's current assignment, when its members' assignments are known.
+type assignment struct {
+	parts  map[tpKey]bool
+	topics map[string]bool
+}
+
+// stableAssignment returns the union of the members' assignments of a Stable group, or nil when the group is not
+// Stable (a rebalance is under way) or no member's assignment is known (a protocol whose assignment is not decoded).
+func stableAssignment(state string, members []Member) *assignment {
+	if state != "Stable" {
+		return nil
+	}
+	a := &assignment{parts: map[tpKey]bool{}, topics: map[string]bool{}}
+	for _, m := range members {
+		for t, ps := range m.Assignment {
+			for _, p := range ps {
+				a.parts[tpKey{t, p}] = true
+				a.topics[t] = true
+			}
+		}
+	}
+	if len(a.parts) == 0 {
+		return nil
+	}
+	return a
+}
+
+// unassigned reports whether a Stable group will never consume topic/partition: no member is assigned it, and either
+// it has a commit nobody renewed within the simple-consumer window (stale commits, Burrow #854), or it has no commit
+// and the group consumes no partition of its topic (a topic the group stopped subscribing to). A partition without a
+// commit on a subscribed topic is waiting for its assignment (new partitions, case C10) and stays counted.
+func (gc *groupCtx) unassigned(topic string, partition int32, has bool, commitTime, now time.Time, window time.Duration) bool {
+	a := gc.assignment
+	if a == nil || a.parts[tpKey{topic, partition}] {
+		return false
+	}
+	if has {
+		return now.Sub(commitTime) >= window
+	}
+	return !a.topics[topic]
+}
+
+// groupCatchUp folds the partitions' estimates: not draining if any lagging partition is not, unknown if any is
+// unknown, else the largest ETA (the group is caught up when its last partition is). Unassigned, stale and unknown
+// partitions do not count.
+func groupCatchUp(parts []PartitionLag) CatchUp {
+	out := CatchUp{State: CatchUpCaughtUp}
+	var varSum float64
+	for i := range parts {
+		p := &parts[i]
+		if !p.Known || p.Flags.Has(FlagUnassigned) || p.Flags.Has(FlagStale) {
+			continue
+		}
+		c := p.CatchUp
+		out.DrainRate += c.DrainRate
+		varSum += c.RateError * c.RateError
+		switch {
+		case c.State == CatchUpNotDraining || out.State == CatchUpNotDraining:
+			out.State = CatchUpNotDraining
+		case c.State == CatchUpUnknown || out.State == CatchUpUnknown:
+			out.State = CatchUpUnknown
+		case c.State == CatchUpDraining:
+			out.State, out.ETA = CatchUpDraining, max(out.ETA, c.ETA)
+		}
+	}
+	out.RateError = math.Sqrt(varSum)
+	if out.State != CatchUpDraining {
+		out.ETA = 0
+	}
+	return out
+}
+
+func (e *Evaluator) evalPartition(gc *groupCtx, t *TopicObservation, pv *partView, c CommittedOffset, has bool,
+	probes map[probeKey]*RecordProbe, now time.Time, seq uint64) PartitionLag {
+	topic := t.Topic
+	key := gpKey{gc.group, topic, pv.p.Partition}
 	st := e.parts[key]
-	if st == nil || st.topicID != topicID {
-		st = &gpState{topicID: topicID, ring: make([]ringSample, e.cfg.Status.Window)}
+	if st == nil || st.topicID != t.ID {
+		st = &gpState{topicID: t.ID, ring: make([]ringSample, e.cfg.Status.Window)}
 		e.parts[key] = st
 	}
 	st.seen = seq
+	known := pv.p.Known()
 
 	// Commit bookkeeping: replay (C30) and the time of the last commit change (STOP rule).
 	if has {
-		st.replay = NextReplay(st.replay, st.committed, st.hasCommit, c.Offset)
+		prev := st.committed
+		if known {
+			// offsets past an end offset that fell no longer exist: a commit falling with the end (a consumer reset
+			// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end (item 2)
+			prev = min(prev, pv.p.HighWatermark)
+			if st.replay.Active {
+				st.replay.Boundary = min(st.replay.Boundary, pv.p.HighWatermark)
+			}
+		}
+		st.replay = NextReplay(st.replay, prev, st.hasCommit, c.Offset)
 		switch {
 		case !c.CommitTime.IsZero():
 			st.commitTime = c.CommitTime
@@ -285,18 +430,27 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 		st.hasCommit, st.replay, st.commitTime = false, ReplayState{}, time.Time{}
 	}
 
-	in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: pv.p.Known(), LogStart: pv.p.LogStart,
-		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: iso, Reset: reset, Now: now}
+	in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: known, LogStart: pv.p.LogStart,
+		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: gc.iso, Reset: gc.reset, Now: now}
 	if in.OffsetsKnown {
-		in.Probe = probes[probeKey{topic, pv.p.Partition, in.Start(), iso}]
+		in.Probe = probes[probeKey{topic, pv.p.Partition, in.Start(), gc.iso}]
 	}
 	pl := ComputeLag(in)
 	pl.Topic, pl.Partition = topic, pv.p.Partition
 	if has {
 		pl.CommitTime = st.commitTime
 	}
-	if pv.stale {
+	stale := pv.stale || gc.stale
+	if stale {
 		pl.Flags |= FlagStale
+		readAt := gc.readAt
+		if pv.stale && pv.st.lastRead.Before(readAt) {
+			readAt = pv.st.lastRead
+		}
+		pl.StaleFor = now.Sub(readAt)
+	}
+	if pv.endDecreased {
+		pl.Flags |= FlagEndOffsetDecreased
 	}
 	if pl.Known && pl.Lag > 0 && !pl.TimeLagKnown {
 		// With a future record timestamp only a positive estimate is kept: a lower bound of 0 for a partition with
@@ -313,11 +467,27 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 		pl.Flags |= FlagReplay
 		pl.ReplayBoundary = st.replay.Boundary
 	}
+	if gc.unassigned(topic, pv.p.Partition, has, st.commitTime, now, e.cfg.Status.SimpleConsumerWindow) {
+		pl.Flags |= FlagUnassigned
+	}
 	if !pl.Known {
 		return pl // unknown lag: no sample, status from nothing
 	}
+	pl.Retention = ComputeRetentionMargin(t.Retention, pv.p.LogStart, pv.p.HighWatermark, in.Start(), pv.p.SizeBytes,
+		pl.Lag, pl.TimeLag, pl.TimeLagKnown)
+	if stale {
+		pl.Status = st.lastStatus // the last values are shown; nothing new is learnt about the group's progress
+		return pl
+	}
 
-	rs := ringSample{committed: -1, lag: pl.Lag}
+	if pl.Flags.Has(FlagAheadOfEnd) {
+		st.aheadReads++
+	} else {
+		st.aheadReads = 0
+	}
+	e.countUnreadDeleted(st, gtKey{gc.group, topic}, has, c.Offset, pv.p.LogStart)
+
+	rs := ringSample{committed: -1, lag: pl.Lag, at: now.UnixNano()}
 	if has {
 		rs.committed = c.Offset
 	}
@@ -329,7 +499,7 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 	w := e.window[:0]
 	add := func(rs []ringSample) {
 		for _, r := range rs {
-			w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag})
+			w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag, At: time.Unix(0, r.at)})
 		}
 	}
 	if st.full {
@@ -337,7 +507,33 @@ func (e *Evaluator) evalPartition(group, topic, topicID string, pv *partView, c 
 	}
 	add(st.ring[:st.next])
 	e.window = w
-	pl.Status = EvaluateStatus(StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag,
-		TimeLagKnown: pl.TimeLagKnown, Replay: st.replay.Active, HasMembers: hasMembers}, e.cfg.Status)
+	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
+		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: st.aheadReads}
+	if st.replay.Active {
+		// the backlog the group never received: past the pre-rewind offset, aged from the end-offset history
+		liveStart := max(in.Start(), st.replay.Boundary)
+		si.LiveLag = max(0, in.End()-liveStart)
+		if si.LiveLag > 0 {
+			if t, _, ok := estimateAppendTime(pv.st.history, liveStart); ok {
+				si.LiveTimeLag, si.LiveTimeLagKnown = max(0, now.Sub(t)), true
+			}
+		}
+	}
+	pl.Status = EvaluateStatus(si, e.cfg.Status)
+	st.lastStatus = pl.Status
+	pl.CatchUp = EstimateCatchUp(w)
 	return pl
+}
+
+// countUnreadDeleted adds to the group-topic's counter the records deleted below the group's committed offset since
+// the last read: [committed, log start) minus what an earlier read already counted. The first read of a partition
+// counts nothing (those deletions happened before the evaluator watched; the expired gauge shows them).
+func (e *Evaluator) countUnreadDeleted(st *gpState, k gtKey, has bool, committed, logStart int64) {
+	if has && st.deletedSeen && committed < logStart {
+		if n := logStart - max(committed, st.deletedThrough); n > 0 {
+			e.unreadDeleted[k] += n
+		}
+	}
+	st.deletedThrough = max(st.deletedThrough, logStart)
+	st.deletedSeen = true
 }

@@ -17,9 +17,9 @@ const (
 	// FlagAheadOfEnd: the committed offset is past End (end read before the commit, truncation, or a re-created topic);
 	// lag is 0. Case C03.
 	FlagAheadOfEnd
-	// FlagControlRecords: the raw range [start, End) holds records the group will never receive (transaction markers,
-	// aborted records for read_committed, compacted-away offsets), so the effective lag is smaller than the raw lag.
-	// Case C01.
+	// FlagControlRecords: the raw range [start, End) begins with transaction markers or (read_committed) aborted
+	// records, which the group will never receive, so the effective lag is smaller than the raw lag. Case C01.
+	// Compacted-away offsets have their own flag, FlagCompacted.
 	FlagControlRecords
 	// FlagLowerBound: the time lag is a lower bound: the first unconsumed record had no valid timestamp or a
 	// compaction gap precedes it, so a later record's timestamp was used. Case C27.
@@ -40,11 +40,22 @@ const (
 	// skew with CreateTime, or a bogus stamp such as year 9999). The time lag from the record is then unknown, never
 	// 0 for a partition with backlog; it may be interpolated instead (flag estimated).
 	FlagFutureTimestamp
+	// FlagEndOffsetDecreased: this cycle the partition's high watermark (or last stable offset) is lower than the last
+	// one read, in the same topic incarnation: the log was truncated (unclean leader election) or a broker answered
+	// with stale offsets. It is not a consumer rewind: commits that fall with the end are not a replay.
+	FlagEndOffsetDecreased
+	// FlagUnassigned: a Stable group's members are not assigned the partition and nobody committed on it within
+	// status.simple_consumer_window (stale commits left behind after the members stopped subscribing, Burrow #854).
+	// Its lag is shown but is kept out of the group's and topic's sums and status.
+	FlagUnassigned
+	// FlagCompacted: offsets at the head of the backlog were removed by log compaction (the part of raw − effective
+	// lag that is not transaction markers or aborted records); the time lag is then a lower bound.
+	FlagCompacted
 )
 
 // FlagNames names each flag bit, in bit order.
 var FlagNames = []string{"no_commit", "expired", "ahead_of_end", "control_records", "lower_bound", "estimated", "stale",
-	"unavailable", "replay", "future_timestamp"}
+	"unavailable", "replay", "future_timestamp", "end_offset_decreased", "unassigned", "compacted"}
 
 // Has reports whether every flag in f2 is set in f.
 func (f Flags) Has(f2 Flags) bool { return f&f2 == f2 }

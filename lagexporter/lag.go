@@ -71,6 +71,22 @@ type PartitionLag struct {
 	Status       Status        `json:"status"`
 	// ReplayBoundary is the committed offset before the rewind while FlagReplay is set (case C30).
 	ReplayBoundary int64 `json:"replay_boundary_offset,omitempty"`
+
+	// AheadOffsets is committed − End when the commit is past End (flag ahead_of_end), else 0; lag stays 0.
+	AheadOffsets int64 `json:"ahead_offsets,omitempty"`
+	// ControlOffsets and CompactedOffsets split RawLag − Lag: transaction markers and aborted records at the head of
+	// the backlog (flag control_records), and offsets compaction removed (flag compacted).
+	ControlOffsets   int64 `json:"control_offsets,omitempty"`
+	CompactedOffsets int64 `json:"compacted_offsets,omitempty"`
+	// OpenTransactionOffsets is high watermark − last stable offset: what a read_committed group cannot consume until
+	// the oldest open transaction ends.
+	OpenTransactionOffsets int64 `json:"open_transaction_offsets,omitempty"`
+	// StaleFor is how long ago the values of a stale partition (flag stale) were last read.
+	StaleFor time.Duration `json:"stale_for,omitempty"`
+	// Retention is the margin before retention deletes the first unconsumed record (see RetentionMargin).
+	Retention RetentionMargin `json:"retention,omitzero"`
+	// CatchUp estimates when the lag reaches 0 at the rates of the status window.
+	CatchUp CatchUp `json:"catch_up"`
 }
 
 // ComputeLag computes offset lag, effective lag, expired offsets, time lag (from the probe only; the interpolation
@@ -102,7 +118,9 @@ func ComputeLag(in PartitionInput) PartitionLag {
 	}
 	if in.HasCommit && in.Committed > end {
 		out.Flags |= FlagAheadOfEnd
+		out.AheadOffsets = in.Committed - end
 	}
+	out.OpenTransactionOffsets = in.HighWatermark - in.LastStable
 	start := in.Start()
 	out.RawLag = max(0, end-start)
 	out.Lag = out.RawLag
@@ -123,7 +141,14 @@ func ComputeLag(in PartitionInput) PartitionLag {
 	}
 	if effStart > start {
 		out.Lag = max(0, end-effStart)
-		out.Flags |= FlagControlRecords
+		out.CompactedOffsets = min(max(p.GapOffsets, 0), out.RawLag-out.Lag)
+		out.ControlOffsets = out.RawLag - out.Lag - out.CompactedOffsets
+		if out.ControlOffsets > 0 {
+			out.Flags |= FlagControlRecords
+		}
+		if out.CompactedOffsets > 0 {
+			out.Flags |= FlagCompacted
+		}
 	}
 	if out.Lag == 0 {
 		out.TimeLagKnown = true
@@ -138,7 +163,9 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		}
 		out.TimeLag = in.Now.Sub(p.Timestamp)
 		out.TimeLagKnown = true
-		if p.Gap || p.TimestampOffset > p.FirstOffset {
+		// only compaction (and a first record without a valid timestamp) makes the age a lower bound: markers and
+		// aborted records are not data the group is waiting for
+		if out.CompactedOffsets > 0 || p.Gap && p.GapOffsets == 0 || p.TimestampOffset > p.FirstOffset {
 			out.Flags |= FlagLowerBound
 		}
 	}
@@ -154,7 +181,46 @@ func LagFromLastProcessed(end, last int64) int64 {
 	return max(0, end-(last+1))
 }
 
-// ValidRecordTimestamp reports whether t is a usable record timestamp: set and after the Unix epoch. Kafka's
-// NO_TIMESTAMP is -1 and clients put 0 or negative values in records without a real clock (case C27), so the live
-// reader and timelines both treat t <= 0 ms as missing rather than as a 56-year-old record.
-func ValidRecordTimestamp(t time.Time) bool { return !t.IsZero() && t.UnixMilli() > 0 }
+// TimestampProblem is why a record timestamp is not used for a time lag; the values label
+// tidemark_lag_exporter_invalid_timestamps_total.
+type TimestampProblem string
+
+// The timestamp problems.
+const (
+	// TimestampMissing: Kafka's NO_TIMESTAMP (-1), or any value <= 0 ms (clients without a clock), case C27.
+	TimestampMissing TimestampProblem = "missing"
+	// TimestampWrongUnit: a value that only makes sense in another unit: below 1e11 ms (before 1973-03-03: seconds
+	// written as milliseconds) or from 1e15 ms on (year 33658 and later: microseconds or nanoseconds).
+	TimestampWrongUnit TimestampProblem = "wrong_unit"
+	// TimestampFuture: after the observation time (producer clock ahead of ours with CreateTime, or a bogus stamp
+	// such as year 9999): flag future_timestamp.
+	TimestampFuture TimestampProblem = "future"
+)
+
+// TimestampProblems lists every TimestampProblem, so the counter can expose a zero for each.
+var TimestampProblems = []TimestampProblem{TimestampMissing, TimestampWrongUnit, TimestampFuture}
+
+// Bounds of a plausible record timestamp in Unix milliseconds (see TimestampWrongUnit).
+const (
+	minPlausibleMs = 1e11
+	maxPlausibleMs = 1e15
+)
+
+// ClassifyRecordTimestamp returns "" for a usable record timestamp, TimestampMissing or TimestampWrongUnit
+// otherwise. Whether it is in the future depends on the observation time and is the caller's to check.
+func ClassifyRecordTimestamp(t time.Time) TimestampProblem {
+	ms := t.UnixMilli()
+	switch {
+	case t.IsZero() || ms <= 0:
+		return TimestampMissing
+	case ms < minPlausibleMs || ms >= maxPlausibleMs:
+		return TimestampWrongUnit
+	}
+	return ""
+}
+
+// ValidRecordTimestamp reports whether t is a usable record timestamp (ClassifyRecordTimestamp returns ""). Kafka's
+// NO_TIMESTAMP is -1 and clients put 0 or negative values in records without a real clock (case C27), and a seconds
+// or microseconds value read as milliseconds is as wrong, so the live reader and timelines both skip such stamps
+// rather than report a 56-year-old record.
+func ValidRecordTimestamp(t time.Time) bool { return ClassifyRecordTimestamp(t) == "" }

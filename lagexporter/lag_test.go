@@ -10,6 +10,11 @@ func TestComputeLag(t *testing.T) {
 	probe := func(off, first, tsOff int64, ts time.Time, scanned int64, gap bool) *RecordProbe {
 		return &RecordProbe{Offset: off, FirstOffset: first, TimestampOffset: tsOff, Timestamp: ts, ScannedTo: scanned, Gap: gap}
 	}
+	gapProbe := func(off, first int64, ts time.Time, scanned, gapOffsets int64) *RecordProbe {
+		p := probe(off, first, first, ts, scanned, gapOffsets > 0)
+		p.GapOffsets = gapOffsets
+		return p
+	}
 	tests := []struct {
 		name              string
 		in                PartitionInput
@@ -17,6 +22,8 @@ func TestComputeLag(t *testing.T) {
 		timeLag           time.Duration
 		timeKnown         bool
 		flags             Flags
+		// item 4, 5 and 6 magnitudes: committed past End, markers vs compaction, HW − LSO
+		ahead, control, compacted, openTxn int64
 	}{
 		{
 			// C05 A: everything between the commit and the log start was deleted; the partition is empty.
@@ -38,7 +45,7 @@ func TestComputeLag(t *testing.T) {
 			// C03: the end read before a newer commit; clamp to 0 and flag, never -250.
 			name: "C03 committed ahead of a stale end",
 			in:   PartitionInput{HasCommit: true, Committed: 50250, OffsetsKnown: true, HighWatermark: 50000, LastStable: 50000},
-			lag:  0, raw: 0, timeKnown: true, flags: FlagAheadOfEnd,
+			lag:  0, raw: 0, timeKnown: true, flags: FlagAheadOfEnd, ahead: 250,
 		},
 		{
 			name: "C06 p0 no commit counts from log start",
@@ -55,7 +62,7 @@ func TestComputeLag(t *testing.T) {
 			name: "C01 marker at the tail",
 			in: PartitionInput{HasCommit: true, Committed: 5, OffsetsKnown: true, HighWatermark: 6, LastStable: 6, Isolation: ReadCommitted,
 				Probe: probe(5, -1, -1, time.Time{}, 6, false)},
-			lag: 0, raw: 1, timeKnown: true, flags: FlagControlRecords,
+			lag: 0, raw: 1, timeKnown: true, flags: FlagControlRecords, control: 1,
 		},
 		{
 			// Without the record read the raw lag stands (no claim we cannot back).
@@ -75,18 +82,24 @@ func TestComputeLag(t *testing.T) {
 			name: "C01 variant committed 2",
 			in: PartitionInput{HasCommit: true, Committed: 2, OffsetsKnown: true, HighWatermark: 5, LastStable: 5, Isolation: ReadCommitted,
 				Probe: probe(2, 4, 4, now.Add(-3*time.Second), 5, false), Now: now},
-			lag: 1, raw: 3, timeLag: 3 * time.Second, timeKnown: true, flags: FlagControlRecords,
+			lag: 1, raw: 3, timeLag: 3 * time.Second, timeKnown: true, flags: FlagControlRecords, control: 2,
 		},
 		{
 			// read_committed measures against the LSO: an open transaction at 90 is not yet readable.
 			name: "read_committed end is LSO",
 			in:   PartitionInput{HasCommit: true, Committed: 80, OffsetsKnown: true, HighWatermark: 100, LastStable: 90, Isolation: ReadCommitted},
-			lag:  10, raw: 10,
+			lag:  10, raw: 10, openTxn: 10,
 		},
 		{
 			name: "read_uncommitted end is HW",
 			in:   PartitionInput{HasCommit: true, Committed: 80, OffsetsKnown: true, HighWatermark: 100, LastStable: 90},
-			lag:  20, raw: 20,
+			lag:  20, raw: 20, openTxn: 10,
+		},
+		{
+			// item 4: a read_committed group whose commit is past the LSO (but not the HW): ahead by 5, lag 0.
+			name: "committed past the LSO",
+			in:   PartitionInput{HasCommit: true, Committed: 95, OffsetsKnown: true, HighWatermark: 100, LastStable: 90, Isolation: ReadCommitted},
+			lag:  0, raw: 0, timeKnown: true, flags: FlagAheadOfEnd, ahead: 5, openTxn: 10,
 		},
 		{
 			// C27: record 10 has timestamp -1; record 11's is used and the time lag is a lower bound.
@@ -96,11 +109,35 @@ func TestComputeLag(t *testing.T) {
 			lag: 2, raw: 2, timeLag: 2 * time.Second, timeKnown: true, flags: FlagLowerBound,
 		},
 		{
-			// compaction removed 100..104: first consumable is 105, lag shrinks, time lag a lower bound
+			// item 6: compaction removed 100..104: first consumable is 105, lag shrinks, the time lag is a lower bound
 			name: "compaction gap",
 			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
+				Probe: gapProbe(100, 105, now.Add(-time.Minute), 110, 5), Now: now},
+			lag: 5, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagCompacted | FlagLowerBound, compacted: 5,
+		},
+		{
+			// item 6: 100..101 compacted, 102 a COMMIT marker, 103 the first record: 2 compacted + 1 control, and the
+			// time lag is a lower bound because of the compaction part only.
+			name: "compaction gap then a marker",
+			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
+				Probe: gapProbe(100, 103, now.Add(-time.Minute), 110, 2), Now: now},
+			lag: 7, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagControlRecords | FlagCompacted | FlagLowerBound,
+			control: 1, compacted: 2,
+		},
+		{
+			// item 6: markers only before the first record: exact time lag, no lower bound.
+			name: "markers before the first record",
+			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
+				Probe: gapProbe(100, 103, now.Add(-time.Minute), 110, 0), Now: now},
+			lag: 7, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagControlRecords, control: 3,
+		},
+		{
+			// An older recording: gap without a count. The skipped range stays control (what it was before the split)
+			// and the time lag is still a lower bound.
+			name: "gap without a count",
+			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
 				Probe: probe(100, 105, 105, now.Add(-time.Minute), 110, true), Now: now},
-			lag: 5, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagControlRecords | FlagLowerBound,
+			lag: 5, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagControlRecords | FlagLowerBound, control: 5,
 		},
 		{
 			// A probe for another offset (stale cache) must not be used.
@@ -155,23 +192,43 @@ func TestComputeLag(t *testing.T) {
 			if got.Flags != tc.flags {
 				t.Errorf("flags = %q, want %q", got.Flags, tc.flags)
 			}
+			if got.AheadOffsets != tc.ahead || got.ControlOffsets != tc.control || got.CompactedOffsets != tc.compacted ||
+				got.OpenTransactionOffsets != tc.openTxn {
+				t.Errorf("ahead/control/compacted/open txn = %d/%d/%d/%d, want %d/%d/%d/%d", got.AheadOffsets, got.ControlOffsets,
+					got.CompactedOffsets, got.OpenTransactionOffsets, tc.ahead, tc.control, tc.compacted, tc.openTxn)
+			}
 		})
 	}
 }
 
-func TestValidRecordTimestamp(t *testing.T) {
+// TestClassifyRecordTimestamp: the invalid stamps item 7 counts by reason, and the bounds of the plausible range.
+func TestClassifyRecordTimestamp(t *testing.T) {
+	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
+		name string
 		ts   time.Time
-		want bool
+		want TimestampProblem
 	}{
-		{time.Time{}, false},
-		{time.UnixMilli(-1), false}, // NO_TIMESTAMP
-		{time.UnixMilli(0), false},  // the epoch: a client without a clock
-		{time.UnixMilli(1), true},
-		{time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), true},
+		{"zero time", time.Time{}, TimestampMissing},
+		{"NO_TIMESTAMP", time.UnixMilli(-1), TimestampMissing},
+		{"the epoch: a client without a clock", time.UnixMilli(0), TimestampMissing},
+		{"1 ms after the epoch", time.UnixMilli(1), TimestampWrongUnit},
+		// 2026-11-29 in seconds read as milliseconds: 1970-01-21, a 56-year time lag before this classification
+		{"seconds as milliseconds", time.UnixMilli(now.Unix()), TimestampWrongUnit},
+		{"last wrong-unit millisecond", time.UnixMilli(1e11 - 1), TimestampWrongUnit},
+		{"first plausible millisecond (1973-03-03)", time.UnixMilli(1e11), ""},
+		{"now", now, ""},
+		// year 9999 is plausible in this sense: it is reported as future (flag future_timestamp), not as a unit error
+		{"year 9999", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), ""},
+		{"last plausible millisecond (year 33658)", time.UnixMilli(1e15 - 1), ""},
+		// 2026-11-29 in microseconds read as milliseconds: year ~58,800
+		{"microseconds as milliseconds", time.UnixMilli(now.UnixMicro()), TimestampWrongUnit},
 	} {
-		if got := ValidRecordTimestamp(tc.ts); got != tc.want {
-			t.Errorf("ValidRecordTimestamp(%v) = %v, want %v", tc.ts, got, tc.want)
+		if got := ClassifyRecordTimestamp(tc.ts); got != tc.want {
+			t.Errorf("%s: ClassifyRecordTimestamp(%d ms) = %q, want %q", tc.name, tc.ts.UnixMilli(), got, tc.want)
+		}
+		if got := ValidRecordTimestamp(tc.ts); got != (tc.want == "") {
+			t.Errorf("%s: ValidRecordTimestamp = %v, want %v", tc.name, got, tc.want == "")
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,11 +43,13 @@ type cacheKey struct {
 
 // health is the exporter's own health; mu guards every field.
 type health struct {
-	mu           sync.Mutex
-	cycles       uint64
-	errors       map[ErrorKind]uint64
-	lastDuration time.Duration
-	lastSuccess  time.Time
+	mu                sync.Mutex
+	cycles            uint64
+	errors            map[ErrorKind]uint64
+	invalidTimestamps map[TimestampProblem]uint64
+	partitionErrors   map[PartitionErrorKey]uint64
+	lastDuration      time.Duration
+	lastSuccess       time.Time
 }
 
 // NewLoop returns a loop over cluster. cfg must have passed Validate; now is the clock (time.Now in production, the
@@ -59,6 +62,8 @@ func NewLoop(cfg *Config, cluster Cluster, now func() time.Time) (*Loop, error) 
 	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]RecordProbe{},
 		subs: map[chan *Snapshot]struct{}{}}
 	l.health.errors = map[ErrorKind]uint64{}
+	l.health.invalidTimestamps = map[TimestampProblem]uint64{}
+	l.health.partitionErrors = map[PartitionErrorKey]uint64{}
 	return l, nil
 }
 
@@ -68,6 +73,21 @@ type Health struct {
 	Errors       map[ErrorKind]uint64 // cycle errors by kind, since start
 	LastDuration time.Duration        // duration of the last cycle's cluster reads
 	LastSuccess  time.Time            // end of the last cycle that published a snapshot; zero before the first
+	// InvalidTimestamps counts the record timestamps the exporter met and did not use, by problem, since start: each
+	// record read counts the stamps it skipped before the first valid one, and a first valid one that is in the
+	// future (once, when the record is read; cached answers are not counted again).
+	InvalidTimestamps map[TimestampProblem]uint64
+	// PartitionErrors counts, per partition and error code, the consecutive cycles up to the last one in which the
+	// partition's offsets could not be read. A partition read successfully leaves the map, so only partitions that
+	// are failing now have an entry (bounded cardinality).
+	PartitionErrors map[PartitionErrorKey]uint64
+}
+
+// PartitionErrorKey names a failing partition and the code of its failure (PartitionObservation.ErrorCode).
+type PartitionErrorKey struct {
+	Topic     string
+	Partition int32
+	Code      string
 }
 
 // Health returns a copy of the loop's health counters.
@@ -75,11 +95,8 @@ func (l *Loop) Health() Health {
 	h := &l.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	errs := make(map[ErrorKind]uint64, len(h.errors))
-	for k, v := range h.errors {
-		errs[k] = v
-	}
-	return Health{Cycles: h.cycles, Errors: errs, LastDuration: h.lastDuration, LastSuccess: h.lastSuccess}
+	return Health{Cycles: h.cycles, Errors: maps.Clone(h.errors), LastDuration: h.lastDuration, LastSuccess: h.lastSuccess,
+		InvalidTimestamps: maps.Clone(h.invalidTimestamps), PartitionErrors: maps.Clone(h.partitionErrors)}
 }
 
 // SetRecorder makes every cycle hand its observation to fn (e.g. to append it to a timeline file). Call before Run.
@@ -123,13 +140,24 @@ func (l *Loop) Run(ctx context.Context) error {
 // nothing) when not even the topic metadata and group list could be read. Partial failures are in Snapshot.Errors.
 func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	start := l.now()
-	obs, err := l.observe(ctx)
+	obs, invalid, err := l.observe(ctx)
 	dur := l.now().Sub(start)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !hasKind(obs.Errors, ErrKindCycleTimeout) {
 		obs.Errors = append(obs.Errors, CycleError{Kind: ErrKindCycleTimeout, Message: "cycle deadline exceeded; unread parts are marked"})
 	}
 	if err != nil {
-		l.countErrors(obs.Errors, dur, false)
+		// nothing is published, but the failed cycle is recorded, so that a replayed incident counts it too
+		if obs.Time.IsZero() {
+			obs.Time = l.now()
+		}
+		var rerr error
+		if l.record != nil {
+			rerr = l.record(obs)
+		}
+		l.count(obs, invalid, dur, false)
+		if rerr != nil {
+			return nil, errors.Join(err, fmt.Errorf("record observation: %w", rerr))
+		}
 		return nil, err
 	}
 	snap := l.eval.Apply(obs)
@@ -140,7 +168,7 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	l.latest.Store(snap)
-	l.countErrors(obs.Errors, dur, true)
+	l.count(obs, invalid, dur, true)
 	l.mu.Lock()
 	for ch := range l.subs {
 		select {
@@ -152,32 +180,70 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	return snap, nil
 }
 
-func (l *Loop) countErrors(errs []CycleError, dur time.Duration, ok bool) {
+func hasKind(errs []CycleError, k ErrorKind) bool {
+	for _, e := range errs {
+		if e.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// count updates the health counters with one cycle: its errors by kind, the invalid timestamps its record reads met,
+// and the partitions whose offsets failed (a partition that did not fail this cycle leaves PartitionErrors).
+func (l *Loop) count(obs *Observation, invalid map[TimestampProblem]uint64, dur time.Duration, ok bool) {
 	h := &l.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cycles++
 	h.lastDuration = dur
-	for _, e := range errs {
+	for _, e := range obs.Errors {
 		h.errors[e.Kind]++
+	}
+	for k, n := range invalid {
+		h.invalidTimestamps[k] += n
+	}
+	failing := map[PartitionErrorKey]bool{}
+	for _, t := range obs.Topics {
+		for _, p := range t.Partitions {
+			if p.Known() {
+				continue
+			}
+			code := p.ErrorCode
+			if code == "" {
+				code = ErrCodeUnknown
+			}
+			k := PartitionErrorKey{t.Topic, p.Partition, code}
+			failing[k] = true
+			h.partitionErrors[k]++
+		}
+	}
+	for k := range h.partitionErrors {
+		if !failing[k] {
+			delete(h.partitionErrors, k)
+		}
 	}
 	if ok {
 		h.lastSuccess = l.now()
 	}
 }
 
-// observe reads one observation: metadata and groups, then committed offsets, then end offsets, then records.
-func (l *Loop) observe(ctx context.Context) (*Observation, error) {
+// observe reads one observation: metadata and groups, then committed offsets, then end offsets, then records. It
+// also returns the invalid timestamps the records read this cycle met. On error (metadata or the group list could not
+// be read at all) obs.Failed names the read that failed.
+func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]uint64, error) {
 	obs := &Observation{Cluster: l.cfg.Cluster}
 	topics, err := l.cluster.Metadata(ctx)
 	obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindMetadata)...)
 	if topics == nil && err != nil {
-		return obs, fmt.Errorf("read topic metadata: %w", err)
+		obs.Failed = ErrKindMetadata
+		return obs, nil, fmt.Errorf("read topic metadata: %w", err)
 	}
 	groups, err := l.cluster.Groups(ctx)
 	obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindGroups)...)
 	if groups == nil && err != nil {
-		return obs, fmt.Errorf("list groups: %w", err)
+		obs.Failed = ErrKindGroups
+		return obs, nil, fmt.Errorf("list groups: %w", err)
 	}
 	names := make([]string, 0, len(groups))
 	byName := make(map[string]int, len(groups))
@@ -235,10 +301,11 @@ func (l *Loop) observe(ctx context.Context) (*Observation, error) {
 	}
 	obs.Time = l.now()
 
+	var invalid map[TimestampProblem]uint64
 	if *l.cfg.ReadRecordTimestamps {
-		l.readRecords(ctx, obs)
+		invalid = l.readRecords(ctx, obs)
 	}
-	return obs, nil
+	return obs, invalid, nil
 }
 
 // groupScope returns the topics a group is measured on: those it has commits for and those assigned to its members
@@ -257,8 +324,9 @@ func groupScope(g *GroupObservation) map[string]bool {
 }
 
 // readRecords asks for the first unconsumed record of every lagging group-partition whose answer is not cached, and
-// puts every answer the evaluator needs (cached or new) into obs.Records.
-func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
+// puts every answer the evaluator needs (cached or new) into obs.Records. It returns the invalid timestamps the new
+// answers met (cached answers were counted when they were read).
+func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampProblem]uint64 {
 	type part struct {
 		id string
 		p  PartitionObservation
@@ -316,6 +384,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 			}
 		}
 	}
+	invalid := map[TimestampProblem]uint64{}
 	if len(reqs) > 0 {
 		got, err := l.cluster.ReadRecords(ctx, reqs)
 		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
@@ -326,6 +395,11 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 				continue
 			}
 			next[k] = r
+			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps, 0))
+			invalid[TimestampWrongUnit] += uint64(max(r.WrongUnitTimestamps, 0))
+			if r.TimestampOffset >= 0 && ValidRecordTimestamp(r.Timestamp) && r.Timestamp.After(obs.Time) {
+				invalid[TimestampFuture]++
+			}
 		}
 	}
 	for k, r := range next {
@@ -336,4 +410,5 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) {
 		obs.Records = append(obs.Records, r)
 	}
 	l.cache = next
+	return invalid
 }

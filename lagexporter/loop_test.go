@@ -90,9 +90,20 @@ func TestLoopKeepsLastGoodSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// item 8: the partitions keep their last values, flagged stale, with their age; the sums leave them out and
+	// count them unknown (the aggregate is not complete), never adding frozen numbers to fresh ones.
 	g := s.Group("g")
-	if g == nil || g.Error == "" || g.Total.Lag != 300 || !g.Partitions[0].Flags.Has(FlagStale) {
-		t.Fatalf("group with failed commits = %+v, want last values (lag 300) flagged stale", g)
+	if g == nil || g.Error == "" || len(g.Partitions) != 3 {
+		t.Fatalf("group with failed commits = %+v, want its 3 partitions with last values", g)
+	}
+	for i, lag := range []int64{0, 200, 100} {
+		p := g.Partitions[i]
+		if p.Lag != lag || !p.Flags.Has(FlagStale) || p.StaleFor != s.Time.Sub(good.Time) {
+			t.Errorf("p%d: lag %d flags %s stale for %v, want %d stale for %v", i, p.Lag, p.Flags, p.StaleFor, lag, s.Time.Sub(good.Time))
+		}
+	}
+	if g.Total.Lag != 0 || g.Total.Unknown != 3 || g.Total.Complete || g.Total.Partitions != 3 {
+		t.Fatalf("aggregate %+v, want lag 0 of 3 partitions, all 3 unknown, not complete", g.Total)
 	}
 	if loop.Health().Errors[ErrKindCommitted] != 1 {
 		t.Fatalf("committed errors not counted: %+v", loop.Health())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type Observation struct {
 	Groups  []GroupObservation `json:"groups,omitempty"`
 	Records []RecordProbe      `json:"records,omitempty"` // record reads answered in this cycle
 	Errors  []CycleError       `json:"errors,omitempty"`
+	// Failed is set when the cycle could not read even its topic metadata or group list (the kind of that read): the
+	// loop published nothing, but the cycle and its errors still count. Timelines keep such cycles so that a recorded
+	// incident replays with the same counters.
+	Failed ErrorKind `json:"failed,omitempty"`
 }
 
 // TopicObservation is one topic's metadata and partition offsets.
@@ -29,6 +34,38 @@ type TopicObservation struct {
 	ID            string                 `json:"id,omitempty"`
 	TimestampType string                 `json:"timestamp_type,omitempty"` // "CreateTime" or "LogAppendTime", if known
 	Partitions    []PartitionObservation `json:"partitions"`
+	// Retention is the topic's deletion policy (DescribeConfigs), when known; nil when it could not be read.
+	Retention *TopicRetention `json:"retention,omitempty"`
+}
+
+// TopicRetention is what decides when Kafka deletes a topic's records: cleanup.policy, retention.ms and
+// retention.bytes (per partition), and the segment size limits, since Kafka deletes whole segments (a segment is
+// eligible once its largest timestamp is older than retention.ms, or once the segments after it alone hold
+// retention.bytes; oldest first).
+type TopicRetention struct {
+	// CleanupPolicy is Kafka's cleanup.policy: "delete", "compact" or "compact,delete". Without "delete" no record
+	// is ever deleted by retention.
+	CleanupPolicy string `json:"cleanup_policy"`
+	// RetentionMs is retention.ms (-1: unlimited); RetentionBytes is retention.bytes per partition (-1: unlimited).
+	RetentionMs    int64 `json:"retention_ms"`
+	RetentionBytes int64 `json:"retention_bytes"`
+	// SegmentMs and SegmentBytes are segment.ms and segment.bytes (0: unknown): one segment is the resolution of
+	// deletion, and so the error bound of the retention margins.
+	SegmentMs    int64 `json:"segment_ms,omitempty"`
+	SegmentBytes int64 `json:"segment_bytes,omitempty"`
+}
+
+// Deletes reports whether retention deletes records of the topic at all (cleanup.policy contains "delete").
+func (r *TopicRetention) Deletes() bool {
+	if r == nil {
+		return false
+	}
+	for _, p := range strings.Split(r.CleanupPolicy, ",") {
+		if strings.TrimSpace(p) == "delete" {
+			return true
+		}
+	}
+	return false
 }
 
 // PartitionObservation is one partition's offsets as ListOffsets answered them.
@@ -41,6 +78,13 @@ type PartitionObservation struct {
 	LastStable    int64 `json:"last_stable"`    // ListOffsets -1, read_committed: first offset of the oldest open transaction, or HW
 	// Error is set when the offsets could not be read this cycle; the numeric fields are then meaningless.
 	Error string `json:"error,omitempty"`
+	// ErrorCode classifies Error with Kafka's error name (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, ...) or one
+	// of NETWORK (the leader could not be reached), TIMEOUT (the cycle deadline passed) or UNKNOWN. It labels the
+	// per-partition error counter, so it must come from a small closed set.
+	ErrorCode string `json:"error_code,omitempty"`
+	// SizeBytes is the size of the partition's log on its leader (DescribeLogDirs), read only for topics whose
+	// retention.bytes is finite; 0 when not read.
+	SizeBytes int64 `json:"size_bytes,omitempty"`
 }
 
 // Known reports whether the partition's offsets were read this cycle.
@@ -57,6 +101,8 @@ func (p *PartitionObservation) UnmarshalJSON(b []byte) error {
 		HighWatermark *int64 `json:"high_watermark"`
 		LastStable    *int64 `json:"last_stable"`
 		Error         string `json:"error"`
+		ErrorCode     string `json:"error_code"`
+		SizeBytes     int64  `json:"size_bytes"`
 	}
 	if err := strictUnmarshal(b, &aux); err != nil {
 		return err
@@ -64,9 +110,12 @@ func (p *PartitionObservation) UnmarshalJSON(b []byte) error {
 	if aux.Partition == nil || *aux.Partition < 0 {
 		return fmt.Errorf("partition: required, >= 0")
 	}
-	*p = PartitionObservation{Partition: *aux.Partition, Error: aux.Error}
+	*p = PartitionObservation{Partition: *aux.Partition, Error: aux.Error, ErrorCode: aux.ErrorCode, SizeBytes: aux.SizeBytes}
 	if aux.Leader != nil {
 		p.Leader = *aux.Leader
+	}
+	if aux.SizeBytes < 0 {
+		return fmt.Errorf("partition %d: size_bytes must be >= 0, got %d", p.Partition, aux.SizeBytes)
 	}
 	if aux.Error != "" {
 		return nil
@@ -179,8 +228,15 @@ type RecordProbe struct {
 	Timestamp       time.Time `json:"timestamp,omitzero"`
 	// Gap is true when offsets in [Offset, FirstOffset) are missing for another reason than transaction control or
 	// aborted records (log compaction removed them); the time lag is then a lower bound.
-	Gap   bool   `json:"gap,omitempty"`
-	Error string `json:"error,omitempty"`
+	Gap bool `json:"gap,omitempty"`
+	// GapOffsets is how many offsets of [Offset, FirstOffset) (of [Offset, ScannedTo) when FirstOffset is -1) no
+	// record holds: compacted away. The rest of that range is transaction markers and aborted records.
+	GapOffsets int64 `json:"gap_offsets,omitempty"`
+	// MissingTimestamps and WrongUnitTimestamps count the records from FirstOffset to TimestampOffset whose timestamp
+	// was skipped as invalid (ClassifyRecordTimestamp): no timestamp (-1, or <= 0 ms), or one in the wrong unit.
+	MissingTimestamps   int    `json:"missing_timestamps,omitempty"`
+	WrongUnitTimestamps int    `json:"wrong_unit_timestamps,omitempty"`
+	Error               string `json:"error,omitempty"`
 }
 
 func strictUnmarshal(b []byte, v any) error {

@@ -15,6 +15,9 @@ type Snapshot struct {
 	Errors []CycleError       `json:"errors,omitempty"`
 	// CycleDuration is how long the cycle's cluster reads took (0 for a replayed timeline).
 	CycleDuration time.Duration `json:"cycle_duration,omitempty"`
+	// EndOffsetDecreases counts, per measured topic, the partitions whose high watermark or last stable offset was
+	// read lower than the time before (same topic incarnation) since the exporter started watching the topic.
+	EndOffsetDecreases map[string]uint64 `json:"end_offset_decreases,omitempty"`
 }
 
 // Group returns the named group's lag, or nil.
@@ -34,6 +37,11 @@ type GroupLag struct {
 	Isolation Isolation `json:"isolation"`
 	Members   []Member  `json:"members,omitempty"`
 	Status    Status    `json:"status"`
+	// Replaying is true while some partition of the group replays after a rewind (flag replay, case C30). It is an
+	// episode beside Status: a replaying group that dies is STOP (or STALL, ERR) and still Replaying.
+	Replaying bool `json:"replaying,omitempty"`
+	// CatchUp is the group's catch-up estimate: its partitions' largest ETA, not draining if one is not.
+	CatchUp CatchUp `json:"catch_up"`
 	// SimpleConsumer: the group has no members but committed within status.simple_consumer_window (case C14).
 	SimpleConsumer bool `json:"simple_consumer,omitempty"`
 	// Error is set when this cycle could not read the group's commits; Partitions then hold the last values read
@@ -70,12 +78,18 @@ type TopicLag struct {
 	Aggregate
 }
 
-// Aggregate sums and maxima over a set of group-partitions. Partitions whose lag is unknown are not added (neither as
-// NaN nor as a fake 0): they are counted in Unknown, so a reader can tell a complete sum from a lower bound (case C07).
+// Aggregate sums and maxima over a set of group-partitions. Partitions whose lag is unknown or stale are not added
+// (neither as NaN, nor as a fake 0, nor as a frozen old value): they are counted in Unknown, so a reader can tell a
+// complete sum from a lower bound (case C07). Partitions flagged unassigned are counted apart and not added either.
 type Aggregate struct {
-	Partitions int   `json:"partitions"`        // partitions in scope
-	Unknown    int   `json:"unknown,omitempty"` // of which the lag is unknown (not in the sums)
-	Lag        int64 `json:"lag"`               // sum of effective lag over known partitions
+	Partitions int `json:"partitions"`        // partitions in scope
+	Unknown    int `json:"unknown,omitempty"` // of which the lag is unknown or stale (not in the sums)
+	// Complete is true when no partition is unknown: the sums are exact, not lower bounds.
+	Complete bool `json:"complete"`
+	// UnassignedCommitted counts partitions with commits that a Stable group's members are not assigned (flag
+	// unassigned): stale commits to clean up, not in the sums.
+	UnassignedCommitted int   `json:"unassigned_committed_partitions,omitempty"`
+	Lag                 int64 `json:"lag"` // sum of effective lag over known partitions
 	RawLag     int64 `json:"raw_lag"`
 	MaxLag     int64 `json:"max_lag"`
 	// CommittedSum is the sum of committed offsets over partitions with a commit; partitions without one add nothing
@@ -85,6 +99,12 @@ type Aggregate struct {
 	// MaxTimeLag is the largest known time lag; TimeLagUnknown counts partitions with lag whose time lag is unknown.
 	MaxTimeLag     time.Duration `json:"max_time_lag"`
 	TimeLagUnknown int           `json:"time_lag_unknown,omitempty"`
+	// MinRetention is the smallest retention margin of the partitions that have one (each part known when some
+	// partition's is): how close the group is to losing unread records.
+	MinRetention RetentionMargin `json:"min_retention,omitzero"`
+	// UnreadRecordsDeleted counts records deleted (retention, DeleteRecords) below the group's committed offset
+	// while the exporter watched, since it started: data the group lost unread.
+	UnreadRecordsDeleted int64 `json:"unread_records_deleted"`
 }
 
 // Add adds one partition's lag to the aggregate.
@@ -93,8 +113,14 @@ func (a *Aggregate) Add(p *PartitionLag) {
 	if p.HasCommit {
 		a.CommittedSum += p.Committed
 	}
-	if !p.Known {
-		a.Unknown++
+	switch {
+	case !p.Known || p.Flags.Has(FlagStale):
+		a.Unknown++ // "unknown is not a number": a frozen last value is not added either
+		return
+	case p.Flags.Has(FlagUnassigned):
+		if p.HasCommit {
+			a.UnassignedCommitted++
+		}
 		return
 	}
 	a.Lag += p.Lag
@@ -105,5 +131,11 @@ func (a *Aggregate) Add(p *PartitionLag) {
 		a.MaxTimeLag = max(a.MaxTimeLag, p.TimeLag)
 	} else {
 		a.TimeLagUnknown++
+	}
+	if r := p.Retention; r.TimeKnown && (!a.MinRetention.TimeKnown || r.Time < a.MinRetention.Time) {
+		a.MinRetention.Time, a.MinRetention.TimeKnown = r.Time, true
+	}
+	if r := p.Retention; r.BytesKnown && (!a.MinRetention.BytesKnown || r.Bytes < a.MinRetention.Bytes) {
+		a.MinRetention.Bytes, a.MinRetention.BytesKnown = r.Bytes, true
 	}
 }

@@ -12,9 +12,15 @@ type Status uint8
 // The statuses, least severe first.
 const (
 	StatusOK Status = iota
-	// StatusRewind: the committed offset moved backwards (reset, rewind) and the group is replaying; freshness
-	// thresholds are suppressed until it passes the boundary (case C30).
+	// StatusRewind: the committed offset moved backwards (reset, rewind), the group is replaying and is otherwise
+	// healthy. The replay is an episode beside the health status, not instead of it (GroupLag.Replaying): a replaying
+	// partition that stops committing is STOP, one whose live backlog (past the replay boundary) meets an ERR
+	// threshold is ERR (case C30).
 	StatusRewind
+	// StatusAhead: the committed offset has been past End in status.ahead_reads consecutive commit-first reads
+	// (MirrorMaker 2 offset sync, a stale client re-committing, a truncated log): the lag is 0, but the group will
+	// skip the records written between End and its commit. It clears at the first read that is not ahead.
+	StatusAhead
 	// StatusWarn: the consumer commits but falls behind (lag grew over the whole window), or a WARN threshold is met.
 	StatusWarn
 	// StatusStall: the consumer commits (or has members) but its offset did not move over the whole window, with lag.
@@ -26,7 +32,7 @@ const (
 )
 
 // StatusNames names each status, in severity order; they are the values of the `status` label.
-var StatusNames = []string{"OK", "REWIND", "WARN", "STALL", "STOP", "ERR"}
+var StatusNames = []string{"OK", "REWIND", "AHEAD", "WARN", "STALL", "STOP", "ERR"}
 
 func (s Status) String() string {
 	if int(s) < len(StatusNames) {

@@ -6,11 +6,12 @@ import "time"
 type Sample struct {
 	Committed int64 // meaningful with HasCommit
 	HasCommit bool
-	Lag       int64 // effective offset lag
+	Lag       int64     // effective offset lag
+	At        time.Time // observation time of the sample (the catch-up estimate reads it; the rules do not)
 }
 
 // StatusInput is what the status rules read for one group-partition: the window (oldest first, current last), the
-// time of the last commit change, the current time lag, the replay flag and whether the group has members.
+// time of the last commit change, the current time lag, the replay state and whether the group has members.
 type StatusInput struct {
 	Window       []Sample
 	Now          time.Time
@@ -18,32 +19,44 @@ type StatusInput struct {
 	TimeLag      time.Duration
 	TimeLagKnown bool
 	Replay       bool
-	HasMembers   bool
+	// LiveLag and LiveTimeLag are, while Replay is set, the backlog the group has never received: the records past
+	// the replay boundary (End − max(start, boundary)) and the age of the first of them. The thresholds judge these
+	// instead of the replay backlog, whose age is the age of data delivered before.
+	LiveLag          int64
+	LiveTimeLag      time.Duration
+	LiveTimeLagKnown bool
+	HasMembers       bool
+	// AheadReads is the number of consecutive commit-first reads, up to this one, in which the committed offset was
+	// past End (0 when it is not now).
+	AheadReads int
 }
 
-// EvaluateStatus applies the rules below to one group-partition and returns the most severe status that applies,
-// except that a replay (REWIND) suppresses every freshness rule (case C30) and a current lag of 0 is always OK.
+// EvaluateStatus applies the rules below to one group-partition and returns the most severe status that applies.
 //
 // The rules follow Burrow's evaluator (its "consumer lag evaluation rules"): lag 0 is OK; offsets that do not move
 // with lag are STALL; no commit for longer than a threshold with lag is STOP; lag growing over a full window while the
 // consumer commits is WARN, unless some sample in the window had lag 0 (Burrow rule 1). Tidemark adds thresholds on
-// time and offset lag (WARN/ERR) and persistent REWIND until the replay boundary is passed.
+// time and offset lag (WARN/ERR), AHEAD for a commit past End that persists over status.ahead_reads reads, and REWIND
+// while a replay (case C30) is under way and no other rule applies. A replay does not silence the rules: STOP, STALL
+// and WARN are judged as always, and the thresholds judge the live backlog past the replay boundary instead of the
+// replay backlog (a reset to earliest makes a week-old time lag that is not a delay).
 func EvaluateStatus(in StatusInput, cfg StatusConfig) Status {
-	if ruleReplay(in) {
-		return StatusRewind
-	}
-	cur, ok := currentLag(in.Window)
-	if !ok || cur == 0 {
-		return StatusOK
-	}
 	st := StatusOK
-	for _, r := range []Status{
-		ruleThreshold(in, cur, cfg),
-		ruleStopped(in, cfg),
-		ruleStalled(in, cfg),
-		ruleFallingBehind(in, cfg),
-	} {
-		st = max(st, r)
+	if ruleAhead(in, cfg) {
+		st = StatusAhead
+	}
+	if cur, ok := currentLag(in.Window); ok && cur > 0 {
+		for _, r := range []Status{
+			ruleThreshold(in, cur, cfg),
+			ruleStopped(in, cfg),
+			ruleStalled(in, cfg),
+			ruleFallingBehind(in, cfg),
+		} {
+			st = max(st, r)
+		}
+	}
+	if ruleReplay(in) {
+		st = max(st, StatusRewind)
 	}
 	return st
 }
@@ -58,14 +71,24 @@ func currentLag(w []Sample) (int64, bool) {
 // ruleReplay: a committed offset below its pre-rewind boundary is a replay.
 func ruleReplay(in StatusInput) bool { return in.Replay }
 
-// ruleThreshold: configured time or offset lag thresholds (0 disables each).
+// ruleAhead: the committed offset past End in cfg.AheadReads consecutive commit-first reads. One read is not enough:
+// the end offset of a lagging broker, or a commit racing a truncation, can be behind for one cycle.
+func ruleAhead(in StatusInput, cfg StatusConfig) bool {
+	return in.AheadReads > 0 && in.AheadReads >= max(cfg.AheadReads, 1)
+}
+
+// ruleThreshold: configured time or offset lag thresholds (0 disables each), on the live backlog while replaying.
 func ruleThreshold(in StatusInput, lag int64, cfg StatusConfig) Status {
+	tl, known := in.TimeLag, in.TimeLagKnown
+	if in.Replay {
+		lag, tl, known = in.LiveLag, in.LiveTimeLag, in.LiveTimeLagKnown && in.LiveLag > 0
+	}
 	switch {
 	case cfg.ErrOffsetLag > 0 && lag >= cfg.ErrOffsetLag,
-		cfg.ErrTimeLag > 0 && in.TimeLagKnown && in.TimeLag >= cfg.ErrTimeLag:
+		cfg.ErrTimeLag > 0 && known && tl >= cfg.ErrTimeLag:
 		return StatusErr
 	case cfg.WarnOffsetLag > 0 && lag >= cfg.WarnOffsetLag,
-		cfg.WarnTimeLag > 0 && in.TimeLagKnown && in.TimeLag >= cfg.WarnTimeLag:
+		cfg.WarnTimeLag > 0 && known && tl >= cfg.WarnTimeLag:
 		return StatusWarn
 	}
 	return StatusOK

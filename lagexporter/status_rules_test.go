@@ -16,7 +16,8 @@ func win(pairs ...int64) []Sample {
 
 // TestEvaluateStatus is the correctness table of the status rules (window 4, stop after 5m).
 func TestEvaluateStatus(t *testing.T) {
-	cfg := StatusConfig{Window: 4, StopAfter: 5 * time.Minute}
+	cfg := StatusConfig{Window: 4, StopAfter: 5 * time.Minute, AheadReads: 2}
+	errTime := &StatusConfig{Window: 4, StopAfter: 5 * time.Minute, ErrTimeLag: time.Minute, AheadReads: 2}
 	now := time.Date(2026, 11, 29, 10, 20, 0, 0, time.UTC)
 	recent := now.Add(-30 * time.Second)
 	tests := []struct {
@@ -44,9 +45,32 @@ func TestEvaluateStatus(t *testing.T) {
 		{"idle caught up", StatusInput{Window: win(5000, 0), Now: now, LastCommit: now.Add(-time.Hour)}, nil, StatusOK},
 		// never committed (no_commit backlog): nothing has stopped.
 		{"no commit", StatusInput{Window: []Sample{{Lag: 3083}}, Now: now}, nil, StatusOK},
-		// C30: replay suppresses every freshness rule, even a 7-day time lag over the ERR threshold.
+		// C30: the replay backlog's 7-day time lag is not a delay: the ERR threshold judges the live backlog past the
+		// boundary, which is empty here, so the partition is REWIND.
 		{"replay", StatusInput{Window: win(1000000, 604800), Now: now, LastCommit: now, Replay: true, TimeLag: 604800 * time.Second, TimeLagKnown: true},
-			&StatusConfig{Window: 4, StopAfter: 5 * time.Minute, ErrTimeLag: time.Minute}, StatusRewind},
+			errTime, StatusRewind},
+		// item 1: a replay beside the health status. Records past the boundary have waited 30 s: under the 1 m ERR
+		// threshold, still REWIND.
+		{"replay, live backlog fresh", StatusInput{Window: win(1000000, 604830), Now: now, LastCommit: now, Replay: true,
+			TimeLag: 604800 * time.Second, TimeLagKnown: true, LiveLag: 30, LiveTimeLag: 30 * time.Second, LiveTimeLagKnown: true},
+			errTime, StatusRewind},
+		// ... and the live backlog's first record has waited 2 m: ERR while replaying (the replay really delays it).
+		{"replay, live backlog over ERR", StatusInput{Window: win(1000000, 604920), Now: now, LastCommit: now, Replay: true,
+			TimeLag: 604800 * time.Second, TimeLagKnown: true, LiveLag: 120, LiveTimeLag: 2 * time.Minute, LiveTimeLagKnown: true},
+			errTime, StatusErr},
+		// item 1: the group rewound and then stopped committing: 20 minutes without a commit is STOP, replay or not.
+		{"replay, then stopped", StatusInput{Window: win(1000000, 604800), Now: now, LastCommit: now.Add(-20 * time.Minute), Replay: true,
+			TimeLag: 604800 * time.Second, TimeLagKnown: true}, errTime, StatusStop},
+		// item 1: rewound, members still there, offset frozen over the whole window: STALL, replay or not.
+		{"replay, then stalled", StatusInput{Window: win(1000000, 604800, 1000000, 604830, 1000000, 604860, 1000000, 604890), Now: now,
+			LastCommit: recent, Replay: true, HasMembers: true}, nil, StatusStall},
+		// item 4: one read with the commit past End is not enough (a lagging broker's end offset) ...
+		{"ahead once", StatusInput{Window: win(50250, 0), Now: now, LastCommit: recent, AheadReads: 1}, nil, StatusOK},
+		// ... two consecutive commit-first reads are AHEAD, with lag 0.
+		{"ahead twice", StatusInput{Window: win(50250, 0), Now: now, LastCommit: recent, AheadReads: 2}, nil, StatusAhead},
+		// a stricter configuration waits for three.
+		{"ahead twice, 3 required", StatusInput{Window: win(50250, 0), Now: now, LastCommit: recent, AheadReads: 2},
+			&StatusConfig{Window: 4, StopAfter: 5 * time.Minute, AheadReads: 3}, StatusOK},
 		{"time lag over WARN", StatusInput{Window: win(10, 1), Now: now, LastCommit: recent, TimeLag: 2 * time.Minute, TimeLagKnown: true},
 			&StatusConfig{Window: 4, StopAfter: 5 * time.Minute, WarnTimeLag: time.Minute, ErrTimeLag: 10 * time.Minute}, StatusWarn},
 		{"time lag over ERR", StatusInput{Window: win(10, 1), Now: now, LastCommit: recent, TimeLag: 11 * time.Minute, TimeLagKnown: true},

@@ -1,7 +1,9 @@
 package promexport
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -48,6 +50,10 @@ type fams struct {
 	groupLag, groupSeconds, groupStatus, groupState, groupMembers, groupSimple, memberInfo   *family
 	logStart, highWatermark, lastStable                                                      *family
 	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
+	// issue 11: anomalies as numbers, partial failure, retention risk, catch-up
+	partAhead, partControl, partCompacted, partStale, partRetentionSeconds, partRetentionBytes *family
+	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes           *family
+	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors   *family
 	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
@@ -84,18 +90,18 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		partSeconds:        n("tidemark_lag_partition_seconds", "Time lag of a partition: observation time minus the timestamp of the first unconsumed record; 0 when nothing is unconsumed. Absent when unknown.", gp),
 		partCommitted:      n("tidemark_lag_partition_committed_offset", "Committed offset (next offset to read) of the group on the partition; absent when the group has no commit there.", gp),
 		partExpired:        n("tidemark_lag_partition_expired_offsets", "Offsets between the committed offset and the log start, deleted before the group read them (retention, DeleteRecords); emitted only when > 0.", gp),
-		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay, future_timestamp); absent flags have no series.", append(gp[:4:4], "flag")),
+		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay, future_timestamp, end_offset_decreased, unassigned, compacted); absent flags have no series.", append(gp[:4:4], "flag")),
 		partReplayBoundary: n("tidemark_lag_partition_replay_boundary_offset", "While the group replays after a rewind (flag replay), the committed offset before the rewind; replay ends when committed reaches it.", gp),
 		topicLag:           n("tidemark_lag_topic_offsets", "Sum of effective lag over the topic's partitions whose lag is known.", gt),
 		topicMax:           n("tidemark_lag_topic_max_offsets", "Largest effective partition lag of the group on the topic.", gt),
 		topicSeconds:       n("tidemark_lag_topic_seconds", "Largest known time lag of the group on the topic.", gt),
 		topicCommitted:     n("tidemark_lag_topic_committed_offsets", "Sum of committed offsets over the topic's partitions with a commit (partitions without one add nothing).", gt),
 		topicExpired:       n("tidemark_lag_topic_expired_offsets", "Sum of expired offsets (below the log start, never read) over the topic's partitions.", gt),
-		topicUnknown:       n("tidemark_lag_topic_unknown_partitions", "Partitions of the topic whose lag is unknown this cycle and therefore not in the sums (the sums are then lower bounds).", gt),
+		topicUnknown:       n("tidemark_lag_topic_unknown_partitions", "Partitions of the topic whose lag is unknown or stale this cycle and therefore not in the sums (the sums are then lower bounds).", gt),
 		topicParts:         n("tidemark_lag_topic_partitions", "Partitions of the topic in the group's scope.", gt),
 		groupLag:           n("tidemark_lag_group_offsets", "Sum of effective lag over all the group's partitions whose lag is known.", g),
 		groupSeconds:       n("tidemark_lag_group_seconds", "Largest known time lag over the group's partitions.", g),
-		groupStatus:        n("tidemark_lag_group_status", "1 for the group's current status (OK, REWIND, WARN, STALL, STOP, ERR: Burrow-style window rules); one series per group.", []string{"cluster", "group", "status"}),
+		groupStatus:        n("tidemark_lag_group_status", "1 for the group's current status (OK, REWIND, AHEAD, WARN, STALL, STOP, ERR: Burrow-style window rules); one series per group.", []string{"cluster", "group", "status"}),
 		groupState:         n("tidemark_lag_group_state", "1 for the group's current state as the coordinator reports it (Stable, Empty, ...); one series per group.", []string{"cluster", "group", "state"}),
 		groupMembers:       n("tidemark_lag_group_members", "Number of members of the group.", g),
 		groupSimple:        n("tidemark_lag_group_simple_consumer", "1 when the group has no members but committed recently (assign(), Flink, Spark), else 0.", g),
@@ -109,6 +115,23 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		lastSuccess:        n("tidemark_lag_exporter_last_success_timestamp_seconds", "Unix time at which the last successful cycle published its snapshot.", cl),
 		snapshotTime:       n("tidemark_lag_exporter_snapshot_timestamp_seconds", "Unix time of the observation the served snapshot was computed from.", cl),
 		groupPartitions:    n("tidemark_lag_exporter_group_partitions", "Group-partitions in the served snapshot.", cl),
+
+		partAhead:             n("tidemark_lag_partition_ahead_offsets", "Committed offset minus End when the commit is past End (flag ahead_of_end); the lag stays 0. Emitted only when > 0.", gp),
+		partControl:           n("tidemark_lag_partition_control_offsets", "Transaction markers and (read_committed) aborted records at the head of the backlog: the part of raw minus effective lag that is not compaction. Emitted only when > 0.", gp),
+		partCompacted:         n("tidemark_lag_partition_compacted_offsets", "Offsets at the head of the backlog removed by log compaction (flag compacted; the time lag is then a lower bound). Emitted only when > 0.", gp),
+		partStale:             n("tidemark_lag_partition_stale_seconds", "While the partition is stale (its offsets or the group's commits could not be read), seconds since the values shown were read.", gp),
+		partRetentionSeconds:  n("tidemark_lag_partition_retention_margin_seconds", "Seconds left before retention.ms makes the first unconsumed record eligible for deletion: retention.ms minus time lag, at least 0 (a lower bound by up to segment.ms). Emitted with lag, a known time lag and delete retention.", gp),
+		partRetentionBytes:    n("tidemark_lag_partition_retention_margin_bytes", "Bytes producers may still append before retention.bytes reaches the first unconsumed record: retention.bytes minus the unconsumed bytes, at least 0 (a lower bound by up to segment.bytes). Emitted with lag and a finite retention.bytes.", gp),
+		topicUnassigned:       n("tidemark_lag_topic_unassigned_committed_partitions", "Partitions with commits that the Stable group's members are not assigned and nobody commits on (stale commits, flag unassigned); not in the sums.", gt),
+		topicUnreadDeleted:    counter(n("tidemark_lag_topic_unread_records_deleted_total", "Records deleted by retention or DeleteRecords below the group's committed offset, i.e. lost unread, counted as the log start moved past them.", gt)),
+		topicRetentionSeconds: n("tidemark_lag_topic_retention_margin_seconds", "Smallest retention margin in seconds over the topic's partitions that have one.", gt),
+		topicRetentionBytes:   n("tidemark_lag_topic_retention_margin_bytes", "Smallest retention margin in bytes over the topic's partitions that have one.", gt),
+		groupReplaying:        n("tidemark_lag_group_replaying", "1 while some partition of the group replays after an offset rewind (flag replay), else 0; beside the status, which keeps judging the group's health.", g),
+		groupCatchUp:          n("tidemark_lag_group_catch_up_seconds", "Estimated seconds until the group's lag reaches 0 at the rates of the status window (+Inf when the lag does not fall, 0 when caught up); absent until the window has two samples.", g),
+		openTxn:               n("tidemark_partition_open_transaction_offsets", "High watermark minus last stable offset: offsets a read_committed group cannot consume until the oldest open transaction ends.", tp),
+		endDecreases:          counter(n("tidemark_topic_end_offset_decreases_total", "Partitions of the topic whose high watermark or last stable offset was read lower than the time before, in the same topic incarnation (truncation after an unclean leader election, stale offsets); not a consumer rewind.", []string{"cluster", "topic"})),
+		invalidTimestamps:     counter(n("tidemark_lag_exporter_invalid_timestamps_total", "Record timestamps the exporter met and did not use for a time lag, by reason: missing (-1 or <= 0 ms), wrong_unit (seconds or microseconds written as milliseconds), future (after the observation time).", []string{"cluster", "reason"})),
+		partitionErrors:       counter(n("tidemark_lag_exporter_partition_errors_total", "Consecutive cycles in which the partition's offsets could not be read, by Kafka error code; only partitions failing now have a series.", []string{"cluster", "topic", "partition", "code"})),
 	}
 	if cfg.KafkaExporterCompat {
 		c.f.kLag = n("kafka_consumergroup_lag", "kafka_exporter compatible: effective lag of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"})
@@ -148,15 +171,30 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 	for _, k := range lagexporter.ErrorKinds {
 		add(f.errors, float64(h.Errors[k]), cl, string(k))
 	}
+	for _, r := range lagexporter.TimestampProblems {
+		add(f.invalidTimestamps, float64(h.InvalidTimestamps[r]), cl, string(r))
+	}
 	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
 	if !h.LastSuccess.IsZero() {
 		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
+	}
+	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
+	if perPartition {
+		keys := make([]lagexporter.PartitionErrorKey, 0, len(h.PartitionErrors))
+		for k := range h.PartitionErrors {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b lagexporter.PartitionErrorKey) int {
+			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Code, b.Code))
+		})
+		for _, k := range keys {
+			add(f.partitionErrors, float64(h.PartitionErrors[k]), cl, k.Topic, strconv.Itoa(int(k.Partition)), k.Code)
+		}
 	}
 	if s == nil {
 		return
 	}
 	add(f.snapshotTime, unixSeconds(s.Time), cl)
-	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
 	compat := c.cfg.KafkaExporterCompat
 	var partLabels []string // "0", "1", ... shared by every group
 	pl := func(p int32) string {
@@ -180,6 +218,10 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 		}
 		add(f.groupMembers, float64(len(g.Members)), cl, g.Group)
 		add(f.groupSimple, b2f(g.SimpleConsumer), cl, g.Group)
+		add(f.groupReplaying, b2f(g.Replaying), cl, g.Group)
+		if g.CatchUp.State != lagexporter.CatchUpUnknown {
+			add(f.groupCatchUp, g.CatchUp.Seconds(), cl, g.Group)
+		}
 		for _, m := range g.Members {
 			add(f.memberInfo, 1, cl, g.Group, m.MemberID, m.ClientID, m.Host)
 		}
@@ -195,6 +237,14 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 			add(f.topicExpired, float64(t.Expired), cl, g.Group, t.Topic)
 			add(f.topicUnknown, float64(t.Unknown), cl, g.Group, t.Topic)
 			add(f.topicParts, float64(t.Partitions), cl, g.Group, t.Topic)
+			add(f.topicUnassigned, float64(t.UnassignedCommitted), cl, g.Group, t.Topic)
+			add(f.topicUnreadDeleted, float64(t.UnreadRecordsDeleted), cl, g.Group, t.Topic)
+			if t.MinRetention.TimeKnown {
+				add(f.topicRetentionSeconds, t.MinRetention.Time.Seconds(), cl, g.Group, t.Topic)
+			}
+			if t.MinRetention.BytesKnown {
+				add(f.topicRetentionBytes, float64(t.MinRetention.Bytes), cl, g.Group, t.Topic)
+			}
 			if compat {
 				add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
 				add(f.kCurrentSum, float64(t.CommittedSum), g.Group, t.Topic)
@@ -236,11 +286,30 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 			if p.Flags.Has(lagexporter.FlagReplay) {
 				add(f.partReplayBoundary, float64(p.ReplayBoundary), cl, g.Group, p.Topic, ps)
 			}
+			if p.AheadOffsets > 0 {
+				add(f.partAhead, float64(p.AheadOffsets), cl, g.Group, p.Topic, ps)
+			}
+			if p.ControlOffsets > 0 {
+				add(f.partControl, float64(p.ControlOffsets), cl, g.Group, p.Topic, ps)
+			}
+			if p.CompactedOffsets > 0 {
+				add(f.partCompacted, float64(p.CompactedOffsets), cl, g.Group, p.Topic, ps)
+			}
+			if p.Flags.Has(lagexporter.FlagStale) {
+				add(f.partStale, p.StaleFor.Seconds(), cl, g.Group, p.Topic, ps)
+			}
+			if p.Retention.TimeKnown {
+				add(f.partRetentionSeconds, p.Retention.Time.Seconds(), cl, g.Group, p.Topic, ps)
+			}
+			if p.Retention.BytesKnown {
+				add(f.partRetentionBytes, float64(p.Retention.Bytes), cl, g.Group, p.Topic, ps)
+			}
 		}
 	}
 	add(f.groupPartitions, float64(n), cl)
 	for ti := range s.Topics {
 		t := &s.Topics[ti]
+		add(f.endDecreases, float64(s.EndOffsetDecreases[t.Topic]), cl, t.Topic)
 		for _, p := range t.Partitions {
 			if !p.Known() {
 				continue
@@ -250,6 +319,7 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 				add(f.logStart, float64(p.LogStart), cl, t.Topic, ps)
 				add(f.highWatermark, float64(p.HighWatermark), cl, t.Topic, ps)
 				add(f.lastStable, float64(p.LastStable), cl, t.Topic, ps)
+				add(f.openTxn, float64(p.HighWatermark-p.LastStable), cl, t.Topic, ps)
 			}
 			if compat {
 				add(f.kTopicCurrent, float64(p.HighWatermark), t.Topic, ps)

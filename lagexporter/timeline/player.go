@@ -40,9 +40,14 @@ func (c *Player) Advance() (time.Time, int, bool) {
 
 func (c *Player) line() *Line { return &c.tl.Lines[c.cur] }
 
-// Metadata returns the line's topics without offsets.
+// Metadata returns the line's topics without offsets, or nil when the recorded cycle failed to read them (Failed).
+// It also returns the line's cycle_timeout errors: Metadata is the one call every cycle makes, and the loop adds
+// its own only when its context expires, which a replay's never does.
 func (c *Player) Metadata(context.Context) ([]lagexporter.TopicObservation, error) {
 	o := c.line()
+	if o.Failed == lagexporter.ErrKindMetadata {
+		return nil, c.lineErrors(lagexporter.ErrKindMetadata, lagexporter.ErrKindCycleTimeout)
+	}
 	out := make([]lagexporter.TopicObservation, len(o.Topics))
 	for i, t := range o.Topics {
 		out[i] = lagexporter.TopicObservation{Topic: t.Topic, ID: t.ID, TimestampType: t.TimestampType}
@@ -50,13 +55,14 @@ func (c *Player) Metadata(context.Context) ([]lagexporter.TopicObservation, erro
 			out[i].Partitions = append(out[i].Partitions, lagexporter.PartitionObservation{Partition: p.Partition, Leader: p.Leader})
 		}
 	}
-	return out, c.lineErrors(lagexporter.ErrKindMetadata)
+	return out, c.lineErrors(lagexporter.ErrKindMetadata, lagexporter.ErrKindCycleTimeout)
 }
 
-func (c *Player) lineErrors(kind lagexporter.ErrorKind) error {
+// lineErrors returns the line's errors of the given kinds, as the live reader's call that makes them would.
+func (c *Player) lineErrors(kinds ...lagexporter.ErrorKind) error {
 	var errs lagexporter.CycleErrors
 	for _, e := range c.line().Errors {
-		if e.Kind == kind {
+		if slices.Contains(kinds, e.Kind) {
 			errs = append(errs, e)
 		}
 	}
@@ -69,6 +75,9 @@ func (c *Player) lineErrors(kind lagexporter.ErrorKind) error {
 // Groups returns the line's groups without offsets.
 func (c *Player) Groups(context.Context) ([]lagexporter.GroupObservation, error) {
 	o := c.line()
+	if o.Failed == lagexporter.ErrKindGroups {
+		return nil, c.lineErrors(lagexporter.ErrKindGroups)
+	}
 	out := make([]lagexporter.GroupObservation, len(o.Groups))
 	for i, g := range o.Groups {
 		out[i] = lagexporter.GroupObservation{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Members: g.Members}
@@ -90,7 +99,8 @@ func (c *Player) CommittedOffsets(_ context.Context, groups []string) ([]lagexpo
 	return out, c.lineErrors(lagexporter.ErrKindCommitted)
 }
 
-// ListOffsets returns the line's partition offsets for the asked topics.
+// ListOffsets returns the line's partition offsets (and retention settings, log sizes) for the asked topics, with the
+// errors of the kinds the live reader's ListOffsets makes: list_offsets, unavailable (no leader) and configs.
 func (c *Player) ListOffsets(_ context.Context, topics []lagexporter.TopicObservation) ([]lagexporter.TopicObservation, error) {
 	o := c.line()
 	var out []lagexporter.TopicObservation
@@ -101,7 +111,7 @@ func (c *Player) ListOffsets(_ context.Context, topics []lagexporter.TopicObserv
 			}
 		}
 	}
-	return out, c.lineErrors(lagexporter.ErrKindListOffsets)
+	return out, c.lineErrors(lagexporter.ErrKindListOffsets, lagexporter.ErrKindUnavailable, lagexporter.ErrKindConfigs)
 }
 
 // ReadRecords answers from the line's recorded probes, else from the log runs.
@@ -131,7 +141,9 @@ func (c *Player) ReadRecords(_ context.Context, reqs []lagexporter.RecordRequest
 	return out, c.lineErrors(lagexporter.ErrKindRecords)
 }
 
-// probeRuns answers a record request from log runs sorted by From, the way a Fetch from rq.Offset would.
+// probeRuns answers a record request from log runs sorted by From, the way a Fetch from rq.Offset would: offsets no
+// run covers are compacted (Gap, GapOffsets), control runs and (read_committed) aborted runs are skipped, and records
+// whose timestamp is not valid are counted by problem until the first valid one.
 func probeRuns(runs []RecordRun, rq lagexporter.RecordRequest) lagexporter.RecordProbe {
 	p := lagexporter.RecordProbe{Topic: rq.Topic, TopicID: rq.TopicID, Partition: rq.Partition, Offset: rq.Offset,
 		Isolation: rq.Isolation, FirstOffset: -1, TimestampOffset: -1, ScannedTo: rq.End}
@@ -146,12 +158,14 @@ func probeRuns(runs []RecordRun, rq lagexporter.RecordRequest) lagexporter.Recor
 		if r.From > pos {
 			if p.FirstOffset < 0 {
 				p.Gap = true // offsets [pos, r.From) are missing: compacted
+				p.GapOffsets += min(r.From, rq.End) - pos
 			}
 			pos = r.From
 			if pos >= rq.End {
 				break
 			}
 		}
+		end := min(r.To, rq.End)
 		switch {
 		case r.Kind == "control", r.Kind == "aborted" && rq.Isolation == lagexporter.ReadCommitted:
 			// not consumable
@@ -159,20 +173,29 @@ func probeRuns(runs []RecordRun, rq lagexporter.RecordRequest) lagexporter.Recor
 			if p.FirstOffset < 0 {
 				p.FirstOffset = pos
 			}
+			p.MissingTimestamps += int(end - pos)
 		default:
 			if p.FirstOffset < 0 {
 				p.FirstOffset = pos
 			}
-			if ts := r.timestampAt(pos); lagexporter.ValidRecordTimestamp(ts) {
-				p.TimestampOffset, p.Timestamp = pos, ts
-				return p
+			for off := pos; off < end; off++ {
+				ts := r.timestampAt(off)
+				switch lagexporter.ClassifyRecordTimestamp(ts) {
+				case "":
+					p.TimestampOffset, p.Timestamp = off, ts
+					return p
+				case lagexporter.TimestampMissing:
+					p.MissingTimestamps++ // a timestamp <= 0 is missing, as in the live reader (C27)
+				default:
+					p.WrongUnitTimestamps++
+				}
 			}
-			// a timestamp <= 0 is missing, as in the live reader: keep looking at the next run (C27)
 		}
 		pos = r.To
 	}
 	if pos < rq.End && p.FirstOffset < 0 {
 		p.Gap = true
+		p.GapOffsets += rq.End - pos
 	}
 	return p
 }

@@ -35,6 +35,7 @@ type ConfigBlock struct {
 	WarnOffset   int64                   `json:"status_warn_offset_lag,omitempty"`
 	ErrOffset    int64                   `json:"status_err_offset_lag,omitempty"`
 	SimpleWindow string                  `json:"status_simple_consumer_window,omitempty"`
+	AheadReads   int                     `json:"status_ahead_reads,omitempty"`
 }
 
 // Apply copies the block's settings over cfg (before SetDefaults/Validate).
@@ -55,6 +56,9 @@ func (b *ConfigBlock) Apply(cfg *lagexporter.Config) error {
 	}
 	if b.Window != 0 {
 		cfg.Status.Window = b.Window
+	}
+	if b.AheadReads != 0 {
+		cfg.Status.AheadReads = b.AheadReads
 	}
 	cfg.Status.WarnOffsetLag = max(cfg.Status.WarnOffsetLag, b.WarnOffset)
 	cfg.Status.ErrOffsetLag = max(cfg.Status.ErrOffsetLag, b.ErrOffset)
@@ -214,6 +218,11 @@ func (o *Line) validate() error {
 	if o.Time.IsZero() {
 		return errors.New("time: required (RFC 3339)")
 	}
+	switch o.Failed {
+	case "", lagexporter.ErrKindMetadata, lagexporter.ErrKindGroups:
+	default:
+		return fmt.Errorf("failed: %q is not one of metadata, groups", o.Failed)
+	}
 	topics := make(map[string]bool, len(o.Topics))
 	for i, t := range o.Topics {
 		if t.Topic == "" {
@@ -223,6 +232,9 @@ func (o *Line) validate() error {
 			return fmt.Errorf("topics[%d]: duplicate topic %q", i, t.Topic)
 		}
 		topics[t.Topic] = true
+		if r := t.Retention; r != nil && (r.RetentionMs < -1 || r.RetentionBytes < -1 || r.SegmentMs < 0 || r.SegmentBytes < 0) {
+			return fmt.Errorf("topics[%d].retention: retention_ms and retention_bytes must be >= -1 (-1: unlimited), segment_ms and segment_bytes >= 0", i)
+		}
 		parts := make(map[int32]bool, len(t.Partitions))
 		for j, p := range t.Partitions {
 			if parts[p.Partition] {

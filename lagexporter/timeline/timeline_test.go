@@ -166,13 +166,14 @@ func TestStaleAndRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := snaps[1].Group("g")
-	// p0 has no leader: the last known HW (100) is used against the new commit 95, flagged stale.
+	// p0 has no leader: the last known HW (100) is shown against the new commit 95, flagged stale, 30 s old.
 	p0 := g.Partition("t", 0)
-	if !p0.Known || p0.Lag != 5 || !p0.Flags.Has(FlagStale) {
-		t.Errorf("stale p0: %+v, want known lag 5 stale", *p0)
+	if !p0.Known || p0.Lag != 5 || !p0.Flags.Has(FlagStale) || p0.StaleFor != 30*time.Second {
+		t.Errorf("stale p0: %+v, want known lag 5 stale for 30s", *p0)
 	}
-	if g.Total.Lag != 15 || g.Total.Unknown != 0 {
-		t.Errorf("sum %d unknown %d, want 15 0", g.Total.Lag, g.Total.Unknown)
+	// item 8: but the sums leave it out and count it unknown: 10 from p1 only, not complete.
+	if g.Total.Lag != 10 || g.Total.Unknown != 1 || g.Total.Complete {
+		t.Errorf("sum %d unknown %d complete %v, want 10 1 false", g.Total.Lag, g.Total.Unknown, g.Total.Complete)
 	}
 	// topic re-created (id B): the old incarnation's offsets are not reused; p0 is unknown, not 0 and not stale.
 	g = snaps[2].Group("g")
