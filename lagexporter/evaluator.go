@@ -54,6 +54,10 @@ type gpState struct {
 	committed  int64
 	hasCommit  bool
 	commitTime time.Time
+	// replayFrom is the committed offset as far as it exists in the log: min(committed, high watermark). A later
+	// commit below it is a rewind; offsets above a high watermark that fell (truncation) were never delivered from
+	// the log as it is now, so they are no replay boundary (item 2).
+	replayFrom int64
 	replay     ReplayState
 	aheadReads int    // consecutive reads with the commit past End
 	lastStatus Status // status of the last cycle that added a sample (a stale partition keeps it)
@@ -409,7 +413,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, t *TopicObservation, pv *partVie
 
 	// Commit bookkeeping: replay (C30) and the time of the last commit change (STOP rule).
 	if has {
-		prev := st.committed
+		prev := st.replayFrom
 		if known {
 			// offsets past an end offset that fell no longer exist: a commit falling with the end (a consumer reset
 			// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end (item 2)
@@ -419,6 +423,10 @@ func (e *Evaluator) evalPartition(gc *groupCtx, t *TopicObservation, pv *partVie
 			}
 		}
 		st.replay = NextReplay(st.replay, prev, st.hasCommit, c.Offset)
+		st.replayFrom = c.Offset
+		if known {
+			st.replayFrom = min(c.Offset, pv.p.HighWatermark)
+		}
 		switch {
 		case !c.CommitTime.IsZero():
 			st.commitTime = c.CommitTime

@@ -1,10 +1,12 @@
 package lagexporter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +147,10 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !hasKind(obs.Errors, ErrKindCycleTimeout) {
 		obs.Errors = append(obs.Errors, CycleError{Kind: ErrKindCycleTimeout, Message: "cycle deadline exceeded; unread parts are marked"})
 	}
+	// the timeout goes last, as the live loop finds it; a replayed timeline hands it over with the first call
+	slices.SortStableFunc(obs.Errors, func(a, b CycleError) int {
+		return cmp.Compare(b2i(a.Kind == ErrKindCycleTimeout), b2i(b.Kind == ErrKindCycleTimeout))
+	})
 	if err != nil {
 		// nothing is published, but the failed cycle is recorded, so that a replayed incident counts it too
 		if obs.Time.IsZero() {
@@ -178,6 +184,13 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	}
 	l.mu.Unlock()
 	return snap, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func hasKind(errs []CycleError, k ErrorKind) bool {

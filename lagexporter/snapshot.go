@@ -90,8 +90,8 @@ type Aggregate struct {
 	// unassigned): stale commits to clean up, not in the sums.
 	UnassignedCommitted int   `json:"unassigned_committed_partitions,omitempty"`
 	Lag                 int64 `json:"lag"` // sum of effective lag over known partitions
-	RawLag     int64 `json:"raw_lag"`
-	MaxLag     int64 `json:"max_lag"`
+	RawLag              int64 `json:"raw_lag"`
+	MaxLag              int64 `json:"max_lag"`
 	// CommittedSum is the sum of committed offsets over partitions with a commit; partitions without one add nothing
 	// (never a -1 sentinel, case C06).
 	CommittedSum int64 `json:"committed_sum"`

@@ -52,8 +52,8 @@ type fams struct {
 	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
 	// issue 11: anomalies as numbers, partial failure, retention risk, catch-up
 	partAhead, partControl, partCompacted, partStale, partRetentionSeconds, partRetentionBytes *family
-	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes           *family
-	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors   *family
+	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes            *family
+	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors    *family
 	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }

@@ -268,7 +268,7 @@ func value(t *testing.T, ss []series, name, label string) float64 {
 // TestHandlerMatchesCollect: the pre-rendered exposition holds exactly the series Collect produces, for every case
 // timeline and both granularities, including label values that need escaping.
 func TestHandlerMatchesCollect(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(caseDir, "c*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(caseDir, "*.jsonl"))
 	for _, file := range files {
 		for _, mut := range []func(*Config){nil, func(c *Config) { c.Granularity = GranularityTopic; c.KafkaExporterCompat = true }} {
 			c, s := caseCollector(t, filepath.Base(file), 0, mut)
