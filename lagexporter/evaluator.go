@@ -123,7 +123,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			continue
 		}
 		tv := &topicView{obs: t, parts: make(map[int32]*partView, len(t.Partitions))}
-		snapTopic := TopicObservation{Topic: t.Topic, ID: t.ID, TimestampType: t.TimestampType,
+		snapTopic := TopicObservation{Topic: t.Topic, ID: t.ID, TimestampType: t.TimestampType, Retention: t.Retention,
 			Partitions: make([]PartitionObservation, 0, len(t.Partitions))}
 		for _, p := range t.Partitions {
 			k := tpKey{t.Topic, p.Partition}

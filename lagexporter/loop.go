@@ -357,6 +357,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		}
 	}
 	next := make(map[cacheKey]RecordProbe)
+	unfinished := map[cacheKey]RecordProbe{} // last cycle's answers that are asked again (no valid timestamp yet)
 	var reqs []RecordRequest
 	for gi := range obs.Groups {
 		g := &obs.Groups[gi]
@@ -386,9 +387,12 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 					if _, dup := next[k]; dup {
 						continue
 					}
-					if c, ok := l.cache[k]; ok && (c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end) {
-						next[k] = c
-						continue
+					if c, ok := l.cache[k]; ok {
+						if c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end {
+							next[k] = c
+							continue
+						}
+						unfinished[k] = c
 					}
 					next[k] = RecordProbe{} // placeholder, replaced by the answer
 					reqs = append(reqs, RecordRequest{Topic: topic, TopicID: pt.id, Partition: p.Partition,
@@ -408,8 +412,10 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 				continue
 			}
 			next[k] = r
-			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps, 0))
-			invalid[TimestampWrongUnit] += uint64(max(r.WrongUnitTimestamps, 0))
+			// a record read again (the last answer found no valid timestamp) counts only the stamps it got further to
+			prev := unfinished[k]
+			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
+			invalid[TimestampWrongUnit] += uint64(max(r.WrongUnitTimestamps-prev.WrongUnitTimestamps, 0))
 			if r.TimestampOffset >= 0 && ValidRecordTimestamp(r.Timestamp) && r.Timestamp.After(obs.Time) {
 				invalid[TimestampFuture]++
 			}

@@ -29,6 +29,10 @@ import (
 //   - CommittedOffsets: 1 OffsetFetch v8 (multi-group, KIP-709) per coordinator per 2,000 groups.
 //   - ListOffsets: 3 ListOffsets per partition leader (log start; last stable offset with READ_COMMITTED; high
 //     watermark), in that order so that log start <= LSO <= HW holds even while the log moves.
+//   - ListOffsets also reads the topics' retention settings, cached DefaultTopicConfigTTL (1 DescribeConfigs for all
+//     the topics due), and, for topics with a finite retention.bytes, their log sizes (1 DescribeLogDirs per leader).
+//     A partition whose leader moved mid-cycle is asked again once on the new leader (1 Metadata, then 3 ListOffsets
+//     per new leader).
 //   - ReadRecords: at most 1 Fetch per leader per isolation level, a few KiB per partition.
 //
 // Partial failure keeps every other result: a broker that fails marks only its partitions or groups, and the error
@@ -41,6 +45,9 @@ type ClusterReader struct {
 	FetchPartitionBytes int32
 
 	requests atomic.Int64
+
+	settings      topicSettings // retention settings read with DescribeConfigs (cluster_configs.go)
+	leaderRetries atomic.Int64  // partitions ListOffsets asked again on a moved leader (cluster_offsets.go)
 
 	mu         sync.Mutex                               // guards the fields below
 	brokers    map[int32]*sarama.Broker                 // open connections by broker id

@@ -4,15 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 )
 
 // CommitOffsets commits offsets (topic -> partition -> next offset to read) for group the way Kafka's admin client
 // alters a group's offsets: an OffsetCommit with no generation and no member id, sent to the group's coordinator
-// (found with one FindCoordinator). The group must have no active members. Used by integration tests and
-// cmd/bench-lag; it is not part of the lag loop.
+// (found with one FindCoordinator). The group must have no active members. Like the admin client, it retries while
+// the coordinator is not available yet or is loading its offsets (a fresh cluster creating __consumer_offsets), for
+// up to commitRetryFor or until ctx ends. Used by integration tests and cmd/bench-lag; not part of the lag loop.
 func (c *ClusterReader) CommitOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error {
+	deadline := time.Now().Add(commitRetryFor)
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := c.commitOffsets(ctx, group, offsets)
+		if err == nil || !retriableCoordinatorError(err) || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// commitRetryFor bounds CommitOffsets' retries of a coordinator that is not ready (Kafka's admin client waits up to
+// default.api.timeout.ms, 60 s).
+const commitRetryFor = 30 * time.Second
+
+func retriableCoordinatorError(err error) bool {
+	return errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) || errors.Is(err, sarama.ErrOffsetsLoadInProgress) ||
+		errors.Is(err, sarama.ErrNotCoordinatorForConsumer)
+}
+
+func (c *ClusterReader) commitOffsets(ctx context.Context, group string, offsets map[string]map[int32]int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -82,13 +82,20 @@ func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexport
 	if err != nil {
 		return err
 	}
-	pending := map[tp][]int{} // request indexes per partition, by ascending offset
+	// from is where each request's scan continues: its offset, or where the last round's bytes ended when they held
+	// no valid timestamp yet (Kafka answers a Fetch from one segment, and a record stamped far apart from the
+	// segment's first rolls a new one: the next record is a fetch away); partial keeps such an unfinished answer.
+	from := make(map[int]int64, len(idx))
+	partial := map[int]lagexporter.RecordProbe{}
+	pending := map[tp][]int{} // request indexes per partition, by ascending from
 	for _, i := range idx {
 		k := tp{reqs[i].Topic, reqs[i].Partition}
 		pending[k] = append(pending[k], i)
+		from[i] = reqs[i].Offset
 	}
+	byFrom := func(l []int) { sort.SliceStable(l, func(a, b int) bool { return from[l[a]] < from[l[b]] }) }
 	for _, l := range pending {
-		sort.Slice(l, func(a, b int) bool { return reqs[l[a]].Offset < reqs[l[b]].Offset })
+		byFrom(l)
 	}
 	for round := 0; round < maxFetchRounds && len(pending) > 0; round++ {
 		if err := ctx.Err(); err != nil {
@@ -99,7 +106,7 @@ func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexport
 			fr.Isolation = sarama.ReadCommitted
 		}
 		for k, l := range pending {
-			fr.AddBlock(k.topic, k.partition, reqs[l[0]].Offset, c.FetchPartitionBytes, -1)
+			fr.AddBlock(k.topic, k.partition, from[l[0]], c.FetchPartitionBytes, -1)
 		}
 		c.requests.Add(1)
 		resp, err := b.Fetch(fr)
@@ -131,33 +138,81 @@ func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexport
 			rest := l[:0]
 			for n, i := range l {
 				// the first request is always answered (even by an empty fetch); the others when covered
-				if n == 0 || reqs[i].Offset <= covered {
-					out[i] = probeBatches(reqs[i], batches, blk.AbortedTransactions)
+				if n > 0 && from[i] > covered {
+					rest = append(rest, i)
 					continue
 				}
-				rest = append(rest, i)
+				rq := reqs[i]
+				rq.Offset = from[i]
+				p := scanBatches(rq, batches, blk.AbortedTransactions)
+				if prev, ok := partial[i]; ok {
+					p = continueProbe(prev, p)
+				}
+				if p.TimestampOffset < 0 && p.ScannedTo > from[i] && p.ScannedTo < reqs[i].End {
+					partial[i], from[i] = p, p.ScannedTo // progress, not done: scan on next round
+					rest = append(rest, i)
+					continue
+				}
+				delete(partial, i)
+				out[i] = finishProbe(p, reqs[i].End)
 			}
 			if len(rest) == 0 {
 				delete(pending, k)
 			} else {
+				byFrom(rest)
 				pending[k] = rest
 			}
 		}
 	}
 	for _, l := range pending {
 		for _, i := range l {
+			if p, ok := partial[i]; ok {
+				out[i] = finishProbe(p, reqs[i].End) // what was scanned: an unfinished answer, asked again next cycle
+				continue
+			}
 			out[i].Error = "not fetched this cycle (fetch round limit)"
 		}
 	}
 	return nil
 }
 
-// probeBatches finds, in record batches fetched from r.Offset (in offset order), the first consumable record at or
+// continueProbe merges the scan continued at prev.ScannedTo into prev, the scan up to there (both from scanBatches).
+// A pure function.
+func continueProbe(prev, next lagexporter.RecordProbe) lagexporter.RecordProbe {
+	out := prev
+	out.ScannedTo = next.ScannedTo
+	out.MissingTimestamps += next.MissingTimestamps
+	out.WrongUnitTimestamps += next.WrongUnitTimestamps
+	out.TimestampOffset, out.Timestamp = next.TimestampOffset, next.Timestamp
+	if prev.FirstOffset < 0 {
+		out.FirstOffset = next.FirstOffset
+		out.Gap = prev.Gap || next.Gap
+		out.GapOffsets += next.GapOffsets
+	}
+	return out
+}
+
+// probeBatches is scanBatches with the answer finished (finishProbe).
+func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
+	return finishProbe(scanBatches(r, batches, aborted), r.End)
+}
+
+// finishProbe clamps the scanned range to the request's end and, when no consumable record was found in a scan that
+// stopped short of the end, claims no gap: nothing is known beyond what was fetched.
+func finishProbe(p lagexporter.RecordProbe, end int64) lagexporter.RecordProbe {
+	p.ScannedTo = min(p.ScannedTo, max(end, p.Offset))
+	if p.FirstOffset < 0 && p.ScannedTo < end {
+		p.Gap, p.GapOffsets = false, 0
+	}
+	return p
+}
+
+// scanBatches finds, in record batches fetched from r.Offset (in offset order), the first consumable record at or
 // after r.Offset and the first valid timestamp from there, the way a consumer with r.Isolation would see them:
 // control batches (transaction markers) are never delivered; for read_committed, data batches of a producer inside an
 // aborted transaction (from the Fetch response's aborted list, until that producer's marker) are skipped. Offsets
 // missing inside or between batches before the first consumable record are compaction gaps. A pure function.
-func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
+func scanBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
 	p := lagexporter.RecordProbe{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset,
 		Isolation: r.Isolation, FirstOffset: -1, TimestampOffset: -1, ScannedTo: r.Offset}
 	ab := make([]*sarama.AbortedTransaction, 0, len(aborted))
@@ -182,6 +237,7 @@ func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, ab
 		}
 		if b.FirstOffset > pos && p.FirstOffset < 0 {
 			p.Gap = true // offsets [pos, batch start) were removed
+			p.GapOffsets += min(b.FirstOffset, max(r.End, r.Offset)) - pos
 		}
 		switch {
 		case b.Control:
@@ -189,14 +245,16 @@ func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, ab
 		case b.IsTransactional && active[b.ProducerID]:
 			// aborted data: a read_committed consumer never receives it
 		default:
+			from := max(pos, b.FirstOffset) // the batch's first offset still to account for
 			for _, rec := range b.Records {
 				off := b.FirstOffset + rec.OffsetDelta
 				if off < pos {
 					continue
 				}
 				if p.FirstOffset < 0 {
-					if off > max(pos, b.FirstOffset) {
-						p.Gap = true
+					if off > from {
+						p.Gap = true // compaction removed records inside the batch
+						p.GapOffsets += off - from
 					}
 					p.FirstOffset = off
 				}
@@ -204,12 +262,25 @@ func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, ab
 				if b.LogAppendTime {
 					ts = b.MaxTimestamp
 				}
-				if b.FirstTimestamp.IsZero() && !b.LogAppendTime || !lagexporter.ValidRecordTimestamp(ts) {
-					continue // NO_TIMESTAMP (-1): keep looking for a valid stamp
+				problem := lagexporter.ClassifyRecordTimestamp(ts)
+				if b.FirstTimestamp.IsZero() && !b.LogAppendTime {
+					problem = lagexporter.TimestampMissing // NO_TIMESTAMP (-1) decodes as the zero time
+				}
+				switch problem {
+				case lagexporter.TimestampMissing:
+					p.MissingTimestamps++ // keep looking for a valid stamp (C27)
+					continue
+				case lagexporter.TimestampWrongUnit:
+					p.WrongUnitTimestamps++
+					continue
 				}
 				p.TimestampOffset, p.Timestamp = off, ts
 				p.ScannedTo = last + 1
 				return p
+			}
+			if p.FirstOffset < 0 && last+1 > from {
+				p.Gap = true // a data batch compaction emptied (its offsets are kept, its records are not)
+				p.GapOffsets += min(last+1, max(r.End, r.Offset)) - from
 			}
 		}
 		pos = last + 1
@@ -217,10 +288,6 @@ func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, ab
 		if pos >= r.End {
 			break
 		}
-	}
-	p.ScannedTo = min(p.ScannedTo, max(r.End, r.Offset))
-	if p.FirstOffset < 0 && p.ScannedTo < r.End {
-		p.Gap = false // nothing known beyond what was fetched
 	}
 	return p
 }
