@@ -96,7 +96,7 @@ func TestClusterLeaderMovedMidCycle(t *testing.T) {
 	waitLeader(t, topic, a)
 	e.waitLeadersKnow(topic, 1)
 	produce(t, topic, []int32{0}, 25, time.Time{})
-	stale := e.observe(topic) // what the cycle's metadata read said: leader a
+	stale := e.observe(topic)      // what the cycle's metadata read said: leader a
 	waitHW(t, e.reader, stale, 25) // both replicas have the records (the high watermark waits for the follower)
 	if stale.Partitions[0].Leader != a {
 		t.Fatalf("leader %d, want %d", stale.Partitions[0].Leader, a)
