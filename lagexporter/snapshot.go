@@ -99,8 +99,9 @@ type Aggregate struct {
 	// MaxTimeLag is the largest known time lag; TimeLagUnknown counts partitions with lag whose time lag is unknown.
 	MaxTimeLag     time.Duration `json:"max_time_lag"`
 	TimeLagUnknown int           `json:"time_lag_unknown,omitempty"`
-	// MinRetention is the smallest retention margin of the partitions that have one (each part known when some
-	// partition's is): how close the group is to losing unread records.
+	// MinRetention is the smallest retention margin of the partitions that have one and are not replaying (each part
+	// known when some partition's is): how close the group is to losing records it never read. A replay's first
+	// records were delivered before, and after a reset to earliest they are always about to be deleted.
 	MinRetention RetentionMargin `json:"min_retention,omitzero"`
 	// UnreadRecordsDeleted counts records deleted (retention, DeleteRecords) below the group's committed offset
 	// while the exporter watched, since it started: data the group lost unread.
@@ -131,6 +132,9 @@ func (a *Aggregate) Add(p *PartitionLag) {
 		a.MaxTimeLag = max(a.MaxTimeLag, p.TimeLag)
 	} else {
 		a.TimeLagUnknown++
+	}
+	if p.Flags.Has(FlagReplay) {
+		return
 	}
 	if r := p.Retention; r.TimeKnown && (!a.MinRetention.TimeKnown || r.Time < a.MinRetention.Time) {
 		a.MinRetention.Time, a.MinRetention.TimeKnown = r.Time, true

@@ -39,6 +39,13 @@ type tlTopic struct {
 	Topic      string        `json:"topic"`
 	ID         string        `json:"id"`
 	Partitions []tlPartition `json:"partitions"`
+	Retention  *tlRetention  `json:"retention,omitempty"`
+}
+
+type tlRetention struct {
+	CleanupPolicy  string `json:"cleanup_policy"`
+	RetentionMs    int64  `json:"retention_ms"`
+	RetentionBytes int64  `json:"retention_bytes"`
 }
 
 type tlPartition struct {
@@ -209,8 +216,14 @@ type check struct {
 // runScenario writes the generated promtool test and runs it.
 func runScenario(t *testing.T, config string, lines []obs, checks []check) {
 	t.Helper()
+	runTimeline(t, timelineText(t, config, lines), checks)
+}
+
+// runTimeline replays a timeline's text through the exporter and runs the promtool test of checks on its series.
+func runTimeline(t *testing.T, text string, checks []check) {
+	t.Helper()
 	pt := promtool(t)
-	series, steps := exposition(t, timelineText(t, config, lines))
+	series, steps := exposition(t, text)
 	rules, err := filepath.Abs(rulesFile)
 	if err != nil {
 		t.Fatal(err)
@@ -369,5 +382,84 @@ func TestRulesOnExporterTransactions(t *testing.T) {
 			alert("TidemarkConsumerGroupStalled", druid+`,severity="page",status="STOP"`): 1,
 			alert("TidemarkConsumerGroupNoConsumers", druid+`,severity="ticket"`):         1,
 		}},
+	})
+}
+
+// TestRulesOnExporterRewindThenDied (issue 11 item 1): the "rewound and then died" timeline of the lag exporter's own
+// tests (lagexporter/timeline/testdata/i01_rewind_then_died.jsonl): group g is reset to earliest at minute 1,
+// replays until minute 3, and from minute 4 has no members and commits nothing. Its status is STOP from minute 9
+// while it still replays, so TidemarkConsumerGroupStalled pages at minute 14; it has a backlog and no consumers, so
+// TidemarkConsumerGroupNoConsumers fires at minute 19. The replay's week-old time lag fires nothing.
+func TestRulesOnExporterRewindThenDied(t *testing.T) {
+	b, err := os.ReadFile("../../lagexporter/timeline/testdata/i01_rewind_then_died.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := `cluster="prod",group="g"`
+	runTimeline(t, string(b), []check{
+		{at: 3, expr: `tidemark:lag_group_replaying:bool`, want: map[string]float64{`tidemark:lag_group_replaying:bool{` + g + `}`: 1}},
+		{at: 3, expr: `tidemark_lag_group_status == 1`, want: map[string]float64{`tidemark_lag_group_status{` + g + `,status="REWIND"}`: 1}},
+		{at: 9, expr: `tidemark_lag_group_status == 1`, want: map[string]float64{`tidemark_lag_group_status{` + g + `,status="STOP"}`: 1}},
+		{at: 13, expr: firing},
+		{at: 14, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+		}},
+		{at: 24, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):          1,
+		}},
+		// still replaying at the end: the replay did not end, the group died
+		{at: 24, expr: `tidemark:lag_group_replaying:bool`, want: map[string]float64{`tidemark:lag_group_replaying:bool{` + g + `}`: 1}},
+	})
+}
+
+// TestRulesOnExporterRetentionRisk (issue 11 item 11): topic ret keeps records 6 hours. Group slow sits on a record
+// produced 5 h 10 m before the start: 50 minutes of margin, one less each minute, so TidemarkConsumerGroupRetentionRisk
+// pages after 5 minutes; at minute 10 retention deletes up to 100 offsets past its commit. Group fresh is 10 s
+// behind. Group replay was reset to earliest at minute 1: its first record is about to be deleted, but it was
+// delivered before, so no alert for it.
+func TestRulesOnExporterRetentionRisk(t *testing.T) {
+	base := tlStart.Add(-6 * time.Hour) // record k of ret was produced at base + k s
+	ret := &tlRetention{CleanupPolicy: "delete", RetentionMs: 6 * 3600 * 1000, RetentionBytes: -1}
+	var lines []obs
+	for i := range 13 {
+		hw := int64(21600 + 60*i) // one record a second
+		logStart := int64(0)
+		if i >= 10 {
+			logStart = 3100 // retention deleted 3000..3099, which slow never read
+		}
+		replay := hw
+		if i >= 1 {
+			replay = logStart
+		}
+		o := obs{Time: tlStart.Add(time.Duration(i) * time.Minute),
+			Topics: []tlTopic{{Topic: "ret", ID: "r1", Retention: ret, Partitions: []tlPartition{{Leader: 1, LogStart: logStart, HW: hw}}}},
+			Groups: []tlGroup{
+				{Group: "slow", State: "Empty", Offsets: []tlOffset{{Topic: "ret", Offset: 3000}}},
+				{Group: "fresh", State: "Empty", Offsets: []tlOffset{{Topic: "ret", Offset: hw - 10}}},
+				{Group: "replay", State: "Empty", Offsets: []tlOffset{{Topic: "ret", Offset: replay}}},
+			}}
+		if i == 0 {
+			o.Log = []tlRecord{{Topic: "ret", From: 0, To: 30000, Timestamp: base.Format(time.RFC3339), StepMs: 1000}}
+		}
+		lines = append(lines, o)
+	}
+	slow := `cluster="prod",group="slow",topic="ret"`
+	runScenario(t, "", lines, []check{
+		// record 3000 is 5 h 10 m old at the start: 3000 s of margin, 2760 s four minutes later
+		{at: 4, expr: `tidemark:lag_retention_margin_seconds:min{group="slow"}`,
+			want: map[string]float64{`tidemark:lag_retention_margin_seconds:min{` + slow + `}`: 2760}},
+		{at: 4, expr: `ALERTS{alertname="TidemarkConsumerGroupRetentionRisk",alertstate="firing"}`},
+		{at: 5, expr: `ALERTS{alertname="TidemarkConsumerGroupRetentionRisk",alertstate="firing"}`, want: map[string]float64{
+			alert("TidemarkConsumerGroupRetentionRisk", slow+`,severity="page"`): 1,
+		}},
+		// the replaying group has a margin too, which the topic's minimum leaves out
+		{at: 5, expr: `min by (group) (tidemark_lag_partition_retention_margin_seconds{group="replay"}) < 60`,
+			want: map[string]float64{`{group="replay"}`: 0}},
+		{at: 10, expr: `ALERTS{alertname="TidemarkConsumerGroupUnreadRecordsDeleted",alertstate="firing"}`, want: map[string]float64{
+			alert("TidemarkConsumerGroupUnreadRecordsDeleted", slow+`,severity="ticket"`): 1,
+		}},
+		{at: 10, expr: `tidemark_lag_topic_unread_records_deleted_total{group="slow"}`,
+			want: map[string]float64{`tidemark_lag_topic_unread_records_deleted_total{` + slow + `}`: 100}},
 	})
 }
