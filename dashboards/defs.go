@@ -61,6 +61,27 @@ func Overview() Dashboard {
 		add(6, 8, stat("Lag snapshot age", "Seconds since the lag exporter's served observation; it never queries Kafka during a scrape.",
 			FieldConfig{Defaults: map[string]any{"unit": "s", "thresholds": thresholds("green", nil, "orange", 60, "red", 300)}},
 			prom("A", `max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds)`, "age"))).
+		row("Data at risk").
+		add(6, 6, stat("Groups within an hour of losing unread records", "Group-topics whose retention margin (time, or bytes at the "+
+			"current rate) is under an hour: TidemarkConsumerGroupRetentionRisk.",
+			FieldConfig{Defaults: map[string]any{"unit": "short", "thresholds": thresholds("green", nil, "red", 1)}},
+			prom("A", `count(tidemark:lag_retention_margin_seconds:min < 3600) or vector(0)`, "groups"))).
+		add(6, 6, stat("Unread records deleted (24 h)", "Records retention or DeleteRecords deleted below a group's commit.",
+			FieldConfig{Defaults: map[string]any{"unit": "short", "thresholds": thresholds("green", nil, "red", 1)}},
+			prom("A", `sum(increase(tidemark_lag_topic_unread_records_deleted_total[24h])) or vector(0)`, "records"))).
+		add(6, 6, stat("End offsets that fell (24 h)", "Partition reads whose end offset was lower than the time before: truncation "+
+			"after an unclean leader election, or a broker with stale offsets. Not a consumer rewind.",
+			FieldConfig{Defaults: map[string]any{"unit": "short", "thresholds": thresholds("green", nil, "orange", 1)}},
+			prom("A", `sum(increase(tidemark_topic_end_offset_decreases_total[24h])) or vector(0)`, "reads"))).
+		add(6, 6, stat("Replaying groups", "Groups replaying after an offset rewind; their status still says whether they are healthy.",
+			FieldConfig{Defaults: map[string]any{"unit": "short"}}, prom("A", `sum(tidemark_lag_group_replaying) or vector(0)`, "groups"))).
+		row("Lag exporter").
+		add(12, 8, timeseries("Failing partitions by error code", "Partitions whose offsets could not be read, by Kafka error code "+
+			"(only partitions failing now have a series); a leader that moved mid-cycle is retried and does not show here.", unit("short"),
+			prom("A", `count by (code) (tidemark_lag_exporter_partition_errors_total)`, "{{code}}"))).
+		add(12, 8, timeseries("Invalid record timestamps", "Record timestamps the exporter met and did not use, per second, by reason "+
+			"(missing, wrong unit, future).", unit("short"),
+			prom("A", `sum by (reason) (rate(tidemark_lag_exporter_invalid_timestamps_total[5m]))`, "{{reason}}"))).
 		build()
 }
 
@@ -111,8 +132,45 @@ func ConsumerGroup() Dashboard {
 			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), "time_lag")).
 		add(12, 8, timeseries("Lag by partition (Prometheus)", "The lag exporter's live per-partition view.", unit("short"),
 			prom("A", `tidemark_lag_partition_offsets{group="$group"}`, "{{topic}}/{{partition}}"))).
-		add(12, 8, timeseries("Status", "1 for the group's current status.", unit("short"),
-			prom("A", `tidemark_lag_group_status{group="$group"} == 1`, "{{status}}"))).
+		add(12, 8, timeseries("Status", "1 for the group's current status; replaying is the episode beside it (a replaying group "+
+			"that dies is STOP).", unit("short"),
+			prom("A", `tidemark_lag_group_status{group="$group"} == 1`, "{{status}}"),
+			prom("B", `tidemark_lag_group_replaying{group="$group"} == 1`, "replaying"))).
+		row("Time left").
+		add(12, 8, timeseries("Retention margin", "Time left before retention may delete a record the group has not read (retention.ms "+
+			"− time lag; or the bytes left at the rate they shrink): a lower bound by up to one segment. Page under 1 h.",
+			FieldConfig{Defaults: map[string]any{"unit": "s", "thresholds": thresholds("red", nil, "orange", 3600, "green", 6*3600),
+				"custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}}}},
+			prom("A", `tidemark:lag_retention_margin_seconds:min{group="$group"}`, "{{topic}}"))).
+		add(12, 8, timeseries("Catch-up estimate", "Seconds until the lag reaches 0 at the drain rate of the status window "+
+			"(least-squares slope of the lag); +Inf (shown as no value) while it does not fall.", unit("s"),
+			prom("A", `tidemark_lag_group_catch_up_seconds{group="$group"} < +Inf`, "catch-up"))).
+		add(12, 8, timeseries("Retention margin in bytes", "Bytes producers may still append before retention.bytes reaches the "+
+			"first unconsumed record (topics with a finite retention.bytes).", unit("bytes"),
+			prom("A", `tidemark_lag_topic_retention_margin_bytes{group="$group"}`, "{{topic}}"))).
+		add(12, 8, timeseries("Unread records deleted", "Records deleted below the group's commit (retention, DeleteRecords): lost unread.",
+			unit("short"), prom("A", `increase(tidemark_lag_topic_unread_records_deleted_total{group="$group"}[$__rate_interval])`, "{{topic}}"))).
+		row("Anomalies").
+		add(8, 8, timeseries("Committed ahead of the end", "Committed offset − End where the commit is past End (status AHEAD after "+
+			"consecutive reads): records written below the commit are skipped.", unit("short"),
+			prom("A", `tidemark_lag_partition_ahead_offsets{group="$group"}`, "{{topic}}/{{partition}}"))).
+		add(8, 8, timeseries("Skipped at the head of the backlog", "Raw − effective lag, split: transaction markers and aborted "+
+			"records (control), and offsets compaction removed (compacted: the time lag is then a lower bound).", unit("short"),
+			prom("A", `sum by (topic) (tidemark_lag_partition_control_offsets{group="$group"})`, "{{topic}} control"),
+			prom("B", `sum by (topic) (tidemark_lag_partition_compacted_offsets{group="$group"})`, "{{topic}} compacted"))).
+		add(8, 8, timeseries("Open transactions", "High watermark − last stable offset of the group's partitions: what a read_committed "+
+			"group cannot consume until the oldest open transaction ends.", unit("short"),
+			prom("A", `max by (topic) (tidemark_partition_open_transaction_offsets `+
+				`and on (cluster, topic, partition) tidemark_lag_partition_offsets{group="$group"})`, "{{topic}}"))).
+		add(8, 8, timeseries("Stale partitions", "Seconds since the values shown for a partition were read (its offsets, or the "+
+			"group's commits, could not be read since); such partitions are left out of the sums.", unit("s"),
+			prom("A", `tidemark_lag_partition_stale_seconds{group="$group"}`, "{{topic}}/{{partition}}"))).
+		add(8, 8, timeseries("Stale commits on unassigned partitions", "Partitions with commits none of the Stable group's members "+
+			"is assigned (Burrow #854): left out of the lag and status; delete them with kafka-consumer-groups --delete-offsets.",
+			unit("short"), prom("A", `tidemark_lag_topic_unassigned_committed_partitions{group="$group"} > 0`, "{{topic}}"))).
+		add(8, 8, timeseries("Completeness", "Partitions of the group whose lag is unknown or stale this cycle: the sums are lower "+
+			"bounds while it is above 0.", unit("short"),
+			prom("A", `sum by (topic) (tidemark_lag_topic_unknown_partitions{group="$group"})`, "{{topic}}"))).
 		row("Latency and SLO").
 		add(12, 8, only(timeseries("End-to-end latency by topic", "", unit("ms"),
 			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))), "p50", "p99")).
