@@ -123,7 +123,9 @@ func newLagCmd() *cobra.Command {
 		Short: "Print consumer-group lag once: offsets, lag, time lag, status, flags",
 		Long: "lag reads the cluster once (committed offsets first, then end offsets, then the first unconsumed record of\n" +
 			"each lagging partition) and prints one row per group-partition. LAG is the effective lag (records the group\n" +
-			"will still receive: transaction markers are not backlog); FLAGS explain anything unusual (docs/lag.md).\n" +
+			"will still receive: transaction markers are not backlog); RETENTION-LEFT is the time (and bytes) before\n" +
+			"retention may delete the first unconsumed record; CATCH-UP the time until the lag reaches 0 at the rates of\n" +
+			"the status window (\"never\" while it does not fall); FLAGS explain anything unusual (docs/lag.md).\n" +
 			"Status needs a window of polls: a one-shot run can only show OK, STOP (no commit for long, from commit\n" +
 			"times when known), or threshold-based statuses.",
 		Args: cobra.NoArgs,
@@ -170,10 +172,10 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tTIME-LAG\tSTATUS\tFLAGS")
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tTIME-LAG\tRETENTION-LEFT\tCATCH-UP\tSTATUS\tFLAGS")
 	for _, g := range s.Groups {
 		if len(g.Partitions) == 0 && g.Error != "" { // groups with no partition in scope are not shown
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%s\terror: %s\n", g.Group, g.Status, g.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\terror: %s\n", g.Group, g.Status, g.Error)
 		}
 		for _, p := range g.Partitions {
 			committed, end, lag, tl := "-", "-", "-", "-"
@@ -190,8 +192,37 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 			if flags == "" {
 				flags = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, p.Topic, p.Partition, committed, end, lag, tl, p.Status, flags)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, p.Topic, p.Partition, committed, end, lag, tl,
+				retentionLeft(p.Retention), catchUp(p.CatchUp), p.Status, flags)
 		}
 	}
 	return tw.Flush()
+}
+
+// retentionLeft prints a retention margin: the time left, the bytes left, both, or "-" when retention does not apply.
+func retentionLeft(m lagexporter.RetentionMargin) string {
+	var parts []string
+	if m.TimeKnown {
+		parts = append(parts, m.Time.Round(time.Second).String())
+	}
+	if m.BytesKnown {
+		parts = append(parts, fmt.Sprintf("%dB", m.Bytes))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// catchUp prints a catch-up estimate: "0s" caught up, the ETA while draining, "never" while the lag does not fall.
+func catchUp(c lagexporter.CatchUp) string {
+	switch c.State {
+	case lagexporter.CatchUpCaughtUp:
+		return "0s"
+	case lagexporter.CatchUpDraining:
+		return c.ETA.Round(time.Second).String()
+	case lagexporter.CatchUpNotDraining:
+		return "never"
+	}
+	return "-"
 }

@@ -27,8 +27,9 @@ func TestLagEvalTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// C01: g1 committed 5, End 6, effective lag 0 with the control_records flag.
-	want := []string{"GROUP", "g1", "tx-orders", "0", "5", "6", "0", "0.000s", "OK", "control_records"}
+	// C01: g1 committed 5, End 6, effective lag 0 with the control_records flag; nothing unconsumed, so no retention
+	// margin, and caught up.
+	want := []string{"GROUP", "g1", "tx-orders", "0", "5", "6", "0", "0.000s", "-", "0s", "OK", "control_records"}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "g1 ") {
 			if got := strings.Fields(line); strings.Join(got, " ") != strings.Join(want[1:], " ") {
@@ -107,5 +108,48 @@ func TestLagConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLagEvalIssue11Columns: the table shows the retention margin and the catch-up estimate (issue 11 items 11 and
+// 12), and the JSON output carries them with the other new fields.
+func TestLagEvalIssue11Columns(t *testing.T) {
+	row := func(out, prefix string) []string {
+		var last []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				last = strings.Fields(line)
+			}
+		}
+		return last
+	}
+	out, err := runLag(t, "eval", "../../lagexporter/timeline/testdata/i11_retention.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the last poll (12:02): retention deleted up to 1800, which is 57 m 40 s old under a 1 h retention; 200 records
+	// (400,000 bytes) unconsumed under a retention.bytes of 1,000,000
+	if got := row(out, "g      r "); len(got) < 8 || got[7] != "2m20s,600000B" {
+		t.Fatalf("g/r row %q, want RETENTION-LEFT 2m20s,600000B", got)
+	}
+	out, err = runLag(t, "eval", "../../lagexporter/timeline/testdata/i12_catch_up.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := row(out, "drain "); len(got) < 9 || got[8] != "5m0s" {
+		t.Fatalf("drain row %q, want CATCH-UP 5m0s", got)
+	}
+	if got := row(out, "behind "); len(got) < 9 || got[8] != "never" {
+		t.Fatalf("behind row %q, want CATCH-UP never", got)
+	}
+	out, err = runLag(t, "eval", "-o", "json", "../../lagexporter/timeline/testdata/i12_catch_up.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"catch_up":{"state":"draining","eta":300000000000,"drain_rate":2}`, `"state":"not_draining"`,
+		`"complete":true`, `"unread_records_deleted":0`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("json output lacks %s", want)
+		}
 	}
 }

@@ -107,9 +107,17 @@ func newLagEvalCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return timeline.Eval(cmd.Context(), tl, cfg, func(line int, s *lagexporter.Snapshot) error {
+			return timeline.Play(cmd.Context(), tl, cfg, func(p timeline.Poll) error {
+				if p.Err != nil { // a recorded cycle that read nothing: counted, nothing published
+					if lf.output == "json" {
+						return nil
+					}
+					_, err := fmt.Fprintf(cmd.OutOrStdout(), "# %s:%d poll failed: %v\n", args[0], p.Line, p.Err)
+					return err
+				}
+				s := p.Snapshot
 				return printSnapshot(cmd.OutOrStdout(), s, lf.output,
-					fmt.Sprintf("# %s:%d poll %d at %s", args[0], line, s.Seq, s.Time.Format(time.RFC3339Nano)))
+					fmt.Sprintf("# %s:%d poll %d at %s", args[0], p.Line, s.Seq, s.Time.Format(time.RFC3339Nano)))
 			})
 		},
 	}
