@@ -125,13 +125,7 @@ func exposition(t *testing.T, text string) (map[string][]*float64, int) {
 		t.Fatal(err)
 	}
 	cfg := &lagexporter.Config{Cluster: "prod"}
-	if tl.Config != nil {
-		if err := tl.Config.Apply(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := tl.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	series := map[string][]*float64{}

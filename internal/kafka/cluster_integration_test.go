@@ -575,11 +575,7 @@ func TestClusterRecordThenEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &lagexporter.Config{}
-	if err := tl.Config.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := tl.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	i := 0

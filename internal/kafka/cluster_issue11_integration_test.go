@@ -305,11 +305,7 @@ func TestClusterRecordIncidentThenEval(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcfg := &lagexporter.Config{}
-	if err := tl.Config.Apply(rcfg); err != nil {
-		t.Fatal(err)
-	}
-	rcfg.SetDefaults()
-	if err := rcfg.Validate(); err != nil {
+	if err := tl.Configure(rcfg); err != nil {
 		t.Fatal(err)
 	}
 	i := 0

@@ -17,13 +17,7 @@ const caseDir = "../timeline/testdata"
 func caseConfig(t *testing.T, tl *timeline.Timeline) *lagexporter.Config {
 	t.Helper()
 	cfg := &lagexporter.Config{Cluster: "test"}
-	if tl.Config != nil {
-		if err := tl.Config.Apply(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.SetDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := tl.Configure(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

@@ -145,6 +145,18 @@ type Timeline struct {
 	lineNo []int // file line of each observation
 }
 
+// Configure applies the timeline's config line (if any) over cfg, then fills the defaults and validates it: the
+// configuration to Eval or Play the timeline with.
+func (tl *Timeline) Configure(cfg *lagexporter.Config) error {
+	if tl.Config != nil {
+		if err := tl.Config.Apply(cfg); err != nil {
+			return fmt.Errorf("timeline %s config: %w", tl.Name, err)
+		}
+	}
+	cfg.SetDefaults()
+	return cfg.Validate()
+}
+
 // Append adds an observation line after the last one, numbered as the line after the last one's (for timelines
 // built or extended in code).
 func (tl *Timeline) Append(l Line) {
