@@ -400,7 +400,7 @@ func TestRulesOnExporterRewindThenDied(t *testing.T) {
 		}},
 		{at: 24, expr: firing, want: map[string]float64{
 			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
-			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):          1,
+			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):         1,
 		}},
 		// still replaying at the end: the replay did not end, the group died
 		{at: 24, expr: `tidemark:lag_group_replaying:bool`, want: map[string]float64{`tidemark:lag_group_replaying:bool{` + g + `}`: 1}},
