@@ -52,11 +52,12 @@ type CatchUp struct {
 	// ETA is the estimate while State is CatchUpDraining (0 when caught up).
 	ETA time.Duration `json:"eta,omitempty"`
 	// DrainRate is the net rate at which the lag falls, in records per second: consumption − production, the
-	// negated least-squares slope of the lag over the window (<= 0 when not draining).
-	DrainRate float64 `json:"drain_rate"`
+	// negated least-squares slope of the lag over the window (<= 0 when not draining). float32 keeps ~7 digits,
+	// more than the estimate has, in half the memory (one per group-partition).
+	DrainRate float32 `json:"drain_rate"`
 	// RateError is the standard error of DrainRate (records/s) from the residuals of the fit; 0 with two samples.
 	// ETA / (1 ± RateError/DrainRate) brackets the estimate at about one standard error.
-	RateError float64 `json:"rate_error,omitempty"`
+	RateError float32 `json:"rate_error,omitempty"`
 }
 
 // Seconds returns the estimate in seconds: 0 caught up, the ETA while draining, +Inf when not draining, NaN unknown.
@@ -116,21 +117,21 @@ func EstimateCatchUp(w []Sample) CatchUp {
 		return CatchUp{}
 	}
 	slope := sxy / sxx
-	out := CatchUp{DrainRate: -slope}
+	out := CatchUp{DrainRate: float32(-slope)}
 	if len(w) > 2 {
 		var rss float64
 		for _, s := range w {
 			r := float64(s.Lag) - (ml + slope*(s.At.Sub(t0).Seconds()-mt))
 			rss += r * r
 		}
-		out.RateError = math.Sqrt(rss / (n - 2) / sxx)
+		out.RateError = float32(math.Sqrt(rss / (n - 2) / sxx))
 	}
-	if out.DrainRate <= 0 {
+	if -slope <= 0 {
 		out.State = CatchUpNotDraining
 		return out
 	}
 	out.State = CatchUpDraining
-	eta := float64(cur.Lag) / out.DrainRate
+	eta := float64(cur.Lag) / -slope
 	if eta > maxETA.Seconds() {
 		out.ETA = maxETA
 	} else {

@@ -46,7 +46,7 @@ func TestEstimateCatchUp(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := EstimateCatchUp(tc.w)
-			if got.State != tc.state || got.ETA != tc.eta || math.Abs(got.DrainRate-tc.rate) > 1e-12 || math.Abs(got.RateError-tc.rerr) > 1e-12 {
+			if got.State != tc.state || got.ETA != tc.eta || math.Abs(float64(got.DrainRate)-tc.rate) > 1e-6 || math.Abs(float64(got.RateError)-tc.rerr) > 1e-6 {
 				t.Fatalf("got %+v, want state %s eta %v rate %v ± %v", got, tc.state, tc.eta, tc.rate, tc.rerr)
 			}
 		})

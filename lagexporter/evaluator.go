@@ -59,12 +59,12 @@ type gpState struct {
 	// the log as it is now, so they are no replay boundary (item 2).
 	replayFrom int64
 	replay     ReplayState
-	aheadReads int    // consecutive reads with the commit past End
-	lastStatus Status // status of the last cycle that added a sample (a stale partition keeps it)
 	// deletedThrough is the log start of the last read: unread records below it are already counted.
 	deletedThrough int64
-	deletedSeen    bool
 	seen           uint64 // seq of the last cycle that saw it
+	aheadReads     int32  // consecutive reads with the commit past End
+	lastStatus     Status // status of the last cycle that added a sample (a stale partition keeps it)
+	deletedSeen    bool
 }
 
 // ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit,
@@ -195,8 +195,12 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			delete(e.topics, k)
 		}
 	}
+	inSnap := make(map[string]bool, len(snap.Groups))
+	for i := range snap.Groups {
+		inSnap[snap.Groups[i].Group] = true
+	}
 	for name := range e.groups {
-		if snap.Group(name) == nil {
+		if !inSnap[name] { // a linear Snapshot.Group per name made this quadratic in the number of groups
 			delete(e.groups, name)
 		}
 	}
@@ -293,7 +297,6 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 			pv := tv.parts[pn]
 			c, has := committed[tpKey{topic, pn}]
 			pl := e.evalPartition(&gc, tv.obs, pv, c, has, probes, now, seq)
-			pl.FlagText = pl.Flags.String()
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
@@ -374,7 +377,7 @@ func (gc *groupCtx) unassigned(topic string, partition int32, has bool, commitTi
 // partitions do not count.
 func groupCatchUp(parts []PartitionLag) CatchUp {
 	out := CatchUp{State: CatchUpCaughtUp}
-	var varSum float64
+	var varSum float32
 	for i := range parts {
 		p := &parts[i]
 		if !p.Known || p.Flags.Has(FlagUnassigned) || p.Flags.Has(FlagStale) {
@@ -392,7 +395,7 @@ func groupCatchUp(parts []PartitionLag) CatchUp {
 			out.State, out.ETA = CatchUpDraining, max(out.ETA, c.ETA)
 		}
 	}
-	out.RateError = math.Sqrt(varSum)
+	out.RateError = float32(math.Sqrt(float64(varSum)))
 	if out.State != CatchUpDraining {
 		out.ETA = 0
 	}
@@ -516,7 +519,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, t *TopicObservation, pv *partVie
 	add(st.ring[:st.next])
 	e.window = w
 	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
-		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: st.aheadReads}
+		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads)}
 	if st.replay.Active {
 		// the backlog the group never received: past the pre-rewind offset, aged from the end-offset history
 		liveStart := max(in.Start(), st.replay.Boundary)

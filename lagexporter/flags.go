@@ -1,6 +1,10 @@
 package lagexporter
 
-import "strings"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
 
 // Flags qualify one group-partition's lag. They are a bit set; String lists the set names, comma-separated, in the
 // order of FlagNames. Each flag is also exposed as tidemark_lag_partition_flag{flag="<name>"} (docs/metrics.md).
@@ -72,6 +76,23 @@ func (f Flags) String() string {
 		}
 	}
 	return b.String()
+}
+
+// MarshalJSON writes the set flags' names, comma-separated (String).
+func (f Flags) MarshalJSON() ([]byte, error) { return json.Marshal(f.String()) }
+
+// UnmarshalJSON reads the String form.
+func (f *Flags) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, ok := ParseFlags(s)
+	if !ok {
+		return fmt.Errorf("flags %q: not a comma-separated list of %v", s, FlagNames)
+	}
+	*f = v
+	return nil
 }
 
 // ParseFlags parses the String form back.

@@ -66,8 +66,7 @@ type PartitionLag struct {
 	// timestamp could be read or estimated.
 	TimeLag      time.Duration `json:"time_lag"`
 	TimeLagKnown bool          `json:"time_lag_known"`
-	Flags        Flags         `json:"-"`
-	FlagText     string        `json:"flags,omitempty"`
+	Flags        Flags         `json:"flags,omitempty"` // written as their names, comma-separated
 	Status       Status        `json:"status"`
 	// ReplayBoundary is the committed offset before the rewind while FlagReplay is set (case C30).
 	ReplayBoundary int64 `json:"replay_boundary_offset,omitempty"`

@@ -11,13 +11,13 @@ type RetentionMargin struct {
 	// Time is retention.ms − time lag, at least 0: how long until the first unconsumed record is itself older than
 	// retention.ms. Known only with lag, a known time lag and a finite retention.ms. When the time lag is a lower
 	// bound (flag lower_bound), Time is an upper bound.
-	Time      time.Duration `json:"time_left,omitempty"`
-	TimeKnown bool          `json:"time_known,omitempty"`
+	Time time.Duration `json:"time_left,omitempty"`
 	// Bytes is retention.bytes − the bytes from the first unconsumed record to the end of the log, at least 0: how
 	// many more bytes producers may append before size-based retention reaches it. The unconsumed bytes are the
 	// partition's size (DescribeLogDirs) × (HW − start) / (HW − log start), i.e. records of uniform size. Known only
 	// with lag, a finite retention.bytes and a size read this cycle.
 	Bytes      int64 `json:"bytes_left,omitempty"`
+	TimeKnown  bool  `json:"time_known,omitempty"`
 	BytesKnown bool  `json:"bytes_known,omitempty"`
 }
 

@@ -188,7 +188,7 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 			if p.TimeLagKnown {
 				tl = fmt.Sprintf("%.3fs", p.TimeLag.Seconds())
 			}
-			flags := p.FlagText
+			flags := p.Flags.String()
 			if flags == "" {
 				flags = "-"
 			}
