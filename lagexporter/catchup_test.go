@@ -2,6 +2,7 @@ package lagexporter
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -102,5 +103,60 @@ func TestComputeRetentionMargin(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCatchUpErrorAsDocumented checks the error EstimateCatchUp's doc (and docs/lag.md) states, on the example it
+// gives: a group consuming c = 1,000 records/s while 900/s are produced (drain rate 100/s), committing every I = 5 s
+// at moments unrelated to the polls, sampled n = 10 times 30 s apart (W = 270 s). Each sample's committed offset lags
+// the consumer by c·u records, u uniform in [0, I). Over 4,000 windows (fixed seed, so the run is deterministic):
+// the estimate is unbiased, its spread is the stated standard error c·I/W·√((n−1)/(n(n+1))) = 5.30 records/s, and
+// RateError, the fit's own estimate of it, agrees. An estimator through the first and last sample only would spread
+// √2·c·I/(√12·W) = 7.56 records/s and fail the spread check.
+func TestCatchUpErrorAsDocumented(t *testing.T) {
+	const (
+		c, p   = 1000.0, 900.0 // consumption and production, records/s
+		I      = 5.0           // commit interval, s
+		n      = 10            // samples in the window
+		step   = 30.0          // poll interval, s
+		W      = step * (n - 1)
+		trials = 4000
+	)
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(11, 12))
+	var sum, sumSq, sumErr float64
+	w := make([]Sample, n)
+	for range trials {
+		for i := range w {
+			at := float64(i) * step
+			end := 100_000 + p*at
+			committed := c * (at - rng.Float64()*I) // the last commit was u seconds ago
+			w[i] = Sample{Lag: int64(math.Round(end - committed)), HasCommit: true, At: t0.Add(time.Duration(at) * time.Second)}
+		}
+		got := EstimateCatchUp(w)
+		if got.State != CatchUpDraining {
+			t.Fatalf("window %+v: %+v, want draining", w, got)
+		}
+		r := float64(got.DrainRate)
+		sum, sumSq, sumErr = sum+r, sumSq+r*r, sumErr+float64(got.RateError)
+	}
+	mean := sum / trials
+	sd := math.Sqrt(sumSq/trials - mean*mean)
+	want := c * I / W * math.Sqrt(float64(n-1)/float64(n*(n+1)))
+	if math.Abs(want-5.30) > 0.005 {
+		t.Fatalf("stated standard error %.3f, want the 5.30 records/s docs/lag.md gives", want)
+	}
+	// the mean of 4,000 draws is within 4 standard errors of the truth
+	if math.Abs(mean-(c-p)) > 4*sd/math.Sqrt(trials) {
+		t.Errorf("mean drain rate %.3f, want %.1f (unbiased)", mean, c-p)
+	}
+	// the sample standard deviation of 4,000 draws is within ±5% of the true one (its own error is about 1.1%)
+	if math.Abs(sd/want-1) > 0.05 {
+		t.Errorf("drain rate spread %.3f records/s, want %.3f ± 5%%", sd, want)
+	}
+	// RateError's mean is slightly below the truth (the square root of an unbiased variance; ≈3% for 8 degrees
+	// of freedom)
+	if e := sumErr / trials; e/want < 0.9 || e/want > 1.02 {
+		t.Errorf("mean RateError %.3f records/s, want within −10%%..+2%% of %.3f", e, want)
 	}
 }
