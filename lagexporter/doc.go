@@ -9,7 +9,11 @@
 //   - The lag of one group-partition (lag.go, flags.go): [ComputeLag] turns a [PartitionInput] into a [PartitionLag]
 //     (offset lag, effective lag, expired offsets, time lag, [Flags]). Pure.
 //   - The status rules (status.go, status_rules.go): Burrow's sliding-window evaluation ([EvaluateStatus]: OK, WARN,
-//     STALL, STOP, ERR, REWIND), each rule a small pure function, and the replay state of case C30 ([NextReplay]).
+//     STALL, STOP, ERR, REWIND, AHEAD), each rule a small pure function, and the replay state of case C30
+//     ([NextReplay]), an episode beside the status rather than a status in its place.
+//   - Time left (retention.go, catchup.go): [ComputeRetentionMargin], the time and bytes before retention may delete
+//     the first unconsumed record, and [EstimateCatchUp], the least-squares catch-up estimate over the status window
+//     with its standard error. Pure.
 //   - The evaluator (evaluator.go, snapshot.go): an [Evaluator] turns successive observations into immutable
 //     [Snapshot] values (per group [GroupLag] with partitions and [Aggregate] sums), holding the state that spans
 //     cycles (windows, commit times, replay, last known offsets, high-watermark history for interpolation).

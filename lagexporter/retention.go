@@ -14,8 +14,9 @@ type RetentionMargin struct {
 	Time time.Duration `json:"time_left,omitempty"`
 	// Bytes is retention.bytes − the bytes from the first unconsumed record to the end of the log, at least 0: how
 	// many more bytes producers may append before size-based retention reaches it. The unconsumed bytes are the
-	// partition's size (DescribeLogDirs) × (HW − start) / (HW − log start), i.e. records of uniform size. Known only
-	// with lag, a finite retention.bytes and a size read this cycle.
+	// partition's size (DescribeLogDirs) × (HW − start) / (HW − log start), i.e. records of uniform size: when the
+	// unconsumed records are bigger than the log's average (or a compacted head holds fewer bytes per offset), Bytes
+	// is too large, not a lower bound. Known only with lag, a finite retention.bytes and a size read this cycle.
 	Bytes      int64 `json:"bytes_left,omitempty"`
 	TimeKnown  bool  `json:"time_known,omitempty"`
 	BytesKnown bool  `json:"bytes_known,omitempty"`
