@@ -554,18 +554,29 @@ func TestClusterReadRecordsRounds(t *testing.T) {
 	}
 }
 
+// recordingFixture makes the topic of the record/eval tests: 2 partitions of 20 records produced a minute ago, and a
+// group committed at 5 and 20 that the loop has seen.
+func (e *lagEnv) recordingFixture(suffix string) (topic, group string) {
+	e.t.Helper()
+	topic, group = e.topic(suffix, 2, nil), e.prefix+"_g"
+	produce(e.t, topic, []int32{0, 1}, 20, time.Now().Add(-time.Minute))
+	e.commit(group, map[string]map[int32]int64{topic: {0: 5, 1: 20}})
+	e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Partitions) == 2 })
+	return topic, group
+}
+
+// recorder writes a timeline of this test's groups and topics to buf, as `lag record` does.
+func (e *lagEnv) recorder(buf *bytes.Buffer) *timeline.Writer {
+	return timeline.NewWriter(buf, &timeline.ConfigBlock{Cluster: "it", GroupAllow: []string{e.prefix + ".*"},
+		TopicAllow: []string{e.prefix + ".*"}})
+}
+
 // TestClusterRecordThenEval: a timeline recorded from the real cluster replays through Eval to the same numbers.
 func TestClusterRecordThenEval(t *testing.T) {
 	e := newLagEnv(t, nil)
-	topic := e.topic("rec", 2, nil)
-	produce(t, topic, []int32{0, 1}, 20, time.Now().Add(-time.Minute))
-	group := e.prefix + "_g"
-	e.commit(group, map[string]map[int32]int64{topic: {0: 5, 1: 20}})
-	e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Partitions) == 2 })
+	topic, group := e.recordingFixture("rec")
 	var buf bytes.Buffer
-	tw := timeline.NewWriter(&buf, &timeline.ConfigBlock{Cluster: "it", GroupAllow: []string{e.prefix + ".*"},
-		TopicAllow: []string{e.prefix + ".*"}})
-	e.loop.SetRecorder(tw.Write)
+	e.loop.SetRecorder(e.recorder(&buf).Write)
 	var live []*lagexporter.Snapshot
 	for range 2 {
 		live = append(live, e.cycle())

@@ -264,14 +264,9 @@ func TestClusterWrongUnitTimestamp(t *testing.T) {
 // out of time before it could read anything) replays through `lag eval` with the live counters.
 func TestClusterRecordIncidentThenEval(t *testing.T) {
 	e := newLagEnv(t, nil)
-	topic := e.topic("incident", 2, nil)
-	produce(t, topic, []int32{0, 1}, 20, time.Now().Add(-time.Minute))
-	group := e.prefix + "_g"
-	e.commit(group, map[string]map[int32]int64{topic: {0: 5, 1: 20}})
-	e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Partitions) == 2 })
+	e.recordingFixture("incident")
 	var buf bytes.Buffer
-	tw := timeline.NewWriter(&buf, &timeline.ConfigBlock{Cluster: "it", GroupAllow: []string{e.prefix + ".*"},
-		TopicAllow: []string{e.prefix + ".*"}})
+	tw := e.recorder(&buf)
 	// a fresh loop, so its counters start with the recording
 	cfg := &lagexporter.Config{Cluster: "it", GroupAllow: []string{e.prefix + ".*"}, TopicAllow: []string{e.prefix + ".*"}}
 	cfg.SetDefaults()
