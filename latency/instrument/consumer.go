@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ConsumerConfig configures a [Consumer].
@@ -25,6 +26,10 @@ type ConsumerConfig struct {
 	// TimestampTypes tells, per topic, what the record timestamp means; topics not listed are sent as
 	// TimestampUnknown and the collector resolves them from the topic's configuration.
 	TimestampTypes map[string]TimestampType
+	// TracerProvider is the application's OpenTelemetry tracer provider: each record then gets a "process <topic>"
+	// span (kind CONSUMER) from Receive to Done on this host's clock, parented to and linked with the producer's
+	// context from traceparent. nil (the default) turns spans off at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // ConsumerStats are the consumer helper's counters since it started.
@@ -33,7 +38,7 @@ type ConsumerStats struct {
 	ReceiveMissing uint64 // Done for a record with no receive stamp kept (not Received, or MaxPending was full)
 	PendingFull    uint64 // receive stamps not kept because MaxPending was reached
 	BadHeaders     uint64 // produce-time headers that did not decode or held a stamp ≤ 0; the receipt has no produce stamp
-	BadTraceParent uint64 // traceparent headers that were present but malformed; the receipt has no trace context
+	BadTraceParent uint64 // traceparent headers that were present but malformed; the receipt has no trace context (and a process span, if any, is a root)
 	EmitDropped    uint64 // receipts the emitter refused (its queue was full)
 	PendingRecords int    // receive stamps held now
 }
@@ -44,6 +49,12 @@ type recordKey struct {
 	offset    int64
 }
 
+// pendingRecord is what Receive keeps until Done: the receive stamp and, with tracing, the open process span.
+type pendingRecord struct {
+	recv int64 // consumer clock, ns
+	span trace.Span
+}
+
 // Consumer records receive and processed stamps for an application's consumed records and emits a [Receipt] per
 // processed record. It is safe for concurrent use by the partition goroutines of a consumer group session. It can also
 // be registered as a sarama ConsumerInterceptor, which stamps the time the client fetched the record instead of the
@@ -52,9 +63,11 @@ type Consumer struct {
 	cfg  ConsumerConfig
 	emit *Emitter
 
-	// mu guards pending: receive stamps (consumer clock, ns) by record, removed by Done.
+	tracer *tracer // nil: tracing off
+
+	// mu guards pending: receive stamps (consumer clock, ns) and process spans by record, removed by Done.
 	mu      sync.Mutex
-	pending map[recordKey]int64
+	pending map[recordKey]pendingRecord
 
 	done, receiveMissing, pendingFull, badHeaders, badTraceParent, emitDropped atomic.Uint64
 }
@@ -79,7 +92,8 @@ func NewConsumer(cfg ConsumerConfig, emit *Emitter) (*Consumer, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 65536
 	}
-	return &Consumer{cfg: cfg, emit: emit, pending: make(map[recordKey]int64)}, nil
+	return &Consumer{cfg: cfg, emit: emit, tracer: newTracer(cfg.TracerProvider, cfg.Host),
+		pending: make(map[recordKey]pendingRecord)}, nil
 }
 
 // OnConsume implements sarama.ConsumerInterceptor: it stamps the receive time when the client hands the record on.
@@ -88,32 +102,53 @@ func (c *Consumer) OnConsume(msg *sarama.ConsumerMessage) { c.Receive(msg) }
 // Receive stamps msg's receive time (call it when the application takes the record from the consumer). A second
 // Receive for the same record keeps the first stamp.
 func (c *Consumer) Receive(msg *sarama.ConsumerMessage) {
-	now := c.cfg.Clock.now().UnixNano()
+	now := c.cfg.Clock.now()
 	k := recordKey{msg.Topic, msg.Partition, msg.Offset}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if _, ok := c.pending[k]; ok {
+		c.mu.Unlock()
 		return
 	}
 	if len(c.pending) >= c.cfg.MaxPending {
+		c.mu.Unlock()
 		c.pendingFull.Add(1)
 		return
 	}
-	c.pending[k] = now
+	c.pending[k] = pendingRecord{recv: now.UnixNano()}
+	c.mu.Unlock()
+	if c.tracer != nil {
+		// Started outside the lock (a recording span allocates); Done of this record cannot run before Receive returns.
+		span := c.tracer.process(msg, c.cfg.Group, now)
+		c.mu.Lock()
+		if pr, ok := c.pending[k]; ok && pr.span == nil {
+			pr.span = span
+			c.pending[k] = pr
+			span = nil
+		}
+		c.mu.Unlock()
+		if span != nil { // forgotten meanwhile (a revoked partition): the record will not be Done here
+			span.End(trace.WithTimestamp(now))
+		}
+	}
 }
 
 // Done stamps msg's processed time and emits its receipt. It never blocks and never fails: a receipt the emitter
 // cannot queue is counted (Stats().EmitDropped).
 func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
-	processed := c.cfg.Clock.now().UnixNano()
+	at := c.cfg.Clock.now()
+	processed := at.UnixNano()
 	c.done.Add(1)
 	k := recordKey{msg.Topic, msg.Partition, msg.Offset}
 	c.mu.Lock()
-	recv, ok := c.pending[k]
+	pr, ok := c.pending[k]
 	delete(c.pending, k)
 	c.mu.Unlock()
+	recv := pr.recv
 	if !ok {
 		c.receiveMissing.Add(1)
+	}
+	if pr.span != nil {
+		pr.span.End(trace.WithTimestamp(at))
 	}
 	r := Receipt{
 		Group: c.cfg.Group, Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
@@ -153,10 +188,15 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 // Forget drops the receive stamps of a partition's records, e.g. when the partition is revoked in a rebalance and
 // the records will not be Done here.
 func (c *Consumer) Forget(topic string, partition int32) {
+	now := c.cfg.Clock.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.pending {
+	for k, pr := range c.pending {
 		if k.topic == topic && k.partition == partition {
+			if pr.span != nil { // processing did not complete here: the span ends, marked as such
+				pr.span.SetAttributes(attrRevoked)
+				pr.span.End(trace.WithTimestamp(now))
+			}
 			delete(c.pending, k)
 		}
 	}

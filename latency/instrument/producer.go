@@ -29,6 +29,11 @@ type ProducerConfig struct {
 	Offsets OffsetSource
 	// Propagator writes trace context; nil means W3C Trace Context (propagation.TraceContext).
 	Propagator propagation.TextMapPropagator
+	// TracerProvider is the application's OpenTelemetry tracer provider: every record then gets a "send <topic>"
+	// span (kind PRODUCER) whose context is what its traceparent carries. nil (the default) turns spans off: the
+	// interceptor never calls OpenTelemetry's span API and records get a fresh sampled trace id, as before, so that
+	// rows stay correlatable and the collector's hop spans have a trace to join.
+	TracerProvider trace.TracerProvider
 }
 
 // ProducerInterceptor is a sarama.ProducerInterceptor that stamps every record with the [HeaderProduceTime] header
@@ -38,6 +43,7 @@ type ProducerConfig struct {
 // the first produce is the one measured.
 type ProducerInterceptor struct {
 	cfg     ProducerConfig
+	tracer  *tracer // nil: tracing off
 	encErrs atomic.Uint64
 }
 
@@ -51,15 +57,20 @@ func NewProducerInterceptor(cfg ProducerConfig) *ProducerInterceptor {
 	if cfg.Unit == 0 {
 		cfg.Unit = UnitMicros
 	}
-	return &ProducerInterceptor{cfg: cfg}
+	return &ProducerInterceptor{cfg: cfg, tracer: newTracer(cfg.TracerProvider, cfg.Host)}
 }
 
 // OnSend implements sarama.ProducerInterceptor. It never fails the send: a header it cannot encode (a host id over
 // 255 bytes) is skipped and counted in EncodeErrors.
+//
+// With a TracerProvider, the send span is recorded on the host's clock (ProducerConfig.Clock), as an SDK on that
+// host would record it; it is the child of the context the record already carries (InjectContext), and a record that
+// already has a produce-time header (a retry through another producer) gets no second span.
 func (p *ProducerInterceptor) OnSend(msg *sarama.ProducerMessage) {
 	c := producerCarrier{msg}
 	if c.Get(HeaderProduceTime) == "" {
-		h := ProduceHeader{Time: p.cfg.Clock.now(), Unit: p.cfg.Unit, Host: p.cfg.Host}
+		now := p.cfg.Clock.now()
+		h := ProduceHeader{Time: now, Unit: p.cfg.Unit, Host: p.cfg.Host}
 		if p.cfg.Offsets != nil {
 			h.Offset = p.cfg.Offsets.ClockOffset().sane()
 		}
@@ -68,6 +79,13 @@ func (p *ProducerInterceptor) OnSend(msg *sarama.ProducerMessage) {
 			p.encErrs.Add(1)
 		} else {
 			msg.Headers = append(msg.Headers, sarama.RecordHeader{Key: []byte(HeaderProduceTime), Value: v})
+		}
+		if p.tracer != nil {
+			if sc := p.tracer.send(msg, now, p.cfg.Propagator); sc.IsValid() {
+				p.cfg.Propagator.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
+				return
+			}
+			// A provider that records nothing (a noop provider) and a record without a parent: mint one below.
 		}
 	}
 	if c.Get(HeaderTraceParent) == "" {
