@@ -55,6 +55,9 @@ type Result struct {
 	Has    uint8
 	// Uncertainty of E2E in ms (the sum of its two end hosts' offset uncertainties); NaN if E2E is absent.
 	Uncertainty float64
+	// MomentUnc is each corrected moment's offset uncertainty in ms (0 on the reference clock, +Inf where the
+	// host's offset is unknown); 0 where the moment is absent. See [Result.StageUncertainty].
+	MomentUnc [NumMoments]float64
 	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
 	// A millisecond stamp v is taken as v + 0.5 ms, the middle of the millisecond it truncates.
 	Corrected [NumMoments]float64
@@ -83,6 +86,22 @@ func (r *Result) Stage(s Stage) (float64, bool) {
 		return 0, false
 	}
 	return r.Stages[s], true
+}
+
+// StageUncertainty returns the uncertainty in ms of stage s (present, see Has) as the correction bounds it: the sum
+// of its two end moments' offset uncertainties, each a hard bound, so the true stage lies within Stages[s] ± it
+// (before the monotone projection, which only narrows a violation). +Inf when an end's offset is unknown. For a stage
+// whose two ends one host stamped (processing) the offsets cancel and this overstates it.
+func (r *Result) StageUncertainty(s Stage) float64 {
+	first, end := Append, Processed
+	if r.Corrected[SourceAppend] != 0 {
+		first = SourceAppend
+	}
+	if r.Flags&FlagCommitBound != 0 {
+		end = Commit
+	}
+	x, y := stageEnds(s, first, end)
+	return r.MomentUnc[x] + r.MomentUnc[y]
 }
 
 // Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
@@ -143,8 +162,10 @@ func correct(tl *timeline, pol policy, out *Result) {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
 		c[m] = tl.obs[m] - r.theta
+		out.MomentUnc[m] = r.unc
 		switch r.kind {
 		case KindUnknown:
+			out.MomentUnc[m] = math.Inf(1)
 			out.Flags |= FlagOffsetUnknown
 		case KindEnvelope:
 			out.Flags |= FlagEnvelope

@@ -49,6 +49,7 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 		res.Has = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
 		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
 		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
+		res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Processed] = up, ua, uc
 		if bad != 0 {
 			fastUntrusted(st, bad, Processed, res)
 		}
@@ -71,6 +72,7 @@ func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
 	res.Stages[StageIngest], res.Stages[StageQueueWait], res.Stages[StageProcessing] = ingest, qw, pr
 	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
 	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
+	res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Receive], res.MomentUnc[Processed] = up, ua, uv, uc
 	if bad != 0 {
 		fastUntrusted(st, bad, Processed, res)
 	}
