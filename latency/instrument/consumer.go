@@ -174,9 +174,10 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 			r.ProduceClock = h.Offset
 		}
 	}
-	var err error
-	r.TraceID, r.SpanID, err = TraceParent(header(msg.Headers, HeaderTraceParent))
-	r.HasTrace = err == nil
+	sc, err := SpanContextOf(header(msg.Headers, HeaderTraceParent))
+	if err == nil {
+		r.TraceID, r.SpanID, r.HasTrace, r.TraceUnsampled = sc.TraceID(), sc.SpanID(), true, !sc.IsSampled()
+	}
 	if errors.Is(err, ErrMalformedTraceParent) {
 		c.badTraceParent.Add(1)
 	}

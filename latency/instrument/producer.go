@@ -140,13 +140,20 @@ func ParseTraceParent(v []byte) (traceID [16]byte, spanID [8]byte, ok bool) {
 // [ErrMalformedTraceParent] that quotes the value (at most 64 bytes of it). Callers count the second and ignore the
 // first.
 func TraceParent(v []byte) (traceID [16]byte, spanID [8]byte, err error) {
+	sc, err := SpanContextOf(v)
+	return sc.TraceID(), sc.SpanID(), err
+}
+
+// SpanContextOf is [TraceParent] returning the whole remote span context (ids and trace flags: IsSampled tells
+// whether the producer's trace is recorded), with the same errors.
+func SpanContextOf(v []byte) (trace.SpanContext, error) {
 	if len(v) == 0 {
-		return traceID, spanID, ErrNoTraceParent
+		return trace.SpanContext{}, ErrNoTraceParent
 	}
 	carrier := propagation.MapCarrier{HeaderTraceParent: string(v)}
 	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 	if !sc.IsValid() {
-		return traceID, spanID, fmt.Errorf("traceparent %q: %w", v[:min(len(v), 64)], ErrMalformedTraceParent)
+		return trace.SpanContext{}, fmt.Errorf("traceparent %q: %w", v[:min(len(v), 64)], ErrMalformedTraceParent)
 	}
-	return sc.TraceID(), sc.SpanID(), nil
+	return sc, nil
 }

@@ -34,7 +34,8 @@ const (
 	rFlagOffset
 	rFlagProduceOffset
 	rFlagTrace
-	rFlagAll = 1<<iota - 1
+	rFlagTraceUnsampled // with rFlagTrace: the traceparent's sampled flag was clear
+	rFlagAll            = 1<<iota - 1
 )
 
 // Receipt is what a consumer reports after it processed one record: which record, the stamps seen along the way, and
@@ -45,7 +46,7 @@ const (
 //	size  field
 //	1     version = 1
 //	1     flags: bit0 record ts, bit1 produce stamp, bit2 receive stamp, bit3 consumer clock offset,
-//	      bit4 producer clock offset, bit5 trace context; other bits must be 0
+//	      bit4 producer clock offset, bit5 trace context, bit6 trace not sampled (only with bit5); bit7 must be 0
 //	1     record timestamp type (0 unknown, 1 CreateTime, 2 LogAppendTime)
 //	4     partition int32
 //	8     offset int64
@@ -84,10 +85,13 @@ type Receipt struct {
 	Host        string
 	Clock       ClockOffset
 
-	// TraceID and SpanID come from the record's traceparent header; zero when HasTrace is false.
-	TraceID  [16]byte
-	SpanID   [8]byte
-	HasTrace bool
+	// TraceID and SpanID come from the record's traceparent header; zero when HasTrace is false. TraceUnsampled is
+	// set when that header's sampled flag was clear (the producer's trace is not recorded): the zero value, sampled,
+	// is what receipts written before the flag existed mean, since their producers always minted sampled traces.
+	TraceID        [16]byte
+	SpanID         [8]byte
+	HasTrace       bool
+	TraceUnsampled bool
 }
 
 // Processed returns the processed stamp as a time.
@@ -150,6 +154,9 @@ func (r *Receipt) Validate() error {
 	if r.HasTrace && (r.TraceID == [16]byte{} || r.SpanID == [8]byte{}) {
 		return fail("all-zero trace id or span id (invalid in W3C Trace Context)")
 	}
+	if r.TraceUnsampled && !r.HasTrace {
+		return fail("trace sampling flag without trace context")
+	}
 	return nil
 }
 
@@ -182,6 +189,9 @@ func (r *Receipt) appendUnchecked(b []byte) []byte {
 	}
 	if r.HasTrace {
 		flags |= rFlagTrace
+	}
+	if r.TraceUnsampled {
+		flags |= rFlagTraceUnsampled
 	}
 	b = append(b, ReceiptVersion, flags, byte(r.TimestampType))
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Partition))
@@ -270,6 +280,12 @@ func (r *Receipt) decode(rd *reader) error {
 		copy(out.TraceID[:], rd.take(16, "trace id"))
 		copy(out.SpanID[:], rd.take(8, "span id"))
 		out.HasTrace = true
+	}
+	if flags&rFlagTraceUnsampled != 0 {
+		if flags&rFlagTrace == 0 {
+			rd.fail("trace-not-sampled flag without trace context")
+		}
+		out.TraceUnsampled = true
 	}
 	out.Group = rd.str("group")
 	out.Topic = rd.str("topic")

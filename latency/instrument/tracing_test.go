@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -266,4 +267,65 @@ func BenchmarkConsume(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The receipt carries the traceparent's sampled flag as bit6 "not sampled", so that receipts written before the bit
+// existed (their producers minted sampled traces) still read as sampled.
+func TestReceiptTraceSampledFlag(t *testing.T) {
+	r := Receipt{Group: "g", Topic: "t", Offset: 1, ProcessedNs: 1, Host: "c1", HasTrace: true,
+		TraceID: [16]byte{1}, SpanID: [8]byte{2}, TraceUnsampled: true}
+	b, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[1] != rFlagTrace|rFlagTraceUnsampled {
+		t.Fatalf("flags %#x", b[1])
+	}
+	var got Receipt
+	if err := got.UnmarshalBinary(b); err != nil || got != r {
+		t.Fatalf("round trip %+v, %v", got, err)
+	}
+	b[1] = rFlagTraceUnsampled          // the bit alone, without trace context (and without its 24 bytes)
+	b = append(b[:23:23], b[23+24:]...) // header 23 bytes, then the trace ids
+	if err := got.UnmarshalBinary(b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("bit6 without bit5: %v, want ErrMalformed", err)
+	}
+	if err := (&Receipt{Group: "g", Topic: "t", ProcessedNs: 1, Host: "c1", TraceUnsampled: true}).Validate(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Validate: %v", err)
+	}
+}
+
+func TestConsumerReportsUnsampledTrace(t *testing.T) {
+	r := receiptOf(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")
+	if !r.HasTrace || !r.TraceUnsampled {
+		t.Fatalf("receipt %+v", r)
+	}
+	if r = receiptOf(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); !r.HasTrace || r.TraceUnsampled {
+		t.Fatalf("receipt %+v", r)
+	}
+}
+
+// receiptOf runs one record with the given traceparent through a consumer helper and returns its receipt.
+func receiptOf(t *testing.T, traceparent string) Receipt {
+	t.Helper()
+	cfg := mocks.NewTestConfig()
+	cfg.Producer.Return.Successes = true
+	prod := mocks.NewAsyncProducer(t, cfg)
+	var sent *sarama.ProducerMessage
+	prod.ExpectInputWithMessageCheckerFunctionAndSucceed(func(m *sarama.ProducerMessage) error { sent = m; return nil })
+	em := NewEmitter(prod, EmitterConfig{Topic: "receipts", Linger: time.Hour, MaxBatch: 1})
+	c, err := NewConsumer(ConsumerConfig{Group: "g", Host: "c1"}, em)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := consumed("orders", 0, 5, time.Now(), []sarama.RecordHeader{{Key: []byte(HeaderTraceParent), Value: []byte(traceparent)}})
+	c.Receive(m)
+	c.Done(m)
+	em.Close()
+	v, _ := sent.Value.Encode()
+	rs, err := DecodeReceiptBatch(nil, v)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("decode: %v (%d)", err, len(rs))
+	}
+	return rs[0]
 }
