@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -31,6 +32,8 @@ type Options struct {
 	Metrics *Metrics
 	Clock   func() time.Time // reference clock; nil is time.Now
 	Logger  *slog.Logger
+	// TracerProvider receives the hop spans (traces.go); nil turns them off.
+	TracerProvider trace.TracerProvider
 }
 
 // Collector runs the enabled paths.
@@ -66,7 +69,7 @@ func New(cfg Config, opts Options) (*Collector, error) {
 		opts.Metrics = NewMetrics(nil)
 	}
 	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
-		clock: opts.Clock, log: opts.Logger}
+		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost, opts.Metrics)}
 	c := &Collector{cfg: cfg, opts: opts, deps: d}
 	if cfg.Tap.Enabled {
 		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.Group: true, cfg.Tap.Group: true}

@@ -28,6 +28,8 @@ type Config struct {
 	// Each is a bucket boundary of tidemark_e2e_latency_seconds and tidemark_stage_latency_seconds, whose other
 	// boundaries scale with the first (LatencyBuckets); a burn-rate rule selects `le="<threshold in s>"`.
 	SLOThresholds []time.Duration `yaml:"slo_thresholds"`
+	// Traces configures the hop spans added to producers' traces while tracing is on (traces.go).
+	Traces TracesConfig `yaml:"traces"`
 }
 
 // ReceiptsConfig configures the receipts path.
@@ -100,6 +102,7 @@ func (c *Config) SetDefaults() {
 	if len(c.SLOThresholds) == 0 {
 		c.SLOThresholds = []time.Duration{DefaultSLOThreshold}
 	}
+	c.Traces.setDefaults(c.SLOThresholds)
 }
 
 // ValidTopicName reports whether name is a legal Kafka topic name: 1 to 249 characters of [a-zA-Z0-9._-], and
@@ -175,6 +178,9 @@ func (c *Config) Validate() error {
 		if th < time.Millisecond || th > time.Hour {
 			bad(fmt.Sprintf("slo_thresholds[%d]", i), "must be in [1ms, 1h], got %v", th)
 		}
+	}
+	if err := c.Traces.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -38,6 +38,12 @@ type Metrics struct {
 	StageLatency *prometheus.HistogramVec // stage, group, topic
 	// LatencyBuckets are E2ELatency's and StageLatency's upper bounds in seconds (see LatencyBuckets).
 	LatencyBuckets []float64
+	// TraceDecisions counts records by the hop-span sampler's decision (sampled, slow, unsampled, ratio,
+	// no_trace); only while tracing is on (traces.go).
+	TraceDecisions *prometheus.CounterVec // path, decision
+	// HopSpans counts hop spans by stage (ingest, queue_wait) and outcome (emitted, untrusted: the stage rests on a
+	// skew-suspected clock pair, so no span is made).
+	HopSpans *prometheus.CounterVec // path, stage, outcome
 }
 
 // DefaultSLOThreshold is the end-to-end latency threshold of the default SLO (docs/slo.md: 99.9 % of live messages
@@ -115,10 +121,14 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Buckets: buckets,
 		}, []string{"stage", "group", "topic"}),
 		LatencyBuckets: buckets,
+		TraceDecisions: cv("tidemark_collector_trace_decisions_total",
+			"Records with or without trace context by the hop-span sampler's decision (sampled, slow, unsampled, ratio, no_trace).", "path", "decision"),
+		HopSpans: cv("tidemark_collector_hop_spans_total",
+			"Hop spans (ingest, queue_wait) built from corrected stamps, by outcome: emitted, or untrusted (not made: the stage rests on a skew-suspected clock pair).", "path", "stage", "outcome"),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency} {
+			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
 			reg.MustRegister(c)
 		}
 	}

@@ -33,6 +33,7 @@ type pathDeps struct {
 	markers markers
 	live    liveHistograms
 	health  health
+	tracer  *hopTracer // nil: tracing off
 	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
 	instrumented sync.Map
 }
@@ -404,11 +405,18 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 	if r.HasTrace {
 		tid, sid = r.TraceID[:], r.SpanID[:]
 	}
+	exemplar := tid
+	if p.tracer != nil {
+		kept := p.traceReceipt(r, &res, producer, broker, raw)
+		if !kept && r.TraceUnsampled {
+			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
+		}
+	}
 	if res.Live {
 		if c.live == nil {
 			c.live = p.live.get(p.metrics, r.Group, r.Topic)
 		}
-		c.live.observe(&res, tid, now)
+		c.live.observe(&res, exemplar, now)
 	}
 	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
 }

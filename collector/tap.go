@@ -107,8 +107,10 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			}
 		}
 		var tp, sp []byte
-		switch tid, sid, err := instrument.TraceParent(rec.HeaderValue(instrument.HeaderTraceParent)); {
+		sc, err := instrument.SpanContextOf(rec.HeaderValue(instrument.HeaderTraceParent))
+		switch {
 		case err == nil:
+			tid, sid := sc.TraceID(), sc.SpanID()
 			tp, sp = tid[:], sid[:]
 		case errors.Is(err, instrument.ErrMalformedTraceParent):
 			t.metrics.BadTraceParent.WithLabelValues(PathTap).Inc() // kept, without trace context
@@ -120,6 +122,10 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			t.ring.add(rec.Topic, rec.Partition, kept)
 		}
 		res := path.Observe(lr)
+		if t.tracer != nil { // the ingest span only: the tap's own receive is not an application's queue wait
+			t.tracer.record(&hop{path: PathTap, group: t.group, topic: rec.Topic, partition: rec.Partition, parent: sc,
+				producer: producer, broker: broker, naive: raw}, &res)
+		}
 		t.metrics.Classes.WithLabelValues(PathTap, res.Class.String()).Inc()
 		if res.Flags&latency.FlagSkewSuspected != 0 {
 			t.metrics.Skewed.WithLabelValues(PathTap).Inc()
