@@ -45,6 +45,8 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.ProbeLatency.WithLabelValues("b", "s").Observe(1)
 	m.E2ELatency.WithLabelValues("g", "t").Observe(1)
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
+	m.TraceDecisions.WithLabelValues("p", "d").Inc()
+	m.HopSpans.WithLabelValues("p", "s", "o").Inc()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
