@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
 )
@@ -39,6 +40,8 @@ type runConfig struct {
 	LagEnabled *bool      `yaml:"lag_enabled"`
 	HTTP       httpConfig `yaml:"http"`
 	Log        logConfig  `yaml:"log"`
+	// Tracing exports the collector's hop spans over OTLP (default off).
+	Tracing tracing.Config `yaml:"tracing"`
 	// MemoryLimitMB sets Go's soft memory limit (runtime/debug.SetMemoryLimit) in MiB; 0 (default) leaves the
 	// runtime's (or GOMEMLIMIT's). 250 keeps the collector under ~300 MB RSS at full speed (cmd/bench-collector).
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
@@ -80,6 +83,7 @@ func (c *runConfig) setDefaults() {
 	c.ClickHouse.SetDefaults()
 	c.Collector.SetDefaults()
 	c.Lag.SetDefaults()
+	c.Tracing.SetDefaults()
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = ":9300"
 	}
@@ -103,6 +107,9 @@ func (c *runConfig) validate() error {
 		errs = append(errs, fmt.Errorf("clickhouse: %w", err))
 	}
 	if err := c.Collector.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	// net.Listen's form: host:port with an optional host; "9300" alone fails only when the server starts.
@@ -185,6 +192,7 @@ var defaultedStrings = []string{
 	"collector.reference_host", "collector.dead_letter_topic", "collector.receipts.topic", "collector.receipts.group",
 	"collector.probe.topic", "collector.probe.group", "collector.tap.group",
 	"lag.cluster", "lag.granularity",
+	"tracing.protocol", "tracing.url_path", "tracing.compression", "tracing.service_name",
 	"http.listen", "log.level", "log.format",
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
@@ -24,6 +25,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := false
+	ratio := 0.1
 	var kc kafka.ClientConfig
 	kc.Brokers = []string{"kafka-1:9092", "kafka-2:9092"}
 	kc.ClientID = "tidemark-test"
@@ -49,7 +51,8 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
 			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,
 				LossTimeout: 15 * time.Second, Partitions: 6},
-			Tap: collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25, FromBeginning: true},
+			Tap:    collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25, FromBeginning: true},
+			Traces: collector.TracesConfig{SampleRatio: &ratio, KeepOver: 2 * time.Second},
 		},
 		LagEnabled: &f,
 		Lag: lagexporter.Config{
@@ -63,6 +66,10 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 		},
 		HTTP: httpConfig{Listen: "127.0.0.1:9400", ShutdownTimeout: 3 * time.Second},
 		Log:  logConfig{Level: "debug", Format: "json"},
+		Tracing: tracing.Config{Enabled: true, Protocol: "http", Endpoint: "otel-collector:4318", URLPath: "/otlp/v1/traces",
+			Headers: map[string]string{"x-tenant": "payments"}, Compression: "none", Timeout: 5 * time.Second, QueueSize: 4096,
+			BatchSize: 256, BatchTimeout: 2 * time.Second, ServiceName: "tidemark-eu",
+			TLS: tracing.TLSConfig{CAFile: "/etc/tidemark/otel-ca.pem", CertFile: "/etc/tidemark/otel.pem", KeyFile: "/etc/tidemark/otel.key"}},
 	}
 	// The lag config compiles its patterns in Validate (unexported fields); do the same to the expected value.
 	want.setDefaults()

@@ -17,11 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/promexport"
 	"github.com/tidemark/tidemark/latency"
@@ -172,8 +174,25 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	var tp trace.TracerProvider // nil: no hop spans
+	if cfg.Tracing.Enabled {
+		prov, err := tracing.NewProvider(cfg.Tracing, reg, log)
+		if err != nil {
+			return err
+		}
+		tp = prov
+		defer func() { // after the writer closed: the paths' last spans are queued by then
+			tctx, tcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+			defer tcancel()
+			if terr := prov.Shutdown(tctx); terr != nil {
+				log.Warn("span export did not finish before the shutdown timeout; the rest are dropped", "err", terr)
+			}
+		}()
+		log.Info("exporting hop spans over OTLP", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.Endpoint)
+	}
 	col, err := collector.New(cfg.Collector, collector.Options{
 		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg, cfg.Collector.SLOThresholds...), Logger: log,
+		TracerProvider: tp,
 	})
 	if err != nil {
 		return err
