@@ -68,6 +68,8 @@ export interface TidemarkOptions extends DataSourceJsonData {
   queryTimeoutSeconds?: number;
   /** UID of a tracing datasource (Tempo, Jaeger) that slowest-message trace ids link to. */
   tracingDatasourceUid?: string;
+  /** A tracing UI's URL of one trace, with ${__value.raw} where the trace id goes (e.g. Jaeger's /trace/<id>). */
+  traceUrl?: string;
 }
 
 export interface TidemarkSecureOptions {

@@ -76,7 +76,7 @@ func answer(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window,
 		if err != nil {
 			return nil, err
 		}
-		return data.Frames{slowestFrame(msgs, q, s.TracingDatasourceUID)}, nil
+		return data.Frames{slowestFrame(msgs, q, s.TracingDatasourceUID, s.TraceURL)}, nil
 	case QueryClockOffsets:
 		pts, err := r.ClockOffsets(ctx, query.ClockOffsetQuery{Window: w, Hosts: q.Filter.Hosts})
 		if err != nil {
@@ -254,26 +254,36 @@ func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
 	return frames
 }
 
-// slowestFrame is a table of the slowest messages; the trace id links to the tracing datasource when one is set.
-func slowestFrame(msgs []query.Message, q ParsedQuery, tracingUID string) *data.Frame {
+// slowestFrame is a table of the slowest messages. Each trace id links to the trace (data links): inside Grafana to
+// the tracing datasource (tracingUID: Tempo, Jaeger, Zipkin), and out to a tracing UI (traceURL, with
+// ${__value.raw} for the id). A message without trace context has a null trace id, so it shows no link.
+func slowestFrame(msgs []query.Message, q ParsedQuery, tracingUID, traceURL string) *data.Frame {
 	n := len(msgs)
 	times := make([]time.Time, n)
-	topic, group, rc, trace, prod, cons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	topic, group, rc, prod, cons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	trace := make([]*string, n)
 	part, off, lat := make([]int64, n), make([]int64, n), make([]float64, n)
 	for i, m := range msgs {
 		times[i], topic[i], group[i], part[i], off[i] = m.ObservedTime, m.Topic, m.Group, int64(m.Partition), m.Offset
-		lat[i], rc[i], trace[i], prod[i], cons[i] = float64(m.LatencyMs), m.ReplayClass, m.TraceID, m.ProducerHost, m.ConsumerHost
+		lat[i], rc[i], prod[i], cons[i] = float64(m.LatencyMs), m.ReplayClass, m.ProducerHost, m.ConsumerHost
+		if m.TraceID != "" {
+			trace[i] = &msgs[i].TraceID
+		}
 	}
 	traceCfg := &data.FieldConfig{DisplayName: "trace id"}
 	if tracingUID != "" {
-		traceCfg.Links = []data.DataLink{{
+		traceCfg.Links = append(traceCfg.Links, data.DataLink{
 			Title: "Open trace",
 			Internal: &data.InternalDataLink{
 				DatasourceUID: tracingUID,
-				// Tempo reads a TraceQL query holding a trace id; Jaeger and Zipkin read "query" as the trace id.
+				// Tempo reads a TraceQL query holding a trace id; Jaeger and Zipkin read "query" as the trace id
+				// (a query type they do not know is their trace-id lookup).
 				Query: map[string]any{"query": "${__value.raw}", "queryType": "traceql"},
 			},
-		}}
+		})
+	}
+	if traceURL != "" {
+		traceCfg.Links = append(traceCfg.Links, data.DataLink{Title: "Open in tracing UI", URL: traceURL, TargetBlank: true})
 	}
 	f := data.NewFrame("slowest_messages",
 		data.NewField("time", nil, times),

@@ -75,9 +75,12 @@ func TestGoldenSlowest(t *testing.T) {
 	golden(t, "slowest_messages", data.Frames{slowestFrame([]query.Message{
 		{ObservedTime: g0, Topic: "orders", Group: "billing", Partition: 3, Offset: 42, LatencyMs: 1900, ReplayClass: "live",
 			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ProducerHost: "p1", ConsumerHost: "c1"},
-	}, q, "tempo")})
-	// without a tracing datasource the trace id is plain text
-	f := slowestFrame(nil, q, "")
+		// no trace context: a null trace id, which Grafana shows without a link
+		{ObservedTime: g0, Topic: "orders", Group: "billing", Partition: 3, Offset: 43, LatencyMs: 1800, ReplayClass: "live",
+			ProducerHost: "p1", ConsumerHost: "c1"},
+	}, q, "tempo", "http://jaeger:16686/trace/${__value.raw}")})
+	// without a tracing datasource or URL the trace id is plain text
+	f := slowestFrame(nil, q, "", "")
 	if tr, _ := f.FieldByName("trace_id"); len(tr.Config.Links) != 0 {
 		t.Fatalf("links without a tracing datasource: %+v", tr.Config.Links)
 	}

@@ -66,7 +66,8 @@ func served(t *testing.T) *datasourcetest.TestPluginClient {
 
 // settingsFor is a datasource pointing at the test server's database; mod edits the JSON settings.
 func settingsFor(t *testing.T, db, password string, mod map[string]any) *backend.DataSourceInstanceSettings {
-	js := map[string]any{"address": testenv.ClickHouseAddr(t), "database": db, "tracingDatasourceUid": "tempo"}
+	js := map[string]any{"address": testenv.ClickHouseAddr(t), "database": db, "tracingDatasourceUid": "tempo",
+		"traceUrl": "http://127.0.0.1:16686/trace/${__value.raw}"}
 	for k, v := range mod {
 		js[k] = v
 	}
@@ -243,11 +244,14 @@ func TestSlowestMessagesLinkToTraces(t *testing.T) {
 	f := r.Frames[0]
 	trace, _ := f.FieldByName("trace_id")
 	lat, _ := f.FieldByName("latency")
-	if f.Rows() != 2 || trace.At(0) != querytest.TraceID("payments", 0) || lat.At(0).(float64) != 1000 {
+	first, _ := trace.At(0).(*string)
+	if f.Rows() != 2 || first == nil || *first != querytest.TraceID("payments", 0) || lat.At(0).(float64) != 1000 {
 		t.Fatalf("rows %d first trace %v latency %v", f.Rows(), trace.At(0), lat.At(0))
 	}
+	// One link into Grafana's tracing datasource, one out to the tracing UI.
 	links := trace.Config.Links
-	if len(links) != 1 || links[0].Internal == nil || links[0].Internal.DatasourceUID != "tempo" {
+	if len(links) != 2 || links[0].Internal == nil || links[0].Internal.DatasourceUID != "tempo" ||
+		links[1].URL != "http://127.0.0.1:16686/trace/${__value.raw}" {
 		t.Fatalf("trace links %+v", links)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/tidemark/tidemark/internal/store"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,8 @@ type Settings struct {
 	TLSSkipVerify        bool          // accept any server certificate
 	TLSCACert            string        // secure; PEM; empty: system roots
 	QueryTimeout         time.Duration // max_execution_time; default 30 s, 1 s..10 min
-	TracingDatasourceUID string        // slowest-message trace links target; empty: no links
+	TracingDatasourceUID string        // slowest-message trace links target; empty: no internal link
+	TraceURL             string        // URL of a trace in a tracing UI, with ${__value.raw} for the id; empty: no external link
 }
 
 type jsonSettings struct {
@@ -38,7 +40,12 @@ type jsonSettings struct {
 	TLSSkipVerify        bool            `json:"tlsSkipVerify"`
 	QueryTimeoutSeconds  json.RawMessage `json:"queryTimeoutSeconds"`
 	TracingDatasourceUID string          `json:"tracingDatasourceUid"`
+	TraceURL             string          `json:"traceUrl"`
 }
+
+// TraceIDPlaceholder is what a Trace URL holds where the trace id goes: Grafana's data-link variable for the
+// cell's raw value.
+const TraceIDPlaceholder = "${__value.raw}"
 
 // Defaults and bounds of the settings.
 const (
@@ -67,6 +74,7 @@ func LoadSettings(s backend.DataSourceInstanceSettings) (Settings, error) {
 		TLSCACert:            strings.TrimSpace(s.DecryptedSecureJSONData["tlsCACert"]),
 		QueryTimeout:         DefaultQueryTimeout,
 		TracingDatasourceUID: strings.TrimSpace(js.TracingDatasourceUID),
+		TraceURL:             strings.TrimSpace(js.TraceURL),
 	}
 	if out.Database == "" {
 		out.Database = DefaultDatabase
@@ -113,6 +121,16 @@ func (s *Settings) validate() error {
 	}
 	if !store.ValidIdentifier(s.Database) {
 		return fmt.Errorf("Database %q: use letters, digits and '_', not starting with a digit", s.Database)
+	}
+	if s.TraceURL != "" {
+		u, err := url.Parse(s.TraceURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("Trace URL %q: enter an http(s) URL, e.g. http://jaeger:16686/trace/${__value.raw}", s.TraceURL)
+		}
+		if !strings.Contains(s.TraceURL, TraceIDPlaceholder) {
+			return fmt.Errorf("Trace URL %q: put %s where the trace id goes, e.g. http://jaeger:16686/trace/%s",
+				s.TraceURL, TraceIDPlaceholder, TraceIDPlaceholder)
+		}
 	}
 	if s.TLSCACert != "" {
 		if !s.TLSEnabled {

@@ -26,10 +26,14 @@ func TestLoadSettings(t *testing.T) {
 			// provisioning YAML often quotes numbers
 			name: "every field, timeout as a string",
 			json: `{"address":" ch:9440 ","database":"tm","username":"grafana","tlsEnabled":true,"tlsSkipVerify":true,` +
-				`"queryTimeoutSeconds":"45","tracingDatasourceUid":"tempo"}`,
+				`"queryTimeoutSeconds":"45","tracingDatasourceUid":"tempo","traceUrl":"https://jaeger.example/trace/${__value.raw}"}`,
 			want: Settings{Address: "ch:9440", Database: "tm", Username: "grafana", TLSEnabled: true, TLSSkipVerify: true,
-				QueryTimeout: 45 * time.Second, TracingDatasourceUID: "tempo"},
+				QueryTimeout: 45 * time.Second, TracingDatasourceUID: "tempo", TraceURL: "https://jaeger.example/trace/${__value.raw}"},
 		},
+		{name: "trace URL without the id", json: `{"address":"ch:9000","traceUrl":"http://jaeger:16686/search"}`,
+			err: `Trace URL "http://jaeger:16686/search": put ${__value.raw} where the trace id goes, e.g. http://jaeger:16686/trace/${__value.raw}`},
+		{name: "trace URL that is not http", json: `{"address":"ch:9000","traceUrl":"jaeger:16686/trace/${__value.raw}"}`,
+			err: `Trace URL "jaeger:16686/trace/${__value.raw}": enter an http(s) URL, e.g. http://jaeger:16686/trace/${__value.raw}`},
 		{name: "no address", json: `{}`,
 			err: "Address is missing: enter host:port of ClickHouse's native protocol, e.g. clickhouse:9000"},
 		{name: "an HTTP URL instead of the native port", json: `{"address":"http://ch:8123"}`,

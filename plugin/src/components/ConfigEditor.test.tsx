@@ -63,4 +63,13 @@ describe('ConfigEditor', () => {
     fireEvent.change(screen.getByPlaceholderText('tempo'), { target: { value: 'tempo-prod' } });
     expect((onOptionsChange.mock.calls[0][0] as Options).jsonData.tracingDatasourceUid).toBe('tempo-prod');
   });
+
+  it('sets the trace URL', () => {
+    const onOptionsChange = vi.fn();
+    render(<ConfigEditor options={base} onOptionsChange={onOptionsChange} />);
+    fireEvent.change(screen.getByPlaceholderText('http://jaeger:16686/trace/${__value.raw}'), {
+      target: { value: 'http://127.0.0.1:19686/trace/${__value.raw}' },
+    });
+    expect((onOptionsChange.mock.calls[0][0] as Options).jsonData.traceUrl).toBe('http://127.0.0.1:19686/trace/${__value.raw}');
+  });
 });

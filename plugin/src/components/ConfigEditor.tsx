@@ -152,6 +152,18 @@ export function ConfigEditor({ options, onOptionsChange }: ConfigEditorProps) {
             onChange={(e: ChangeEvent<HTMLInputElement>) => setJson('tracingDatasourceUid', e.currentTarget.value)}
           />
         </Field>
+        <Field
+          label="Trace URL"
+          description="A tracing UI's page of one trace, with ${__value.raw} where the trace id goes; adds an 'Open in tracing UI' link"
+        >
+          <Input
+            id="tidemark-trace-url"
+            width={60}
+            value={jsonData.traceUrl ?? ''}
+            placeholder="http://jaeger:16686/trace/${__value.raw}"
+            onChange={(e: ChangeEvent<HTMLInputElement>) => setJson('traceUrl', e.currentTarget.value)}
+          />
+        </Field>
       </FieldSet>
     </>
   );
