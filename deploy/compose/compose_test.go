@@ -69,7 +69,7 @@ func readCompose(t *testing.T) composeFile {
 	return c
 }
 
-// TestComposeServices: the five services exist with an image; dependencies, named volumes and bind mounts refer to
+// TestComposeServices: the six services exist with an image; dependencies, named volumes and bind mounts refer to
 // things that exist (the plugin's dist folder is a build output: its plugin.json source is checked instead).
 func TestComposeServices(t *testing.T) {
 	c := readCompose(t)
@@ -78,7 +78,7 @@ func TestComposeServices(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if want := []string{"clickhouse", "grafana", "kafka", "prometheus", "tidemark"}; !slices.Equal(names, want) {
+	if want := []string{"clickhouse", "grafana", "jaeger", "kafka", "prometheus", "tidemark"}; !slices.Equal(names, want) {
 		t.Fatalf("services %v, want %v", names, want)
 	}
 	usedVolumes := map[string]bool{}

@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus.
+# The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus and Jaeger.
 #
 #   stack.sh install                        install / download everything the stack and the tests need (idempotent)
-#   stack.sh up [--brokers N] [--prometheus] start what is not running; prints `export ...` lines on stdout
+#   stack.sh up [--brokers N] [--prometheus] [--jaeger]
+#                                           start what is not running; prints `export ...` lines on stdout
 #                                           (use: eval "$(bash deploy/local/stack.sh up)")
 #   stack.sh down                           stop every server these scripts started (by pid file)
 #   stack.sh env                            print the export lines for what is running
-#   stack.sh with [--brokers N] -- CMD...   start what is missing, run CMD with the env set, then stop only what
+#   stack.sh with [--brokers N] [--jaeger] -- CMD...
+#                                           start what is missing, run CMD with the env set, then stop only what
 #                                           this call started (make test uses this)
 #
 # Defaults: 3 brokers (Kafka ports 19092-19094, controller 19192), ClickHouse native 19000 / HTTP 18123,
-# Prometheus 19090; state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
+# Prometheus 19090, Jaeger OTLP 19317/19318 and UI 19686 (deploy/local/jaeger.sh); state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 BROKERS="${TIDEMARK_BROKERS:-3}"
 WITH_PROM=0
+WITH_JAEGER=0
 
 parse() {
   while [[ $# -gt 0 ]]; do
     case $1 in
       --brokers) BROKERS=$2; shift 2 ;;
       --prometheus) WITH_PROM=1; shift ;;
+      --jaeger) WITH_JAEGER=1; shift ;;
       --) shift; REST=("$@"); return ;;
       *) die "stack.sh: unknown argument $1" ;;
     esac
@@ -33,12 +37,14 @@ install_all() {
   # kcat and faketime are the demo's external skewed producer; everything else is the servers.
   apt_install clickhouse-server clickhouse-client prometheus kcat faketime
   bash "$HERE/kafka.sh" install
+  if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
 }
 
 env_all() {
   bash "$HERE/kafka.sh" env
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
+  bash "$HERE/jaeger.sh" env
 }
 
 up() {
@@ -46,10 +52,12 @@ up() {
   bash "$HERE/kafka.sh" start --brokers "$BROKERS"
   bash "$HERE/clickhouse.sh" start
   if [[ $WITH_PROM -eq 1 ]]; then bash "$HERE/prometheus.sh" start; fi
+  if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" start; fi
   env_all
 }
 
 down() {
+  bash "$HERE/jaeger.sh" stop
   bash "$HERE/prometheus.sh" stop
   bash "$HERE/clickhouse.sh" stop
   bash "$HERE/kafka.sh" stop
@@ -61,7 +69,9 @@ with() {
   had_kafka=$(bash "$HERE/kafka.sh" env | wc -l)
   had_ch=$(bash "$HERE/clickhouse.sh" env | wc -l)
   had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
+  had_jaeger=$(bash "$HERE/jaeger.sh" env | wc -l)
   cleanup() {
+    [[ $had_jaeger -gt 0 ]] || bash "$HERE/jaeger.sh" stop
     [[ $had_prom -gt 0 ]] || bash "$HERE/prometheus.sh" stop
     [[ $had_ch -gt 0 ]] || bash "$HERE/clickhouse.sh" stop
     [[ $had_kafka -gt 0 ]] || bash "$HERE/kafka.sh" stop
@@ -82,5 +92,5 @@ case "$cmd" in
   down) down ;;
   env) env_all ;;
   with) with ;;
-  *) die "usage: stack.sh install|up [--brokers N] [--prometheus]|down|env|with [--brokers N] -- CMD..." ;;
+  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger]|down|env|with [--brokers N] [--jaeger] -- CMD..." ;;
 esac

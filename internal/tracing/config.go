@@ -29,9 +29,7 @@ type Config struct {
 	Endpoint string `yaml:"endpoint"`
 	// URLPath is the OTLP/HTTP path (default /v1/traces); not used with gRPC.
 	URLPath string `yaml:"url_path"`
-	// Insecure sends plaintext (no TLS), e.g. to a collector sidecar on loopback. Default false: TLS.
-	Insecure bool `yaml:"insecure"`
-	// TLS verifies the backend; used unless Insecure.
+	// TLS encrypts and verifies the connection (default off: plaintext, e.g. to a collector sidecar on loopback).
 	TLS TLSConfig `yaml:"tls"`
 	// Headers are sent with every export (an API key, a tenant id).
 	Headers map[string]string `yaml:"headers"`
@@ -49,9 +47,11 @@ type Config struct {
 	ServiceName string `yaml:"service_name"`
 }
 
-// TLSConfig is the TLS client setting of the OTLP connection. It is kept minimal on purpose: when the shared TLS
-// block of the Kafka and ClickHouse settings lands, this becomes that type.
+// TLSConfig is the TLS client setting of the OTLP connection, the same keys as the `tls:` blocks of the Kafka and
+// ClickHouse settings. It is kept minimal on purpose: when the shared TLS type lands, this becomes that type.
 type TLSConfig struct {
+	// Enabled turns TLS on. Setting a file or option below without it is an error (it would silently not be used).
+	Enabled bool `yaml:"enabled"`
 	// CAFile is a PEM bundle to verify the backend with (default: the system roots).
 	CAFile string `yaml:"ca_file"`
 	// CertFile and KeyFile are a client certificate and key for mutual TLS; both or neither.
@@ -131,8 +131,8 @@ func (c *Config) Validate() error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		bad("tls", "cert_file and key_file must be set together")
 	}
-	if c.Insecure && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.InsecureSkipVerify) {
-		bad("tls", "TLS files or options are set but tracing.insecure is true (plaintext)")
+	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.InsecureSkipVerify) {
+		bad("tls", "files or options are set but tracing.tls.enabled is false")
 	}
 	return errors.Join(errs...)
 }

@@ -27,7 +27,7 @@ func TestMetricsDocAgrees(t *testing.T) {
 		doc = append(doc, string(m[1])+" "+string(m[2]))
 	}
 	reg := prometheus.NewPedanticRegistry()
-	p, err := NewProvider(Config{Enabled: true, Endpoint: "127.0.0.1:1", Insecure: true}, reg, nil)
+	p, err := NewProvider(Config{Enabled: true, Endpoint: "127.0.0.1:1"}, reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func NewProvider(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Prov
 // newExporter returns the OTLP exporter of cfg's protocol; its own retries stop at the export timeout.
 func newExporter(cfg Config) (sdktrace.SpanExporter, error) {
 	var tc *tls.Config
-	if !cfg.Insecure {
+	if cfg.TLS.Enabled {
 		var err error
 		if tc, err = cfg.TLS.clientConfig(); err != nil {
 			return nil, err
@@ -97,7 +97,7 @@ func newExporter(cfg Config) (sdktrace.SpanExporter, error) {
 			otlptracehttp.WithTimeout(cfg.Timeout), otlptracehttp.WithHeaders(cfg.Headers),
 			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: cfg.Timeout / 20,
 				MaxInterval: cfg.Timeout / 4, MaxElapsedTime: cfg.Timeout})}
-		if cfg.Insecure {
+		if tc == nil {
 			opts = append(opts, otlptracehttp.WithInsecure())
 		} else {
 			opts = append(opts, otlptracehttp.WithTLSClientConfig(tc))
@@ -111,7 +111,7 @@ func newExporter(cfg Config) (sdktrace.SpanExporter, error) {
 			otlptracegrpc.WithHeaders(cfg.Headers),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: cfg.Timeout / 20,
 				MaxInterval: cfg.Timeout / 4, MaxElapsedTime: cfg.Timeout})}
-		if cfg.Insecure {
+		if tc == nil {
 			opts = append(opts, otlptracegrpc.WithInsecure())
 		} else {
 			opts = append(opts, otlptracegrpc.WithTLSCredentials(credentials.NewTLS(tc)))
