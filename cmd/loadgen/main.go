@@ -7,7 +7,11 @@
 //
 //	loadgen --brokers 127.0.0.1:19092 --duration 110s --reset-at 55s \
 //	  --producer p-ahead:+2500ms --producer p-behind:-800ms --producer p-exact:0 \
-//	  --consumer c-1:-300ms:4ms --consumer c-2:+150ms:6ms:sync --timesync http://127.0.0.1:9300/v1/timesync
+//	  --consumer c-1:-300ms:4ms --consumer c-2:+150ms:6ms:sync --timesync http://127.0.0.1:9300/v1/timesync \
+//	  --otlp 127.0.0.1:4318
+//
+// With --otlp every host is a traced application: its own TracerProvider (service.name "producer-<host>" or
+// "consumer-<host>") exports the send and process spans of latency/instrument over OTLP/HTTP.
 package main
 
 import (
@@ -26,6 +30,11 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/latency/instrument"
@@ -89,6 +98,7 @@ func main() {
 		syncURL              = flag.String("timesync", "", "collector time-sync URL for hosts marked sync")
 		injected             = flag.String("injected", "", "write the injected clock offsets (host<TAB>ms lines) to this file")
 		extraTopics          = flag.String("extra-topics", "", "comma-separated topics the consumers also read (e.g. the kcat producer's)")
+		otlp                 = flag.String("otlp", "", "OTLP/HTTP endpoint (host:port) the hosts export their spans to; empty: no spans")
 	)
 	flag.Var(&producers, "producer", "producer host name:skew (repeatable)")
 	flag.Var(&consumers, "consumer", "consumer host name:skew:delay[:sync] (repeatable)")
@@ -101,7 +111,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g := &gen{brokers: strings.Split(*brokers, ","), topic: *topic, receipts: *receipts, group: *group, rate: *rate,
-		syncURL: *syncURL, log: log}
+		syncURL: *syncURL, otlp: *otlp, log: log}
 	if *extraTopics != "" {
 		g.extra = strings.Split(*extraTopics, ",")
 	}
@@ -111,9 +121,43 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := g.run(ctx, producers, consumers, int32(*partitions), *duration, *resetAt); err != nil {
+	err := g.run(ctx, producers, consumers, int32(*partitions), *duration, *resetAt)
+	g.shutdownTracing()
+	if err != nil {
 		log.Error("loadgen", "err", err)
 		os.Exit(1)
+	}
+}
+
+// tracerProvider returns the TracerProvider of one simulated host (an application exporting its own spans), or nil
+// without --otlp.
+func (g *gen) tracerProvider(service string) trace.TracerProvider {
+	if g.otlp == "" {
+		return nil
+	}
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(g.otlp), otlptracehttp.WithInsecure())
+	if err != nil {
+		g.log.Error("otlp exporter", "err", err)
+		return nil
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))))
+	g.mu.Lock()
+	g.providers = append(g.providers, tp)
+	g.mu.Unlock()
+	return tp
+}
+
+// shutdownTracing flushes every host's spans (bounded).
+func (g *gen) shutdownTracing() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, tp := range g.providers {
+		if err := tp.Shutdown(ctx); err != nil {
+			g.log.Warn("flush spans", "err", err)
+		}
 	}
 }
 
@@ -133,7 +177,10 @@ type gen struct {
 	extra                  []string
 	rate                   float64
 	syncURL                string
+	otlp                   string
 	log                    *slog.Logger
+	mu                     sync.Mutex // guards providers
+	providers              []*sdktrace.TracerProvider
 	produced, processed    atomic.Int64
 	emitters               []*instrument.Emitter
 	rcs                    []*instrument.Consumer
@@ -246,7 +293,7 @@ func (g *gen) produce(ctx context.Context, h host) error {
 	clock := instrument.OffsetClock(time.Now, h.skew)
 	c := saramaConfig()
 	c.Producer.Interceptors = []sarama.ProducerInterceptor{instrument.NewProducerInterceptor(instrument.ProducerConfig{
-		Host: h.name, Clock: clock, Offsets: g.offsetSource(ctx, h, clock)})}
+		Host: h.name, Clock: clock, Offsets: g.offsetSource(ctx, h, clock), TracerProvider: g.tracerProvider("producer-" + h.name)})}
 	c.Producer.Return.Errors = true
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
 	p, err := sarama.NewAsyncProducer(g.brokers, c)
@@ -289,7 +336,7 @@ func (g *gen) newConsumerHost(ctx context.Context, h host) error {
 	}
 	em := instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: g.receipts})
 	rc, err := instrument.NewConsumer(instrument.ConsumerConfig{Group: g.group, Host: h.name, Clock: clock,
-		Offsets: g.offsetSource(ctx, h, clock)}, em)
+		Offsets: g.offsetSource(ctx, h, clock), TracerProvider: g.tracerProvider("consumer-" + h.name)}, em)
 	if err != nil {
 		return err
 	}

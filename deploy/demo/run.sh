@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # make demo: Tidemark measuring real Kafka traffic between hosts whose clocks disagree, through a replay.
 #
-# 1. starts (or reuses) the local stack: 3 Kafka brokers and ClickHouse (deploy/local/stack.sh);
-# 2. runs `tidemark run` (probe, receipts and tap paths, lag exporter) into the database tidemark_demo;
+# 1. starts (or reuses) the local stack: 3 Kafka brokers, ClickHouse and Jaeger (deploy/local/stack.sh);
+# 2. runs `tidemark run` (probe, receipts and tap paths, lag exporter) into the database tidemark_demo, exporting its
+#    hop spans (ingest, queue wait) to Jaeger over OTLP;
 # 3. runs cmd/loadgen: producer hosts with clocks +2500 ms, -800 ms and exact, a consumer group of two hosts
 #    (-300 ms with 4 ms processing, +150 ms with 6 ms processing and time sync), reset to earliest halfway;
 #    plus one external producer, kcat under faketime (+1500 ms), into a CreateTime topic the tap reads, and one
-#    uninstrumented consumer group (kcat -G) whose processing is bounded by its commits;
-# 4. prints a report read back from ClickHouse (deploy/demo/report.sh).
+#    uninstrumented consumer group (kcat -G) whose processing is bounded by its commits; every loadgen host exports
+#    its own send/process spans to Jaeger, as a traced application would;
+# 4. prints a report read back from ClickHouse (deploy/demo/report.sh) and one slow live message's trace:
+#    `trace: <trace id> <Jaeger UI URL>`, checked in Jaeger's API to hold the send, ingest, queue-wait and process
+#    spans from at least two services.
 # Environment: DEMO_SECONDS (default 110) is how long the load runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,10 +20,11 @@ DEMO_SECONDS=${DEMO_SECONDS:-110}
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "starting the local stack (3 brokers, ClickHouse)"
-eval "$(bash deploy/local/stack.sh up --brokers 3)"
+say "starting the local stack (3 brokers, ClickHouse, Jaeger)"
+eval "$(bash deploy/local/stack.sh up --brokers 3 --jaeger)"
 : "${TIDEMARK_KAFKA_BROKERS:?stack.sh did not export TIDEMARK_KAFKA_BROKERS}"
 : "${TIDEMARK_CLICKHOUSE_ADDR:?stack.sh did not export TIDEMARK_CLICKHOUSE_ADDR}"
+: "${TIDEMARK_JAEGER_QUERY:?stack.sh did not export TIDEMARK_JAEGER_QUERY}"
 export TIDEMARK_KAFKA_BROKERS TIDEMARK_CLICKHOUSE_ADDR
 CH_HOST=${TIDEMARK_CLICKHOUSE_ADDR%:*}
 CH_PORT=${TIDEMARK_CLICKHOUSE_ADDR##*:}
@@ -53,6 +58,13 @@ collector:
   receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
   probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}
   tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN, from_beginning: true}
+  # hop spans for 10 % of traces, and for every live message slower than the 500 ms SLO
+  traces: {sample_ratio: 0.1}
+tracing:
+  enabled: true
+  protocol: grpc
+  endpoint: $TIDEMARK_JAEGER_OTLP_GRPC
+  service_name: tidemark
 lag:
   poll_interval: 5s
   group_allow: ["demo-.*"]
@@ -86,7 +98,8 @@ say "running the load for ${DEMO_SECONDS}s (reset to earliest at $((DEMO_SECONDS
   --extra-topics "$EXT" --duration "${DEMO_SECONDS}s" --reset-at "$((DEMO_SECONDS / 2))s" --rate 100 \
   --producer p-ahead:+2500ms --producer p-behind:-800ms --producer p-exact:0 \
   --consumer c-behind:-300ms:4ms --consumer c-ahead:+150ms:6ms:sync \
-  --timesync "http://127.0.0.1:$PORT/v1/timesync" --injected "$WORK/injected.tsv" 2>"$WORK/loadgen.log" &
+  --timesync "http://127.0.0.1:$PORT/v1/timesync" --injected "$WORK/injected.tsv" \
+  --otlp "$TIDEMARK_JAEGER_OTLP_HTTP" 2>"$WORK/loadgen.log" &
 LG_PID=$!
 PIDS+=("$LG_PID")
 printf "producer@%s\t1500\n" "$EXT" >"$WORK/injected.kcat.tsv"
@@ -125,7 +138,11 @@ stop_all # the kcat producer and the uninstrumented kcat consumer
 
 cat "$WORK/injected.kcat.tsv" >>"$WORK/injected.tsv"
 bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP"
+
+say "one slow live message, traced end to end (Jaeger: $TIDEMARK_JAEGER_QUERY)"
+bash "$ROOT/deploy/demo/trace.sh" "$GROUP" "$TOPIC"
 echo
-echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log). Data: ClickHouse database tidemark_demo."
+echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log). Data: ClickHouse database tidemark_demo; traces in Jaeger"
+echo "($TIDEMARK_JAEGER_QUERY, in memory until 'make down')."
 echo "The local stack is still running so you can query the data (clickhouse-client --port $CH_PORT -d tidemark_demo);"
 echo "'make down' stops it."
