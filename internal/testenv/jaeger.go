@@ -142,9 +142,15 @@ func (s *JaegerSpan) Tag(key string) any {
 }
 
 // ChildOf returns the span id s is a CHILD_OF, "" if none.
-func (s *JaegerSpan) ChildOf() string {
+func (s *JaegerSpan) ChildOf() string { return s.ref("CHILD_OF") }
+
+// FollowsFrom returns the span id s FOLLOWS_FROM (an OpenTelemetry link), "" if none. Jaeger's OTLP translation keeps
+// one reference per span: a span parented to and linked with the same span shows only FOLLOWS_FROM.
+func (s *JaegerSpan) FollowsFrom() string { return s.ref("FOLLOWS_FROM") }
+
+func (s *JaegerSpan) ref(kind string) string {
 	for _, r := range s.References {
-		if r.RefType == "CHILD_OF" {
+		if r.RefType == kind {
 			return r.SpanID
 		}
 	}
