@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/IBM/sarama"
 	"go.opentelemetry.io/otel/trace"
@@ -49,11 +50,6 @@ type recordKey struct {
 	offset    int64
 }
 
-// pendingRecord is what Receive keeps until Done: the receive stamp and, with tracing, the open process span.
-type pendingRecord struct {
-	recv int64 // consumer clock, ns
-	span trace.Span
-}
 
 // Consumer records receive and processed stamps for an application's consumed records and emits a [Receipt] per
 // processed record. It is safe for concurrent use by the partition goroutines of a consumer group session. It can also
@@ -65,9 +61,11 @@ type Consumer struct {
 
 	tracer *tracer // nil: tracing off
 
-	// mu guards pending: receive stamps (consumer clock, ns) and process spans by record, removed by Done.
+	// mu guards pending (receive stamps, consumer clock ns, by record) and spans (open process spans by record, only
+	// with tracing); Done removes a record's entries. spans never holds a record pending does not.
 	mu      sync.Mutex
-	pending map[recordKey]pendingRecord
+	pending map[recordKey]int64
+	spans   map[recordKey]trace.Span
 
 	done, receiveMissing, pendingFull, badHeaders, badTraceParent, emitDropped atomic.Uint64
 }
@@ -92,8 +90,11 @@ func NewConsumer(cfg ConsumerConfig, emit *Emitter) (*Consumer, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = 65536
 	}
-	return &Consumer{cfg: cfg, emit: emit, tracer: newTracer(cfg.TracerProvider, cfg.Host),
-		pending: make(map[recordKey]pendingRecord)}, nil
+	c := &Consumer{cfg: cfg, emit: emit, tracer: newTracer(cfg.TracerProvider, cfg.Host), pending: make(map[recordKey]int64)}
+	if c.tracer != nil {
+		c.spans = make(map[recordKey]trace.Span)
+	}
+	return c, nil
 }
 
 // OnConsume implements sarama.ConsumerInterceptor: it stamps the receive time when the client hands the record on.
@@ -114,16 +115,17 @@ func (c *Consumer) Receive(msg *sarama.ConsumerMessage) {
 		c.pendingFull.Add(1)
 		return
 	}
-	c.pending[k] = pendingRecord{recv: now.UnixNano()}
+	c.pending[k] = now.UnixNano()
 	c.mu.Unlock()
 	if c.tracer != nil {
-		// Started outside the lock (a recording span allocates); Done of this record cannot run before Receive returns.
+		// Started outside the lock (a recording span allocates).
 		span := c.tracer.process(msg, c.cfg.Group, now)
 		c.mu.Lock()
-		if pr, ok := c.pending[k]; ok && pr.span == nil {
-			pr.span = span
-			c.pending[k] = pr
-			span = nil
+		if _, ok := c.pending[k]; ok {
+			if _, open := c.spans[k]; !open {
+				c.spans[k] = span
+				span = nil
+			}
 		}
 		c.mu.Unlock()
 		if span != nil { // forgotten meanwhile (a revoked partition): the record will not be Done here
@@ -139,16 +141,20 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 	processed := at.UnixNano()
 	c.done.Add(1)
 	k := recordKey{msg.Topic, msg.Partition, msg.Offset}
+	var span trace.Span
 	c.mu.Lock()
-	pr, ok := c.pending[k]
+	recv, ok := c.pending[k]
 	delete(c.pending, k)
+	if c.spans != nil {
+		span = c.spans[k]
+		delete(c.spans, k)
+	}
 	c.mu.Unlock()
-	recv := pr.recv
 	if !ok {
 		c.receiveMissing.Add(1)
 	}
-	if pr.span != nil {
-		pr.span.End(trace.WithTimestamp(at))
+	if span != nil {
+		span.End(trace.WithTimestamp(at))
 	}
 	r := Receipt{
 		Group: c.cfg.Group, Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset,
@@ -187,18 +193,24 @@ func (c *Consumer) Done(msg *sarama.ConsumerMessage) {
 }
 
 // Forget drops the receive stamps of a partition's records, e.g. when the partition is revoked in a rebalance and
-// the records will not be Done here.
+// the records will not be Done here; their open process spans end now, marked tidemark.revoked.
 func (c *Consumer) Forget(topic string, partition int32) {
-	now := c.cfg.Clock.now()
+	var now time.Time
+	if c.spans != nil {
+		now = c.cfg.Clock.now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, pr := range c.pending {
+	for k := range c.pending {
 		if k.topic == topic && k.partition == partition {
-			if pr.span != nil { // processing did not complete here: the span ends, marked as such
-				pr.span.SetAttributes(attrRevoked)
-				pr.span.End(trace.WithTimestamp(now))
-			}
 			delete(c.pending, k)
+		}
+	}
+	for k, span := range c.spans {
+		if k.topic == topic && k.partition == partition { // processing did not complete here: the span ends, marked
+			span.SetAttributes(attrRevoked)
+			span.End(trace.WithTimestamp(now))
+			delete(c.spans, k)
 		}
 	}
 }
