@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
@@ -221,6 +222,58 @@ func TestHopSpansSkipUntrustedStage(t *testing.T) {
 			if ingest != int(tc.emitted) || queue != 1 {
 				t.Fatalf("ingest spans %d, queue-wait spans %d", ingest, queue)
 			}
+		})
+	}
+}
+
+// discardSink acknowledges every write at once and keeps nothing.
+type discardSink struct{}
+
+func (discardSink) Write(_ context.Context, _ store.Rows, ack store.Ack) error {
+	if ack != nil {
+		ack(nil)
+	}
+	return nil
+}
+
+// BenchmarkReceiptsTracing is the receipts path (decode, correct, row) per receipt with tracing off, on with every
+// trace left out by the ratio, and on with every trace kept (two hop spans per receipt, ended into an SDK provider
+// with no exporter). `go test -run ^$ -bench ReceiptsTracing ./collector`.
+func BenchmarkReceiptsTracing(b *testing.B) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	zero, one := 0.0, 1.0
+	for _, tc := range []struct {
+		name  string
+		ratio *float64
+	}{{"off", nil}, {"on-ratio-0", &zero}, {"on-all", &one}} {
+		b.Run(tc.name, func(b *testing.B) {
+			t := &testing.T{}
+			deps, _ := c25Deps(t, truth, TracesConfig{SampleRatio: tc.ratio})
+			if tc.ratio == nil {
+				deps.tracer = nil
+			} else {
+				deps.tracer = newHopTracer(sdktrace.NewTracerProvider(), TracesConfig{SampleRatio: tc.ratio, KeepOver: -1}, "collector", deps.metrics)
+			}
+			deps.sink = discardSink{}
+			rs := make([]instrument.Receipt, 256)
+			p := &Receipts{pathDeps: deps}
+			var off int64
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range rs {
+					rs[i] = c25Receipt(truth, "g", off, byte(off), true, 120)
+					off++
+				}
+				v, err := instrument.AppendReceiptBatch(nil, rs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec := kafka.Record{Topic: "tidemark-receipts", Offset: off, Value: v}
+				if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "tidemark-receipts", Records: []kafka.Record{rec}}, func(int64) {}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rs)), "ns/receipt")
 		})
 	}
 }
