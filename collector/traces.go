@@ -61,6 +61,9 @@ const (
 	AttrNaiveMs        = attribute.Key("tidemark.naive_ms")        // the stage from the raw stamps, before correction
 	AttrKeptBecause    = attribute.Key("tidemark.sampling.reason") // sampled or slow
 	AttrCorrectedClock = attribute.Key("tidemark.reference_clock") // the reference host the times are on
+	// AttrEnvelope is set when a clock of the record is placed only by the causal envelope (latency.FlagEnvelope):
+	// its offset is bounded from one side, so the stated uncertainty is not a two-sided bound (docs/latency.md).
+	AttrEnvelope = attribute.Key("tidemark.envelope")
 )
 
 // decision is the hop-span sampler's verdict on one record (label decision of
@@ -213,6 +216,9 @@ func (h *hopTracer) span(ctx context.Context, x *hop, c *pathCounters, i int, re
 		AttrKeptBecause.String(decisionNames[why]), AttrCorrectedClock.String(h.refHost))
 	if u := res.StageUncertainty(s); !math.IsInf(u, 0) && !math.IsNaN(u) {
 		attrs = append(attrs, AttrUncertaintyMs.Float64(u))
+	}
+	if res.Flags&latency.FlagEnvelope != 0 {
+		attrs = append(attrs, AttrEnvelope.Bool(true))
 	}
 	if naiveFrom > 0 && naiveTo > 0 {
 		attrs = append(attrs, AttrNaiveMs.Int64(naiveTo-naiveFrom))

@@ -215,6 +215,10 @@ func TestHopSpansSkipUntrustedStage(t *testing.T) {
 					if !(a[AttrUncertaintyMs].AsFloat64() > 0) {
 						t.Errorf("ingest span on an estimated clock states no uncertainty: %v", a)
 					}
+					// Without time sync the producer is placed by the causal envelope: a one-sided bound, said so.
+					if want := tc.clock == (instrument.ClockOffset{}); a[AttrEnvelope].AsBool() != want {
+						t.Errorf("tidemark.envelope = %v, want %v", a[AttrEnvelope].AsBool(), want)
+					}
 				case "queue_wait":
 					queue++
 				}
