@@ -281,3 +281,35 @@ func BenchmarkReceiptsTracing(b *testing.B) {
 		})
 	}
 }
+
+// With tracing on, an exemplar links only to a trace that exists: one the producer sampled (its spans are in the
+// backend even when Tidemark's ratio left the record out), never one neither the producer nor Tidemark recorded.
+func TestExemplarsOnlyForRecordedTraces(t *testing.T) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		sampled  bool
+		exemplar bool
+	}{
+		{"producer sampled, Tidemark's ratio 0", true, true},
+		{"producer did not sample, fast", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			zero := 0.0
+			deps, rec := c25Deps(t, truth, TracesConfig{SampleRatio: &zero})
+			handleReceipts(t, deps, c25Receipt(truth, "g", 100, 1, tc.sampled, 120))
+			if n := len(rec.Ended()); n != 0 {
+				t.Fatalf("%d spans, want none (ratio 0, under keep_over)", n)
+			}
+			var exemplars int
+			for _, b := range histogram(t, deps.metrics.E2ELatency).GetBucket() {
+				if b.GetExemplar() != nil {
+					exemplars++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.exemplar]; exemplars != want {
+				t.Fatalf("%d exemplars, want %d", exemplars, want)
+			}
+		})
+	}
+}
