@@ -50,7 +50,6 @@ type recordKey struct {
 	offset    int64
 }
 
-
 // Consumer records receive and processed stamps for an application's consumed records and emits a [Receipt] per
 // processed record. It is safe for concurrent use by the partition goroutines of a consumer group session. It can also
 // be registered as a sarama ConsumerInterceptor, which stamps the time the client fetched the record instead of the
