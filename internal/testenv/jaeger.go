@@ -28,8 +28,10 @@ type JaegerAddrs struct {
 // CI=true, when they are not set.
 func Jaeger(t testing.TB) JaegerAddrs {
 	t.Helper()
-	return JaegerAddrs{OTLPGRPC: require(t, "TIDEMARK_JAEGER_OTLP_GRPC", "Jaeger"),
-		OTLPHTTP: require(t, "TIDEMARK_JAEGER_OTLP_HTTP", "Jaeger"), Query: require(t, "TIDEMARK_JAEGER_QUERY", "Jaeger")}
+	const start = "`bash deploy/local/stack.sh up --jaeger` and eval its output"
+	return JaegerAddrs{OTLPGRPC: requireStartedBy(t, "TIDEMARK_JAEGER_OTLP_GRPC", "Jaeger", start),
+		OTLPHTTP: requireStartedBy(t, "TIDEMARK_JAEGER_OTLP_HTTP", "Jaeger", start),
+		Query:    requireStartedBy(t, "TIDEMARK_JAEGER_QUERY", "Jaeger", start)}
 }
 
 // PrivateJaeger starts a Jaeger of the test's own (deploy/local/jaeger.sh with a state dir in t.TempDir and free

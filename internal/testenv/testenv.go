@@ -29,11 +29,17 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 // starts the server.
 func require(t testing.TB, env, what string) string {
 	t.Helper()
+	return requireStartedBy(t, env, what, "`make up`")
+}
+
+// requireStartedBy is require for a server that `start` starts (a command, quoted), besides `make test`.
+func requireStartedBy(t testing.TB, env, what, start string) string {
+	t.Helper()
 	v := strings.TrimSpace(os.Getenv(env))
 	if v != "" {
 		return v
 	}
-	msg := what + " is not running (" + env + " unset): run `make up` (or `make test`, which starts it)"
+	msg := what + " is not running (" + env + " unset): run " + start + " (or `make test`, which starts it)"
 	if InCI() {
 		t.Fatal(msg)
 	}
