@@ -69,7 +69,8 @@ func New(cfg Config, opts Options) (*Collector, error) {
 		opts.Metrics = NewMetrics(nil)
 	}
 	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
-		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost, opts.Metrics)}
+		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost,
+			opts.Engine.Config(), opts.Metrics)}
 	c := &Collector{cfg: cfg, opts: opts, deps: d}
 	if cfg.Tap.Enabled {
 		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.Group: true, cfg.Tap.Group: true}

@@ -41,8 +41,8 @@ type Metrics struct {
 	// TraceDecisions counts records by the hop-span sampler's decision (sampled, slow, unsampled, ratio,
 	// no_trace); only while tracing is on (traces.go).
 	TraceDecisions *prometheus.CounterVec // path, decision
-	// HopSpans counts hop spans by stage (ingest, queue_wait) and outcome (emitted, untrusted: the stage rests on a
-	// skew-suspected clock pair, so no span is made).
+	// HopSpans counts hop spans by stage (ingest, queue_wait) and outcome (emitted; untrusted: the span would be
+	// shifted, so none is made; see hopTracer.untrustedReason).
 	HopSpans *prometheus.CounterVec // path, stage, outcome
 }
 
@@ -124,7 +124,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		TraceDecisions: cv("tidemark_collector_trace_decisions_total",
 			"Records with or without trace context by the hop-span sampler's decision (sampled, slow, unsampled, ratio, no_trace).", "path", "decision"),
 		HopSpans: cv("tidemark_collector_hop_spans_total",
-			"Hop spans (ingest, queue_wait) built from corrected stamps, by outcome: emitted, or untrusted (not made: the stage rests on a skew-suspected clock pair).", "path", "stage", "outcome"),
+			"Hop spans (ingest, queue_wait) built from corrected stamps, by outcome: emitted, or untrusted (not made: an end's offset is unknown or an order was violated beyond the uncertainty, so the span would be shifted).", "path", "stage", "outcome"),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,

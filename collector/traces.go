@@ -51,16 +51,17 @@ func (c *TracesConfig) validate() error {
 
 // Attributes of the hop spans besides the messaging conventions' (docs/collector.md, "Hop spans").
 const (
-	AttrStage          = attribute.Key("tidemark.stage")           // ingest, queue_wait
-	AttrUncertaintyMs  = attribute.Key("tidemark.uncertainty_ms")  // the stage's correction uncertainty (±, ms)
-	AttrReplayClass    = attribute.Key("tidemark.replay_class")    // live, replay, redelivery, backfill
-	AttrSettled        = attribute.Key("tidemark.settled")         // false while a clock's offset is still warming up
-	AttrProducerHost   = attribute.Key("tidemark.producer_host")   // the producer's host id (its clock)
-	AttrBrokerHost     = attribute.Key("tidemark.broker_host")     // the leader whose clock stamped the append
-	AttrConsumerHost   = attribute.Key("tidemark.consumer_host")   // the consumer's host id
-	AttrNaiveMs        = attribute.Key("tidemark.naive_ms")        // the stage from the raw stamps, before correction
-	AttrKeptBecause    = attribute.Key("tidemark.sampling.reason") // sampled or slow
-	AttrCorrectedClock = attribute.Key("tidemark.reference_clock") // the reference host the times are on
+	AttrStage          = attribute.Key("tidemark.stage")            // ingest, queue_wait
+	AttrUncertaintyMs  = attribute.Key("tidemark.uncertainty_ms")   // the stage's correction uncertainty (±, ms)
+	AttrReplayClass    = attribute.Key("tidemark.replay_class")     // live, replay, redelivery, backfill
+	AttrTrusted        = attribute.Key("tidemark.trusted")          // the engine counts the stage in live percentiles
+	AttrUntrustedWhy   = attribute.Key("tidemark.untrusted_reason") // with trusted=false: warming_up or wide
+	AttrProducerHost   = attribute.Key("tidemark.producer_host")    // the producer's host id (its clock)
+	AttrBrokerHost     = attribute.Key("tidemark.broker_host")      // the leader whose clock stamped the append
+	AttrConsumerHost   = attribute.Key("tidemark.consumer_host")    // the consumer's host id
+	AttrNaiveMs        = attribute.Key("tidemark.naive_ms")         // the stage from the raw stamps, before correction
+	AttrKeptBecause    = attribute.Key("tidemark.sampling.reason")  // sampled or slow
+	AttrCorrectedClock = attribute.Key("tidemark.reference_clock")  // the reference host the times are on
 	// AttrEnvelope is set when a clock of the record is placed only by the causal envelope (latency.FlagEnvelope):
 	// its offset is bounded from one side, so the stated uncertainty is not a two-sided bound (docs/latency.md).
 	AttrEnvelope = attribute.Key("tidemark.envelope")
@@ -96,16 +97,19 @@ type hopTracer struct {
 	bound    uint64  // ratio, as TraceIDRatioBased: keep when the trace id's low 63 bits are below it
 	keepOver float64 // ms; +Inf when off
 	refHost  string
+	uncRatio float64                  // latency.Config.UncertaintyRatio: the proportional part of the accuracy target
 	counters map[string]*pathCounters // by path; read-only after newHopTracer
 	ingests  recentTraces             // producer spans that already have their ingest span
 }
 
-func newHopTracer(tp trace.TracerProvider, cfg TracesConfig, refHost string, m *Metrics) *hopTracer {
+// newHopTracer returns the hop tracer of tp (nil: tracing off, nil tracer). lat is the engine's configuration: its
+// UncertaintyRatio is part of the rule that tells a wide stage from a contradicted one (hopTracer.span).
+func newHopTracer(tp trace.TracerProvider, cfg TracesConfig, refHost string, lat latency.Config, m *Metrics) *hopTracer {
 	if tp == nil {
 		return nil
 	}
 	h := &hopTracer{t: tp.Tracer("github.com/tidemark/tidemark/collector"), keepOver: math.Inf(1), refHost: refHost,
-		counters: map[string]*pathCounters{}}
+		uncRatio: lat.UncertaintyRatio, counters: map[string]*pathCounters{}}
 	for _, path := range []string{PathReceipts, PathTap} {
 		c := &pathCounters{}
 		for d := range numDecisions {
@@ -196,24 +200,67 @@ func (h *hopTracer) record(x *hop, res *latency.Result) bool {
 	return true
 }
 
-// span emits the span of stage s from moment a to b, when the record has it and the engine trusts its correction
-// (a stage resting on a skew-suspected pair would be a shifted span; one only warming up is emitted, settled=false).
+// Why an emitted span's stage is kept out of the live percentiles (tidemark.untrusted_reason).
+const (
+	untrustedWarmingUp = "warming_up" // a clock's offset has no drift fit yet (latency.FlagUnsettled)
+	untrustedWide      = "wide"       // the uncertainty exceeds the accuracy target for a stage this short
+)
+
+// accuracyFloorMs is the floor of the accuracy target max(2 ms, UncertaintyRatio × stage) (docs/latency.md), the
+// smaller of the two widths past which the engine stops trusting a cross-clock stage.
+const accuracyFloorMs = 2
+
+// pooledMs: a cross-clock stage this short or shorter may be a pair the monotone projection pooled (an order
+// violated beyond the uncertainty ends as a stage of exactly 0, up to rounding).
+const pooledMs = 1e-6
+
+// untrustedReason says why stage s of res, not trusted, still has an honest span, or "" when it has none. A span is
+// honest when its ends lie within its stated uncertainty of the truth:
+//   - warming up (FlagUnsettled, no skew suspicion): the bound holds, the fit is young;
+//   - wide: skew-suspected, but only as the engine flags a correct stage whose uncertainty is too large for its
+//     length: both ends' offsets are known (finite uncertainty), the uncertainty exceeds the accuracy target, and
+//     the stage is not one the projection pooled (length > 0). An envelope-placed producer's ingest of 40 ms ± 7 ms
+//     is such a stage: kept out of percentiles, yet the span a user opens is right within its ± 7 ms.
+//
+// Anything else (an end's offset unknown, an order violated beyond the uncertainty: the projection pooled the pair
+// to length 0; or a narrow stage flagged for another reason) would draw a shifted span: none is made.
+func (h *hopTracer) untrustedReason(res *latency.Result, s latency.Stage) string {
+	if res.Flags&latency.FlagSkewSuspected == 0 {
+		return untrustedWarmingUp
+	}
+	d, _ := res.Stage(s)
+	u := res.StageUncertainty(s)
+	if math.IsInf(u, 0) || math.IsNaN(u) || !(d > pooledMs) || !(u > math.Max(accuracyFloorMs, h.uncRatio*d)) {
+		return ""
+	}
+	return untrustedWide
+}
+
+// span emits the span of stage s from moment a to b, when the record has it and its corrected ends are honest
+// within the stated uncertainty (a trusted stage, or an untrusted one untrustedReason accepts). A stage whose span
+// would be shifted gets none, counted as untrusted.
 func (h *hopTracer) span(ctx context.Context, x *hop, c *pathCounters, i int, res *latency.Result, s latency.Stage,
 	a, b latency.Moment, why decision, naiveFrom, naiveTo int64) {
 	if _, ok := res.Stage(s); !ok || res.Corrected[a] == 0 || res.Corrected[b] == 0 {
 		return
 	}
-	settled := res.Trusted(s)
-	if !settled && res.Flags&latency.FlagSkewSuspected != 0 {
-		c.untrusted[i].Inc()
-		return
+	trusted := res.Trusted(s)
+	var reason string
+	if !trusted {
+		if reason = h.untrustedReason(res, s); reason == "" {
+			c.untrusted[i].Inc()
+			return
+		}
 	}
 	start, end := msTime(res.Corrected[a]), msTime(res.Corrected[b])
-	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs := make([]attribute.KeyValue, 0, 17)
 	attrs = append(attrs, semconv.MessagingSystemKafka, semconv.MessagingDestinationName(x.topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(x.partition))), semconv.MessagingKafkaOffset(int(res.Offset)),
-		AttrStage.String(s.String()), AttrReplayClass.String(res.Class.String()), AttrSettled.Bool(settled),
+		AttrStage.String(s.String()), AttrReplayClass.String(res.Class.String()), AttrTrusted.Bool(trusted),
 		AttrKeptBecause.String(decisionNames[why]), AttrCorrectedClock.String(h.refHost))
+	if reason != "" {
+		attrs = append(attrs, AttrUntrustedWhy.String(reason))
+	}
 	if u := res.StageUncertainty(s); !math.IsInf(u, 0) && !math.IsNaN(u) {
 		attrs = append(attrs, AttrUncertaintyMs.Float64(u))
 	}

@@ -35,7 +35,7 @@ func c25Deps(t *testing.T, truth time.Time, cfg TracesConfig) (*pathDeps, *trace
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	cfg.setDefaults([]time.Duration{DefaultSLOThreshold})
-	deps.tracer = newHopTracer(tp, cfg, "collector", deps.metrics)
+	deps.tracer = newHopTracer(tp, cfg, "collector", deps.engine.Config(), deps.metrics)
 	return deps, rec
 }
 
@@ -121,7 +121,7 @@ func TestHopSpansFromCorrectedStamps(t *testing.T) {
 		}
 		if a[AttrNaiveMs].AsInt64() != w.naive || a[AttrReplayClass].AsString() != "live" || a[AttrProducerHost].AsString() != "P1" ||
 			a[AttrBrokerHost].AsString() != "broker-1" || a["messaging.kafka.offset"].AsInt64() != 100 ||
-			a["messaging.destination.partition.id"].AsString() != "3" || !a[AttrSettled].AsBool() {
+			a["messaging.destination.partition.id"].AsString() != "3" || !a[AttrTrusted].AsBool() {
 			t.Errorf("%s attributes %v", w.name, a)
 		}
 	}
@@ -177,21 +177,33 @@ func TestHopSpansOneIngestPerRecord(t *testing.T) {
 	}
 }
 
-// A producer whose time sync lies (it reports offset 0 ± 0.1 ms while its clock is 2.5 s ahead) makes produce
-// land after append beyond every uncertainty: the engine flags the ingest stage skew-suspected, and no ingest span
-// is made (it would be shifted), counted as untrusted; the queue wait between two known clocks still gets its span.
-// A producer with no time sync at all is placed by the causal envelope: its ingest span is made and says how
-// uncertain it is.
-func TestHopSpansSkipUntrustedStage(t *testing.T) {
+// Which untrusted stages still get a span: exactly those whose corrected ends are honest within the stated
+// uncertainty. A producer whose time sync lies (it reports offset 0 ± 0.1 ms while its clock is 2.5 s ahead) makes
+// produce land after append beyond every uncertainty: the engine flags the ingest skew-suspected and the projection
+// pools the pair, so no ingest span is made (it would be shifted), counted as untrusted, however wide the lie's
+// stated uncertainty. A producer whose time sync
+// is right but loose (± 4 ms, plus the broker's ± 1.5 ms: 5.5 ms over a 20 ms stage) is flagged too, for width
+// only: its span is made, trusted=false, reason wide, and lies within its uncertainty of the truth. A producer with
+// no time sync at all is placed by the causal envelope: its ingest span is made (warming up) and says its bound is
+// one-sided.
+// The queue wait between two known clocks gets its span in every case.
+func TestHopSpansOfUntrustedStages(t *testing.T) {
 	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name      string
 		clock     instrument.ClockOffset
 		emitted   float64
 		untrusted float64
+		trusted   bool   // the emitted ingest span's tidemark.trusted
+		reason    string // and its tidemark.untrusted_reason
 	}{
-		{"lying time sync", instrument.ClockOffset{Offset: 0, Uncertainty: 100 * time.Microsecond, Valid: true}, 0, 1},
-		{"no time sync", instrument.ClockOffset{}, 1, 0},
+		{"lying time sync", instrument.ClockOffset{Offset: 0, Uncertainty: 100 * time.Microsecond, Valid: true}, 0, 1, false, ""},
+		{"loose time sync", instrument.ClockOffset{Offset: 2500 * time.Millisecond, Uncertainty: 4 * time.Millisecond, Valid: true},
+			1, 0, false, "wide"},
+		// As wide as the loose one, but wrong by 2.5 s: the width does not excuse it (the pooled pair has length 0).
+		{"lying loose time sync", instrument.ClockOffset{Offset: 0, Uncertainty: 4 * time.Millisecond, Valid: true}, 0, 1, false, ""},
+		// The envelope's first estimate has no drift fit yet: honest, warming up.
+		{"no time sync", instrument.ClockOffset{}, 1, 0, false, "warming_up"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			deps, rec := c25Deps(t, truth, TracesConfig{})
@@ -212,15 +224,33 @@ func TestHopSpansSkipUntrustedStage(t *testing.T) {
 				switch a[AttrStage].AsString() {
 				case "ingest":
 					ingest++
-					if !(a[AttrUncertaintyMs].AsFloat64() > 0) {
+					unc := a[AttrUncertaintyMs].AsFloat64()
+					if !(unc > 0) {
 						t.Errorf("ingest span on an estimated clock states no uncertainty: %v", a)
+					}
+					if a[AttrTrusted].AsBool() != tc.trusted || a[AttrUntrustedWhy].AsString() != tc.reason {
+						t.Errorf("trusted %v reason %q, want %v %q", a[AttrTrusted].AsBool(), a[AttrUntrustedWhy].AsString(),
+							tc.trusted, tc.reason)
 					}
 					// Without time sync the producer is placed by the causal envelope: a one-sided bound, said so.
 					if want := tc.clock == (instrument.ClockOffset{}); a[AttrEnvelope].AsBool() != want {
 						t.Errorf("tidemark.envelope = %v, want %v", a[AttrEnvelope].AsBool(), want)
 					}
+					// Two-sided bounds hold: the true produce (truth) and append (+20 ms) lie within ± unc.
+					if !a[AttrEnvelope].AsBool() {
+						tol := time.Duration(unc * float64(time.Millisecond))
+						if d := s.StartTime().Sub(truth); d.Abs() > tol {
+							t.Errorf("ingest starts %v off the truth (± %v)", d, tol)
+						}
+						if d := s.EndTime().Sub(truth.Add(20 * time.Millisecond)); d.Abs() > tol {
+							t.Errorf("ingest ends %v off the truth (± %v)", d, tol)
+						}
+					}
 				case "queue_wait":
 					queue++
+					if a[AttrTrusted].AsBool() != true {
+						t.Errorf("queue wait between two known clocks untrusted: %v", a)
+					}
 				}
 			}
 			if ingest != int(tc.emitted) || queue != 1 {
@@ -256,7 +286,8 @@ func BenchmarkReceiptsTracing(b *testing.B) {
 			if tc.ratio == nil {
 				deps.tracer = nil
 			} else {
-				deps.tracer = newHopTracer(sdktrace.NewTracerProvider(), TracesConfig{SampleRatio: tc.ratio, KeepOver: -1}, "collector", deps.metrics)
+				deps.tracer = newHopTracer(sdktrace.NewTracerProvider(), TracesConfig{SampleRatio: tc.ratio, KeepOver: -1}, "collector",
+					deps.engine.Config(), deps.metrics)
 			}
 			deps.sink = discardSink{}
 			rs := make([]instrument.Receipt, 256)
