@@ -117,8 +117,11 @@ func (c *Consumer) Receive(msg *sarama.ConsumerMessage) {
 	c.pending[k] = now.UnixNano()
 	c.mu.Unlock()
 	if c.tracer != nil {
-		// Started outside the lock (a recording span allocates).
+		// Started outside the lock (a recording span allocates); nil when it records nothing.
 		span := c.tracer.process(msg, c.cfg.Group, now)
+		if span == nil {
+			return
+		}
 		c.mu.Lock()
 		if _, ok := c.pending[k]; ok {
 			if _, open := c.spans[k]; !open {

@@ -213,62 +213,6 @@ func TestConsumerForgetEndsOpenSpans(t *testing.T) {
 	}
 }
 
-// Benchmarks: the instrumentation's cost per record with tracing off (nil provider, the default), with a noop
-// provider, and with the SDK sampling nothing or everything. `go test -bench 'Send|Consume' ./latency/instrument`;
-// docs/instrumentation.md gives the ratios measured against the code before spans existed.
-func benchProviders() []struct {
-	name string
-	tp   trace.TracerProvider
-} {
-	return []struct {
-		name string
-		tp   trace.TracerProvider
-	}{
-		{"off", nil},
-		{"noop", noop.NewTracerProvider()},
-		{"sdk-never", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))},
-		{"sdk-always", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))},
-	}
-}
-
-func BenchmarkSend(b *testing.B) {
-	for _, pv := range benchProviders() {
-		b.Run(pv.name, func(b *testing.B) {
-			p := NewProducerInterceptor(ProducerConfig{Host: "p1", TracerProvider: pv.tp})
-			b.ReportAllocs()
-			for b.Loop() {
-				p.OnSend(&sarama.ProducerMessage{Topic: "orders", Value: sarama.StringEncoder("{}")})
-			}
-		})
-	}
-}
-
-func BenchmarkConsume(b *testing.B) {
-	for _, pv := range benchProviders() {
-		b.Run(pv.name, func(b *testing.B) {
-			pmsg := &sarama.ProducerMessage{Topic: "orders"}
-			NewProducerInterceptor(ProducerConfig{Host: "p1", TracerProvider: pv.tp}).OnSend(pmsg)
-			bp := &blockedProducer{in: make(chan *sarama.ProducerMessage, 1024), succ: make(chan *sarama.ProducerMessage),
-				errs: make(chan *sarama.ProducerError)}
-			go func() { // a producer that discards what it is given
-				for range bp.in {
-				}
-			}()
-			em := NewEmitter(bp, EmitterConfig{Topic: "receipts", QueueSize: 1 << 20})
-			defer close(bp.in)
-			defer em.Close()
-			c, _ := NewConsumer(ConsumerConfig{Group: "g", Host: "c1", TracerProvider: pv.tp}, em)
-			m := consumed("orders", 0, 0, time.Now(), pmsg.Headers)
-			b.ReportAllocs()
-			for b.Loop() {
-				m.Offset++
-				c.Receive(m)
-				c.Done(m)
-			}
-		})
-	}
-}
-
 // The receipt carries the traceparent's sampled flag as bit6 "not sampled", so that receipts written before the bit
 // existed (their producers minted sampled traces) still read as sampled.
 func TestReceiptTraceSampledFlag(t *testing.T) {
