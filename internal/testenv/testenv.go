@@ -1,12 +1,15 @@
 // Package testenv is the test harness for Tidemark's integration tests: it hands tests the addresses of the REAL Kafka
-// brokers and ClickHouse server that deploy/local started (through environment variables the Makefile sets), unique
-// names for topics, groups and databases, and helpers to create topics with configs.
+// brokers, ClickHouse server and Jaeger that deploy/local started (through environment variables the Makefile
+// sets), unique names for topics, groups and databases, and helpers to create topics with configs.
 //
 // Environment:
 //
 //	TIDEMARK_KAFKA_BROKERS     comma-separated bootstrap addresses, e.g. 127.0.0.1:19092,127.0.0.1:19093
 //	TIDEMARK_CLICKHOUSE_ADDR   host:port of ClickHouse's native protocol, e.g. 127.0.0.1:19000
 //	TIDEMARK_PROMETHEUS_ADDR   host:port of a Prometheus server (only for scrape/rule tests)
+//	TIDEMARK_JAEGER_OTLP_GRPC  host:port of Jaeger's OTLP/gRPC receiver (stack.sh up --jaeger; tracing tests)
+//	TIDEMARK_JAEGER_OTLP_HTTP  host:port of its OTLP/HTTP receiver
+//	TIDEMARK_JAEGER_QUERY      http://host:port of its query API and UI
 //	CI                         when "true", a missing server fails the test instead of skipping it
 //
 // testenv is test-only code; it talks to the servers directly (sarama, clickhouse-go) so that it does not depend on the
