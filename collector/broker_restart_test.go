@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -31,7 +30,7 @@ func startPrivateKafka(t *testing.T) *privateKafka {
 	t.Helper()
 	testenv.Kafka(t)
 	dir := t.TempDir() // removed after the Cleanup below has stopped the broker (cleanups run last-in first-out)
-	port, controller := freePort(t), freePort(t)
+	port, controller := testenv.FreePort(t), testenv.FreePort(t)
 	k := &privateKafka{t: t, brokers: []string{"127.0.0.1:" + strconv.Itoa(port)},
 		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+strconv.Itoa(port),
 			"TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller))}
@@ -57,17 +56,6 @@ func (k *privateKafka) run(args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		k.t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-}
-
-// freePort returns a loopback TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestBrokerRestartResumes (issue 5, "a broker restarted → pipeline resumes by itself"): the only broker of a

@@ -56,16 +56,7 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
 	// Every clock's offset is known, as in TestReceiptsCorrectsC25: broker-1 at 0 ± 1.5 ms from probe brackets,
 	// producer P1 at +2500 ms and consumer C1 at −300 ms, both synced to ±0.1 ms, over a minute of history.
-	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
-		at := truth.Add(-ago)
-		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
-			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
-			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
-			t.Fatal(err)
-		}
-		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
-		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
-	}
+	seedC25Clocks(t, deps, truth)
 	sync := func(d time.Duration) instrument.ClockOffset {
 		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
 	}

@@ -76,16 +76,7 @@ func TestReceiptsCorrectsC25(t *testing.T) {
 	// x.020; the bracket [20 − 21.5, 20 + 1 − 19.5] = [−1.5, +1.5] ms (the +1 covers ms truncation) is centred on 0.
 	// The producer and consumer reported their synced offsets (±0.1 ms). The engine trusts an estimate once its
 	// window spans a quarter of its length (30 s of the default 2 min), so the history starts a minute earlier.
-	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
-		at := truth.Add(-ago)
-		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
-			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
-			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
-			t.Fatal(err)
-		}
-		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
-		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
-	}
+	seedC25Clocks(t, deps, truth)
 	sync := func(d time.Duration) instrument.ClockOffset {
 		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
 	}
@@ -238,5 +229,23 @@ func TestReceiptsReReadAfterGiveUpMakesSameRows(t *testing.T) {
 	sink.acks[1](nil)
 	if n := len(p.pending.byPartition[4]); n != 0 {
 		t.Fatalf("%d records still pending after the acknowledgement", n)
+	}
+}
+
+// seedC25Clocks gives deps' engine case C25's clocks over the minute before truth: broker-1 at 0 ± 1.5 ms from
+// probe brackets (each sent at x.0195, acked at x.0215, stamped x.020), producer P1 at +2500 ms and consumer C1 at
+// −300 ms, both reported from time sync at ±0.1 ms. The engine trusts an estimate once its window spans a quarter
+// of its length (30 s of the default 2 min), hence a minute of history.
+func seedC25Clocks(t *testing.T, deps *pathDeps, truth time.Time) {
+	t.Helper()
+	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
+		at := truth.Add(-ago)
+		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
+			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
+			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
+			t.Fatal(err)
+		}
+		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
+		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
 	}
 }

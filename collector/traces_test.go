@@ -13,7 +13,6 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -22,16 +21,7 @@ import (
 func c25Deps(t *testing.T, truth time.Time, cfg TracesConfig) (*pathDeps, *tracetest.SpanRecorder) {
 	t.Helper()
 	deps, _, _ := newTestDeps(t, truth.Add(200*time.Millisecond))
-	for ago := 60 * time.Second; ago >= 0; ago -= 10 * time.Second {
-		at := truth.Add(-ago)
-		if err := deps.engine.ObserveBracket(latency.Bracket{Host: deps.hosts.id("broker-1"),
-			Send: at.Add(19500 * time.Microsecond), RemoteMs: at.Add(20 * time.Millisecond).UnixMilli(),
-			Ack: at.Add(21500 * time.Microsecond)}); err != nil {
-			t.Fatal(err)
-		}
-		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
-		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
-	}
+	seedC25Clocks(t, deps, truth)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	cfg.setDefaults([]time.Duration{DefaultSLOThreshold})

@@ -43,7 +43,7 @@ func PrivateJaeger(t testing.TB) *Private {
 	p := &Private{t: t, state: t.TempDir()}
 	ports := make([]int, 4)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = FreePort(t)
 	}
 	p.env = append(os.Environ(), "TIDEMARK_STATE_DIR="+p.state,
 		"TIDEMARK_JAEGER_OTLP_GRPC_PORT="+strconv.Itoa(ports[0]), "TIDEMARK_JAEGER_OTLP_HTTP_PORT="+strconv.Itoa(ports[1]),
@@ -89,9 +89,9 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago (the kernel's ephemeral range, outside every
-// worktree's fixed block).
-func freePort(t testing.TB) int {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (the kernel's ephemeral range, outside every
+// worktree's fixed block), for a private server a test starts.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
