@@ -29,7 +29,7 @@ env:
 	@$(STACK) env
 
 # test: the stack is started only if it is not already running, and only what this run started is stopped.
-# Jaeger is the real trace backend of the tracing integration test (built once per machine, ~2.5 min on 2 cores).
+# Jaeger is the real trace backend of the tracing integration test (built once per machine: ~10 CPU-minutes from empty Go caches).
 test:
 	$(STACK) with --jaeger -- $(MAKE) --no-print-directory check
 
