@@ -25,12 +25,14 @@ JDIR="$TIDEMARK_STATE_DIR/jaeger"
 install() {
   [[ -x "$JAEGER_BIN" ]] && return 0
   command -v go >/dev/null || die "go not found: needed once to build Jaeger $JAEGER_VERSION"
-  local mod src tmp
+  local mod dl src tmp
   mod="github.com/jaegertracing/jaeger@v$JAEGER_VERSION"
   log "building Jaeger $JAEGER_VERSION from the Go module proxy into $JAEGER_BIN (once per machine; ~10 CPU-minutes and 1.3 GB of modules from empty Go caches)"
   # `go install mod@version` is refused (Jaeger's go.mod has replace directives), so: download, build in place.
-  src=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [[ -n "$src" && -d "$src" ]] || die "go mod download $mod failed"
+  # With -json, a failure is reported in the output's "Error" field: keep the output to quote it.
+  dl=$(cd /tmp && GOFLAGS=-mod=mod go mod download -json "$mod") || die "go mod download $mod failed: $(sed -n 's/^[[:space:]]*"Error": //p' <<<"$dl")"
+  src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$dl")
+  [[ -n "$src" && -d "$src" ]] || die "go mod download $mod gave no module directory"
   mkdir -p "$(dirname "$JAEGER_BIN")"
   tmp="$JAEGER_BIN.tmp.$$"
   if ! (cd "$src" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -o "$tmp" ./cmd/jaeger) >"$JAEGER_BIN.build.log" 2>&1; then

@@ -87,7 +87,7 @@ cmd=${1:-}
 shift || true
 parse "$@"
 case "$cmd" in
-  install) install_all ;;
+  install) WITH_JAEGER=1; install_all ;; # everything make test needs, Jaeger included
   up) up ;;
   down) down ;;
   env) env_all ;;
