@@ -42,6 +42,9 @@ type runConfig struct {
 	Log        logConfig  `yaml:"log"`
 	// Tracing exports the collector's hop spans over OTLP (default off).
 	Tracing tracing.Config `yaml:"tracing"`
+	// clickHouse is set when the configuration has a clickhouse block (file, TIDEMARK_CLICKHOUSE_* variables or
+	// --clickhouse.* flags). Without one, `tidemark run` is a pure lag exporter: no ClickHouse, no collector.
+	clickHouse bool
 	// MemoryLimitMB sets Go's soft memory limit (runtime/debug.SetMemoryLimit) in MiB; 0 (default) leaves the
 	// runtime's (or GOMEMLIMIT's). 250 keeps the collector under ~300 MB RSS at full speed (cmd/bench-collector).
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
@@ -105,6 +108,22 @@ func (c *runConfig) validate() error {
 	}
 	if err := c.ClickHouse.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("clickhouse: %w", err))
+	}
+	if !c.clickHouse {
+		// Paths write to ClickHouse: never guess an address for them (the default would silently point at
+		// 127.0.0.1:9000); a lag exporter alone needs no database.
+		for _, p := range []struct {
+			key string
+			on  bool
+		}{{"collector.receipts.enabled", c.Collector.Receipts.Enabled}, {"collector.probe.enabled", c.Collector.Probe.Enabled},
+			{"collector.tap.enabled", c.Collector.Tap.Enabled}} {
+			if p.on {
+				errs = append(errs, fmt.Errorf("%s: the collector writes to ClickHouse: add a clickhouse block (clickhouse.addr)", p.key))
+			}
+		}
+		if !*c.LagEnabled {
+			errs = append(errs, errors.New("lag_enabled: false and no clickhouse block: nothing to run (enable the lag exporter, or configure ClickHouse and the collector)"))
+		}
 	}
 	if err := c.Collector.Validate(); err != nil {
 		errs = append(errs, err)
@@ -248,6 +267,7 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	cfg.clickHouse = k.Exists("clickhouse")
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)

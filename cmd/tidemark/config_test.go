@@ -41,6 +41,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 				DedupWindow: 1000, RetryInitial: 200 * time.Millisecond, RetryMax: 5 * time.Second,
 				RetryMaxElapsed: 10 * time.Minute, InsertTimeout: 20 * time.Second},
 		},
+		clickHouse:    true,
 		Migrate:       &f,
 		MemoryLimitMB: 250,
 		Latency: latencyConfig{Window: 3 * time.Minute, EnvelopeWindow: 90 * time.Second, SkewTolerance: 3 * time.Millisecond,
@@ -159,5 +160,46 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 	// The flag wins over the file; an unchanged flag (log.level) does not override the default.
 	if got.HTTP.Listen != ":7777" || got.Log.Level != "info" {
 		t.Fatalf("flags: listen %q level %q", got.HTTP.Listen, got.Log.Level)
+	}
+}
+
+// TestConfigClickHouseBlock: without a clickhouse block `tidemark run` is a pure lag exporter; the block may come
+// from the file, the environment or a flag; collector paths without one are an error naming each path's key.
+func TestConfigClickHouseBlock(t *testing.T) {
+	lagOnly := writeConfig(t, "kafka: {brokers: [k:9092]}\n")
+	c, err := loadConfig(lagOnly, nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.clickHouse {
+		t.Fatal("no clickhouse block, yet ClickHouse is configured")
+	}
+	for name, env := range map[string][]string{
+		"stack variable": {"TIDEMARK_CLICKHOUSE_ADDR=ch:9000"},
+		"nested key":     {"TIDEMARK_CLICKHOUSE__DATABASE=tm"},
+	} {
+		c, err := loadConfig(lagOnly, nil, func() []string { return env })
+		if err != nil || !c.clickHouse {
+			t.Errorf("%s %v: clickHouse = %v, err %v; want configured", name, env, c != nil && c.clickHouse, err)
+		}
+	}
+	fs := newRunCmd().Flags()
+	if err := fs.Parse([]string{"--clickhouse.addr", "ch:9000"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := loadConfig(lagOnly, fs, noEnv); err != nil || !c.clickHouse {
+		t.Errorf("--clickhouse.addr: err %v, want ClickHouse configured", err)
+	}
+	if c, err := loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\nclickhouse: {addr: [ch:9000]}\n"), nil, noEnv); err != nil || !c.clickHouse {
+		t.Errorf("clickhouse block in the file: err %v, want ClickHouse configured", err)
+	}
+	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\ncollector: {receipts: {enabled: true}, tap: {enabled: true, topics: [t]}}\n"), nil, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "collector.receipts.enabled: the collector writes to ClickHouse") ||
+		!strings.Contains(err.Error(), "collector.tap.enabled:") || strings.Contains(err.Error(), "collector.probe.enabled") {
+		t.Errorf("collector paths without ClickHouse: err %v, want one line per enabled path", err)
+	}
+	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\nlag_enabled: false\n"), nil, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "nothing to run") {
+		t.Errorf("nothing enabled: err %v, want nothing to run", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -38,7 +39,8 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run the collector, the lag exporter and the HTTP endpoints until interrupted",
 		Long: `Run the collector (probe, receipts and tap paths into ClickHouse), the lag exporter and the HTTP server
-(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `).
+(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `). Without a clickhouse block it runs as a pure lag
+exporter: no database, no collector.
 
 Configuration: the YAML file given with --config, then TIDEMARK_* environment variables (a key's dots written as
 double underscores, e.g. TIDEMARK_COLLECTOR__TAP__SAMPLE_RATE; TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR are
@@ -99,7 +101,9 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	var st readiness
 	st.set("starting")
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metricsHandler(reg))
+	var metrics metricsEndpoint // the registry until the lag exporter runs, then its snapshot too
+	metrics.set(metricsHandler(reg))
+	mux.Handle("/metrics", &metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if why := st.notReady(); why != "" {
@@ -143,6 +147,9 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}()
 
+	if !cfg.clickHouse {
+		return runLagExporter(ctx, sctx, cfg, log, &st, reg, &metrics)
+	}
 	st.set("connecting to ClickHouse")
 	db, err := retryDependency(sctx, log, &st, "ClickHouse", func() (*store.Store, error) {
 		db, err := store.Open(sctx, cfg.ClickHouse)
@@ -199,25 +206,15 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	}
 
 	var loop *lagexporter.Loop
+	var lagMetrics *promexport.Handler
 	if *cfg.LagEnabled {
-		sc, err := cfg.Kafka.Sarama()
-		if err != nil {
+		var cluster *kafka.ClusterReader
+		if loop, cluster, err = startLag(sctx, cfg, log, &st); err != nil {
 			return err
-		}
-		st.set("connecting to Kafka (lag exporter)")
-		cluster, err := retryDependency(sctx, log, &st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
-			return kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
-		})
-		if err != nil {
-			return startErr(sctx, err)
 		}
 		defer cluster.Close()
-		if loop, err = lagexporter.NewLoop(&cfg.Lag, cluster, time.Now); err != nil {
-			return err
-		}
-		if err := promexport.Register(reg, &cfg.Lag, loop); err != nil {
-			return err
-		}
+		lagMetrics = promexport.NewHandler(promexport.NewCollector(&cfg.Lag, loop), reg)
+		metrics.set(lagMetrics)
 	}
 
 	g, gctx := errgroup.WithContext(sctx)
@@ -225,8 +222,11 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if loop != nil {
 		snaps, cancelSub := loop.Subscribe(4)
 		defer cancelSub()
+		rendered, cancelRender := loop.Subscribe(1)
+		defer cancelRender()
 		g.Go(func() error { return loop.Run(gctx) })
 		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col) })
+		g.Go(func() error { lagMetrics.Follow(gctx, rendered); return nil })
 	}
 	// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
 	st.setCheck(col.Ready)
@@ -244,6 +244,80 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
 	}
 	return runErr
+}
+
+// metricsEndpoint is /metrics: the handler set last (metricsHandler until the lag exporter runs, then its
+// promexport.Handler, which serves the pre-rendered snapshot together with the registry's metrics).
+type metricsEndpoint struct{ h atomic.Pointer[http.Handler] }
+
+func (m *metricsEndpoint) set(h http.Handler) { m.h.Store(&h) }
+
+func (m *metricsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*m.h.Load()).ServeHTTP(w, r)
+}
+
+// startLag connects the lag exporter to Kafka, retrying like every dependency, and returns its loop and the reader
+// the caller closes.
+func startLag(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness) (*lagexporter.Loop, *kafka.ClusterReader, error) {
+	sc, err := cfg.Kafka.Sarama()
+	if err != nil {
+		return nil, nil, err
+	}
+	st.set("connecting to Kafka (lag exporter)")
+	cluster, err := retryDependency(sctx, log, st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
+		return kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+	})
+	if err != nil {
+		return nil, nil, startErr(sctx, err)
+	}
+	loop, err := lagexporter.NewLoop(&cfg.Lag, cluster, time.Now)
+	if err != nil {
+		_ = cluster.Close()
+		return nil, nil, err
+	}
+	return loop, cluster, nil
+}
+
+// runLagExporter is `tidemark run` without a clickhouse block: the lag exporter alone, like kminion. /metrics serves
+// its pre-rendered snapshot and the process's own metrics; /readyz needs no database (lagReady).
+func runLagExporter(ctx, sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness, reg *prometheus.Registry,
+	metrics *metricsEndpoint) error {
+	loop, cluster, err := startLag(sctx, cfg, log, st)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	h := promexport.NewHandler(promexport.NewCollector(&cfg.Lag, loop), reg)
+	metrics.set(h)
+	snaps, cancelSub := loop.Subscribe(1)
+	defer cancelSub()
+	g, gctx := errgroup.WithContext(sctx)
+	g.Go(func() error { return loop.Run(gctx) })
+	g.Go(func() error { h.Follow(gctx, snaps); return nil })
+	st.setCheck(lagReady(loop, &cfg.Lag, time.Now))
+	log.Info("tidemark running as a lag exporter (no clickhouse block, so no collector)", "brokers", cfg.Kafka.Brokers)
+	err = g.Wait()
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
+		err = errors.Join(err, cause) // the HTTP server failed
+	}
+	st.set("stopping")
+	return err
+}
+
+// lagReady is a lag exporter's readiness: ready once a cycle has published a snapshot, and not ready while no cycle
+// has succeeded for three poll intervals plus a cycle timeout (the lag served is then stale; the reason says since
+// when).
+func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.Time) func() error {
+	return func() error {
+		h := loop.Health()
+		if h.LastSuccess.IsZero() {
+			return errors.New("lag exporter: no poll cycle has completed yet")
+		}
+		if age := now().Sub(h.LastSuccess); age > 3*cfg.PollInterval+cfg.CycleTimeout {
+			return fmt.Errorf("lag exporter: no successful poll cycle for %s", age.Round(time.Second))
+		}
+		return nil
+	}
 }
 
 // startErr is the error to return when a dependency's retries ended: the HTTP server's failure if that ended them,

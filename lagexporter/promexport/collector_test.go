@@ -502,9 +502,9 @@ func TestHandlerFollowsLoop(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		h.mu.Lock()
-		ready := h.valid && h.key.seq == s.Seq
-		h.mu.Unlock()
+		h.mu.RLock()
+		ready := h.cur != nil && h.cur.key.seq == s.Seq
+		h.mu.RUnlock()
 		if ready {
 			return
 		}

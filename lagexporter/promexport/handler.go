@@ -16,22 +16,38 @@ import (
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
-// Handler serves the Collector's series over HTTP in the Prometheus text format, rendered once per snapshot: for a
-// snapshot of 100,000 group-partitions, building ~400,000 constant metrics through a registry on every scrape takes
-// seconds, while writing pre-rendered bytes takes milliseconds. The series are exactly Collect's (the same emit
-// function produces both; a test parses the rendering and compares it with Collect). Extra, when not nil, is gathered
-// on every scrape and appended (the process's other metrics); it must not contain the Collector itself.
+// Handler serves the Collector's series over HTTP, rendered once per snapshot: for a snapshot of 100,000
+// group-partitions, building ~400,000 constant metrics through a registry on every scrape takes seconds, while
+// writing pre-rendered bytes takes milliseconds. The series are exactly Collect's (the same emit function produces
+// both; a test parses the rendering and compares it with Collect). Extra, when not nil, is gathered on every scrape
+// and served in the same response (the process's other metrics: Go runtime, collector, writer); it must not contain
+// the Collector itself.
 //
-// Memory: the gzip form of one rendering (a few MB at 100,000 group-partitions); the text is compressed family by
-// family as it is produced, so it is never held whole.
+// Formats: the Prometheus text format (0.0.4), or OpenMetrics 1.0 when the scraper asks for it (Prometheus does),
+// which is the only format that carries Extra's exemplars (the trace ids on tidemark_e2e_latency_seconds). The
+// snapshot's gauge families are rendered once in a form both formats read alike (no double quote in a HELP text,
+// checked by a test); the two counter families, whose TYPE line differs between the formats, are rendered in both.
+//
+// Memory: two renderings (the one served and the one being built), each the gzip form of the exposition (a few MB
+// at 100,000 group-partitions) kept family by family; the text is compressed as it is produced, so it is never held
+// whole, and the buffers of one rendering are reused by the one after the next.
 type Handler struct {
 	c     *Collector
 	extra prometheus.Gatherer
 
-	mu    sync.Mutex // guards the fields below; held while rendering and writing, so concurrent scrapes render once
-	key   renderKey
-	valid bool
-	gzipd []byte // the exposition as concatenated gzip members, one per family with series
+	renderMu sync.Mutex // serialises renderings; guards spare
+	spare    *exposition
+
+	mu  sync.RWMutex // guards cur; held for reading while a scrape writes cur's bytes
+	cur *exposition
+}
+
+// exposition is one rendering: per family, in Describe order, its gzip member (gauge families) or its text in the
+// two formats (counter families, uncompressed: a few lines).
+type exposition struct {
+	key      renderKey
+	valid    bool
+	families []familyStream
 }
 
 type renderKey struct {
@@ -44,9 +60,14 @@ func NewHandler(c *Collector, extra prometheus.Gatherer) *Handler {
 	return &Handler{c: c, extra: extra}
 }
 
+// acceptedFormats are the formats the handler negotiates, preferred first (expfmt.NegotiateAccept).
+var acceptedFormats = []expfmt.Format{expfmt.FmtOpenMetrics_1_0_0, expfmt.FmtOpenMetrics_0_0_1, expfmt.FmtText}
+
 // ServeHTTP writes the exposition; it never calls Kafka.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	gz := strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
+	format := expfmt.NegotiateAccept(r.Header, acceptedFormats...)
+	om := format.FormatType() == expfmt.TypeOpenMetrics
+	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	var extra bytes.Buffer
 	if h.extra != nil {
 		mfs, err := h.extra.Gather()
@@ -54,52 +75,107 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "gather: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		enc := expfmt.NewEncoder(&extra, format)
 		for _, mf := range mfs {
-			_, _ = expfmt.MetricFamilyToText(&extra, mf)
+			if err := enc.Encode(mf); err != nil {
+				http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
 		}
 	}
-	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	// our own families come between Extra's and the end marker
+	var tail bytes.Buffer
 	h.render()
-	if !gz {
-		zr, err := gzip.NewReader(bytes.NewReader(h.gzipd)) // multistream: reads every member
-		if err == nil {
-			_, _ = io.Copy(w, zr)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for i := range h.cur.families {
+		fs := &h.cur.families[i]
+		if om {
+			tail.Write(fs.omText)
+		} else {
+			tail.Write(fs.text)
 		}
+	}
+	if om {
+		tail.WriteString("# EOF\n")
+	}
+	w.Header().Set("Content-Type", string(format))
+	w.Header().Add("Vary", "Accept, Accept-Encoding")
+	if !gz {
 		_, _ = w.Write(extra.Bytes())
+		for i := range h.cur.families {
+			if m := h.cur.families[i].out.Bytes(); len(m) > 0 {
+				zr, err := gzip.NewReader(bytes.NewReader(m))
+				if err == nil {
+					_, _ = io.Copy(w, zr)
+				}
+			}
+		}
+		_, _ = w.Write(tail.Bytes())
 		return
 	}
+	// concatenated gzip members: readers decode them as one stream (RFC 1952 2.2)
 	w.Header().Set("Content-Encoding", "gzip")
-	_, _ = w.Write(h.gzipd)
-	if extra.Len() > 0 { // one more gzip member; readers decode the concatenation (RFC 1952 2.2)
-		zw := gzip.NewWriter(w)
-		_, _ = zw.Write(extra.Bytes())
-		_ = zw.Close()
+	if extra.Len() > 0 {
+		writeGzip(w, extra.Bytes())
 	}
+	for i := range h.cur.families {
+		_, _ = w.Write(h.cur.families[i].out.Bytes())
+	}
+	writeGzip(w, tail.Bytes())
 }
 
-// render re-renders if the snapshot or health changed since the last rendering. h.mu must be held.
+// acceptsGzip reports whether an Accept-Encoding header value lists gzip with a quality above zero (RFC 9110 12.5.3).
+func acceptsGzip(v string) bool {
+	for _, part := range strings.Split(v, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), "gzip") {
+			continue
+		}
+		if q, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			f, err := strconv.ParseFloat(q, 64)
+			return err == nil && f > 0
+		}
+		return true
+	}
+	return false
+}
+
+func writeGzip(w io.Writer, b []byte) {
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+}
+
+// render renders the latest snapshot and health unless the current rendering already shows them.
 func (h *Handler) render() {
+	h.renderMu.Lock()
+	defer h.renderMu.Unlock()
 	s, hl := h.c.src.Latest(), h.c.src.Health()
 	k := renderKey{cycles: hl.Cycles}
 	if s != nil {
 		k.seq = s.Seq
 	}
-	if h.valid && k == h.key {
+	h.mu.RLock()
+	current := h.cur != nil && h.cur.valid && h.cur.key == k
+	h.mu.RUnlock()
+	if current {
 		return
 	}
-	h.gzipd = h.c.renderGzip(s, hl, h.gzipd[:0])
-	h.key, h.valid = k, true
+	next := h.spare
+	if next == nil {
+		next = &exposition{}
+	}
+	h.c.renderInto(next, s, hl)
+	next.key, next.valid = k, true
+	h.mu.Lock() // waits for the scrapes still writing the previous rendering
+	h.cur, h.spare = next, h.cur
+	h.mu.Unlock()
 }
 
 // Refresh renders the latest snapshot now, so that the next scrape only copies bytes. Follow calls it for every new
 // snapshot.
-func (h *Handler) Refresh() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.render()
-}
+func (h *Handler) Refresh() { h.render() }
 
 // Follow refreshes the rendering for every snapshot received on snaps (e.g. from Loop.Subscribe) until ctx is done or
 // snaps is closed.
@@ -117,12 +193,15 @@ func (h *Handler) Follow(ctx context.Context, snaps <-chan *lagexporter.Snapshot
 	}
 }
 
-// familyStream compresses one family's text as it is produced: lines are staged, then written to the family's own
-// gzip member.
+// familyStream is one family of a rendering. A gauge family's text is compressed as it is produced: lines are staged,
+// then written to the family's own gzip member (out). A counter family keeps its text in both formats.
 type familyStream struct {
-	stage []byte
-	out   bytes.Buffer
-	zw    *gzip.Writer
+	stage  []byte
+	out    bytes.Buffer
+	zw     *gzip.Writer
+	opened bool // the member has been started (zw reset onto out)
+
+	text, omText []byte // counter families only
 }
 
 const stageBytes = 64 << 10
@@ -131,24 +210,46 @@ func (fs *familyStream) flush() {
 	if len(fs.stage) == 0 {
 		return
 	}
-	if fs.zw == nil {
-		fs.zw, _ = gzip.NewWriterLevel(&fs.out, gzip.BestSpeed)
+	if !fs.opened {
+		if fs.zw == nil {
+			fs.zw, _ = gzip.NewWriterLevel(&fs.out, gzip.BestSpeed)
+		} else {
+			fs.zw.Reset(&fs.out)
+		}
+		fs.opened = true
 	}
 	_, _ = fs.zw.Write(fs.stage)
 	fs.stage = fs.stage[:0]
 }
 
-// renderGzip renders snapshot s and health hl and returns dst with the exposition appended as gzip members, one per
-// family, in Describe order.
-func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, dst []byte) []byte {
-	streams := make([]familyStream, len(c.families))
+// renderInto renders snapshot s and health hl into e, reusing e's buffers: every family in Describe order.
+func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health) {
+	if len(e.families) != len(c.families) {
+		e.families = make([]familyStream, len(c.families))
+	}
+	for i := range e.families {
+		fs := &e.families[i]
+		fs.stage, fs.text, fs.omText = fs.stage[:0], fs.text[:0], fs.omText[:0]
+		fs.out.Reset()
+		fs.opened = false
+	}
 	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
-		fs := &streams[f.idx]
+		fs := &e.families[f.idx]
+		if f.counter {
+			if len(fs.text) == 0 {
+				fs.text = appendHeader(fs.text, f, false)
+				fs.omText = appendHeader(fs.omText, f, true)
+			}
+			n := len(fs.text)
+			fs.text = appendSeries(fs.text, f, v, lvs)
+			fs.omText = append(fs.omText, fs.text[n:]...)
+			return
+		}
 		if fs.stage == nil {
 			fs.stage = make([]byte, 0, 1024)
 		}
-		if fs.zw == nil && len(fs.stage) == 0 {
-			fs.stage = appendHeader(fs.stage, f)
+		if !fs.opened && len(fs.stage) == 0 {
+			fs.stage = appendHeader(fs.stage, f, false)
 		}
 		fs.stage = appendSeries(fs.stage, f, v, lvs)
 		if len(fs.stage) >= stageBytes {
@@ -158,12 +259,27 @@ func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, d
 			fs.flush()
 		}
 	})
-	for i := range streams {
-		fs := &streams[i]
+	for i := range e.families {
+		fs := &e.families[i]
 		fs.flush()
-		if fs.zw != nil {
+		if fs.opened {
 			_ = fs.zw.Close()
-			dst = append(dst, fs.out.Bytes()...)
+		}
+	}
+}
+
+// renderGzip renders snapshot s and health hl as the text exposition in gzip members, family by family in Describe
+// order (what a text-format gzip scrape without Extra receives).
+func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, dst []byte) []byte {
+	var e exposition
+	c.renderInto(&e, s, hl)
+	for i := range e.families {
+		fs := &e.families[i]
+		dst = append(dst, fs.out.Bytes()...)
+		if len(fs.text) > 0 {
+			var b bytes.Buffer
+			writeGzip(&b, fs.text)
+			dst = append(dst, b.Bytes()...)
 		}
 	}
 	return dst
@@ -172,35 +288,42 @@ func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, d
 // AppendText appends the Prometheus text exposition (format 0.0.4) of snapshot s and health hl to b: per family a
 // HELP and TYPE line and its series, families in Describe order, labels in name order.
 func (c *Collector) AppendText(b []byte, s *lagexporter.Snapshot, hl lagexporter.Health) []byte {
+	return c.appendExposition(b, s, hl, false)
+}
+
+// AppendOpenMetrics appends the same series in the OpenMetrics 1.0 text format, without the final "# EOF" line (the
+// handler appends it after every other family of the response): counter families are named without their _total
+// suffix on the HELP and TYPE lines.
+func (c *Collector) AppendOpenMetrics(b []byte, s *lagexporter.Snapshot, hl lagexporter.Health) []byte {
+	return c.appendExposition(b, s, hl, true)
+}
+
+func (c *Collector) appendExposition(b []byte, s *lagexporter.Snapshot, hl lagexporter.Health, om bool) []byte {
 	bufs := make([][]byte, len(c.families))
-	c.renderFamilies(bufs, s, hl)
+	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
+		if len(bufs[f.idx]) == 0 {
+			bufs[f.idx] = appendHeader(bufs[f.idx], f, om)
+		}
+		bufs[f.idx] = appendSeries(bufs[f.idx], f, v, lvs)
+	})
 	for _, x := range bufs {
 		b = append(b, x...)
 	}
 	return b
 }
 
-// renderFamilies renders every family into bufs[family] (reusing their capacity); a family without series is empty.
-func (c *Collector) renderFamilies(bufs [][]byte, s *lagexporter.Snapshot, hl lagexporter.Health) {
-	for i := range bufs {
-		bufs[i] = bufs[i][:0]
+// appendHeader appends a family's HELP and TYPE lines; for OpenMetrics a counter family is named without _total.
+func appendHeader(x []byte, f *family, om bool) []byte {
+	name := f.name
+	if om && f.counter {
+		name = strings.TrimSuffix(name, "_total")
 	}
-	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
-		if len(bufs[f.idx]) == 0 {
-			bufs[f.idx] = appendHeader(bufs[f.idx], f)
-		}
-		bufs[f.idx] = appendSeries(bufs[f.idx], f, v, lvs)
-	})
-}
-
-// appendHeader appends a family's HELP and TYPE lines.
-func appendHeader(x []byte, f *family) []byte {
 	x = append(x, "# HELP "...)
-	x = append(x, f.name...)
+	x = append(x, name...)
 	x = append(x, ' ')
-	x = appendEscaped(x, f.help, false)
+	x = appendEscaped(x, f.help, om)
 	x = append(x, "\n# TYPE "...)
-	x = append(x, f.name...)
+	x = append(x, name...)
 	if f.counter {
 		return append(x, " counter\n"...)
 	}
@@ -225,7 +348,8 @@ func appendSeries(x []byte, f *family, v float64, lvs []string) []byte {
 	return append(x, '\n')
 }
 
-// appendEscaped escapes a label value (backslash, double quote, newline) or a HELP text (backslash, newline).
+// appendEscaped escapes a label value or an OpenMetrics HELP text (backslash, double quote, newline), or a text
+// format HELP text (backslash, newline).
 func appendEscaped(b []byte, s string, quote bool) []byte {
 	for i := 0; i < len(s); i++ {
 		switch ch := s[i]; {
