@@ -51,6 +51,7 @@ type health struct {
 	invalidTimestamps map[TimestampProblem]uint64
 	partitionErrors   map[PartitionErrorKey]uint64
 	lastDuration      time.Duration
+	lastEval          time.Duration
 	lastSuccess       time.Time
 }
 
@@ -74,7 +75,10 @@ type Health struct {
 	Cycles       uint64               // cycles run, successful or not
 	Errors       map[ErrorKind]uint64 // cycle errors by kind, since start
 	LastDuration time.Duration        // duration of the last cycle's cluster reads
-	LastSuccess  time.Time            // end of the last cycle that published a snapshot; zero before the first
+	// LastEvaluation is the duration of the last published cycle's evaluation (status rules, aggregates), after its
+	// reads; LastDuration + LastEvaluation is the cycle's whole time.
+	LastEvaluation time.Duration
+	LastSuccess    time.Time // end of the last cycle that published a snapshot; zero before the first
 	// InvalidTimestamps counts the record timestamps the exporter met and did not use, by problem, since start: each
 	// record read counts the stamps it skipped before the first valid one, and a first valid one that is in the
 	// future (once, when the record is read; cached answers are not counted again).
@@ -83,6 +87,9 @@ type Health struct {
 	// partition's offsets could not be read. A partition read successfully leaves the map, so only partitions that
 	// are failing now have an entry (bounded cardinality).
 	PartitionErrors map[PartitionErrorKey]uint64
+	// Requests is the number of Kafka requests the Cluster sent since the loop started, when it counts them (a
+	// Cluster with a Requests() int64 method, as internal/kafka's reader has); 0 otherwise.
+	Requests uint64
 }
 
 // PartitionErrorKey names a failing partition and the code of its failure (PartitionObservation.ErrorCode).
@@ -92,13 +99,20 @@ type PartitionErrorKey struct {
 	Code      string
 }
 
+// requestCounter is implemented by a Cluster that counts the Kafka requests it sends.
+type requestCounter interface{ Requests() int64 }
+
 // Health returns a copy of the loop's health counters.
 func (l *Loop) Health() Health {
 	h := &l.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return Health{Cycles: h.cycles, Errors: maps.Clone(h.errors), LastDuration: h.lastDuration, LastSuccess: h.lastSuccess,
-		InvalidTimestamps: maps.Clone(h.invalidTimestamps), PartitionErrors: maps.Clone(h.partitionErrors)}
+	out := Health{Cycles: h.cycles, Errors: maps.Clone(h.errors), LastDuration: h.lastDuration, LastEvaluation: h.lastEval,
+		LastSuccess: h.lastSuccess, InvalidTimestamps: maps.Clone(h.invalidTimestamps), PartitionErrors: maps.Clone(h.partitionErrors)}
+	if rc, ok := l.cluster.(requestCounter); ok {
+		out.Requests = uint64(max(rc.Requests(), 0))
+	}
+	return out
 }
 
 // SetRecorder makes every cycle hand its observation to fn (e.g. to append it to a timeline file). Call before Run.
@@ -166,8 +180,10 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 		}
 		return nil, err
 	}
+	evalStart := l.now()
 	snap := l.eval.Apply(obs)
 	snap.CycleDuration = dur
+	evalDur := l.now().Sub(evalStart)
 	if l.record != nil {
 		if rerr := l.record(obs); rerr != nil {
 			return nil, fmt.Errorf("record observation: %w", rerr)
@@ -175,6 +191,9 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	}
 	l.latest.Store(snap)
 	l.count(obs, invalid, dur, true)
+	l.health.mu.Lock()
+	l.health.lastEval = evalDur
+	l.health.mu.Unlock()
 	l.mu.Lock()
 	for ch := range l.subs {
 		select {

@@ -162,3 +162,44 @@ func TestGroupErrorWithoutHistory(t *testing.T) {
 		t.Fatalf("group = %+v, want error and no partitions", g)
 	}
 }
+
+// countingCluster counts its calls as the Kafka reader counts requests.
+type countingCluster struct {
+	*flakyCluster
+	n int64
+}
+
+func (c *countingCluster) Requests() int64 { return c.n }
+
+func (c *countingCluster) Metadata(ctx context.Context) ([]TopicObservation, error) {
+	c.n++
+	return c.flakyCluster.Metadata(ctx)
+}
+
+// TestHealthCountsRequestsAndEvaluation: Health carries the Cluster's request count when it keeps one, and the
+// evaluation time of the last published cycle, measured on the loop's clock.
+func TestHealthCountsRequestsAndEvaluation(t *testing.T) {
+	fc, cfg := newFlaky(t)
+	cc := &countingCluster{flakyCluster: fc}
+	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	// Cycle reads the clock at its start, after the reads, before and after evaluating: each read advances 1 s.
+	loop, err := NewLoop(cfg, cc, func() time.Time { clock = clock.Add(time.Second); return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := loop.Cycle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := loop.Health()
+	if h.Requests != 3 {
+		t.Errorf("Requests = %d, want 3 (one Metadata per cycle)", h.Requests)
+	}
+	if h.LastEvaluation != time.Second {
+		t.Errorf("LastEvaluation = %v, want 1s on the scripted clock", h.LastEvaluation)
+	}
+	if h2, _ := NewLoop(cfg, fc, time.Now); h2.Health().Requests != 0 {
+		t.Error("a Cluster without a request count reports requests")
+	}
+}

@@ -68,6 +68,9 @@ type httpConfig struct {
 	Listen string `yaml:"listen"`
 	// ShutdownTimeout bounds the graceful shutdown of the HTTP server (default 10s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Pprof serves Go's profiles under /debug/pprof/ (net/http/pprof) on the same listener (default false): CPU,
+	// heap and allocation profiles of the running daemon, as docs/performance.md takes them.
+	Pprof bool `yaml:"pprof"`
 }
 
 type logConfig struct {

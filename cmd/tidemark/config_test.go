@@ -65,7 +65,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 				AheadReads: 3},
 			ReadRecordTimestamps: &f, KafkaExporterCompat: true, HistorySize: 32,
 		},
-		HTTP: httpConfig{Listen: "127.0.0.1:9400", ShutdownTimeout: 3 * time.Second},
+		HTTP: httpConfig{Listen: "127.0.0.1:9400", ShutdownTimeout: 3 * time.Second, Pprof: true},
 		Log:  logConfig{Level: "debug", Format: "json"},
 		Tracing: tracing.Config{Enabled: true, Protocol: "http", Endpoint: "otel-collector:4318", URLPath: "/otlp/v1/traces",
 			Headers: map[string]string{"x-tenant": "payments"}, Compression: "none", Timeout: 5 * time.Second, QueueSize: 4096,

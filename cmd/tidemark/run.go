@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -113,6 +114,12 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle(instrument.TimeSyncPath, instrument.TimeSyncHandler(time.Now))
+	if cfg.HTTP.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Listen, err)

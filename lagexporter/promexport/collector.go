@@ -54,6 +54,7 @@ type fams struct {
 	partAhead, partControl, partCompacted, partStale, partRetentionSeconds, partRetentionBytes *family
 	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes            *family
 	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors    *family
+	evalDuration, requests                                                                     *family
 	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
@@ -112,6 +113,8 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		cycles:             counter(n("tidemark_lag_exporter_cycles_total", "Poll cycles run, successful or not.", cl)),
 		errors:             counter(n("tidemark_lag_exporter_errors_total", "Failed parts of poll cycles, by kind of cluster read.", []string{"cluster", "kind"})),
 		cycleDuration:      n("tidemark_lag_exporter_cycle_duration_seconds", "Duration of the last poll cycle's cluster reads.", cl),
+		evalDuration:       n("tidemark_lag_exporter_evaluation_duration_seconds", "Duration of the last published cycle's evaluation (status rules, aggregates) after its cluster reads.", cl),
+		requests:           counter(n("tidemark_lag_exporter_kafka_requests_total", "Kafka requests the lag exporter sent.", cl)),
 		lastSuccess:        n("tidemark_lag_exporter_last_success_timestamp_seconds", "Unix time at which the last successful cycle published its snapshot.", cl),
 		snapshotTime:       n("tidemark_lag_exporter_snapshot_timestamp_seconds", "Unix time of the observation the served snapshot was computed from.", cl),
 		groupPartitions:    n("tidemark_lag_exporter_group_partitions", "Group-partitions in the served snapshot.", cl),
@@ -175,6 +178,8 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 		add(f.invalidTimestamps, float64(h.InvalidTimestamps[r]), cl, string(r))
 	}
 	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
+	add(f.evalDuration, h.LastEvaluation.Seconds(), cl)
+	add(f.requests, float64(h.Requests), cl)
 	if !h.LastSuccess.IsZero() {
 		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
 	}
