@@ -1,20 +1,29 @@
-// Command bench-lag measures the lag exporter on the real local broker (run as `make bench-lag`, which starts the
-// stack if needed). It builds G groups × P partitions (G groups spread over T topics of P partitions, offsets
-// committed through the admin API), then:
+// Command bench-lag measures the lag exporter users run: the real `tidemark run` binary, started with a user's
+// configuration (lag exporter on, no collector paths, no clickhouse block: a pure lag exporter), measured from
+// outside over its real endpoints. Run it as `make bench-lag` (100,000 group-partitions) or `make bench-lag-large`
+// (500,000), which start the stack if needed. It builds G groups × P partitions (G groups spread over T topics of P
+// partitions, offsets committed through the admin API; setup_s is reported apart), then:
 //
 //   - peer: at min(G, -peer-groups) groups, times `tidemark lag --output json` against Apache Kafka's own
 //     consumer-groups command (--describe --all-groups, from TIDEMARK_KAFKA_LIB) on the same cluster, and checks
 //     that both report the same offset lag for every bench group-partition;
-//   - loop: with all G groups, runs poll cycles (ClusterReader + Loop, the exporter's code) and times them, counts
-//     Kafka requests per steady cycle, times /metrics scrapes over HTTP (gzip, as Prometheus asks) and reads RSS.
+//   - daemon: starts `tidemark run` and scrapes /metrics over HTTP as Prometheus does (OpenMetrics Accept header,
+//     gzip): first_complete_s is process start → first scrape holding all G×P group-partitions; then, over a -window
+//     (180 s) with a scrape every -scrape-every (30 s, the interval of the issue's side-by-side runs), the scrape
+//     times, the CPU seconds (utime+stime from /proc/PID/stat, scaled to exactly 180 s: cpu_s_per_180s), the RSS
+//     (VmRSS from /proc/PID/status every second: median and max), each cycle's duration as the daemon reports it
+//     (reads + evaluation), its Kafka requests per cycle, and the series per group-partition of one scrape;
+//   - kminion (with -kminion PATH, a kminion binary built beside the project): the same measurements of kminion on
+//     the same groups in the same run, and Tidemark/kminion ratios.
 //
-// The LAST line of output is one JSON object: group_partitions, cycle_p50_s, requests_per_cycle, scrape_p50_s,
-// rss_mb, peer_ratio, and the details behind them. Small runs: `go run ./cmd/bench-lag -groups 200 -partitions 5`.
+// The LAST line of output is one JSON object (result). Small runs: `go run ./cmd/bench-lag -groups 200 -partitions 5
+// -window 40s -scrape-every 10s`.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,42 +38,64 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
-	"github.com/tidemark/tidemark/lagexporter/promexport"
 )
 
+// exporterResult is what the bench measures of one exporter process.
+type exporterResult struct {
+	FirstCompleteS float64 `json:"first_complete_s"`
+	ScrapeP50      float64 `json:"scrape_p50_s"`
+	ScrapeMax      float64 `json:"scrape_max_s"`
+	Scrapes        int     `json:"scrapes"`
+	ScrapeBytes    int     `json:"scrape_bytes_gzip"`
+	CPUPer180S     float64 `json:"cpu_s_per_180s"`
+	RSSMB          float64 `json:"rss_mb"` // median over the window
+	RSSMaxMB       float64 `json:"rss_max_mb"`
+	Series         int     `json:"series"`
+	SeriesPerGP    float64 `json:"series_per_group_partition"`
+	// RequestsPerCycle: Kafka requests per poll cycle (Tidemark) or per scrape (kminion, which reads Kafka when
+	// scraped), from the exporter's own request counter.
+	RequestsPerCycle float64 `json:"requests_per_cycle"`
+	WindowS          float64 `json:"window_s"`
+}
+
 type result struct {
-	GroupPartitions   int     `json:"group_partitions"`
-	Groups            int     `json:"groups"`
-	Partitions        int     `json:"partitions"`
-	Topics            int     `json:"topics"`
-	Brokers           int     `json:"brokers"`
-	Coordinators      int     `json:"coordinators"`
-	CycleP50          float64 `json:"cycle_p50_s"`
-	CycleMax          float64 `json:"cycle_max_s"`
-	FirstCycle        float64 `json:"first_cycle_s"`
-	RequestsPerCycle  int64   `json:"requests_per_cycle"`
-	RequestsLimit     int     `json:"requests_limit"`
-	ScrapeP50         float64 `json:"scrape_p50_s"`
-	ScrapeBytes       int     `json:"scrape_bytes_gzip"`
-	RenderP50         float64 `json:"render_p50_s"`
-	RSSMB             float64 `json:"rss_mb"`
-	RSSPeakMB         float64 `json:"rss_peak_mb"`
-	PeerGroups        int     `json:"peer_groups"`
-	PeerTidemark      float64 `json:"peer_tidemark_s"`
-	PeerKafka         float64 `json:"peer_kafka_s"`
-	PeerRatio         float64 `json:"peer_ratio"`
-	PeerRowsCompared  int     `json:"peer_rows_compared"`
-	PeerLagMismatches int     `json:"peer_lag_mismatches"`
-	SetupS            float64 `json:"setup_s"`
+	GroupPartitions int     `json:"group_partitions"`
+	Groups          int     `json:"groups"`
+	Partitions      int     `json:"partitions"`
+	Topics          int     `json:"topics"`
+	Brokers         int     `json:"brokers"`
+	Coordinators    int     `json:"coordinators"`
+	Granularity     string  `json:"granularity"`
+	CycleP50        float64 `json:"cycle_p50_s"` // reads + evaluation, as the daemon reports its cycles
+	CycleReadP50    float64 `json:"cycle_read_p50_s"`
+	CycleEvalP50    float64 `json:"cycle_eval_p50_s"`
+	CycleMax        float64 `json:"cycle_max_s"`
+	Cycles          int     `json:"cycles"`
+	RequestsLimit   int     `json:"requests_limit"` // 10 × (brokers + coordinators)
+	exporterResult
+	PeerGroups        int             `json:"peer_groups"`
+	PeerTidemark      float64         `json:"peer_tidemark_s"`
+	PeerKafka         float64         `json:"peer_kafka_s"`
+	PeerRatio         float64         `json:"peer_ratio"`
+	PeerRowsCompared  int             `json:"peer_rows_compared"`
+	PeerLagMismatches int             `json:"peer_lag_mismatches"`
+	SetupS            float64         `json:"setup_s"`
+	Kminion           *exporterResult `json:"kminion,omitempty"`
+	// Tidemark / kminion, each figure measured in this run (lower is better for all four).
+	VsKminionScrape *float64 `json:"vs_kminion_scrape_p50,omitempty"`
+	VsKminionCPU    *float64 `json:"vs_kminion_cpu,omitempty"`
+	VsKminionRSS    *float64 `json:"vs_kminion_rss,omitempty"`
+	VsKminionFirst  *float64 `json:"vs_kminion_first_complete,omitempty"`
+	LoadAvg         string   `json:"loadavg"`
 }
 
 func main() {
@@ -80,10 +111,13 @@ func run() error {
 	topics := flag.Int("topics", 10, "topics the groups are spread over")
 	records := flag.Int("records", 200, "records written to every partition")
 	peerGroups := flag.Int("peer-groups", 1000, "groups at which tidemark lag is timed against Kafka's consumer-groups command (0: skip)")
-	cycles := flag.Int("cycles", 7, "measured poll cycles (after one warm-up cycle)")
-	scrapes := flag.Int("scrapes", 3, "scrapes after each measured cycle")
+	window := flag.Duration("window", 180*time.Second, "measurement window of CPU, RSS, scrapes and cycles")
+	scrapeEvery := flag.Duration("scrape-every", 30*time.Second, "scrape interval in the window")
+	poll := flag.Duration("poll-interval", 30*time.Second, "the daemon's lag.poll_interval")
+	granularity := flag.String("granularity", "", "the daemon's lag.granularity (empty: its default)")
+	kminionBin := flag.String("kminion", os.Getenv("TIDEMARK_BENCH_KMINION"), "a kminion binary: measure it too, on the same groups (default $TIDEMARK_BENCH_KMINION)")
 	keep := flag.Bool("keep", false, "keep the topics and groups afterwards")
-	memProfile := flag.String("memprofile", "", "write a heap profile after the measured cycles to this file")
+	pprofDir := flag.String("pprof", "", "write the daemon's CPU profile over the window and a heap profile after it to this directory")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
 	if brokers[0] == "" {
@@ -95,6 +129,16 @@ func run() error {
 	prefix := "benchlag_" + hex.EncodeToString(b[:])
 	res := result{Groups: *groups, Partitions: *parts, Topics: *topics, GroupPartitions: *groups * *parts}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench-lag: "+format+"\n", args...) }
+
+	dir, err := os.MkdirTemp("", "bench-lag")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "tidemark")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tidemark").CombinedOutput(); err != nil {
+		return fmt.Errorf("build tidemark: %v\n%s", err, out)
+	}
 
 	conf := kafka.NewReaderConfig("tidemark-bench-lag")
 	reader, err := kafka.NewClusterReader(brokers, conf)
@@ -160,7 +204,7 @@ func run() error {
 	logf("built %d topics x %d partitions, %d groups in %.1fs", *topics, *parts, peerAt, time.Since(start).Seconds())
 
 	if peerAt > 0 {
-		if err := peer(ctx, &res, brokers, prefix, peerAt, logf); err != nil {
+		if err := peer(ctx, &res, bin, brokers, prefix, peerAt, logf); err != nil {
 			return fmt.Errorf("peer comparison: %w", err)
 		}
 	}
@@ -169,95 +213,485 @@ func run() error {
 	}
 	res.SetupS = time.Since(start).Seconds()
 	logf("built %d groups in %.1fs", *groups, res.SetupS)
-
-	// The exporter, as `tidemark run` wires it: loop, collector, pre-rendering handler, HTTP server.
-	cfg := &lagexporter.Config{Cluster: "bench", GroupAllow: []string{prefix + "_.*"}, TopicAllow: []string{prefix + "_.*"}}
-	cfg.SetDefaults()
-	cfg.CycleTimeout = 2 * time.Minute
-	if err := cfg.Validate(); err != nil {
+	if _, err := reader.Metadata(ctx); err != nil {
 		return err
 	}
-	loop, err := lagexporter.NewLoop(cfg, reader, time.Now)
-	if err != nil {
+	if _, err := reader.Groups(ctx); err != nil { // learns each group's coordinator
 		return err
 	}
-	handler := promexport.NewHandler(promexport.NewCollector(cfg, loop), nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + "/metrics"
-
-	// Warm-up: the first cycle reads every lagging partition's first unconsumed record; later cycles hit the cache.
-	t0 := time.Now()
-	snap, err := loop.Cycle(ctx)
-	if err != nil {
-		return err
-	}
-	res.FirstCycle = time.Since(t0).Seconds()
-	if n := countGP(snap); n != res.GroupPartitions {
-		logf("warning: first snapshot has %d group-partitions, want %d (group listing lag?)", n, res.GroupPartitions)
-	}
-	var cycleS, scrapeS, renderS []float64
-	var reqs []int64
-	for range *cycles {
-		before := reader.Requests()
-		t := time.Now()
-		snap, err = loop.Cycle(ctx)
-		if err != nil {
-			return err
-		}
-		cycleS = append(cycleS, time.Since(t).Seconds())
-		reqs = append(reqs, reader.Requests()-before)
-		for _, e := range snap.Errors {
-			logf("cycle error: %s", e.Error())
-		}
-		t = time.Now()
-		handler.Refresh() // what Handler.Follow does on each new snapshot
-		renderS = append(renderS, time.Since(t).Seconds())
-		for range *scrapes {
-			d, n, err := scrape(url)
-			if err != nil {
-				return err
-			}
-			scrapeS = append(scrapeS, d)
-			res.ScrapeBytes = n
-		}
-	}
-	res.GroupPartitions = countGP(snap)
 	res.Brokers, res.Coordinators = len(reader.Brokers()), reader.Coordinators()
 	res.RequestsLimit = 10 * (res.Brokers + res.Coordinators)
-	res.CycleP50, res.CycleMax = p50(cycleS), slices.Max(cycleS)
-	res.ScrapeP50, res.RenderP50 = p50(scrapeS), p50(renderS)
-	slices.Sort(reqs)
-	res.RequestsPerCycle = reqs[len(reqs)/2]
-	res.RSSMB, res.RSSPeakMB = procStatusMB("VmRSS"), procStatusMB("VmHWM")
-	if *memProfile != "" {
-		f, err := os.Create(*memProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.WriteHeapProfile(f); err != nil {
-			return err
-		}
-		_ = f.Close()
+
+	// The daemon, as a user runs it: a config file, nothing else. The environment is the bench's minus every
+	// TIDEMARK_ variable (the stack's TIDEMARK_CLICKHOUSE_ADDR would configure ClickHouse).
+	port, err := freePort()
+	if err != nil {
+		return err
 	}
-	srv.Close()
+	cfgPath := filepath.Join(dir, "tidemark.yaml")
+	gran := ""
+	if *granularity != "" {
+		gran = "\n  granularity: " + *granularity
+	}
+	pprofOn := *pprofDir != ""
+	cfgText := fmt.Sprintf(`kafka:
+  brokers: [%s]
+lag:
+  cluster: bench
+  poll_interval: %s%s
+  group_allow: ["%s_.*"]
+  topic_allow: ["%s_.*"]
+http:
+  listen: 127.0.0.1:%d
+  pprof: %v
+`, strings.Join(brokers, ", "), *poll, gran, prefix, prefix, port, pprofOn)
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		return err
+	}
+	logf("tidemark run --config (%d group-partitions):\n%s", res.GroupPartitions, cfgText)
+	cmd := exec.Command(bin, "run", "--config", cfgPath)
+	cmd.Env = cleanEnv("TIDEMARK_")
+	cmd.Stderr = &prefixWriter{prefix: "  tidemark: ", w: os.Stderr, keep: "level=ERROR|level=WARN"}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var cycles []cycleSample
+	var profiles func() error
+	if pprofOn {
+		profiles = func() error { return fetchProfiles(base, *pprofDir, *window) }
+	}
+	tm, err := measure(cmd, base+"/metrics", measureOpts{
+		window: *window, every: *scrapeEvery, gp: res.GroupPartitions,
+		complete: func(m metrics) bool {
+			return m.value("tidemark_lag_exporter_group_partitions") == float64(res.GroupPartitions)
+		},
+		series: func(name string) bool {
+			return strings.HasPrefix(name, "tidemark_lag_") && !strings.HasPrefix(name, "tidemark_lag_exporter_") || strings.HasPrefix(name, "tidemark_partition_")
+		},
+		requests: "tidemark_lag_exporter_kafka_requests_total", perCycle: "tidemark_lag_exporter_cycles_total",
+		onScrape: func(m metrics) {
+			c := cycleSample{n: m.value("tidemark_lag_exporter_cycles_total"), read: m.value("tidemark_lag_exporter_cycle_duration_seconds"),
+				eval: m.value("tidemark_lag_exporter_evaluation_duration_seconds")}
+			if len(cycles) == 0 || cycles[len(cycles)-1].n != c.n {
+				cycles = append(cycles, c)
+			}
+		},
+		during: profiles,
+	}, logf)
+	if err != nil {
+		return fmt.Errorf("tidemark run: %w", err)
+	}
+	res.exporterResult = *tm
+	res.Granularity = *granularity
+	if res.Granularity == "" {
+		res.Granularity = string(lagexporter.GranularityPartition)
+	}
+	if len(cycles) > 1 {
+		cycles = cycles[1:] // the first sample is the cycle behind the first complete scrape (cold caches)
+	}
+	var tot, rd, ev []float64
+	for _, c := range cycles {
+		tot, rd, ev = append(tot, c.read+c.eval), append(rd, c.read), append(ev, c.eval)
+	}
+	if len(tot) > 0 {
+		res.Cycles = len(tot)
+		res.CycleP50, res.CycleReadP50, res.CycleEvalP50, res.CycleMax = p50(tot), p50(rd), p50(ev), slices.Max(tot)
+	}
+
+	if *kminionBin != "" {
+		km, err := runKminion(*kminionBin, dir, brokers, prefix, *window, *scrapeEvery, res.GroupPartitions, logf)
+		if err != nil {
+			return fmt.Errorf("kminion: %w", err)
+		}
+		res.Kminion = km
+		ratio := func(a, b float64) *float64 { r := a / b; return &r }
+		res.VsKminionScrape = ratio(res.ScrapeP50, km.ScrapeP50)
+		res.VsKminionCPU = ratio(res.CPUPer180S, km.CPUPer180S)
+		res.VsKminionRSS = ratio(res.RSSMB, km.RSSMB)
+		res.VsKminionFirst = ratio(res.FirstCompleteS, km.FirstCompleteS)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	cleanup() // before the result, so that the JSON object is the last line
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return nil
 }
 
-func countGP(s *lagexporter.Snapshot) int {
-	n := 0
-	for _, g := range s.Groups {
-		n += len(g.Partitions)
+type cycleSample struct{ n, read, eval float64 }
+
+// runKminion measures kminion on the same groups: consumer groups through the admin API at partition granularity
+// (its defaults), restricted to the bench's groups and topics, log dirs off.
+func runKminion(bin, dir string, brokers []string, prefix string, window, every time.Duration, gp int,
+	logf func(string, ...any)) (*exporterResult, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
 	}
-	return n
+	cfgPath := filepath.Join(dir, "kminion.yaml")
+	cfgText := fmt.Sprintf(`kafka:
+  brokers: [%s]
+  clientId: kminion-bench
+minion:
+  consumerGroups:
+    enabled: true
+    scrapeMode: adminApi
+    granularity: partition
+    allowedGroups: ["/^%s_.*/"]
+  topics:
+    granularity: partition
+    allowedTopics: ["/^%s_.*/"]
+  logDirs:
+    enabled: false
+exporter:
+  host: 127.0.0.1
+  port: %d
+logger:
+  level: warn
+`, strings.Join(brokers, ", "), prefix, prefix, port)
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		return nil, err
+	}
+	logf("kminion (%d group-partitions):\n%s", gp, cfgText)
+	cmd := exec.Command(bin)
+	cmd.Env = append(cleanEnv("TIDEMARK_"), "CONFIG_FILEPATH="+cfgPath)
+	cmd.Stderr = &prefixWriter{prefix: "  kminion: ", w: os.Stderr, keep: `"level":"(error|warn)"`}
+	lagSeries := "kminion_kafka_consumer_group_topic_partition_lag"
+	return measure(cmd, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), measureOpts{
+		window: window, every: every, gp: gp,
+		complete: func(m metrics) bool { return m.count(lagSeries) == gp },
+		series: func(name string) bool {
+			return strings.HasPrefix(name, "kminion_kafka_consumer_group") || strings.HasPrefix(name, "kminion_kafka_topic")
+		},
+		requests: "kminion_kafka_requests_sent_total",
+	}, logf)
+}
+
+type measureOpts struct {
+	window, every time.Duration
+	gp            int
+	complete      func(metrics) bool
+	series        func(name string) bool // the series that grow with groups and partitions
+	// requests is the exporter's Kafka request counter; perCycle the counter of its cycles ("": per scrape).
+	requests, perCycle string
+	onScrape           func(metrics)
+	during             func() error // runs concurrently with the window (profiles)
+}
+
+// measure starts cmd, waits for its first complete scrape, then measures one window, and stops it (SIGTERM).
+func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)) (*exporterResult, error) {
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	defer stop()
+	pid := cmd.Process.Pid
+	var r exporterResult
+	// first complete metrics: scrape back to back (100 ms apart) until every group-partition is there
+	var first metrics
+	for {
+		select {
+		case err := <-exited:
+			stopped = true
+			return nil, fmt.Errorf("exited before its first complete scrape: %v", err)
+		default:
+		}
+		if time.Since(t0) > 15*time.Minute {
+			return nil, errors.New("no complete scrape within 15 minutes")
+		}
+		if _, _, m, err := scrape(url); err == nil && o.complete(m) {
+			r.FirstCompleteS = time.Since(t0).Seconds()
+			first = m
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for name, n := range first.counts {
+		if o.series(name) {
+			r.Series += n
+		}
+	}
+	r.SeriesPerGP = float64(r.Series) / float64(o.gp)
+	logf("first complete scrape after %.2fs: %d series (%.2f per group-partition)", r.FirstCompleteS, r.Series, r.SeriesPerGP)
+	if o.onScrape != nil {
+		o.onScrape(first)
+	}
+
+	var during chan error
+	if o.during != nil {
+		during = make(chan error, 1)
+		go func() { during <- o.during() }()
+	}
+	w0 := time.Now()
+	cpu0, err := procCPUSeconds(pid)
+	if err != nil {
+		return nil, err
+	}
+	var rss, scrapes []float64
+	var req0, req1, per0, per1 float64
+	nScrapes := 0
+	nextScrape := w0.Add(o.every / 2) // mid-interval: never on a cycle boundary
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for time.Since(w0) < o.window {
+		select {
+		case err := <-exited:
+			stopped = true
+			return nil, fmt.Errorf("exited during the window: %v", err)
+		case <-tick.C:
+		}
+		if v, err := procStatusMB(pid, "VmRSS"); err == nil {
+			rss = append(rss, v)
+		}
+		if time.Now().After(nextScrape) {
+			nextScrape = nextScrape.Add(o.every)
+			d, n, m, err := scrape(url)
+			if err != nil {
+				return nil, fmt.Errorf("scrape: %w", err)
+			}
+			scrapes, r.ScrapeBytes = append(scrapes, d), n
+			if nScrapes == 0 {
+				req0, per0 = m.value(o.requests), m.value(o.perCycle)
+			}
+			req1, per1 = m.value(o.requests), m.value(o.perCycle)
+			nScrapes++
+			if o.onScrape != nil {
+				o.onScrape(m)
+			}
+		}
+	}
+	cpu1, err := procCPUSeconds(pid)
+	if err != nil {
+		return nil, err
+	}
+	r.WindowS = time.Since(w0).Seconds()
+	r.CPUPer180S = (cpu1 - cpu0) / r.WindowS * 180
+	if len(rss) == 0 || len(scrapes) == 0 {
+		return nil, errors.New("window too short: no RSS sample or no scrape")
+	}
+	r.RSSMB, r.RSSMaxMB = p50(rss), slices.Max(rss)
+	r.ScrapeP50, r.ScrapeMax, r.Scrapes = p50(scrapes), slices.Max(scrapes), len(scrapes)
+	switch {
+	case o.perCycle != "" && per1 > per0:
+		r.RequestsPerCycle = (req1 - req0) / (per1 - per0)
+	case o.perCycle == "" && nScrapes > 1:
+		r.RequestsPerCycle = (req1 - req0) / float64(nScrapes-1)
+	}
+	if during != nil {
+		if err := <-during; err != nil {
+			logf("profiles: %v", err)
+		}
+	}
+	logf("window %.0fs: scrape p50 %.3fs, CPU %.1fs per 180s, RSS median %.0f MB (max %.0f), %.1f requests per cycle",
+		r.WindowS, r.ScrapeP50, r.CPUPer180S, r.RSSMB, r.RSSMaxMB, r.RequestsPerCycle)
+	return &r, nil
+}
+
+// fetchProfiles writes the daemon's CPU profile over most of the window and a heap profile after it.
+func fetchProfiles(base, dir string, window time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	secs := max(int((window - 10*time.Second).Seconds()), 5)
+	get := func(path, file string) error {
+		resp, err := (&http.Client{Timeout: window + time.Minute}).Get(base + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}
+	if err := get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), "tidemark-cpu.pprof"); err != nil {
+		return err
+	}
+	if err := get("/debug/pprof/heap?gc=1", "tidemark-heap.pprof"); err != nil {
+		return err
+	}
+	return get("/debug/pprof/allocs", "tidemark-allocs.pprof")
+}
+
+// metrics is one scrape, parsed just enough: series per metric name and the value of each name's first series.
+type metrics struct {
+	counts map[string]int
+	first  map[string]float64
+}
+
+func (m metrics) value(name string) float64 { return m.first[name] }
+func (m metrics) count(name string) int     { return m.counts[name] }
+
+func parseMetrics(text []byte) metrics {
+	m := metrics{counts: map[string]int{}, first: map[string]float64{}}
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		end := bytes.IndexAny(line, "{ ")
+		if end < 0 {
+			continue
+		}
+		name := string(line[:end])
+		m.counts[name]++
+		if m.counts[name] == 1 {
+			rest := line[end:]
+			if rest[0] == '{' {
+				if i := bytes.LastIndexByte(rest, '}'); i >= 0 {
+					rest = rest[i+1:]
+				}
+			}
+			f := strings.Fields(string(rest))
+			if len(f) > 0 {
+				m.first[name], _ = strconv.ParseFloat(f[0], 64)
+			}
+		}
+	}
+	return m
+}
+
+// prometheusAccept is the Accept header Prometheus sends by default.
+const prometheusAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+// scrape GETs url as Prometheus does (gzip) and returns the time until the whole compressed body was read, its
+// size, and the parsed metrics.
+func scrape(url string) (float64, int, metrics, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return 0, 0, metrics{}, err
+	}
+	req.Header.Set("Accept", prometheusAccept)
+	req.Header.Set("Accept-Encoding", "gzip")
+	t := time.Now()
+	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return 0, 0, metrics{}, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t).Seconds()
+	if err != nil {
+		return 0, 0, metrics{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, metrics{}, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	text := body
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return 0, 0, metrics{}, err
+		}
+		if text, err = io.ReadAll(zr); err != nil {
+			return 0, 0, metrics{}, err
+		}
+	}
+	return d, len(body), parseMetrics(text), nil
+}
+
+// procCPUSeconds returns the user + system CPU time of process pid (fields 14 and 15 of /proc/PID/stat, in clock
+// ticks of 1/100 s: USER_HZ is 100 on Linux).
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:])) // after "pid (comm) ": field 3 is f[0]
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	return (ut + st) / 100, nil
+}
+
+// procStatusMB reads a kB field of /proc/PID/status (VmRSS, VmHWM) in MB.
+func procStatusMB(pid int, field string) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			kb, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cleanEnv returns the environment without the variables starting with prefix.
+func cleanEnv(prefix string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// prefixWriter passes on the lines matching keep (warnings and errors of the process under test), prefixed.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	keep   string
+	re     *regexp.Regexp
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.re == nil {
+		p.re = regexp.MustCompile(p.keep)
+	}
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if line := p.buf[:i+1]; p.re.Match(line) {
+			_, _ = fmt.Fprintf(p.w, "%s%s", p.prefix, line)
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
 }
 
 func waitTopics(ctx context.Context, r *kafka.ClusterReader, prefix string, topics, parts int) error {
@@ -319,65 +753,26 @@ func forEach(n, workers int, fn func(i int) error) error {
 	return first
 }
 
-func scrape(url string) (float64, int, error) {
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Accept-Encoding", "gzip")
-	t := time.Now()
-	resp, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return time.Since(t).Seconds(), int(n), err
-}
-
 func p50(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
 }
 
-func procStatusMB(field string) float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return -1
-}
-
 var cgRow = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)`)
 
 // peer times `tidemark lag --output json` (all groups) against Kafka's consumer-groups command (--all-groups) and
 // compares the offset lag of every bench group-partition.
-func peer(ctx context.Context, res *result, brokers []string, prefix string, n int, logf func(string, ...any)) error {
+func peer(ctx context.Context, res *result, bin string, brokers []string, prefix string, n int, logf func(string, ...any)) error {
 	lib := os.Getenv("TIDEMARK_KAFKA_LIB")
 	if lib == "" {
 		return errors.New("TIDEMARK_KAFKA_LIB unset (deploy/local/stack.sh exports it)")
-	}
-	dir, err := os.MkdirTemp("", "bench-lag")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "tidemark")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tidemark").CombinedOutput(); err != nil {
-		return fmt.Errorf("build tidemark: %v\n%s", err, out)
 	}
 	bs := strings.Join(brokers, ",")
 	// The group listing of a coordinator can trail a commit by a moment: wait until tidemark sees all n groups.
 	var ours []byte
 	var dur float64
+	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		t := time.Now()
 		ours, err = exec.CommandContext(ctx, bin, "lag", "--output", "json", "--brokers", bs).Output()
