@@ -14,6 +14,9 @@ type Granularity string
 const (
 	GranularityPartition Granularity = "partition" // one series per (group, topic, partition), plus topic aggregates
 	GranularityTopic     Granularity = "topic"     // only (group, topic) aggregates
+	// GranularityPartitionLag is the smallest per-partition budget, like kminion's: one series per group-partition
+	// (its effective lag), the lag sum per (group, topic), and lag, time lag and status per group (docs/metrics.md).
+	GranularityPartitionLag Granularity = "partition_lag"
 )
 
 // Reset is what a group does on a partition without a committed offset (its auto.offset.reset), which decides the
@@ -165,9 +168,9 @@ func (c *Config) validate(key func(string) string) error {
 		bad("cycle_timeout", "must be > 0, got %s", c.CycleTimeout)
 	}
 	switch c.Granularity {
-	case GranularityPartition, GranularityTopic:
+	case GranularityPartition, GranularityTopic, GranularityPartitionLag:
 	default:
-		bad("granularity", "%q is not one of partition, topic", c.Granularity)
+		bad("granularity", "%q is not one of partition, partition_lag, topic", c.Granularity)
 	}
 	if c.Status.Window < 2 {
 		bad("status.window", "must be >= 2, got %d", c.Status.Window)

@@ -28,7 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		mutate func(*Config)
 		want   string
 	}{
-		{"granularity enum lists values", func(c *Config) { c.Granularity = "group" }, `granularity: "group" is not one of partition, topic`},
+		{"granularity enum lists values", func(c *Config) { c.Granularity = "group" }, `granularity: "group" is not one of partition, partition_lag, topic`},
 		{"bad regexp names the field", func(c *Config) { c.GroupDeny = []string{"ok", "(["} }, "group_deny[1]:"},
 		{"isolation enum", func(c *Config) { c.Groups = []GroupRule{{Match: "g", Isolation: "committed"}} }, `groups[0].isolation: "committed" is not one of read_uncommitted, read_committed`},
 		{"reset enum", func(c *Config) { c.Groups = []GroupRule{{Match: "g", Reset: "none"}} }, `groups[0].reset: "none" is not one of earliest, latest`},

@@ -99,7 +99,7 @@ func TestLagConfigErrors(t *testing.T) {
 		{"timeline status_window 1", []string{"eval", write("w.jsonl", "# note\n"+`{"config":{"status_window":1}}`+"\n"+obs)},
 			"w.jsonl:2: config: status_window: must be >= 2, got 1"},
 		{"timeline granularity", []string{"eval", write("g.jsonl", `{"config":{"granularity":"cluster"}}`+"\n"+obs)},
-			`g.jsonl:1: config: granularity: "cluster" is not one of partition, topic`},
+			`g.jsonl:1: config: granularity: "cluster" is not one of partition, partition_lag, topic`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -184,7 +184,9 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
 	}
 	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
-	if perPartition {
+	// lagOnly (partition_lag): per partition the lag alone, per topic the lag sum, per group lag, time lag, status
+	lagOnly := c.cfg.Granularity == lagexporter.GranularityPartitionLag
+	if perPartition || lagOnly {
 		keys := make([]lagexporter.PartitionErrorKey, 0, len(h.PartitionErrors))
 		for k := range h.PartitionErrors {
 			keys = append(keys, k)
@@ -218,6 +220,24 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 		add(f.groupLag, float64(g.Total.Lag), cl, g.Group)
 		add(f.groupSeconds, g.Total.MaxTimeLag.Seconds(), cl, g.Group)
 		add(f.groupStatus, 1, cl, g.Group, g.Status.String())
+		if lagOnly {
+			for ti := range g.Topics {
+				t := &g.Topics[ti]
+				add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
+				if compat {
+					add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
+				}
+			}
+			for pi := range g.Partitions {
+				if p := &g.Partitions[pi]; p.Known {
+					add(f.partLag, float64(p.Lag), cl, g.Group, p.Topic, pl(p.Partition))
+					if compat {
+						add(f.kLag, float64(p.Lag), g.Group, p.Topic, pl(p.Partition))
+					}
+				}
+			}
+			continue
+		}
 		if g.State != "" {
 			add(f.groupState, 1, cl, g.Group, g.State)
 		}
@@ -320,7 +340,7 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, add func
 				continue
 			}
 			ps := pl(p.Partition)
-			if perPartition {
+			if perPartition || lagOnly {
 				add(f.logStart, float64(p.LogStart), cl, t.Topic, ps)
 				add(f.highWatermark, float64(p.HighWatermark), cl, t.Topic, ps)
 				add(f.lastStable, float64(p.LastStable), cl, t.Topic, ps)

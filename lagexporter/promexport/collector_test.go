@@ -514,3 +514,28 @@ func TestHandlerFollowsLoop(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPartitionLagSeriesBudget pins granularity partition_lag's budget (docs/metrics.md): for the case C16 group (1
+// topic, 6 partitions, 3 members, flags set) exactly P + 1 + 3 = 10 series: the lag per partition, the lag sum of its
+// topic, and the group's lag, time lag and status; the values are those of granularity partition.
+func TestPartitionLagSeriesBudget(t *testing.T) {
+	want := map[string]int{"tidemark_lag_partition_offsets": 6, "tidemark_lag_topic_offsets": 1,
+		"tidemark_lag_group_offsets": 1, "tidemark_lag_group_seconds": 1, "tidemark_lag_group_status": 1}
+	full, _ := caseCollector(t, "c16_cardinality.jsonl", 4, nil)
+	c, _ := caseCollector(t, "c16_cardinality.jsonl", 4, func(c *Config) { c.Granularity = GranularityPartitionLag })
+	fullSS, ss := gatherSeries(t, full), gatherSeries(t, c)
+	got, n := groupSeries(ss, "g")
+	if n != 10 || !maps.Equal(got, want) {
+		t.Fatalf("%d series %v, want 10 %v", n, got, want)
+	}
+	for _, s := range ss {
+		if strings.Contains(s.labels, `group="g"`) {
+			if v := value(t, fullSS, s.name, s.labels); v != s.value {
+				t.Errorf("%s{%s} = %v, granularity partition has %v", s.name, s.labels, s.value, v)
+			}
+		}
+	}
+	if countSeries(ss, "tidemark_partition_high_watermark_offset", "") == 0 {
+		t.Error("partition_lag drops the partition offsets (per topic-partition, shared by every group)")
+	}
+}

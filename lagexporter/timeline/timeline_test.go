@@ -44,7 +44,7 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 		// QA: config-line errors name the file and line and the key as written in the config line
 		{"config bad regexp", "# c\n" + `{"config":{"group_allow":["app-(.*"]}}`, "x.jsonl:2: config: group_allow[0]: error parsing regexp: missing closing ): `app-(.*`"},
 		{"config window 1", `{"config":{"status_window":1}}`, "x.jsonl:1: config: status_window: must be >= 2, got 1"},
-		{"config granularity", `{"config":{"granularity":"cluster"}}`, `x.jsonl:1: config: granularity: "cluster" is not one of partition, topic`},
+		{"config granularity", `{"config":{"granularity":"cluster"}}`, `x.jsonl:1: config: granularity: "cluster" is not one of partition, partition_lag, topic`},
 		{"config duration", `{"config":{"status_stop_after":"5 minutes"}}`, `x.jsonl:1: config: status_stop_after: time: unknown unit`},
 		{"config negative duration", `{"config":{"status_simple_consumer_window":"-1s"}}`, `x.jsonl:1: config: status_simple_consumer_window: must be > 0, got -1s`},
 		{"config negative offset threshold", `{"config":{"status_warn_offset_lag":-1}}`, `x.jsonl:1: config: status_warn_offset_lag: must be >= 0`},
