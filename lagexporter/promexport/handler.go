@@ -35,8 +35,9 @@ type Handler struct {
 	c     *Collector
 	extra prometheus.Gatherer
 
-	renderMu sync.Mutex // serialises renderings; guards spare
+	renderMu sync.Mutex // serialises renderings; guards spare and writers
 	spare    *exposition
+	writers  writerPool
 
 	mu  sync.RWMutex // guards cur; held for reading while a scrape writes cur's bytes
 	cur *exposition
@@ -166,7 +167,7 @@ func (h *Handler) render() {
 	if next == nil {
 		next = &exposition{}
 	}
-	h.c.renderInto(next, s, hl)
+	h.c.renderInto(next, s, hl, &h.writers)
 	next.key, next.valid = k, true
 	h.mu.Lock() // waits for the scrapes still writing the previous rendering
 	h.cur, h.spare = next, h.cur
@@ -198,24 +199,41 @@ func (h *Handler) Follow(ctx context.Context, snaps <-chan *lagexporter.Snapshot
 type familyStream struct {
 	stage  []byte
 	out    bytes.Buffer
-	zw     *gzip.Writer
-	opened bool // the member has been started (zw reset onto out)
+	zw     *gzip.Writer // while the member is open (from the pool)
+	opened bool         // the member has been started
 
 	text, omText []byte // counter families only
 }
 
-const stageBytes = 64 << 10
+// writerPool keeps the gzip writers (a few hundred KiB of compressor state each) between renderings: a writer is
+// held only by a family whose member is open, so a rendering needs one per family with series, and the two
+// expositions share them.
+type writerPool struct{ free []*gzip.Writer }
 
-func (fs *familyStream) flush() {
+func (p *writerPool) get(w io.Writer) *gzip.Writer {
+	if n := len(p.free); n > 0 {
+		zw := p.free[n-1]
+		p.free = p.free[:n-1]
+		zw.Reset(w)
+		return zw
+	}
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	return zw
+}
+
+func (p *writerPool) put(zw *gzip.Writer) { p.free = append(p.free, zw) }
+
+// stageBytes is how much of a family's text is staged before it is compressed. A family smaller than that (the
+// group and topic families, up to tens of thousands of groups) is compressed whole once emit is done, one family
+// after the other with one pooled writer; only the large per-partition families stream, each with its own.
+const stageBytes = 1 << 20
+
+func (fs *familyStream) flush(pool *writerPool) {
 	if len(fs.stage) == 0 {
 		return
 	}
 	if !fs.opened {
-		if fs.zw == nil {
-			fs.zw, _ = gzip.NewWriterLevel(&fs.out, gzip.BestSpeed)
-		} else {
-			fs.zw.Reset(&fs.out)
-		}
+		fs.zw = pool.get(&fs.out)
 		fs.opened = true
 	}
 	_, _ = fs.zw.Write(fs.stage)
@@ -223,7 +241,7 @@ func (fs *familyStream) flush() {
 }
 
 // renderInto renders snapshot s and health hl into e, reusing e's buffers: every family in Describe order.
-func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health) {
+func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health, pool *writerPool) {
 	if len(e.families) != len(c.families) {
 		e.families = make([]familyStream, len(c.families))
 	}
@@ -256,14 +274,16 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 			if cap(fs.stage) < stageBytes*2 {
 				fs.stage = append(make([]byte, 0, stageBytes*2), fs.stage...)
 			}
-			fs.flush()
+			fs.flush(pool)
 		}
 	})
 	for i := range e.families {
 		fs := &e.families[i]
-		fs.flush()
+		fs.flush(pool)
 		if fs.opened {
 			_ = fs.zw.Close()
+			pool.put(fs.zw)
+			fs.zw = nil
 		}
 	}
 }
@@ -272,7 +292,7 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 // order (what a text-format gzip scrape without Extra receives).
 func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, dst []byte) []byte {
 	var e exposition
-	c.renderInto(&e, s, hl)
+	c.renderInto(&e, s, hl, &writerPool{})
 	for i := range e.families {
 		fs := &e.families[i]
 		dst = append(dst, fs.out.Bytes()...)
