@@ -280,6 +280,9 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 	for i := range e.families {
 		fs := &e.families[i]
 		fs.flush(pool)
+		if cap(fs.stage) > 64<<10 {
+			fs.stage = nil // staged text is garbage once compressed: keep only the compressed member
+		}
 		if fs.opened {
 			_ = fs.zw.Close()
 			pool.put(fs.zw)
