@@ -12,11 +12,12 @@ export type EditorField =
   | 'sloObjective'
   | 'limit'
   | 'includeReplays'
+  | 'tier'
   | 'fields';
 
 export const FIELDS_BY_TYPE: Record<QueryType, readonly EditorField[]> = {
-  stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'fields'],
-  e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays', 'fields'],
+  stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'tier', 'fields'],
+  e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays', 'tier', 'fields'],
   consumer_lag: ['topic', 'group', 'groupBy', 'fields'],
   slo: ['topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays', 'fields'],
   slowest_messages: ['topic', 'group', 'host', 'stage', 'limit', 'includeReplays'],

@@ -21,6 +21,10 @@ export type Stage = (typeof STAGES)[number];
 export const GROUP_BYS = ['none', 'topic', 'group', 'host'] as const;
 export type GroupBy = (typeof GROUP_BYS)[number];
 
+/** Where latency percentiles are read: auto picks by resolution and cost; the others pin a tier. */
+export const TIERS = ['auto', 'raw', 'minute', 'hour'] as const;
+export type Tier = (typeof TIERS)[number];
+
 export interface TidemarkQuery extends DataQuery {
   queryType?: QueryType;
   /** Exact topic name, or several joined by commas (a multi-value variable); empty means all. */
@@ -43,6 +47,8 @@ export interface TidemarkQuery extends DataQuery {
   includeReplays?: boolean;
   /** Keep only these value fields of a time series (e.g. ["burn_rate"] for an alert rule); empty keeps all. */
   fields?: string[];
+  /** Pins the tier latency is read from (raw rows, minute or hourly rollups); auto by default. */
+  tier?: Tier;
 }
 
 export const DEFAULT_QUERY: Partial<TidemarkQuery> = {

@@ -108,11 +108,18 @@ func (s Source) Resolution() time.Duration {
 // also outlive raw rows (90 against 14 days by default).
 const RawMaxRange = 6 * time.Hour
 
-// ChooseSource picks where a window's answer comes from, the coarsest source that still resolves its buckets:
+// MaxMinuteRows is the most minute-tier rows (t-digest states) per series an automatically chosen answer merges:
+// two days of minutes. A longer window reads the hourly tier even when its buckets are finer than an hour.
+const MaxMinuteRows = 2 * 24 * 60
+
+// ChooseSource picks where a window's answer comes from, by resolution and by cost:
 //   - the hourly rollups for buckets of an hour or more: one t-digest state per hour and series. The minute tier's
 //     states hold about as many values as their minute had samples at ~100 samples per minute and series, so merging
 //     60 of them per hour costs what scanning raw rows does; cmd/bench-plugin measures the hourly tier against raw
-//     rows (docs/plugin.md has the figures);
+//     rows (docs/plugin.md has the figures: ~18× faster for 7 days at 20 M rows);
+//   - the hourly rollups too, in hour buckets coarser than asked, when the minute tier would merge more than
+//     MaxMinuteRows states per series: Grafana's default 7-day panel at ~1000 points asks for 10-minute buckets,
+//     which the minute tier answers no faster than raw rows (a user who wants them pins the minute tier);
 //   - the per-minute rollups for buckets of a minute or more, or a window longer than RawMaxRange;
 //   - raw rows otherwise.
 //
@@ -122,12 +129,18 @@ func ChooseSource(w Window, includeReplays bool) Source {
 	switch {
 	case includeReplays:
 		return SourceRaw
-	case w.Step >= time.Hour:
+	case w.Step >= time.Hour || ByCost(w):
 		return SourceRollup1h
 	case w.To.Sub(w.From) > RawMaxRange || w.Step >= time.Minute:
 		return SourceRollup
 	}
 	return SourceRaw
+}
+
+// ByCost reports whether ChooseSource answers w from the hourly tier for cost rather than resolution: its buckets
+// are finer than an hour and the minute tier would merge more than MaxMinuteRows states per series.
+func ByCost(w Window) bool {
+	return w.Step < time.Hour && w.To.Sub(w.From) > MaxMinuteRows*time.Minute
 }
 
 // where accumulates a WHERE clause from fixed SQL fragments and the values bound to their placeholders.

@@ -29,9 +29,14 @@ func TestChooseSource(t *testing.T) {
 		// a minute-wide bucket is the minute tier's resolution, so it answers it exactly as well
 		{"1h at 1m buckets", Window{now.Add(-time.Hour), now, time.Minute}, false, SourceRollup},
 		{"1h at 59s buckets", Window{now.Add(-time.Hour), now, 59 * time.Second}, false, SourceRaw},
-		// Grafana's 7-day panel at ~1000 points asks for 10 min buckets: finer than an hour, so the minute tier
-		{"7d at 10m", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, false, SourceRollup},
-		{"7d at 59m59s", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour - time.Second}, false, SourceRollup},
+		// Grafana's 7-day panel at ~1000 points asks for 10 min buckets: the minute tier would merge 10,080 states per
+		// series, no faster than raw rows, so the hourly tier answers in hour buckets (issue 15 item 8)
+		{"7d at 10m", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, false, SourceRollup1h},
+		{"7d at 59m59s", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour - time.Second}, false, SourceRollup1h},
+		// up to two days of minutes the minute tier is cheap enough: 2,880 states per series
+		{"48h at 3m", Window{now.Add(-48 * time.Hour), now, 3 * time.Minute}, false, SourceRollup},
+		{"48h and a minute at 3m", Window{now.Add(-48*time.Hour - time.Minute), now, 3 * time.Minute}, false, SourceRollup1h},
+		{"24h at 1m (Grafana's 1-day panel)", Window{now.Add(-24 * time.Hour), now, 90 * time.Second}, false, SourceRollup},
 		// an hour-wide bucket is the hourly tier's resolution: 60x fewer states to merge than the minute tier
 		{"7d at 1h", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour}, false, SourceRollup1h},
 		{"90d at 6h", Window{now.Add(-90 * 24 * time.Hour), now, 6 * time.Hour}, false, SourceRollup1h},

@@ -45,18 +45,18 @@ func answer(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window,
 	switch q.Type {
 	case QueryStagePercentiles:
 		res, err := r.StagePercentiles(ctx, query.PercentileQuery{Window: w, Stage: q.Stage, Levels: q.Levels,
-			GroupBy: q.GroupBy, Filter: q.Filter, IncludeReplays: q.IncludeReplays})
+			GroupBy: q.GroupBy, Filter: q.Filter, IncludeReplays: q.IncludeReplays, Source: q.Source})
 		if err != nil {
 			return nil, err
 		}
-		return percentileFrames(res, q), nil
+		return percentileFrames(res, q, w), nil
 	case QueryE2EDistribution:
 		src, series, err := r.Distribution(ctx, query.DistributionQuery{Window: w, Stage: q.Stage, GroupBy: q.GroupBy,
-			Filter: q.Filter, IncludeReplays: q.IncludeReplays})
+			Filter: q.Filter, IncludeReplays: q.IncludeReplays, Source: q.Source})
 		if err != nil {
 			return nil, err
 		}
-		return distributionFrames(src, series, q), nil
+		return distributionFrames(src, series, q, w), nil
 	case QueryConsumerLag:
 		pts, err := r.ConsumerLag(ctx, query.LagQuery{Window: w, GroupBy: q.GroupBy, Filter: q.Filter})
 		if err != nil {
@@ -115,7 +115,44 @@ func meta(custom map[string]any) *data.FrameMeta {
 	return &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}, Custom: custom}
 }
 
-func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
+// tierNotice says which tier answered a window asked as w, and why: the resolution asked for, its cost (buckets coarser
+// than asked), or the user's pin.
+// buckets is how the answer is bucketed ("in 1h0m0s buckets", "over the whole range").
+func tierNotice(src query.Source, buckets string, q ParsedQuery, w query.Window) data.Notice {
+	var why string
+	switch {
+	case q.Source != query.SourceAuto:
+		why = "the tier is pinned to " + tierName(src)
+	case src == query.SourceRollup1h && query.ByCost(w):
+		why = fmt.Sprintf("%s buckets over %s would merge %d minute rollups per series (over %d): hourly data unless the "+
+			"tier is pinned to minute", w.Step, w.To.Sub(w.From).Round(time.Minute), int(w.To.Sub(w.From)/time.Minute),
+			query.MaxMinuteRows)
+	case src == query.SourceRollup1h:
+		why = "buckets of an hour or more use them"
+	case src == query.SourceRollup:
+		why = fmt.Sprintf("ranges over %s or minute buckets use them", query.RawMaxRange)
+	case q.IncludeReplays:
+		why = "replays are in raw rows only"
+	default:
+		why = fmt.Sprintf("ranges up to %s in buckets under a minute", query.RawMaxRange)
+	}
+	text := fmt.Sprintf("answered from %s %s (%s)", tierText[src], buckets, why)
+	return data.Notice{Severity: data.NoticeSeverityInfo, Text: text}
+}
+
+var tierText = map[query.Source]string{query.SourceRaw: "raw rows", query.SourceRollup: "per-minute rollups (t-digest)",
+	query.SourceRollup1h: "hourly rollups (t-digest)"}
+
+func tierName(src query.Source) string {
+	for name, s := range Tiers {
+		if s == src && name != "" && name != "auto" {
+			return name
+		}
+	}
+	return string(src)
+}
+
+func percentileFrames(res query.PercentileResult, q ParsedQuery, w query.Window) data.Frames {
 	frames := data.Frames{}
 	for i := 0; i < len(res.Points); {
 		j := i
@@ -143,22 +180,14 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery) data.Frames {
 		}
 		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}))
 		f.Meta = meta(map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
-		switch res.Source {
-		case query.SourceRollup:
-			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
-				Text: fmt.Sprintf("answered from per-minute rollups in %s buckets (t-digest; ranges over %s or minute buckets use rollups)",
-					res.Step, query.RawMaxRange)}}
-		case query.SourceRollup1h:
-			f.Meta.Notices = []data.Notice{{Severity: data.NoticeSeverityInfo,
-				Text: fmt.Sprintf("answered from hourly rollups in %s buckets (t-digest; buckets of an hour or more use them)", res.Step)}}
-		}
+		f.Meta.Notices = []data.Notice{tierNotice(res.Source, fmt.Sprintf("in %s buckets", res.Step), q, w)}
 		frames = append(frames, f)
 		i = j
 	}
 	return frames
 }
 
-func distributionFrames(src query.Source, series []query.DistributionSeries, q ParsedQuery) data.Frames {
+func distributionFrames(src query.Source, series []query.DistributionSeries, q ParsedQuery, w query.Window) data.Frames {
 	frames := data.Frames{}
 	// The percentile is a string ("p99.9") so a bar chart can use it as its x axis.
 	levels := query.DistributionLevels()
@@ -173,6 +202,7 @@ func distributionFrames(src query.Source, series []query.DistributionSeries, q P
 			data.NewField("latency", labels, s.ValuesMs).SetConfig(&data.FieldConfig{Unit: "ms"}),
 		)
 		f.Meta = &data.FrameMeta{Custom: map[string]any{"source": string(src), "samples": s.Count}}
+		f.Meta.Notices = []data.Notice{tierNotice(src, "over the whole range", q, w)}
 		frames = append(frames, f)
 	}
 	return frames

@@ -34,18 +34,27 @@ func golden(t *testing.T, name string, frames data.Frames) {
 
 func TestGoldenStagePercentiles(t *testing.T) {
 	q := mustParse(t, `{"queryType":"stage_percentiles","groupBy":"topic","percentiles":[0.5,0.999]}`)
+	day := query.Window{From: g0.Add(-24 * time.Hour), To: g0, Step: 10 * time.Minute}
 	golden(t, "stage_percentiles_rollup", percentileFrames(query.PercentileResult{Source: query.SourceRollup, Step: 10 * time.Minute,
 		Points: []query.PercentilePoint{
 			{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 1200},
 			{Time: g0.Add(10 * time.Minute), Key: "orders", ValuesMs: []float64{13, 510.25}, Count: 1100},
 			{Time: g0, Key: "payments", ValuesMs: []float64{40, 900}, Count: 30},
-		}}, q))
+		}}, q, day))
 	// hour buckets are answered by the hourly tier, which the notice names
+	week := query.Window{From: g0.Add(-7 * 24 * time.Hour), To: g0, Step: time.Hour}
 	golden(t, "stage_percentiles_rollup_1h", percentileFrames(query.PercentileResult{Source: query.SourceRollup1h, Step: time.Hour,
-		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 72000}}}, q))
+		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 72000}}}, q, week))
+	// Grafana's 7-day default asks for 10-minute buckets: the hourly tier answers for cost, and the notice says so
+	week.Step = 10 * time.Minute
+	golden(t, "stage_percentiles_rollup_1h_cost", percentileFrames(query.PercentileResult{Source: query.SourceRollup1h, Step: time.Hour,
+		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 72000}}}, q, week))
+	pinned := mustParse(t, `{"queryType":"stage_percentiles","groupBy":"topic","percentiles":[0.5,0.999],"tier":"minute"}`)
+	golden(t, "stage_percentiles_rollup_pinned", percentileFrames(query.PercentileResult{Source: query.SourceRollup, Step: 10 * time.Minute,
+		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 1200}}}, pinned, week))
 	q = mustParse(t, `{"queryType":"stage_percentiles","stage":"append_receive","percentiles":[0.99]}`)
 	golden(t, "stage_percentiles_raw_none", percentileFrames(query.PercentileResult{Source: query.SourceRaw, Step: 15 * time.Second,
-		Points: []query.PercentilePoint{{Time: g0, ValuesMs: []float64{7}, Count: 3}}}, q))
+		Points: []query.PercentilePoint{{Time: g0, ValuesMs: []float64{7}, Count: 3}}}, q, query.Window{From: g0.Add(-time.Hour), To: g0, Step: 15 * time.Second}))
 }
 
 func TestGoldenLag(t *testing.T) {
@@ -96,7 +105,7 @@ func TestGoldenClockAndProbe(t *testing.T) {
 	}))
 	golden(t, "e2e_distribution", distributionFrames(query.SourceRaw, []query.DistributionSeries{
 		{Key: "", ValuesMs: make([]float64, len(query.DistributionLevels())), Count: 0},
-	}, mustParse(t, `{"queryType":"e2e_distribution"}`)))
+	}, mustParse(t, `{"queryType":"e2e_distribution"}`), query.Window{From: g0.Add(-time.Hour), To: g0, Step: 15 * time.Second}))
 }
 
 func TestLevelName(t *testing.T) {
@@ -161,7 +170,7 @@ func BenchmarkPercentileFrames(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if f := percentileFrames(res, q); len(f) != 16 {
+		if f := percentileFrames(res, q, query.Window{From: g0, To: g0.Add(7 * 24 * time.Hour), Step: 10 * time.Minute}); len(f) != 16 {
 			b.Fatal(len(f))
 		}
 	}

@@ -48,7 +48,14 @@ type Query struct {
 	// Fields keeps only these value fields of a time-series answer (the time field stays), e.g. ["burn_rate"]: an
 	// alert rule's threshold then applies to that number alone. Empty keeps all.
 	Fields []string `json:"fields"`
+	// Tier pins where latency percentiles and distributions are read: "raw", "minute" or "hour"; empty or "auto"
+	// lets query.ChooseSource pick by resolution and cost.
+	Tier string `json:"tier"`
 }
+
+// Tiers maps the query model's tier names to the store's sources ("" and "auto": chosen by query.ChooseSource).
+var Tiers = map[string]query.Source{"": query.SourceAuto, "auto": query.SourceAuto, "raw": query.SourceRaw,
+	"minute": query.SourceRollup, "hour": query.SourceRollup1h}
 
 // DefaultPercentiles returns the levels a query without percentiles gets: p50 and p99 (a new slice each call).
 func DefaultPercentiles() []float64 { return []float64{0.5, 0.99} }
@@ -73,6 +80,8 @@ type ParsedQuery struct {
 	Limit          int
 	IncludeReplays bool
 	Fields         []string
+	// Source is the pinned tier (query.SourceAuto: chosen per window).
+	Source query.Source
 }
 
 // ParseQuery decodes a query's JSON and validates it. queryType is the DataQuery's own QueryType, which Grafana fills
@@ -91,6 +100,14 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	if !knownType(p.Type) {
 		return ParsedQuery{}, fmt.Errorf("unknown query type %q: choose one of %s", p.Type, joinTypes())
 	}
+	src, ok := Tiers[q.Tier]
+	if !ok {
+		return ParsedQuery{}, fmt.Errorf("unknown tier %q: choose auto, raw, minute or hour", q.Tier)
+	}
+	if src.IsRollup() && q.IncludeReplays {
+		return ParsedQuery{}, fmt.Errorf("tier %s holds live samples only: a query including replays reads raw rows (tier auto or raw)", q.Tier)
+	}
+	p.Source = src
 	var err error
 	if p.Filter.Topics, err = splitFilter("topic", q.Topic, topicName); err != nil {
 		return ParsedQuery{}, err

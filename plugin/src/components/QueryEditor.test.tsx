@@ -32,6 +32,7 @@ describe('QueryEditor', () => {
         'tidemark-percentiles',
         'tidemark-group-by',
         'tidemark-include-replays',
+        'tidemark-tier',
         'tidemark-fields',
       ].sort()
     );

@@ -14,6 +14,8 @@ import {
   Stage,
   STAGE_LABELS,
   STAGES,
+  Tier,
+  TIERS,
   TidemarkOptions,
   TidemarkQuery,
 } from '../types';
@@ -27,6 +29,7 @@ const typeOptions: Array<SelectableValue<QueryType>> = QUERY_TYPES.map((t) => ({
 }));
 const stageOptions: Array<SelectableValue<Stage>> = STAGES.map((s) => ({ value: s, label: STAGE_LABELS[s] }));
 const groupByOptions: Array<SelectableValue<GroupBy>> = GROUP_BYS.map((g) => ({ value: g, label: g }));
+const tierOptions: Array<SelectableValue<Tier>> = TIERS.map((t) => ({ value: t, label: t }));
 
 const LABEL_WIDTH = 16;
 
@@ -225,6 +228,21 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
               id="tidemark-include-replays"
               value={!!q.includeReplays}
               onChange={(e: React.FormEvent<HTMLInputElement>) => update({ includeReplays: e.currentTarget.checked }, true)}
+            />
+          </InlineField>
+        )}
+        {show('tier') && (
+          <InlineField
+            label="Tier"
+            labelWidth={8}
+            tooltip="auto reads raw rows, minute or hourly rollups by bucket width and cost (a week in 10-minute buckets gets hourly data); pin one to override"
+          >
+            <Select
+              inputId="tidemark-tier"
+              width={12}
+              options={tierOptions}
+              value={q.tier ?? 'auto'}
+              onChange={(v) => update({ tier: v.value }, true)}
             />
           </InlineField>
         )}
