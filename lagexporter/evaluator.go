@@ -17,28 +17,31 @@ import (
 // An Evaluator is not safe for concurrent use; the Loop owns one.
 type Evaluator struct {
 	cfg    *Config
-	parts  map[gpKey]*gpState
 	topics map[tpKey]*tpState
-	groups map[string]*groupState // last successfully read group (for stale values)
+	groups map[string]*groupState // each group's last good read and its partitions' states
 	// endDecreases counts, per topic name, the partitions whose end offset was read lower than the time before.
 	endDecreases map[string]uint64
 	// unreadDeleted counts, per group and topic, the records retention or DeleteRecords deleted below the group's
 	// committed offset while the evaluator watched (log start moving past an unconsumed position).
 	unreadDeleted map[gtKey]int64
 	seq           uint64
-	window        []Sample // scratch, reused
+	window        []Sample          // scratch, reused
+	offs          []CommittedOffset // scratch, reused
+	names         []string          // scratch, reused
 }
 
 type gtKey struct{ group, topic string }
 
+// groupState is what the evaluator keeps of one group between cycles: its last successfully read observation (for
+// stale values), and its partitions' states sorted by (topic, partition), the order evalGroup visits them in, so
+// that each is found by a merge walk rather than a map lookup. At 500,000 group-partitions that is no per-partition
+// key, map slot or pointer, and no map probe per partition and cycle (docs/performance.md).
 type groupState struct {
 	obs    GroupObservation
+	read   bool      // obs holds a successful read
 	readAt time.Time // observation time of the read
-}
-
-type gpKey struct {
-	group, topic string
-	partition    int32
+	parts  []gpState
+	seen   uint64 // seq of the last cycle that saw the group
 }
 
 type tpKey struct {
@@ -47,6 +50,8 @@ type tpKey struct {
 }
 
 type gpState struct {
+	topic      string
+	partition  int32
 	topicID    string
 	ring       []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
 	next       int
@@ -61,7 +66,6 @@ type gpState struct {
 	replay     ReplayState
 	// deletedThrough is the log start of the last read: unread records below it are already counted.
 	deletedThrough int64
-	seen           uint64 // seq of the last cycle that saw it
 	aheadReads     int32  // consecutive reads with the commit past End
 	lastStatus     Status // status of the last cycle that added a sample (a stale partition keeps it)
 	deletedSeen    bool
@@ -87,13 +91,13 @@ type hwPoint struct {
 
 // NewEvaluator returns an Evaluator for cfg, which must have passed Validate.
 func NewEvaluator(cfg *Config) *Evaluator {
-	return &Evaluator{cfg: cfg, parts: map[gpKey]*gpState{}, topics: map[tpKey]*tpState{},
+	return &Evaluator{cfg: cfg, topics: map[tpKey]*tpState{},
 		groups: map[string]*groupState{}, endDecreases: map[string]uint64{}, unreadDeleted: map[gtKey]int64{}}
 }
 
 type topicView struct {
-	obs   *TopicObservation
-	parts map[int32]*partView
+	obs    *TopicObservation
+	sorted []*partView // by partition, each once
 }
 
 type partView struct {
@@ -122,7 +126,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		if !e.cfg.TopicAllowed(t.Topic) {
 			continue
 		}
-		tv := &topicView{obs: t, parts: make(map[int32]*partView, len(t.Partitions))}
+		tv := &topicView{obs: t, sorted: make([]*partView, 0, len(t.Partitions))}
 		snapTopic := TopicObservation{Topic: t.Topic, ID: t.ID, TimestampType: t.TimestampType, Retention: t.Retention,
 			Partitions: make([]PartitionObservation, 0, len(t.Partitions))}
 		for _, p := range t.Partitions {
@@ -146,10 +150,12 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 				pv.p, pv.stale = st.last, true
 				pv.p.Leader, pv.p.Error, pv.p.ErrorCode = p.Leader, "", ""
 			}
-			tv.parts[p.Partition] = pv
+			tv.sorted = append(tv.sorted, pv)
 			// partition offsets are published as read this cycle: an unreadable partition has no offset series
 			snapTopic.Partitions = append(snapTopic.Partitions, p)
 		}
+		slices.SortStableFunc(tv.sorted, func(a, b *partView) int { return cmp.Compare(a.p.Partition, b.p.Partition) })
+		tv.sorted = lastPerPartition(tv.sorted) // a partition listed twice counts once (the last), as a map had it
 		topics[t.Topic] = tv
 		snap.Topics = append(snap.Topics, snapTopic)
 	}
@@ -185,23 +191,14 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	slices.SortFunc(snap.Groups, func(a, b GroupLag) int { return cmp.Compare(a.Group, b.Group) })
 
 	// Forget what this observation no longer has: deleted groups, revoked or deleted partitions, old incarnations.
-	for k, st := range e.parts {
-		if st.seen != seq {
-			delete(e.parts, k)
+	for name, gs := range e.groups { // deleted groups; a group's revoked or deleted partitions went in evalGroup
+		if gs.seen != seq {
+			delete(e.groups, name)
 		}
 	}
 	for k, st := range e.topics {
 		if st.seen != seq {
 			delete(e.topics, k)
-		}
-	}
-	inSnap := make(map[string]bool, len(snap.Groups))
-	for i := range snap.Groups {
-		inSnap[snap.Groups[i].Group] = true
-	}
-	for name := range e.groups {
-		if !inSnap[name] { // a linear Snapshot.Group per name made this quadratic in the number of groups
-			delete(e.groups, name)
 		}
 	}
 	for k := range e.unreadDeleted {
@@ -243,60 +240,77 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	now time.Time, seq uint64) GroupLag {
 	iso, reset := e.cfg.GroupSettings(g.Group)
 	out := GroupLag{Group: g.Group, State: g.State, Isolation: iso, Members: g.Members, Error: g.Error}
+	gs := e.groups[g.Group]
+	if gs == nil {
+		gs = &groupState{}
+		e.groups[g.Group] = gs
+	}
+	gs.seen = seq
 	src, stale, readAt := g, false, now
 	if g.Error != "" {
-		prev := e.groups[g.Group]
-		if prev == nil {
+		if !gs.read {
 			out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
+			gs.parts = nil
 			return out
 		}
-		src, stale, readAt = &prev.obs, true, prev.readAt
+		src, stale, readAt = &gs.obs, true, gs.readAt
 		if out.State == "" {
-			out.State, out.Members = prev.obs.State, prev.obs.Members
+			out.State, out.Members = gs.obs.State, gs.obs.Members
 		}
 	} else {
-		e.groups[g.Group] = &groupState{obs: *g, readAt: now}
+		gs.obs, gs.read, gs.readAt = *g, true, now
 	}
 
-	committed := make(map[tpKey]CommittedOffset, len(src.Offsets))
-	scope := map[string]bool{}
-	for _, c := range src.Offsets {
-		committed[tpKey{c.Topic, c.Partition}] = c
-		scope[c.Topic] = true
+	// Committed offsets in (topic, partition) order (the Kafka reader sorts them; a timeline may not), the last one
+	// winning for a partition listed twice; the scope is their topics and the members' assigned topics.
+	offs := src.Offsets
+	if !slices.IsSortedFunc(offs, cmpOffset) {
+		e.offs = append(e.offs[:0], offs...)
+		slices.SortStableFunc(e.offs, cmpOffset)
+		offs = e.offs
 	}
-	for _, m := range out.Members {
-		for t := range m.Assignment {
-			scope[t] = true
-		}
-	}
-	names := make([]string, 0, len(scope))
-	for t := range scope {
-		if topics[t] != nil { // deleted or denied topics are out of scope
+	names := e.names[:0]
+	for i := range offs {
+		if t := offs[i].Topic; (len(names) == 0 || names[len(names)-1] != t) && topics[t] != nil {
 			names = append(names, t)
 		}
 	}
+	for _, m := range out.Members {
+		for t := range m.Assignment {
+			if topics[t] != nil { // deleted or denied topics are out of scope
+				names = append(names, t)
+			}
+		}
+	}
 	slices.Sort(names)
+	names = slices.Compact(names)
+	e.names = names
 
 	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
 		readAt: readAt, assignment: stableAssignment(out.State, out.Members)}
 	var lastCommit time.Time
 	n := 0
 	for _, topic := range names {
-		n += len(topics[topic].parts)
+		n += len(topics[topic].sorted)
 	}
 	out.Partitions, out.Topics = make([]PartitionLag, 0, n), make([]TopicLag, 0, len(names))
+	walk := stateWalk{old: gs.parts, window: e.cfg.Status.Window, n: n}
+	oi := 0 // next unread committed offset
 	for _, topic := range names {
 		tv := topics[topic]
-		pnums := make([]int32, 0, len(tv.parts))
-		for p := range tv.parts {
-			pnums = append(pnums, p)
-		}
-		slices.Sort(pnums)
 		tl := TopicLag{Topic: topic}
-		for _, pn := range pnums {
-			pv := tv.parts[pn]
-			c, has := committed[tpKey{topic, pn}]
-			pl := e.evalPartition(&gc, tv.obs, pv, c, has, probes, now, seq)
+		for _, pv := range tv.sorted {
+			pn := pv.p.Partition
+			var c CommittedOffset
+			has := false
+			for oi < len(offs) && cmpTP(offs[oi].Topic, offs[oi].Partition, topic, pn) <= 0 {
+				if offs[oi].Topic == topic && offs[oi].Partition == pn {
+					c, has = offs[oi], true
+				}
+				oi++
+			}
+			st := walk.state(topic, pn, tv.obs.ID)
+			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, probes, now)
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
@@ -313,10 +327,96 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		tl.Complete = tl.Unknown == 0
 		out.Topics = append(out.Topics, tl)
 	}
+	gs.parts = walk.done()
 	out.Total.Complete = out.Total.Unknown == 0
 	out.CatchUp = groupCatchUp(out.Partitions)
 	out.SimpleConsumer = !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
 	return out
+}
+
+func cmpTP(t1 string, p1 int32, t2 string, p2 int32) int {
+	if c := cmp.Compare(t1, t2); c != 0 {
+		return c
+	}
+	return cmp.Compare(p1, p2)
+}
+
+func cmpOffset(a, b CommittedOffset) int { return cmpTP(a.Topic, a.Partition, b.Topic, b.Partition) }
+
+// lastPerPartition keeps, of partitions sorted (stably) by number, the last of each run with the same number.
+func lastPerPartition(ps []*partView) []*partView {
+	out := ps[:0]
+	for i, pv := range ps {
+		if i+1 < len(ps) && ps[i+1].p.Partition == pv.p.Partition {
+			continue
+		}
+		out = append(out, pv)
+	}
+	return out
+}
+
+// stateWalk hands out a group's partition states in (topic, partition) order from last cycle's, sorted the same
+// way. While the group's partitions are those of last cycle, states are used in place; from the first difference on
+// the walk builds a new slice, carrying over by merge the states that still exist (and dropping the others: revoked
+// or deleted partitions). A new state's ring comes from one allocation for the rest of the group.
+type stateWalk struct {
+	old     []gpState
+	k       int       // states handed out
+	j       int       // next old state to consider once rebuilding
+	rebuilt []gpState // nil while in place
+	slab    []ringSample
+	window  int
+	n       int // partitions this cycle
+}
+
+func (w *stateWalk) state(topic string, p int32, topicID string) *gpState {
+	if w.rebuilt == nil && w.k < len(w.old) && w.old[w.k].topic == topic && w.old[w.k].partition == p {
+		st := &w.old[w.k]
+		w.k++
+		w.fresh(st, topicID)
+		return st
+	}
+	if w.rebuilt == nil {
+		w.rebuilt = make([]gpState, w.k, max(w.n, w.k+1))
+		copy(w.rebuilt, w.old[:w.k])
+		w.j = w.k
+	}
+	for w.j < len(w.old) && cmpTP(w.old[w.j].topic, w.old[w.j].partition, topic, p) < 0 {
+		w.j++
+	}
+	var st gpState
+	if w.j < len(w.old) && w.old[w.j].topic == topic && w.old[w.j].partition == p {
+		st = w.old[w.j]
+		w.j++
+	} else {
+		st = gpState{topic: topic, partition: p, topicID: topicID}
+	}
+	w.rebuilt = append(w.rebuilt, st)
+	w.k++
+	ps := &w.rebuilt[len(w.rebuilt)-1]
+	w.fresh(ps, topicID)
+	return ps
+}
+
+// fresh gives st a ring, and resets it for a new topic incarnation (as a new partition).
+func (w *stateWalk) fresh(st *gpState, topicID string) {
+	if st.ring != nil && st.topicID == topicID {
+		return
+	}
+	*st = gpState{topic: st.topic, partition: st.partition, topicID: topicID}
+	if len(w.slab) < w.window {
+		w.slab = make([]ringSample, w.window*max(w.n-w.k+1, 1))
+	}
+	st.ring, w.slab = w.slab[:w.window:w.window], w.slab[w.window:]
+}
+
+// done returns the group's states for the next cycle.
+func (w *stateWalk) done() []gpState {
+	if w.rebuilt != nil {
+		return w.rebuilt
+	}
+	clear(w.old[w.k:]) // partitions gone from the end
+	return w.old[:w.k]
 }
 
 // groupCtx is what every partition of one group is evaluated with.
@@ -402,16 +502,9 @@ func groupCatchUp(parts []PartitionLag) CatchUp {
 	return out
 }
 
-func (e *Evaluator) evalPartition(gc *groupCtx, t *TopicObservation, pv *partView, c CommittedOffset, has bool,
-	probes map[probeKey]*RecordProbe, now time.Time, seq uint64) PartitionLag {
+func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation, pv *partView, c CommittedOffset,
+	has bool, probes map[probeKey]*RecordProbe, now time.Time) PartitionLag {
 	topic := t.Topic
-	key := gpKey{gc.group, topic, pv.p.Partition}
-	st := e.parts[key]
-	if st == nil || st.topicID != t.ID {
-		st = &gpState{topicID: t.ID, ring: make([]ringSample, e.cfg.Status.Window)}
-		e.parts[key] = st
-	}
-	st.seen = seq
 	known := pv.p.Known()
 
 	// Commit bookkeeping: replay (C30) and the time of the last commit change (STOP rule).
