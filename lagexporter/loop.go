@@ -340,6 +340,24 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 	return obs, invalid, nil
 }
 
+func cmpPartition(a, b PartitionObservation) int { return cmp.Compare(a.Partition, b.Partition) }
+
+// scopeNames appends to dst the topics of groupScope(g), sorted and each once.
+func scopeNames(dst []string, g *GroupObservation) []string {
+	for i := range g.Offsets {
+		if t := g.Offsets[i].Topic; len(dst) == 0 || dst[len(dst)-1] != t {
+			dst = append(dst, t)
+		}
+	}
+	for _, m := range g.Members {
+		for t := range m.Assignment {
+			dst = append(dst, t)
+		}
+	}
+	slices.Sort(dst)
+	return slices.Compact(dst)
+}
+
 // groupScope returns the topics a group is measured on: those it has commits for and those assigned to its members
 // (a newly assigned partition without a commit is in scope, case C10).
 func groupScope(g *GroupObservation) map[string]bool {
@@ -359,64 +377,73 @@ func groupScope(g *GroupObservation) map[string]bool {
 // puts every answer the evaluator needs (cached or new) into obs.Records. It returns the invalid timestamps the new
 // answers met (cached answers were counted when they were read).
 func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampProblem]uint64 {
-	type part struct {
-		id string
-		p  PartitionObservation
-	}
-	parts := map[tpKey]part{}
-	byTopic := make(map[string]*TopicObservation, len(obs.Topics))
+	byTopic := make(map[string]*TopicObservation, len(obs.Topics)) // partitions in order (the reader's order)
 	for i := range obs.Topics {
-		byTopic[obs.Topics[i].Topic] = &obs.Topics[i]
-	}
-	for _, t := range obs.Topics {
-		for _, p := range t.Partitions {
-			if p.Known() {
-				parts[tpKey{t.Topic, p.Partition}] = part{t.ID, p}
-			}
+		t := &obs.Topics[i]
+		if !slices.IsSortedFunc(t.Partitions, cmpPartition) {
+			cp := *t
+			cp.Partitions = slices.Clone(t.Partitions)
+			slices.SortStableFunc(cp.Partitions, cmpPartition)
+			t = &cp
 		}
+		byTopic[t.Topic] = t
 	}
 	next := make(map[cacheKey]RecordProbe)
 	unfinished := map[cacheKey]RecordProbe{} // last cycle's answers that are asked again (no valid timestamp yet)
 	var reqs []RecordRequest
+	var offs []CommittedOffset
+	var names []string
 	for gi := range obs.Groups {
 		g := &obs.Groups[gi]
 		if g.Error != "" {
 			continue
 		}
 		iso, reset := l.cfg.GroupSettings(g.Group)
-		committed := make(map[tpKey]int64, len(g.Offsets))
-		for _, c := range g.Offsets {
-			committed[tpKey{c.Topic, c.Partition}] = c.Offset
+		// the group's commits in (topic, partition) order, walked alongside its partitions (no map per group)
+		offs = g.Offsets
+		if !slices.IsSortedFunc(offs, cmpOffset) {
+			offs = slices.Clone(offs)
+			slices.SortStableFunc(offs, cmpOffset)
 		}
-		for topic := range groupScope(g) {
-			if t := byTopic[topic]; t != nil {
-				for _, p := range t.Partitions {
-					pt, ok := parts[tpKey{topic, p.Partition}]
-					if !ok {
-						continue
-					}
-					c, has := committed[tpKey{topic, p.Partition}]
-					in := PartitionInput{HasCommit: has, Committed: c, OffsetsKnown: true, LogStart: pt.p.LogStart,
-						HighWatermark: pt.p.HighWatermark, LastStable: pt.p.LastStable, Isolation: iso, Reset: reset}
-					start, end := in.Start(), in.End()
-					if start >= end {
-						continue
-					}
-					k := cacheKey{pt.id, probeKey{topic, p.Partition, start, iso}}
-					if _, dup := next[k]; dup {
-						continue
-					}
-					if c, ok := l.cache[k]; ok {
-						if c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end {
-							next[k] = c
-							continue
-						}
-						unfinished[k] = c
-					}
-					next[k] = RecordProbe{} // placeholder, replaced by the answer
-					reqs = append(reqs, RecordRequest{Topic: topic, TopicID: pt.id, Partition: p.Partition,
-						Offset: start, End: end, Isolation: iso})
+		names = scopeNames(names[:0], g)
+		oi := 0
+		for _, topic := range names {
+			t := byTopic[topic]
+			if t == nil {
+				continue
+			}
+			for _, p := range t.Partitions {
+				if !p.Known() {
+					continue
 				}
+				var c int64
+				has := false
+				for oi < len(offs) && cmpTP(offs[oi].Topic, offs[oi].Partition, topic, p.Partition) <= 0 {
+					if offs[oi].Topic == topic && offs[oi].Partition == p.Partition {
+						c, has = offs[oi].Offset, true
+					}
+					oi++
+				}
+				in := PartitionInput{HasCommit: has, Committed: c, OffsetsKnown: true, LogStart: p.LogStart,
+					HighWatermark: p.HighWatermark, LastStable: p.LastStable, Isolation: iso, Reset: reset}
+				start, end := in.Start(), in.End()
+				if start >= end {
+					continue
+				}
+				k := cacheKey{t.ID, probeKey{topic, p.Partition, start, iso}}
+				if _, dup := next[k]; dup {
+					continue
+				}
+				if c, ok := l.cache[k]; ok {
+					if c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end {
+						next[k] = c
+						continue
+					}
+					unfinished[k] = c
+				}
+				next[k] = RecordProbe{} // placeholder, replaced by the answer
+				reqs = append(reqs, RecordRequest{Topic: topic, TopicID: t.ID, Partition: p.Partition,
+					Offset: start, End: end, Isolation: iso})
 			}
 		}
 	}
