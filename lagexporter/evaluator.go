@@ -105,6 +105,14 @@ type partView struct {
 	stale        bool
 	endDecreased bool // the end offset read this cycle is lower than the last one
 	st           *tpState
+	probes       map[probeAt]*RecordProbe // this cycle's record reads of the partition
+}
+
+// probeAt is what a record read answers for, within one partition: the offset it was read at and whether for
+// read_committed.
+type probeAt struct {
+	offset        int64
+	readCommitted bool
 }
 
 type probeKey struct {
@@ -170,10 +178,23 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		snap.EndOffsetDecreases[name] = e.endDecreases[name]
 	}
 
-	probes := make(map[probeKey]*RecordProbe, len(obs.Records))
+	// Each record read goes to its partition's view, keyed by offset and isolation: a small map per partition with
+	// an integer key, not one map of (topic, partition, offset, isolation) probed once per group-partition.
 	for i := range obs.Records {
 		r := &obs.Records[i]
-		probes[probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}] = r
+		tv := topics[r.Topic]
+		if tv == nil {
+			continue
+		}
+		j, ok := slices.BinarySearchFunc(tv.sorted, r.Partition, func(pv *partView, p int32) int { return cmp.Compare(pv.p.Partition, p) })
+		if !ok {
+			continue
+		}
+		pv := tv.sorted[j]
+		if pv.probes == nil {
+			pv.probes = map[probeAt]*RecordProbe{}
+		}
+		pv.probes[probeAt{r.Offset, r.Isolation.OrDefault() == ReadCommitted}] = r
 	}
 
 	seenGT := map[gtKey]bool{}
@@ -182,7 +203,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		if !e.cfg.GroupAllowed(g.Group) {
 			continue
 		}
-		gl := e.evalGroup(g, topics, probes, now, seq)
+		gl := e.evalGroup(g, topics, now, seq)
 		for _, t := range gl.Topics {
 			seenGT[gtKey{gl.Group, t.Topic}] = true
 		}
@@ -236,8 +257,7 @@ func estimateAppendTime(h []hwPoint, offset int64) (t time.Time, bracketed, ok b
 	return h[i].t, i > 0, true
 }
 
-func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView, probes map[probeKey]*RecordProbe,
-	now time.Time, seq uint64) GroupLag {
+func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView, now time.Time, seq uint64) GroupLag {
 	iso, reset := e.cfg.GroupSettings(g.Group)
 	out := GroupLag{Group: g.Group, State: g.State, Isolation: iso, Members: g.Members, Error: g.Error}
 	gs := e.groups[g.Group]
@@ -310,7 +330,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 				oi++
 			}
 			st := walk.state(topic, pn, tv.obs.ID)
-			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, probes, now)
+			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, now)
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
@@ -503,7 +523,7 @@ func groupCatchUp(parts []PartitionLag) CatchUp {
 }
 
 func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation, pv *partView, c CommittedOffset,
-	has bool, probes map[probeKey]*RecordProbe, now time.Time) PartitionLag {
+	has bool, now time.Time) PartitionLag {
 	topic := t.Topic
 	known := pv.p.Known()
 
@@ -537,7 +557,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: known, LogStart: pv.p.LogStart,
 		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: gc.iso, Reset: gc.reset, Now: now}
 	if in.OffsetsKnown {
-		in.Probe = probes[probeKey{topic, pv.p.Partition, in.Start(), gc.iso}]
+		in.Probe = pv.probes[probeAt{in.Start(), gc.iso == ReadCommitted}]
 	}
 	pl := ComputeLag(in)
 	pl.Topic, pl.Partition = topic, pv.p.Partition
