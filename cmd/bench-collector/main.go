@@ -5,10 +5,17 @@
 //     from each record's header, nothing decoded);
 //   - raw_insert_per_s: clickhouse-go inserting the rows the pipeline writes for those receipts (same keys, stamps,
 //     hosts and trace ids), pre-built, in 50k-row columnar batches;
+//   - raw_pipeline_per_s: the two together, concurrently, connected by a channel and nothing else: sarama consumes
+//     the topic (counting receipts from the headers) and, for every batch_rows receipts consumed, clickhouse-go
+//     inserts the next batch of those pre-built rows. On a 2-core machine consume, insert and ClickHouse's own
+//     insert work share the cores, so this, not min(raw consume, raw insert), is the physical limit of any
+//     consume → insert pipeline here;
 //   - pipeline_rows_per_s: the collector, from start until ClickHouse acknowledged every row.
 //
-// pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.6); rss_mb is the process's peak RSS (VmHWM,
-// target ≤ 300). The last line printed is the JSON result. Run it with `make bench-collector` (starts the stack).
+// pipeline_vs_raw_pipeline = pipeline / raw_pipeline (target ≥ 0.85: what our decode, correction, row building and
+// encoding cost), pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.7); rss_mb is the pipeline's
+// peak RSS (VmHWM, target ≤ 300). The last line printed is the JSON result. Run it with `make bench-collector`
+// (starts the stack); BENCH_CPUPROFILE / BENCH_HEAPPROFILE write the pipeline's profiles (docs/performance.md).
 package main
 
 import (
@@ -17,6 +24,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -30,6 +38,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -64,11 +73,15 @@ type result struct {
 	PipelineRowsPerS  float64 `json:"pipeline_rows_per_s"`
 	RawConsumePerS    float64 `json:"raw_consume_per_s"`
 	RawInsertPerS     float64 `json:"raw_insert_per_s"`
+	RawPipelinePerS   float64 `json:"raw_pipeline_per_s"`
 	PipelineRatio     float64 `json:"pipeline_ratio"`
+	PipelineVsRaw     float64 `json:"pipeline_vs_raw_pipeline"`
 	RSSMB             float64 `json:"rss_mb"`
 	PipelineSeconds   float64 `json:"pipeline_seconds"`
 	RawConsumeSeconds float64 `json:"raw_consume_seconds"`
 	RawInsertSeconds  float64 `json:"raw_insert_seconds"`
+	RawPipelineSecs   float64 `json:"raw_pipeline_seconds"`
+	LoadAvg           string  `json:"loadavg"`
 	MemoryLimitMB     int     `json:"memory_limit_mb"`
 	// PipelineStartupSeconds is from Run to the first consumed record (topic checks, connections, group join).
 	PipelineStartupSeconds float64 `json:"pipeline_startup_seconds"`
@@ -147,6 +160,15 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 		return fmt.Errorf("truncate after the raw insert: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
+	quiesce()
+	fmt.Fprintln(os.Stderr, "raw pipeline...")
+	if res.RawPipelineSecs, err = rawPipeline(ctx, brokers, topic, chAddr, db, n, writerConfig.BatchRows); err != nil {
+		return err
+	}
+	if err := st.Conn().Exec(ctx, "TRUNCATE TABLE latency_events"); err != nil {
+		return fmt.Errorf("truncate after the raw pipeline: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
 	fmt.Fprintln(os.Stderr, "pipeline...")
 	// rss_mb is the pipeline's own peak: return the baselines' memory to the OS and reset the peak (Linux resets
 	// VmHWM when 5 is written to clear_refs), so the raw phases' buffers are not charged to the collector.
@@ -161,7 +183,12 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
 	res.RawInsertPerS = float64(n) / res.RawInsertSeconds
 	res.PipelineRowsPerS = float64(n) / res.PipelineSeconds
+	res.RawPipelinePerS = float64(n) / res.RawPipelineSecs
 	res.PipelineRatio = res.PipelineRowsPerS / min(res.RawConsumePerS, res.RawInsertPerS)
+	res.PipelineVsRaw = res.PipelineRowsPerS / res.RawPipelinePerS
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	res.RSSMB = peakRSSMB()
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
@@ -250,8 +277,7 @@ func rawConsume(brokers []string, topic string, n int) (float64, error) {
 
 // rawInsert inserts n latency rows with clickhouse-go directly: columnar 50k-row batches, one connection.
 func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Auth: clickhouse.Auth{Database: db, Username: "default"},
-		Settings: clickhouse.Settings{"max_execution_time": 60}, Compression: &clickhouse.Compression{Method: clickhouse.CompressionLZ4}})
+	conn, err := rawConn(addr, db)
 	if err != nil {
 		return 0, err
 	}
@@ -260,53 +286,164 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 	now := time.Now()
 	start := time.Now()
 	for done := 0; done < n; done += batch {
-		k := min(batch, n-done)
-		b, err := conn.PrepareBatch(ctx, `INSERT INTO latency_events (record_time, observed_time, consumer_group, topic,
-			partition, offset, replay_class, source, event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms,
-			ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, ingest_ms, queue_ms, process_ms, e2e_ms,
-			uncertainty_ms, valid, flags, producer_host, broker_host, consumer_host, trace_id, span_id, ver)`)
-		if err != nil {
-			return 0, fmt.Errorf("prepare raw insert: %w", err)
-		}
-		// The same rows the pipeline writes for these receipts: per-row offsets, stamps, hosts and trace ids.
-		var (
-			times, obs                                               = make([]time.Time, k), make([]time.Time, k)
-			groups, topics, phost, bhost, chost, tids, sids          = mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k)
-			parts                                                    = mk[int32](k)
-			offs, ev, ap, rc, pr, in, qu, pc, e2, inc, quc, pcc, e2c = mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k)
-			class, src                                               = mk[int8](k), mk[int8](k)
-			unc                                                      = mk[float64](k)
-			valid                                                    = mk[uint8](k)
-			flags                                                    = mk[uint32](k)
-			ver                                                      = mk[uint64](k)
-		)
-		for i := 0; i < k; i++ {
-			row := done + i
-			part, off := row%6, int64(row/6)
-			base := now.Add(time.Duration(off) * time.Millisecond)
-			times[i], obs[i] = base, base.Add(15*time.Millisecond)
-			groups[i], topics[i], parts[i], offs[i], class[i], src[i] = "bench-app", "orders", int32(part), off, 1, 2
-			ev[i], ap[i] = base.Add(2500*time.Millisecond).UnixMilli(), base.Add(3*time.Millisecond).UnixMilli()
-			rc[i], pr[i] = base.Add(10*time.Millisecond).UnixMilli(), base.Add(15*time.Millisecond).UnixMilli()
-			in[i], qu[i], pc[i], e2[i] = ap[i]-ev[i], rc[i]-ap[i], pr[i]-rc[i], pr[i]-ev[i]
-			inc[i], quc[i], pcc[i], e2c[i] = 0, 7, 5, 12
-			unc[i], valid[i], flags[i], ver[i] = 1.5, 0xff, 8, uint64(now.UnixMilli())
-			phost[i], bhost[i], chost[i] = "p"+strconv.Itoa(int(off%3)), "broker-1", "c"+strconv.Itoa(part%2)
-			tids[i] = hex.EncodeToString([]byte{byte(off), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-			sids[i] = "0200000000000000"
-		}
-		cols := []any{times, obs, groups, topics, parts, offs, class, src, ev, ap, rc, pr, in, qu, pc, e2,
-			inc, quc, pcc, e2c, unc, valid, flags, phost, bhost, chost, tids, sids, ver}
-		for c, v := range cols {
-			if err := b.Column(c).Append(v); err != nil {
-				return 0, fmt.Errorf("append column %d: %w", c, err)
-			}
-		}
-		if err := b.Send(); err != nil {
-			return 0, fmt.Errorf("send raw insert: %w", err)
+		if err := insertRows(ctx, conn, buildRows(now, done, min(batch, n-done))); err != nil {
+			return 0, err
 		}
 	}
 	return time.Since(start).Seconds(), nil
+}
+
+// rawPipeline consumes the topic with sarama and inserts, concurrently, one pre-built batch of batchRows rows for
+// every batchRows receipts consumed (the last one partial), handed over by a channel: the physical limit of a
+// consume → insert pipeline on this machine. The insert side is staged like the writer's (one batch is appended
+// to its INSERT while the one before it is sent), so the baseline has the pipeline's concurrency and none of its
+// work. The clock runs from the first consumed record to the last insert's ack.
+func rawPipeline(ctx context.Context, brokers []string, topic, addr, db string, n, batchRows int) (float64, error) {
+	conn, err := rawConn(addr, db)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	now := time.Now()
+	var batches [][]any
+	for done := 0; done < n; done += batchRows {
+		batches = append(batches, buildRows(now, done, min(batchRows, n-done)))
+	}
+	ready := make(chan int, len(batches)) // index of a batch whose receipts have been consumed
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := time.AfterFunc(5*time.Minute, cancel)
+	defer stop.Stop()
+	var first atomic.Int64 // unix nanos of the first consumed record
+	consumed := make(chan error, 1)
+	go func() {
+		var got int64
+		next := 0
+		consumed <- kafka.RunGroup(cctx, kafka.GroupConfig{Brokers: brokers, Sarama: saramaConfig(), Group: "bench-rawpipe-" + topic,
+			Topics: []string{topic}, Oldest: true, MaxBatch: 1000},
+			func(_ context.Context, b kafka.Batch, mark func(int64)) error {
+				first.CompareAndSwap(0, time.Now().UnixNano())
+				for i := range b.Records {
+					cnt, _ := binary.Uvarint(b.Records[i].Value[1:])
+					got += int64(cnt)
+				}
+				for next < len(batches) && (got >= int64((next+1)*batchRows) || got >= int64(n)) {
+					ready <- next
+					next++
+				}
+				mark(b.Records[len(b.Records)-1].Offset + 1)
+				return nil
+			})
+	}()
+	prepared := make(chan driver.Batch) // unbuffered: one batch prepared ahead of the one being sent
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for b := range prepared {
+			if err == nil {
+				if err = b.Send(); err != nil {
+					err = fmt.Errorf("send raw insert: %w", err)
+				}
+			} else {
+				_ = b.Abort()
+			}
+		}
+		sent <- err
+	}()
+	var prepErr error
+	for range batches {
+		var i int
+		select {
+		case i = <-ready:
+		case err := <-consumed:
+			prepErr = fmt.Errorf("raw pipeline consumer stopped early: %v", err)
+		}
+		if prepErr != nil {
+			break
+		}
+		b, err := prepareRows(ctx, conn, batches[i])
+		if err != nil {
+			prepErr = err
+			break
+		}
+		prepared <- b
+	}
+	close(prepared)
+	if err := errors.Join(prepErr, <-sent); err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(time.Unix(0, first.Load())).Seconds()
+	cancel()
+	<-consumed
+	return elapsed, nil
+}
+
+func rawConn(addr, db string) (clickhouse.Conn, error) {
+	return clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Auth: clickhouse.Auth{Database: db, Username: "default"},
+		Settings: clickhouse.Settings{"max_execution_time": 60}, Compression: &clickhouse.Compression{Method: clickhouse.CompressionLZ4}})
+}
+
+// insertRows inserts one batch of columns built by buildRows.
+func insertRows(ctx context.Context, conn clickhouse.Conn, cols []any) error {
+	b, err := prepareRows(ctx, conn, cols)
+	if err != nil {
+		return err
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("send raw insert: %w", err)
+	}
+	return nil
+}
+
+// prepareRows starts the INSERT of one batch of columns built by buildRows and appends them, ready to send.
+func prepareRows(ctx context.Context, conn clickhouse.Conn, cols []any) (driver.Batch, error) {
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO latency_events (record_time, observed_time, consumer_group, topic,
+		partition, offset, replay_class, source, event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms,
+		ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, ingest_ms, queue_ms, process_ms, e2e_ms,
+		uncertainty_ms, valid, flags, producer_host, broker_host, consumer_host, trace_id, span_id, ver)`)
+	if err != nil {
+		return nil, fmt.Errorf("prepare raw insert: %w", err)
+	}
+	for c, v := range cols {
+		if err := b.Column(c).Append(v); err != nil {
+			_ = b.Abort()
+			return nil, fmt.Errorf("append column %d: %w", c, err)
+		}
+	}
+	return b, nil
+}
+
+// buildRows builds rows done..done+k-1 as columns: the same rows the pipeline writes for these receipts (per-row
+// offsets, stamps, hosts and trace ids).
+func buildRows(now time.Time, done, k int) []any {
+	var (
+		times, obs                                               = make([]time.Time, k), make([]time.Time, k)
+		groups, topics, phost, bhost, chost, tids, sids          = mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k), mk[string](k)
+		parts                                                    = mk[int32](k)
+		offs, ev, ap, rc, pr, in, qu, pc, e2, inc, quc, pcc, e2c = mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k), mk[int64](k)
+		class, src                                               = mk[int8](k), mk[int8](k)
+		unc                                                      = mk[float64](k)
+		valid                                                    = mk[uint8](k)
+		flags                                                    = mk[uint32](k)
+		ver                                                      = mk[uint64](k)
+	)
+	for i := 0; i < k; i++ {
+		row := done + i
+		part, off := row%6, int64(row/6)
+		base := now.Add(time.Duration(off) * time.Millisecond)
+		times[i], obs[i] = base, base.Add(15*time.Millisecond)
+		groups[i], topics[i], parts[i], offs[i], class[i], src[i] = "bench-app", "orders", int32(part), off, 1, 2
+		ev[i], ap[i] = base.Add(2500*time.Millisecond).UnixMilli(), base.Add(3*time.Millisecond).UnixMilli()
+		rc[i], pr[i] = base.Add(10*time.Millisecond).UnixMilli(), base.Add(15*time.Millisecond).UnixMilli()
+		in[i], qu[i], pc[i], e2[i] = ap[i]-ev[i], rc[i]-ap[i], pr[i]-rc[i], pr[i]-ev[i]
+		inc[i], quc[i], pcc[i], e2c[i] = 0, 7, 5, 12
+		unc[i], valid[i], flags[i], ver[i] = 1.5, 0xff, 8, uint64(now.UnixMilli())
+		phost[i], bhost[i], chost[i] = "p"+strconv.Itoa(int(off%3)), "broker-1", "c"+strconv.Itoa(part%2)
+		tids[i] = hex.EncodeToString([]byte{byte(off), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+		sids[i] = "0200000000000000"
+	}
+	return []any{times, obs, groups, topics, parts, offs, class, src, ev, ap, rc, pr, in, qu, pc, e2,
+		inc, quc, pcc, e2c, unc, valid, flags, phost, bhost, chost, tids, sids, ver}
 }
 
 // writerConfig is the writer the pipeline runs with (-batch-rows, -max-rows change it): 25k-row batches and at
