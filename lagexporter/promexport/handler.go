@@ -35,9 +35,9 @@ type Handler struct {
 	c     *Collector
 	extra prometheus.Gatherer
 
-	renderMu sync.Mutex // serialises renderings; guards spare and writers
+	renderMu sync.Mutex // serialises renderings; guards spare and scratch
 	spare    *exposition
-	writers  writerPool
+	scratch  renderScratch
 
 	mu  sync.RWMutex // guards cur; held for reading while a scrape writes cur's bytes
 	cur *exposition
@@ -142,10 +142,16 @@ func acceptsGzip(v string) bool {
 	return false
 }
 
+// scrapeWriters are the gzip writers of the per-scrape members (Extra's metrics, the counters and # EOF).
+var scrapeWriters = sync.Pool{New: func() any { zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed); return zw }}
+
 func writeGzip(w io.Writer, b []byte) {
-	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	zw := scrapeWriters.Get().(*gzip.Writer)
+	zw.Reset(w)
 	_, _ = zw.Write(b)
 	_ = zw.Close()
+	zw.Reset(io.Discard) // do not keep the response writer
+	scrapeWriters.Put(zw)
 }
 
 // render renders the latest snapshot and health unless the current rendering already shows them.
@@ -167,7 +173,7 @@ func (h *Handler) render() {
 	if next == nil {
 		next = &exposition{}
 	}
-	h.c.renderInto(next, s, hl, &h.writers)
+	h.c.renderInto(next, s, hl, &h.scratch)
 	next.key, next.valid = k, true
 	h.mu.Lock() // waits for the scrapes still writing the previous rendering
 	h.cur, h.spare = next, h.cur
@@ -205,12 +211,15 @@ type familyStream struct {
 	text, omText []byte // counter families only
 }
 
-// writerPool keeps the gzip writers (a few hundred KiB of compressor state each) between renderings: a writer is
-// held only by a family whose member is open, so a rendering needs one per family with series, and the two
-// expositions share them.
-type writerPool struct{ free []*gzip.Writer }
+// renderScratch is what renderings reuse, one at a time: the gzip writers (a few hundred KiB of compressor state
+// each), held only by a family whose member is open, so a rendering needs one per streaming family plus one; and
+// each family's staging buffer. Neither is kept by an exposition.
+type renderScratch struct {
+	free   []*gzip.Writer
+	stages [][]byte // by family index
+}
 
-func (p *writerPool) get(w io.Writer) *gzip.Writer {
+func (p *renderScratch) get(w io.Writer) *gzip.Writer {
 	if n := len(p.free); n > 0 {
 		zw := p.free[n-1]
 		p.free = p.free[:n-1]
@@ -221,14 +230,14 @@ func (p *writerPool) get(w io.Writer) *gzip.Writer {
 	return zw
 }
 
-func (p *writerPool) put(zw *gzip.Writer) { p.free = append(p.free, zw) }
+func (p *renderScratch) put(zw *gzip.Writer) { p.free = append(p.free, zw) }
 
 // stageBytes is how much of a family's text is staged before it is compressed. A family smaller than that (the
 // group and topic families, up to tens of thousands of groups) is compressed whole once emit is done, one family
 // after the other with one pooled writer; only the large per-partition families stream, each with its own.
 const stageBytes = 1 << 20
 
-func (fs *familyStream) flush(pool *writerPool) {
+func (fs *familyStream) flush(pool *renderScratch) {
 	if len(fs.stage) == 0 {
 		return
 	}
@@ -241,17 +250,20 @@ func (fs *familyStream) flush(pool *writerPool) {
 }
 
 // renderInto renders snapshot s and health hl into e, reusing e's buffers: every family in Describe order.
-func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health, pool *writerPool) {
+func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health, pool *renderScratch) {
 	if len(e.families) != len(c.families) {
 		e.families = make([]familyStream, len(c.families))
 	}
+	if len(pool.stages) != len(c.families) {
+		pool.stages = make([][]byte, len(c.families))
+	}
 	for i := range e.families {
 		fs := &e.families[i]
-		fs.stage, fs.text, fs.omText = fs.stage[:0], fs.text[:0], fs.omText[:0]
+		fs.stage, fs.text, fs.omText = pool.stages[i][:0], fs.text[:0], fs.omText[:0]
 		fs.out.Reset()
 		fs.opened = false
 	}
-	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
+	c.emit(s, hl, func(f *family, v float64, lvs []string) {
 		fs := &e.families[f.idx]
 		if f.counter {
 			if len(fs.text) == 0 {
@@ -280,9 +292,7 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 	for i := range e.families {
 		fs := &e.families[i]
 		fs.flush(pool)
-		if cap(fs.stage) > 64<<10 {
-			fs.stage = nil // staged text is garbage once compressed: keep only the compressed member
-		}
+		pool.stages[i], fs.stage = fs.stage, nil
 		if fs.opened {
 			_ = fs.zw.Close()
 			pool.put(fs.zw)
@@ -295,7 +305,7 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 // order (what a text-format gzip scrape without Extra receives).
 func (c *Collector) renderGzip(s *lagexporter.Snapshot, hl lagexporter.Health, dst []byte) []byte {
 	var e exposition
-	c.renderInto(&e, s, hl, &writerPool{})
+	c.renderInto(&e, s, hl, &renderScratch{})
 	for i := range e.families {
 		fs := &e.families[i]
 		dst = append(dst, fs.out.Bytes()...)
@@ -323,7 +333,7 @@ func (c *Collector) AppendOpenMetrics(b []byte, s *lagexporter.Snapshot, hl lage
 
 func (c *Collector) appendExposition(b []byte, s *lagexporter.Snapshot, hl lagexporter.Health, om bool) []byte {
 	bufs := make([][]byte, len(c.families))
-	c.emit(s, hl, func(f *family, v float64, lvs ...string) {
+	c.emit(s, hl, func(f *family, v float64, lvs []string) {
 		if len(bufs[f.idx]) == 0 {
 			bufs[f.idx] = appendHeader(bufs[f.idx], f, om)
 		}
