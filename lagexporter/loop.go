@@ -24,9 +24,10 @@ type Loop struct {
 	latest atomic.Pointer[Snapshot]
 	health health
 
-	// cache holds record probes that are facts about the immutable log, keyed by topic incarnation; it is rebuilt
-	// every cycle from the entries that cycle used, so it holds at most one entry per lagging group-partition.
-	cache map[cacheKey]RecordProbe
+	// cache holds record probes that are facts about the immutable log, keyed by topic incarnation; after every
+	// cycle it holds only the entries that cycle used, so at most one per lagging group-partition.
+	cache    map[cacheKey]cachedProbe
+	probeSeq uint64 // readRecords calls, the stamp of the entries a call used
 
 	// scopes holds each group's topics from the last cycle that read its commits.
 	scopes map[string]map[string]bool
@@ -41,6 +42,13 @@ type Loop struct {
 type cacheKey struct {
 	topicID string
 	probeKey
+}
+
+// cachedProbe is a cache entry: the answer (Topic empty while awaited) and the readRecords call that last used it.
+// The map is updated in place, so a steady cycle allocates nothing for it.
+type cachedProbe struct {
+	RecordProbe
+	used uint64
 }
 
 // health is the exporter's own health; mu guards every field.
@@ -62,7 +70,7 @@ func NewLoop(cfg *Config, cluster Cluster, now func() time.Time) (*Loop, error) 
 	if !cfg.compiled {
 		return nil, errors.New("new lag loop: config not validated (call SetDefaults and Validate)")
 	}
-	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]RecordProbe{},
+	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]cachedProbe{},
 		subs: map[chan *Snapshot]struct{}{}}
 	l.health.errors = map[ErrorKind]uint64{}
 	l.health.invalidTimestamps = map[TimestampProblem]uint64{}
@@ -388,7 +396,8 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		}
 		byTopic[t.Topic] = t
 	}
-	next := make(map[cacheKey]RecordProbe)
+	l.probeSeq++
+	seq := l.probeSeq
 	unfinished := map[cacheKey]RecordProbe{} // last cycle's answers that are asked again (no valid timestamp yet)
 	var reqs []RecordRequest
 	var offs []CommittedOffset
@@ -431,17 +440,19 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 					continue
 				}
 				k := cacheKey{t.ID, probeKey{topic, p.Partition, start, iso}}
-				if _, dup := next[k]; dup {
-					continue
+				e, ok := l.cache[k]
+				if ok && e.used == seq {
+					continue // another group waits at the same offset
 				}
-				if c, ok := l.cache[k]; ok {
-					if c.FirstOffset >= 0 && c.TimestampOffset >= 0 || c.ScannedTo >= end {
-						next[k] = c
+				if ok {
+					if e.FirstOffset >= 0 && e.TimestampOffset >= 0 || e.ScannedTo >= end {
+						e.used = seq
+						l.cache[k] = e
 						continue
 					}
-					unfinished[k] = c
+					unfinished[k] = e.RecordProbe
 				}
-				next[k] = RecordProbe{} // placeholder, replaced by the answer
+				l.cache[k] = cachedProbe{used: seq} // placeholder, replaced by the answer
 				reqs = append(reqs, RecordRequest{Topic: topic, TopicID: t.ID, Partition: p.Partition,
 					Offset: start, End: end, Isolation: iso})
 			}
@@ -454,10 +465,10 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		for _, r := range got {
 			k := cacheKey{r.TopicID, probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}}
 			if r.Error != "" {
-				delete(next, k)
+				delete(l.cache, k)
 				continue
 			}
-			next[k] = r
+			l.cache[k] = cachedProbe{RecordProbe: r, used: seq}
 			// a record read again (the last answer found no valid timestamp) counts only the stamps it got further to
 			prev := unfinished[k]
 			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
@@ -467,13 +478,13 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 			}
 		}
 	}
-	for k, r := range next {
-		if r.Topic == "" { // no answer
-			delete(next, k)
+	obs.Records = make([]RecordProbe, 0, len(l.cache))
+	for k, e := range l.cache {
+		if e.used != seq || e.Topic == "" { // not needed this cycle, or no answer
+			delete(l.cache, k)
 			continue
 		}
-		obs.Records = append(obs.Records, r)
+		obs.Records = append(obs.Records, e.RecordProbe)
 	}
-	l.cache = next
 	return invalid
 }
