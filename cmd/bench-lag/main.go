@@ -80,6 +80,10 @@ type result struct {
 	CycleEvalP50    float64 `json:"cycle_eval_p50_s"`
 	CycleMax        float64 `json:"cycle_max_s"`
 	Cycles          int     `json:"cycles"`
+	// FirstCycleRead / FirstCycleEval are the first cycle's reads (cold: every lagging partition's record is read)
+	// and evaluation, behind first_complete_s.
+	FirstCycleRead float64 `json:"first_cycle_read_s"`
+	FirstCycleEval float64 `json:"first_cycle_eval_s"`
 	RequestsLimit   int     `json:"requests_limit"` // 10 × (brokers + coordinators)
 	exporterResult
 	PeerGroups        int             `json:"peer_groups"`
@@ -283,6 +287,9 @@ http:
 	res.Granularity = *granularity
 	if res.Granularity == "" {
 		res.Granularity = string(lagexporter.GranularityPartition)
+	}
+	if len(cycles) > 0 {
+		res.FirstCycleRead, res.FirstCycleEval = cycles[0].read, cycles[0].eval
 	}
 	if len(cycles) > 1 {
 		cycles = cycles[1:] // the first sample is the cycle behind the first complete scrape (cold caches)
