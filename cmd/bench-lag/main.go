@@ -84,7 +84,7 @@ type result struct {
 	// and evaluation, behind first_complete_s.
 	FirstCycleRead float64 `json:"first_cycle_read_s"`
 	FirstCycleEval float64 `json:"first_cycle_eval_s"`
-	RequestsLimit   int     `json:"requests_limit"` // 10 × (brokers + coordinators)
+	RequestsLimit  int     `json:"requests_limit"` // 10 × (brokers + coordinators)
 	exporterResult
 	PeerGroups        int             `json:"peer_groups"`
 	PeerTidemark      float64         `json:"peer_tidemark_s"`
