@@ -6,8 +6,9 @@
 //   - raw_insert_per_s: clickhouse-go inserting the rows the pipeline writes for those receipts (same keys, stamps,
 //     hosts and trace ids), pre-built, in 50k-row columnar batches;
 //   - raw_pipeline_per_s: the two together, concurrently, connected by a channel and nothing else: sarama consumes
-//     the topic (counting receipts from the headers) and, for every batch_rows receipts consumed, clickhouse-go
-//     inserts the next batch of those pre-built rows. On a 2-core machine consume, insert and ClickHouse's own
+//     the topic (counting receipts from the headers) and clickhouse-go inserts the pre-built rows of what was
+//     consumed, each INSERT taking every batch_rows-sized batch released since the last (up to max_rows), as the
+//     writer takes every pending row. On a 2-core machine consume, insert and ClickHouse's own
 //     insert work share the cores, so this, not min(raw consume, raw insert), is the physical limit of any
 //     consume → insert pipeline here;
 //   - pipeline_rows_per_s: the collector, from start until ClickHouse acknowledged every row.
@@ -162,7 +163,7 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
 	quiesce()
 	fmt.Fprintln(os.Stderr, "raw pipeline...")
-	if res.RawPipelineSecs, err = rawPipeline(ctx, brokers, topic, chAddr, db, n, writerConfig.BatchRows); err != nil {
+	if res.RawPipelineSecs, err = rawPipeline(ctx, brokers, topic, chAddr, db, n, writerConfig.BatchRows, writerConfig.MaxRows); err != nil {
 		return err
 	}
 	if err := st.Conn().Exec(ctx, "TRUNCATE TABLE latency_events"); err != nil {
@@ -293,12 +294,13 @@ func rawInsert(ctx context.Context, addr, db string, n int) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// rawPipeline consumes the topic with sarama and inserts, concurrently, one pre-built batch of batchRows rows for
-// every batchRows receipts consumed (the last one partial), handed over by a channel: the physical limit of a
-// consume → insert pipeline on this machine. The insert side is staged like the writer's (one batch is appended
-// to its INSERT while the one before it is sent), so the baseline has the pipeline's concurrency and none of its
-// work. The clock runs from the first consumed record to the last insert's ack.
-func rawPipeline(ctx context.Context, brokers []string, topic, addr, db string, n, batchRows int) (float64, error) {
+// rawPipeline consumes the topic with sarama and inserts, concurrently, the pre-built rows of what it consumed:
+// every batchRows receipts consumed release one pre-built batch (the last one partial), handed over by a channel,
+// and each INSERT takes every released batch (up to maxRows rows), as the writer takes every pending row. That is
+// the physical limit of a consume → insert pipeline on this machine. The insert side is staged like the writer's
+// (one INSERT is appended while the one before it is sent), so the baseline has the pipeline's concurrency and
+// batching and none of its work. The clock runs from the first consumed record to the last insert's ack.
+func rawPipeline(ctx context.Context, brokers []string, topic, addr, db string, n, batchRows, maxRows int) (float64, error) {
 	conn, err := rawConn(addr, db)
 	if err != nil {
 		return 0, err
@@ -351,17 +353,29 @@ func rawPipeline(ctx context.Context, brokers []string, topic, addr, db string, 
 		sent <- err
 	}()
 	var prepErr error
-	for range batches {
-		var i int
+	// Like the writer, which takes every pending row when its sender is free, one INSERT carries every batch
+	// consumed so far (at least one, up to maxRows rows): while ClickHouse is the bottleneck inserts grow, so the
+	// baseline pays no more per-INSERT overhead than the pipeline does.
+	for taken := 0; taken < len(batches) && prepErr == nil; {
+		var take [][]any
 		select {
-		case i = <-ready:
+		case i := <-ready:
+			take = append(take, batches[i])
 		case err := <-consumed:
 			prepErr = fmt.Errorf("raw pipeline consumer stopped early: %v", err)
+			continue
 		}
-		if prepErr != nil {
-			break
+	more:
+		for (len(take)+1)*batchRows <= maxRows {
+			select {
+			case i := <-ready:
+				take = append(take, batches[i])
+			default:
+				break more
+			}
 		}
-		b, err := prepareRows(ctx, conn, batches[i])
+		taken += len(take)
+		b, err := prepareRows(ctx, conn, take...)
 		if err != nil {
 			prepErr = err
 			break
@@ -395,8 +409,9 @@ func insertRows(ctx context.Context, conn clickhouse.Conn, cols []any) error {
 	return nil
 }
 
-// prepareRows starts the INSERT of one batch of columns built by buildRows and appends them, ready to send.
-func prepareRows(ctx context.Context, conn clickhouse.Conn, cols []any) (driver.Batch, error) {
+// prepareRows starts one INSERT of the batches of columns built by buildRows, in order, and appends them, ready
+// to send.
+func prepareRows(ctx context.Context, conn clickhouse.Conn, batches ...[]any) (driver.Batch, error) {
 	b, err := conn.PrepareBatch(ctx, `INSERT INTO latency_events (record_time, observed_time, consumer_group, topic,
 		partition, offset, replay_class, source, event_ts_ms, append_ts_ms, receive_ts_ms, processed_ts_ms,
 		ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, ingest_ms, queue_ms, process_ms, e2e_ms,
@@ -404,10 +419,12 @@ func prepareRows(ctx context.Context, conn clickhouse.Conn, cols []any) (driver.
 	if err != nil {
 		return nil, fmt.Errorf("prepare raw insert: %w", err)
 	}
-	for c, v := range cols {
-		if err := b.Column(c).Append(v); err != nil {
-			_ = b.Abort()
-			return nil, fmt.Errorf("append column %d: %w", c, err)
+	for _, cols := range batches {
+		for c, v := range cols {
+			if err := b.Column(c).Append(v); err != nil {
+				_ = b.Abort()
+				return nil, fmt.Errorf("append column %d: %w", c, err)
+			}
 		}
 	}
 	return b, nil
