@@ -124,6 +124,9 @@ func (c *runConfig) validate() error {
 				errs = append(errs, fmt.Errorf("%s: the collector writes to ClickHouse: add a clickhouse block (clickhouse.addr)", p.key))
 			}
 		}
+		if c.Tracing.Enabled { // the spans are the collector's hops: a lag exporter alone has none to export
+			errs = append(errs, errors.New("tracing.enabled: hop spans come from the collector's paths, which need a clickhouse block"))
+		}
 		if !*c.LagEnabled {
 			errs = append(errs, errors.New("lag_enabled: false and no clickhouse block: nothing to run (enable the lag exporter, or configure ClickHouse and the collector)"))
 		}

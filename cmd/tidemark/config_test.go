@@ -198,6 +198,10 @@ func TestConfigClickHouseBlock(t *testing.T) {
 		!strings.Contains(err.Error(), "collector.tap.enabled:") || strings.Contains(err.Error(), "collector.probe.enabled") {
 		t.Errorf("collector paths without ClickHouse: err %v, want one line per enabled path", err)
 	}
+	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\ntracing: {enabled: true, endpoint: \"otel:4317\"}\n"), nil, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "tracing.enabled: hop spans come from the collector's paths") {
+		t.Errorf("tracing without ClickHouse: err %v, want it refused", err)
+	}
 	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\nlag_enabled: false\n"), nil, noEnv)
 	if err == nil || !strings.Contains(err.Error(), "nothing to run") {
 		t.Errorf("nothing enabled: err %v, want nothing to run", err)
