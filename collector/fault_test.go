@@ -17,9 +17,9 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Probe.Enabled = false
 	e.cfg.MaxBatch = 2 // Kafka records per Write; each holds up to 32 receipts (see app)
-	px := newProxy(t, e.chAddr)
+	px := testenv.NewProxy(t, e.chAddr)
 	const maxRows = 1000
-	r := e.start([]string{px.addr}, func(w *store.WriterConfig) {
+	r := e.start([]string{px.Addr()}, func(w *store.WriterConfig) {
 		w.BatchRows, w.MaxRows, w.FlushInterval = 500, maxRows, 100*time.Millisecond
 		w.RetryInitial, w.RetryMax, w.InsertTimeout = 100*time.Millisecond, 500*time.Millisecond, 5*time.Second
 	})
@@ -32,7 +32,7 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	if got := e.waitCount(n1, 60*time.Second, q, e.source); got != n1 {
 		t.Fatalf("before the outage: %d rows, want %d", got, n1)
 	}
-	px.down()
+	px.Down()
 	e.appOn(second, n2, 0, 0, 0) // receipts land in Kafka while ClickHouse is unreachable
 	// The writer holds at most maxRows: once more rows than that are handed over and unacknowledged, the excess is
 	// in Writes blocked for room, and stays there while ClickHouse is away. Wait for that state (n2 > maxRows, so
@@ -68,7 +68,7 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	}
 	t.Logf("during the outage: %v partitions waiting, %v receipt records consumed, %v rows handed, %v acked",
 		waiting, consumed, handed, acked)
-	px.up()
+	px.Up()
 	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
 		t.Fatalf("after recovery: %d rows of the second topic, want %d", got, n2)
 	}
@@ -92,8 +92,8 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Probe.Enabled = false
 	e.cfg.MaxBatch = 2
-	px := newProxy(t, e.chAddr)
-	r := e.start([]string{px.addr}, func(w *store.WriterConfig) {
+	px := testenv.NewProxy(t, e.chAddr)
+	r := e.start([]string{px.Addr()}, func(w *store.WriterConfig) {
 		w.BatchRows, w.MaxRows, w.FlushInterval = 500, 1000, 100*time.Millisecond
 		w.RetryInitial, w.RetryMax, w.InsertTimeout = 100*time.Millisecond, 300*time.Millisecond, 2*time.Second
 		w.RetryMaxElapsed = time.Second
@@ -112,7 +112,7 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 	if err := waitHealthy(r, 30*time.Second); err != nil {
 		t.Fatalf("sink unhealthy before the outage: %v", err)
 	}
-	px.down()
+	px.Down()
 	e.appOn(second, n2, 0, 0, 0)
 	// The writer gives up after 1 s of retries: the sink turns unhealthy and rows were dropped by the writer.
 	if got := waitFor(1, 30*time.Second, func() int64 {
@@ -134,7 +134,7 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 	}); got < int64(errs)+3 {
 		t.Fatalf("%d batches given up 60 s into the outage, want %d", got, int64(errs)+3)
 	}
-	px.up()
+	px.Up()
 	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
 		t.Fatalf("after recovery without a restart: %d rows of the second topic, want %d", got, n2)
 	}

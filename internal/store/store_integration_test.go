@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -527,63 +526,11 @@ func TestRetentionCutoff(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections from a loopback port to ClickHouse; Stop closes the port and every connection
-// (the server is "unreachable"), Start opens the same port again.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func (p *proxy) Start() {
-	p.t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy listen %s: %v", p.addr, err)
-	}
-	p.mu.Lock()
-	p.ln, p.addr = ln, ln.Addr().String()
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) Stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 func TestWriterRetriesWhileServerUnreachable(t *testing.T) {
 	db, conn := testenv.ClickHouseDB(t)
-	p := &proxy{t: t, addr: "127.0.0.1:0", target: testenv.ClickHouseAddr(t)}
-	p.Start()
-	t.Cleanup(p.Stop)
+	p := testenv.NewProxy(t, testenv.ClickHouseAddr(t))
 	ctx := testCtx(t)
-	s, err := Open(ctx, Config{Addr: []string{p.addr}, Database: db, DialTimeout: time.Second,
+	s, err := Open(ctx, Config{Addr: []string{p.Addr()}, Database: db, DialTimeout: time.Second,
 		Writer: WriterConfig{BatchRows: 500, FlushInterval: 20 * time.Millisecond, RetryInitial: 20 * time.Millisecond,
 			RetryMax: 200 * time.Millisecond, InsertTimeout: 5 * time.Second}})
 	if err != nil {
@@ -597,7 +544,7 @@ func TestWriterRetriesWhileServerUnreachable(t *testing.T) {
 	w := newTestWriter(t, s, reg, nil)
 	writeAndFlush(t, w, latencyRows(0, 500)) // a connection to the server is now pooled
 
-	p.Stop() // port closed, pooled connections cut
+	p.Down() // port closed, pooled connections cut
 	var mu sync.Mutex
 	var acks []error
 	for i := range 4 {
@@ -617,7 +564,7 @@ func TestWriterRetriesWhileServerUnreachable(t *testing.T) {
 		t.Fatalf("acks %v while the server was unreachable: offsets would be committed for unwritten rows", acks)
 	}
 	mu.Unlock()
-	p.Start() // the same port answers again
+	p.Up() // the same port answers again
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
