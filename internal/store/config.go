@@ -121,59 +121,78 @@ func (c *WriterConfig) SetDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, named by its YAML key.
+// Validate reports every invalid field, each named by its YAML key (joined errors).
 func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(c.Addr) == 0 {
-		return errors.New("addr: at least one host:port is required")
+		bad("addr: at least one host:port is required")
 	}
 	for _, a := range c.Addr {
 		if a == "" {
-			return errors.New("addr: empty address")
+			bad("addr: empty address")
 		}
 	}
 	if !ValidIdentifier(c.Database) {
-		return fmt.Errorf("database %q: want letters, digits and '_', not starting with a digit", c.Database)
+		bad("database %q: want letters, digits and '_', not starting with a digit", c.Database)
 	}
 	if _, err := ParseDialect(c.Dialect); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if c.DialTimeout < 0 {
-		return fmt.Errorf("dial_timeout %s: must be positive", c.DialTimeout)
+		bad("dial_timeout %s: must be positive", c.DialTimeout)
 	}
 	if c.MaxExecutionTime < time.Second {
-		return fmt.Errorf("max_execution_time %s: must be at least 1s", c.MaxExecutionTime)
+		bad("max_execution_time %s: must be at least 1s", c.MaxExecutionTime)
 	}
 	if c.RetentionDays < 1 {
-		return fmt.Errorf("retention_days %d: must be at least 1", c.RetentionDays)
+		bad("retention_days %d: must be at least 1", c.RetentionDays)
 	}
 	if c.RollupRetentionDays < 1 {
-		return fmt.Errorf("rollup_retention_days %d: must be at least 1", c.RollupRetentionDays)
+		bad("rollup_retention_days %d: must be at least 1", c.RollupRetentionDays)
 	}
 	if err := c.Writer.Validate(); err != nil {
-		return fmt.Errorf("writer.%w", err)
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("writer.%w", e))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// Validate reports the first invalid field, named by its YAML key.
+// Validate reports every invalid field, each named by its YAML key (joined errors).
 func (c *WriterConfig) Validate() error {
-	switch {
-	case c.BatchRows < 1:
-		return fmt.Errorf("batch_rows %d: must be at least 1", c.BatchRows)
-	case c.FlushInterval <= 0:
-		return fmt.Errorf("flush_interval %s: must be positive", c.FlushInterval)
-	case c.MaxRows < c.BatchRows:
-		return fmt.Errorf("max_rows %d: must be at least batch_rows (%d)", c.MaxRows, c.BatchRows)
-	case c.MaxBytes < 1<<20:
-		return fmt.Errorf("max_bytes %d: must be at least 1 MiB", c.MaxBytes)
-	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
-		return fmt.Errorf("retry_initial %s / retry_max %s: want 0 < retry_initial <= retry_max", c.RetryInitial, c.RetryMax)
-	case c.RetryMaxElapsed < 0:
-		return fmt.Errorf("retry_max_elapsed %s: must not be negative", c.RetryMaxElapsed)
-	case c.InsertTimeout <= 0:
-		return fmt.Errorf("insert_timeout %s: must be positive", c.InsertTimeout)
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.BatchRows < 1 {
+		bad("batch_rows %d: must be at least 1", c.BatchRows)
 	}
-	return nil
+	if c.FlushInterval <= 0 {
+		bad("flush_interval %s: must be positive", c.FlushInterval)
+	}
+	if c.MaxRows < c.BatchRows {
+		bad("max_rows %d: must be at least batch_rows (%d)", c.MaxRows, c.BatchRows)
+	}
+	if c.MaxBytes < 1<<20 {
+		bad("max_bytes %d: must be at least 1 MiB", c.MaxBytes)
+	}
+	if c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial {
+		bad("retry_initial %s / retry_max %s: want 0 < retry_initial <= retry_max", c.RetryInitial, c.RetryMax)
+	}
+	if c.RetryMaxElapsed < 0 {
+		bad("retry_max_elapsed %s: must not be negative", c.RetryMaxElapsed)
+	}
+	if c.InsertTimeout <= 0 {
+		bad("insert_timeout %s: must be positive", c.InsertTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// unjoin returns the errors joined in err (err itself when it is not a join).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // ValidIdentifier reports whether s can be used unquoted as a ClickHouse database name: 1 to 200 characters of

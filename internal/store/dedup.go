@@ -7,7 +7,9 @@ import (
 
 // dedupWindow remembers the hashes of the last n row keys the writer accepted, so a row re-delivered while its
 // first copy is still remembered is dropped before it reaches ClickHouse (and the rollups, which cannot tell
-// duplicates apart). Not safe for concurrent use: the Writer's mutex guards it.
+// duplicates apart). With every key it keeps the sequence number of the batch that holds the key's copy, so the
+// writer can tell a copy ClickHouse has stored from one still on its way (Writer.admitLocked). Not safe for
+// concurrent use: the Writer's mutex guards it.
 //
 // Keys are 64-bit maphash values; two different keys collide with probability about n/2^64 per lookup, which would
 // drop a row that is not a duplicate (≈ 1.4e-14 at n = 262144). The set is an open-addressing table with linear
@@ -20,6 +22,7 @@ type dedupWindow struct {
 	next  int
 	full  bool
 	slots []uint64 // the set: 0 is an empty slot, keys are stored as slotKey(h)
+	batch []uint64 // batch[i] is the sequence number of the batch holding slots[i]'s copy
 	mask  uint64   // len(slots) − 1, len(slots) a power of two ≥ 2n
 }
 
@@ -32,7 +35,7 @@ func newDedupWindow(n int) *dedupWindow {
 		size <<= 1
 	}
 	return &dedupWindow{seed: maphash.MakeSeed(), ring: make([]uint64, n), slots: make([]uint64, size),
-		mask: uint64(size - 1)}
+		batch: make([]uint64, size), mask: uint64(size - 1)}
 }
 
 // slotKey maps a hash to a non-zero key (0 marks an empty slot); folding 0 into 1 adds a 2^-64 collision.
@@ -73,34 +76,35 @@ func (d *dedupWindow) remove(k uint64) {
 			if (i < j && i < h && h <= j) || (i > j && (i < h || h <= j)) {
 				continue
 			}
-			d.slots[i] = d.slots[j]
+			d.slots[i], d.batch[i] = d.slots[j], d.batch[j]
 			i = j
 			break
 		}
 	}
 }
 
-// admit reports whether h is new, and remembers it if so (evicting the oldest key once the window is full).
-func (d *dedupWindow) admit(h uint64) bool {
+// admit reports whether h is new, and remembers it if so as held by batch seq (evicting the oldest key once the
+// window is full). When h is not new, held is the sequence number of the batch its remembered copy is in.
+func (d *dedupWindow) admit(h, seq uint64) (isNew bool, held uint64) {
 	if d == nil {
-		return true
+		return true, 0
 	}
 	k := slotKey(h)
 	i, ok := d.find(k)
 	if ok {
-		return false
+		return false, d.batch[i]
 	}
 	if d.full {
 		d.remove(d.ring[d.next])
 		i, _ = d.find(k) // the eviction may have shifted k's cluster
 	}
-	d.slots[i] = k
+	d.slots[i], d.batch[i] = k, seq
 	d.ring[d.next] = k
 	d.next++
 	if d.next == len(d.ring) {
 		d.next, d.full = 0, true
 	}
-	return true
+	return true, 0
 }
 
 // forget removes h, so that a row whose insert failed for good can be written again when re-delivered. Its ring

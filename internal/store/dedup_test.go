@@ -5,24 +5,24 @@ import (
 	"testing"
 )
 
-// refWindow is the dedup window's specification: a map and a FIFO of the admitted keys.
+// refWindow is the dedup window's specification: a map (key → batch holding it) and a FIFO of the admitted keys.
 type refWindow struct {
 	n    int
 	fifo []uint64
-	set  map[uint64]bool
+	set  map[uint64]uint64
 }
 
-func (r *refWindow) admit(h uint64) bool {
-	if r.set[h] {
-		return false
+func (r *refWindow) admit(h, seq uint64) (bool, uint64) {
+	if held, ok := r.set[h]; ok {
+		return false, held
 	}
 	if len(r.fifo) == r.n {
 		delete(r.set, r.fifo[0])
 		r.fifo = r.fifo[1:]
 	}
 	r.fifo = append(r.fifo, h)
-	r.set[h] = true
-	return true
+	r.set[h] = seq
+	return true, 0
 }
 
 // TestDedupWindowMatchesReference drives the open-addressing window and the reference with the same random keys
@@ -47,14 +47,17 @@ func TestDedupWindowMatchesReference(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(tt.window)))
 			d := newDedupWindow(tt.window)
-			ref := &refWindow{n: tt.window, set: map[uint64]bool{}}
+			ref := &refWindow{n: tt.window, set: map[uint64]uint64{}}
 			for step := range 20000 {
 				h := rng.Uint64N(tt.pool) + 1 // keys 1..pool: 0 and 1 would be one key in the window
 				if tt.lowBitsSet {
 					h <<= 40
 				}
-				if got, want := d.admit(h), ref.admit(h); got != want {
-					t.Fatalf("step %d: admit(%#x) = %v, want %v", step, h, got, want)
+				seq := uint64(step/7 + 1) // a batch every 7 keys: the held batch must move with its key
+				got, gotHeld := d.admit(h, seq)
+				want, wantHeld := ref.admit(h, seq)
+				if got != want || gotHeld != wantHeld {
+					t.Fatalf("step %d: admit(%#x) = %v, %d; want %v, %d", step, h, got, gotHeld, want, wantHeld)
 				}
 			}
 			// Every key the reference holds is found, and no other.
@@ -63,8 +66,9 @@ func TestDedupWindowMatchesReference(t *testing.T) {
 				if tt.lowBitsSet {
 					k <<= 40
 				}
-				if _, found := d.find(slotKey(k)); found != ref.set[k] {
-					t.Fatalf("key %#x held = %v, reference %v", k, found, ref.set[k])
+				_, want := ref.set[k]
+				if _, found := d.find(slotKey(k)); found != want {
+					t.Fatalf("key %#x held = %v, reference %v", k, found, want)
 				}
 			}
 		})
@@ -76,22 +80,23 @@ func TestDedupWindowMatchesReference(t *testing.T) {
 func TestDedupWindowForget(t *testing.T) {
 	d := newDedupWindow(8)
 	keys := []uint64{5 << 40, 6 << 40, 7 << 40, 3} // the first three share home slot 0: one cluster
+	admit := func(k uint64) bool { ok, _ := d.admit(k, 1); return ok }
 	for _, k := range keys {
-		if !d.admit(k) {
+		if !admit(k) {
 			t.Fatalf("fresh key %#x refused", k)
 		}
 	}
 	d.forget(5 << 40)
 	for _, k := range []uint64{6 << 40, 7 << 40, 3} {
-		if d.admit(k) {
+		if admit(k) {
 			t.Errorf("key %#x admitted again after another key was forgotten", k)
 		}
 	}
-	if !d.admit(5 << 40) {
+	if !admit(5 << 40) {
 		t.Error("forgotten key refused")
 	}
 	d.forget(1 << 50) // never admitted: a no-op
-	if d.admit(5<<40) || d.admit(3) {
+	if admit(5<<40) || admit(3) {
 		t.Error("keys lost after forgetting an absent key")
 	}
 }
@@ -100,6 +105,6 @@ func BenchmarkDedupWindowAdmit(b *testing.B) {
 	d := newDedupWindow(1 << 18)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for b.Loop() {
-		d.admit(rng.Uint64())
+		d.admit(rng.Uint64(), 1)
 	}
 }

@@ -44,6 +44,9 @@ type WriterOptions struct {
 	// pending rows: taken reports the decision, roomWanted whether a blocked Write was waiting for room when it
 	// was made. It is the synchronisation point for "the flusher has seen the blocked Write".
 	onTake func(taken, roomWanted bool)
+	// takeHook, if set (tests), is called by the flusher with each batch's sequence number after taking it and
+	// before preparing its insert.
+	takeHook func(seq uint64)
 }
 
 // Writer batches rows into ClickHouse with bounded memory. Write buffers rows and returns at once unless the buffer
@@ -53,12 +56,13 @@ type WriterOptions struct {
 // while the other sends the batch before it, one batch at a time, retrying connection errors with exponential
 // backoff. Acks run in Write order after ClickHouse acknowledged. It is safe for concurrent use.
 type Writer struct {
-	cfg    WriterConfig
-	insert inserter
-	now    func() time.Time
-	log    *slog.Logger
-	m      *writerMetrics
-	onTake func(taken, roomWanted bool) // see WriterOptions.onTake
+	cfg      WriterConfig
+	insert   inserter
+	now      func() time.Time
+	log      *slog.Logger
+	m        *writerMetrics
+	onTake   func(taken, roomWanted bool) // see WriterOptions.onTake
+	takeHook func(seq uint64)             // see WriterOptions.takeHook
 
 	ctx    context.Context    // ends retries; cancelled when Close gives up waiting
 	cancel context.CancelFunc //
@@ -68,7 +72,7 @@ type Writer struct {
 	mu sync.Mutex // guards the fields below
 	// pending is accepted and not yet taken by the flusher; pendingAcks are its Writes' acks in order.
 	pending      Rows
-	pendingAcks  []Ack
+	pendingAcks  []pendingAck
 	pendingRows  int
 	pendingBytes int64
 	// heldRows/heldBytes count pending plus the batch in flight: the quantities MaxRows/MaxBytes bound.
@@ -84,9 +88,29 @@ type Writer struct {
 	closed     bool
 	dedup      *dedupWindow
 	hasher     keyHasher
+	// Batches are numbered in the order they are taken: pendingSeq is the number pending rows will be taken under,
+	// settledSeq the last batch whose outcome (stored or given up) is known; batches settle in order. The dedup
+	// window remembers each key with the batch holding its copy.
+	pendingSeq, settledSeq uint64
+	// dependents holds, per batch taken but not settled, the Writes that had a row dropped as a duplicate of a row
+	// in that batch: such a Write is acknowledged only if the batch is stored (see admitLocked).
+	dependents map[uint64][]*dependency
 	// free holds emptied row buffers of acknowledged batches (at most maxFree), so pending does not regrow from
 	// nothing, reallocating and copying its rows many times over, for each batch.
 	free []Rows
+}
+
+// pendingAck is an accepted Write's ack and, when some of its rows were dropped as duplicates of rows still on their
+// way to ClickHouse, what their fate depends on.
+type pendingAck struct {
+	ack Ack
+	dep *dependency
+}
+
+// dependency is the fate of the batches a Write's duplicate rows were dropped for: err is set (under Writer.mu)
+// when one of them is given up, and the Write's ack then reports it, whatever became of the Write's own rows.
+type dependency struct {
+	err error
 }
 
 // maxFree is how many emptied row buffers the writer keeps. At most three are in use (pending, the batch prepared
@@ -102,16 +126,20 @@ func NewWriter(s *Store, opts WriterOptions) (*Writer, error) {
 func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("store writer config: writer.%w", err)
+		var errs []error
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("writer.%w", e))
+		}
+		return nil, fmt.Errorf("store writer config: %w", errors.Join(errs...))
 	}
 	m, err := newWriterMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{
-		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m, onTake: opts.onTake,
+		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m, onTake: opts.onTake, takeHook: opts.takeHook,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
-		dedup: newDedupWindow(cfg.DedupWindow),
+		dedup: newDedupWindow(cfg.DedupWindow), pendingSeq: 1, dependents: map[uint64][]*dependency{},
 	}
 	if w.now == nil {
 		w.now = time.Now
@@ -125,8 +153,10 @@ func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, err
 }
 
 // Write accepts rows for insertion; ack (may be nil) runs once they are acknowledged or given up (see Ack). A row
-// whose key the dedup window has seen is dropped and counted, and does not delay the ack. An empty Rows is accepted
-// too: its ack runs in order after the Writes before it (useful to commit offsets of records that produced no row).
+// whose key the dedup window has seen is dropped and counted. An ack with nil always means that a copy of every row
+// of the Write is stored: a row dropped as a duplicate of one still on its way to ClickHouse makes the ack wait for
+// that copy, and carry the error if the writer gives that copy up. An empty Rows is accepted too: its ack runs in
+// order after the Writes before it (useful to commit offsets of records that produced no row).
 //
 // Write blocks while accepting rows would exceed MaxRows or MaxBytes held, until a flush makes room; a single Write
 // larger than the limits is accepted once nothing else is held. It returns ctx.Err() if ctx ends first (nothing was
@@ -160,8 +190,8 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 	if !blockedSince.IsZero() {
 		w.m.blockedSecs.Add(time.Since(blockedSince).Seconds())
 	}
-	added, addedBytes := w.admitLocked(&rows)
-	w.pendingAcks = append(w.pendingAcks, ack)
+	added, addedBytes, dep := w.admitLocked(&rows)
+	w.pendingAcks = append(w.pendingAcks, pendingAck{ack, dep})
 	w.pendingRows += added
 	w.pendingBytes += addedBytes
 	w.heldRows += added
@@ -178,8 +208,12 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 }
 
 // admitLocked appends the rows whose keys the dedup window admits to pending and returns how many rows and
-// estimated bytes it added. Caller holds w.mu.
-func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
+// estimated bytes it added. A row the window refuses has a copy in an earlier Write. If that copy is pending too,
+// the two share a batch and its fate; if it is in a batch taken but not settled, the returned dependency (nil when
+// there is none) ties this Write's ack to that batch: a Write must not be acknowledged on the strength of a copy
+// that is later given up (its caller would commit the offsets of a row never stored). A copy in a settled batch
+// was stored: keys of given-up batches leave the window (forget). Caller holds w.mu.
+func (w *Writer) admitLocked(rows *Rows) (n int, size int64, dep *dependency) {
 	w.pending.Latency = roomFor(w.pending.Latency, len(rows.Latency))
 	w.pending.Probe = roomFor(w.pending.Probe, len(rows.Probe))
 	w.pending.Lag = roomFor(w.pending.Lag, len(rows.Lag))
@@ -189,13 +223,14 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 		w.pending.Probe = append(w.pending.Probe, rows.Probe...)
 		w.pending.Lag = append(w.pending.Lag, rows.Lag...)
 		w.pending.ClockOffsets = append(w.pending.ClockOffsets, rows.ClockOffsets...)
-		return rows.Len(), rowsSize(rows)
+		return rows.Len(), rowsSize(rows), nil
 	}
 	var dups [4]int
-	seed := w.dedup.seed
+	var waits []uint64 // batches in flight holding copies of dropped rows, each once
+	seed, seq := w.dedup.seed, w.pendingSeq
 	for i := range rows.Latency {
 		r := &rows.Latency[i]
-		if w.dedup.admit(w.hasher.latency(seed, r)) {
+		if w.admitKey(w.hasher.latency(seed, r), seq, &waits) {
 			w.pending.Latency = append(w.pending.Latency, *r)
 			n, size = n+1, size+r.size()
 		} else {
@@ -204,7 +239,7 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 	}
 	for i := range rows.Probe {
 		r := &rows.Probe[i]
-		if w.dedup.admit(w.hasher.probe(seed, r)) {
+		if w.admitKey(w.hasher.probe(seed, r), seq, &waits) {
 			w.pending.Probe = append(w.pending.Probe, *r)
 			n, size = n+1, size+r.size()
 		} else {
@@ -213,7 +248,7 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 	}
 	for i := range rows.Lag {
 		r := &rows.Lag[i]
-		if w.dedup.admit(w.hasher.lag(seed, r)) {
+		if w.admitKey(w.hasher.lag(seed, r), seq, &waits) {
 			w.pending.Lag = append(w.pending.Lag, *r)
 			n, size = n+1, size+r.size()
 		} else {
@@ -222,7 +257,7 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 	}
 	for i := range rows.ClockOffsets {
 		r := &rows.ClockOffsets[i]
-		if w.dedup.admit(w.hasher.clock(seed, r)) {
+		if w.admitKey(w.hasher.clock(seed, r), seq, &waits) {
 			w.pending.ClockOffsets = append(w.pending.ClockOffsets, *r)
 			n, size = n+1, size+r.size()
 		} else {
@@ -234,7 +269,23 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64) {
 			w.m.duplicates.WithLabelValues(t).Add(float64(dups[i]))
 		}
 	}
-	return n, size
+	if len(waits) > 0 {
+		dep = &dependency{}
+		for _, b := range waits {
+			w.dependents[b] = append(w.dependents[b], dep)
+		}
+	}
+	return n, size, dep
+}
+
+// admitKey admits a row key into the dedup window as held by batch seq and reports whether it was new. A key seen
+// before whose copy is in a batch taken but not settled adds that batch to waits. Caller holds w.mu.
+func (w *Writer) admitKey(h, seq uint64, waits *[]uint64) bool {
+	isNew, held := w.dedup.admit(h, seq)
+	if !isNew && held > w.settledSeq && held < seq && !slices.Contains(*waits, held) {
+		*waits = append(*waits, held)
+	}
+	return isNew
 }
 
 // roomFor returns s with capacity for n more elements, at least doubling it when it must grow: append alone grows
@@ -301,10 +352,11 @@ func (w *Writer) wake() {
 	}
 }
 
-// batch is what the flusher took: the rows of some Writes and their acks.
+// batch is what the flusher took: the rows of some Writes and their acks, numbered seq in the order taken.
 type batch struct {
+	seq   uint64
 	rows  Rows
-	acks  []Ack
+	acks  []pendingAck
 	n     int
 	bytes int64
 }
@@ -349,6 +401,9 @@ func (w *Writer) run() {
 				}
 				break
 			}
+			if w.takeHook != nil {
+				w.takeHook(b.seq)
+			}
 			flights <- w.prepare(b)
 			force = false
 		}
@@ -375,7 +430,8 @@ func (w *Writer) take(force bool) (b *batch, closed bool) {
 	if !force && !w.flushWanted && !w.closed && w.pendingRows < w.cfg.BatchRows && (!w.roomWanted || inFlight) {
 		return nil, false
 	}
-	b = &batch{rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
+	b = &batch{seq: w.pendingSeq, rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
+	w.pendingSeq++
 	w.pending, w.pendingAcks, w.pendingRows, w.pendingBytes = Rows{}, nil, 0, 0
 	if n := len(w.free); n > 0 {
 		w.pending, w.free = w.free[n-1], w.free[:n-1]
@@ -423,10 +479,18 @@ func (w *Writer) send(f *flight) {
 			"rows", b.n, "err", err)
 		w.forget(tables[failedFrom:])
 	}
-	for _, ack := range b.acks {
-		if ack != nil {
-			ack(err)
+	w.settle(b.seq, err)
+	for _, a := range b.acks {
+		if a.ack == nil {
+			continue
 		}
+		aerr := err
+		if aerr == nil && a.dep != nil {
+			w.mu.Lock()
+			aerr = a.dep.err
+			w.mu.Unlock()
+		}
+		a.ack(aerr)
 	}
 	w.mu.Lock()
 	w.heldRows -= b.n
@@ -438,6 +502,22 @@ func (w *Writer) send(f *flight) {
 	close(w.changed)
 	w.changed = make(chan struct{})
 	w.mu.Unlock()
+}
+
+// settle records batch seq's outcome: from now on a copy of its rows in the dedup window is a stored one, and the
+// Writes that dropped duplicates of its rows learn whether it was stored (err nil) or given up.
+func (w *Writer) settle(seq uint64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		for _, d := range w.dependents[seq] {
+			if d.err == nil {
+				d.err = fmt.Errorf("rows of this write repeat rows of an earlier batch that the writer gave up on: %w", err)
+			}
+		}
+	}
+	delete(w.dependents, seq)
+	w.settledSeq = seq
 }
 
 // recycleLocked keeps an acknowledged batch's row buffers, emptied, for a later pending buffer. Buffers far above

@@ -25,6 +25,7 @@ type fakeCH struct {
 	inserted map[string][]tableBatch
 	fail     func(attempt int, tb tableBatch) error
 	block    chan struct{}
+	latency  time.Duration // how long each send takes, as a server's round trip
 }
 
 // fakeInsert is fakeCH's prepared insert.
@@ -53,6 +54,9 @@ func (p fakeInsert) send() error {
 	f.attempts++
 	attempt, fail, block := f.attempts, f.fail, f.block
 	f.mu.Unlock()
+	if f.latency > 0 {
+		time.Sleep(f.latency)
+	}
 	if block != nil {
 		select {
 		case <-block:
