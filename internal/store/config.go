@@ -62,6 +62,10 @@ type WriterConfig struct {
 	RetryMaxElapsed time.Duration `yaml:"retry_max_elapsed"`
 	// InsertTimeout bounds one insert attempt. Default 60 s.
 	InsertTimeout time.Duration `yaml:"insert_timeout"`
+	// StallTimeout: when rows have waited this long and ClickHouse acknowledged nothing meanwhile (down, frozen, or
+	// every insert timing out), the writer reports itself stalled (Writer.Stalled), which `tidemark run` turns into a
+	// 503 on /readyz. Default 30 s; keep it above the time a normal batch insert takes.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
 
 // SetDefaults fills zero fields with their defaults.
@@ -118,6 +122,9 @@ func (c *WriterConfig) SetDefaults() {
 	}
 	if c.InsertTimeout == 0 {
 		c.InsertTimeout = 60 * time.Second
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 30 * time.Second
 	}
 }
 
@@ -183,6 +190,9 @@ func (c *WriterConfig) Validate() error {
 	}
 	if c.InsertTimeout <= 0 {
 		bad("insert_timeout %s: must be positive", c.InsertTimeout)
+	}
+	if c.StallTimeout < time.Second {
+		bad("stall_timeout %s: must be at least 1s", c.StallTimeout)
 	}
 	return errors.Join(errs...)
 }

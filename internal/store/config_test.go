@@ -20,7 +20,7 @@ func TestConfigDefaults(t *testing.T) {
 		DialTimeout: 5 * time.Second, MaxExecutionTime: 60 * time.Second, RetentionDays: 14, RollupRetentionDays: 90,
 		Writer: WriterConfig{BatchRows: 50000, FlushInterval: time.Second, MaxRows: 200000, MaxBytes: 64 << 20,
 			DedupWindow: 1 << 18, RetryInitial: 100 * time.Millisecond, RetryMax: 10 * time.Second,
-			InsertTimeout: 60 * time.Second},
+			InsertTimeout: 60 * time.Second, StallTimeout: 30 * time.Second},
 	}
 	if c.Addr[0] != want.Addr[0] || len(c.Addr) != 1 {
 		t.Fatalf("Addr %v", c.Addr)
@@ -52,6 +52,10 @@ func TestConfigValidate(t *testing.T) {
 		// MaxRows below a batch would block every Write that fills a batch.
 		{"max_rows below batch_rows", func(c *Config) { c.Writer.MaxRows = 10 }, "writer.max_rows"},
 		{"retry_max below retry_initial", func(c *Config) { c.Writer.RetryMax = time.Millisecond }, "writer.retry_initial"},
+		{"sub-second stall_timeout", func(c *Config) { c.Writer.StallTimeout = time.Millisecond }, "writer.stall_timeout"},
+		// Every bad key is reported, each once with its own key, not only the first.
+		{"two bad keys", func(c *Config) { c.RetentionDays, c.Writer.BatchRows = -1, -1 },
+			"retention_days -1: must be at least 1\nwriter.batch_rows -1: must be at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,3 +22,7 @@ var (
 	// ErrWriterClosed is returned by Writer.Write after Close began.
 	ErrWriterClosed = errors.New("store writer closed")
 )
+
+// ErrWriterStalled is wrapped by Writer.Stalled's error: rows wait and ClickHouse has acknowledged nothing for
+// WriterConfig.StallTimeout.
+var ErrWriterStalled = errors.New("store writer stalled")

@@ -95,6 +95,9 @@ type Writer struct {
 	// dependents holds, per batch taken but not settled, the Writes that had a row dropped as a duplicate of a row
 	// in that batch: such a Write is acknowledged only if the batch is stored (see admitLocked).
 	dependents map[uint64][]*dependency
+	// progressAt is when the writer last made progress: ClickHouse acknowledged a batch, or rows started waiting
+	// while none did. Stalled measures from it.
+	progressAt time.Time
 	// free holds emptied row buffers of acknowledged batches (at most maxFree), so pending does not regrow from
 	// nothing, reallocating and copying its rows many times over, for each batch.
 	free []Rows
@@ -189,6 +192,9 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 	}
 	if !blockedSince.IsZero() {
 		w.m.blockedSecs.Add(time.Since(blockedSince).Seconds())
+	}
+	if w.heldRows == 0 {
+		w.progressAt = w.now() // no row was waiting: the stall clock starts with these
 	}
 	added, addedBytes, dep := w.admitLocked(&rows)
 	w.pendingAcks = append(w.pendingAcks, pendingAck{ack, dep})
@@ -323,6 +329,23 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.mu.Lock()
 	}
 	w.mu.Unlock()
+	return nil
+}
+
+// Stalled returns nil unless rows wait and ClickHouse has acknowledged nothing for StallTimeout: then an error
+// saying for how long and how many rows wait (ClickHouse down, frozen, or every insert timing out). Batches given up
+// are not progress. It is what /readyz reports for the writer; it never blocks on ClickHouse.
+func (w *Writer) Stalled() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	waiting := w.heldRows
+	if waiting == 0 {
+		return nil
+	}
+	if d := w.now().Sub(w.progressAt); d >= w.cfg.StallTimeout {
+		return fmt.Errorf("ClickHouse has acknowledged nothing for %s while %d rows wait (clickhouse.writer.stall_timeout %s): %w",
+			d.Round(time.Second), waiting, w.cfg.StallTimeout, ErrWriterStalled)
+	}
 	return nil
 }
 
@@ -493,6 +516,9 @@ func (w *Writer) send(f *flight) {
 		a.ack(aerr)
 	}
 	w.mu.Lock()
+	if err == nil {
+		w.progressAt = w.now()
+	}
 	w.heldRows -= b.n
 	w.heldBytes -= b.bytes
 	w.acked += uint64(len(b.acks))

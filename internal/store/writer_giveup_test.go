@@ -254,3 +254,53 @@ func consumePartition(t *testing.T, w *Writer, f *fakeCH, p int32, n, chunk int6
 	}
 }
 
+// TestWriterStalled: the writer reports itself stalled only while rows wait and ClickHouse acknowledged nothing for
+// stall_timeout, measured from the last acknowledgement or from when rows started waiting, whichever is later; a
+// given-up batch is not progress, and an empty writer is never stalled.
+func TestWriterStalled(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	block := make(chan struct{})
+	f := &fakeCH{block: block}
+	w, err := newWriter(f.insert, WriterConfig{BatchRows: 10, FlushInterval: time.Hour, StallTimeout: 30 * time.Second,
+		RetryInitial: time.Millisecond, RetryMax: time.Millisecond}, WriterOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close(context.Background()) }()
+	advance(time.Hour) // idle for an hour: nothing waits, nothing is stalled
+	if err := w.Stalled(); err != nil {
+		t.Fatalf("empty writer: %v", err)
+	}
+	ctx := context.Background()
+	_ = w.Write(ctx, partitionRows(0, 0, 10), nil) // a full batch, held in its insert by block
+	waitFor(t, "the batch in its insert", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.attempts == 1 })
+	advance(29 * time.Second)
+	if err := w.Stalled(); err != nil {
+		t.Fatalf("29 s after the rows started waiting: %v", err)
+	}
+	advance(time.Second)
+	err = w.Stalled()
+	if !errors.Is(err, ErrWriterStalled) {
+		t.Fatalf("30 s without an acknowledgement: %v, want ErrWriterStalled", err)
+	}
+	const want = "ClickHouse has acknowledged nothing for 30s while 10 rows wait (clickhouse.writer.stall_timeout 30s): store writer stalled"
+	if err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
+	}
+	close(block) // ClickHouse answers: the batch is acknowledged
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stalled(); err != nil {
+		t.Fatalf("after the acknowledgement: %v", err)
+	}
+	advance(time.Hour)
+	_ = w.Write(ctx, partitionRows(0, 10, 11), nil) // waits for the flush interval: the clock starts now
+	advance(10 * time.Second)
+	if err := w.Stalled(); err != nil {
+		t.Fatalf("10 s after new rows started waiting, an hour after the last acknowledgement: %v", err)
+	}
+}
