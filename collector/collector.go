@@ -18,10 +18,14 @@ import (
 	"github.com/tidemark/tidemark/latency"
 )
 
-// FlushingSink is a Sink that can wait for everything it accepted to be acknowledged (internal/store's Writer).
+// FlushingSink is a Sink that can wait for everything it accepted to be acknowledged, and tell when it is stuck
+// (internal/store's Writer).
 type FlushingSink interface {
 	Sink
 	Flush(ctx context.Context) error
+	// Stalled returns an error, saying why, while rows wait and the sink has acknowledged nothing for its stall
+	// timeout (the server down or frozen under a retry-forever policy, which never gives rows up); nil otherwise.
+	Stalled() error
 }
 
 // Options are the collector's dependencies.
@@ -197,7 +201,7 @@ func (c *Collector) connect() (*kafkaConn, error) {
 }
 
 // Ready returns nil while the collector runs and its sink acknowledges rows; else why not: still connecting to
-// Kafka at start (with the last error), or the sink failing (SinkHealth).
+// Kafka at start (with the last error), or the sink failing or stalled (SinkHealth).
 func (c *Collector) Ready() error {
 	if !c.started.Load() {
 		if err := c.setup.check(); err != nil {

@@ -40,12 +40,17 @@ func (h *health) check() error {
 	return fmt.Errorf("failing since %s: %w", h.since.UTC().Format(time.RFC3339), h.err)
 }
 
-// SinkHealth returns nil while the sink acknowledges the rows it is given, and an error (the latest one) from an
-// acknowledgement that carried one (the writer gave up on rows) until the next successful acknowledgement. It is
-// what /readyz reports for the sink: the rows the writer gave up on are being read again from Kafka, not lost.
+// SinkHealth returns nil while the sink acknowledges the rows it is given; else an error: the latest one from an
+// acknowledgement that carried one (the writer gave up on rows) until the next successful acknowledgement, or the
+// sink's own report that rows wait and nothing was acknowledged for its stall timeout (FlushingSink.Stalled: a dead
+// or frozen ClickHouse under a retry-forever policy gives nothing up). It is what /readyz reports for the sink; the
+// rows the writer gave up on are being read again from Kafka, and waiting rows stay held or in Kafka: nothing is lost.
 func (c *Collector) SinkHealth() error {
 	if err := c.deps.health.check(); err != nil {
 		return fmt.Errorf("sink %w", err)
+	}
+	if err := c.opts.Sink.Stalled(); err != nil {
+		return fmt.Errorf("sink stalled: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// daemon is `tidemark run` started in the test process by startRun.
+type daemon struct {
+	base string // http://host:port of /metrics, /readyz
+	stop func() error
+}
+
+// startRun runs `tidemark run` with the YAML config body (its http.listen is set here) until stop or the test's end.
+func startRun(t *testing.T, body string) *daemon {
+	t.Helper()
+	httpAddr := freeAddr(t)
+	p := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(p, []byte(body+fmt.Sprintf("http: {listen: %q}\n", httpAddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(p, nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}()
+	stopped := false
+	d := &daemon{base: "http://" + httpAddr}
+	d.stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			t.Fatal("run did not return within 60s of the stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = d.stop() })
+	waitStatus(t, d.base+"/healthz", http.StatusOK, 10*time.Second)
+	return d
+}
+
+// produceReceipts writes receipt records to topic: each record holds perRecord receipts of one group made by mk
+// (i is the receipt's index over all records), to partition i/perRecord % partitions.
+func produceReceipts(t *testing.T, topic string, n, perRecord int, partitions int32, mk func(i int) instrument.Receipt) {
+	t.Helper()
+	pc := testenv.SaramaConfig(t)
+	pc.Producer.Partitioner = sarama.NewManualPartitioner
+	prod, err := sarama.NewSyncProducer(testenv.Kafka(t), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var msgs []*sarama.ProducerMessage
+	for first := 0; first < n; first += perRecord {
+		rs := make([]instrument.Receipt, 0, perRecord)
+		for i := first; i < min(first+perRecord, n); i++ {
+			rs = append(rs, mk(i))
+		}
+		v, err := instrument.AppendReceiptBatch(nil, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: int32(first/perRecord) % partitions, Value: sarama.ByteEncoder(v)})
+		if len(msgs) == 500 {
+			if err := prod.SendMessages(msgs); err != nil {
+				t.Fatal(err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	if err := prod.SendMessages(msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plainReceipt is a receipt of group "app" on topic "orders" with only a processed stamp: it needs no metadata.
+func plainReceipt(at time.Time) func(i int) instrument.Receipt {
+	return func(i int) instrument.Receipt {
+		return instrument.Receipt{Group: "app", Topic: "orders", Partition: int32(i % 3), Offset: int64(i / 3),
+			ProcessedNs: at.Add(time.Duration(i) * time.Millisecond).UnixNano(), Host: "c1"}
+	}
+}
+
+// TestReadyzSeesStalledClickHouse is issue 10's item 4 on the real servers: under the default retry-forever policy
+// a frozen ClickHouse (the proxy stops forwarding and keeps the connections open, as SIGSTOP does) and then a dead
+// one (connections refused) never make the writer give up, and /readyz stayed 200 while rows piled up. Now /readyz
+// turns 503 naming the stall once rows have waited clickhouse.writer.stall_timeout without an acknowledgement, and
+// 200 again when ClickHouse answers; every receipt is stored once by key.
+func TestReadyzSeesStalledClickHouse(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	db, conn := testenv.ClickHouseDB(t)
+	px := testenv.NewProxy(t, testenv.ClickHouseAddr(t))
+	receipts := testenv.CreateTopic(t, "rc", testenv.Topic{Partitions: 3})
+	d := startRun(t, fmt.Sprintf(`kafka: {brokers: [%s]}
+clickhouse:
+  addr: [%s]
+  database: %s
+  dial_timeout: 1s
+  writer: {batch_rows: 200, flush_interval: 100ms, stall_timeout: 2s, insert_timeout: 5s, retry_max: 500ms}
+collector:
+  dead_letter_topic: %s
+  receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
+lag_enabled: false
+`, strings.Join(brokers, ", "), px.Addr(), db, testenv.Name(t, "dlq"), receipts, testenv.Name(t, "g")))
+	waitStatus(t, d.base+"/readyz", http.StatusOK, 60*time.Second)
+	now := time.Now()
+	const n = 3000
+	produceReceipts(t, receipts, n/2, 50, 3, plainReceipt(now))
+	final := "SELECT count() FROM latency_events FINAL"
+	if got := waitRows(t, conn, final, n/2, 60*time.Second); got != n/2 {
+		t.Fatalf("before the outage: %d rows, want %d", got, n/2)
+	}
+	for _, outage := range []struct {
+		name       string
+		start, end func()
+	}{
+		{"frozen", px.Pause, px.Resume},
+		{"down", px.Down, px.Up},
+	} {
+		outage.start()
+		// Rows arrive and wait in the writer: receipts keep coming while ClickHouse does not answer.
+		produceReceipts(t, receipts, n/4, 50, 3, func(i int) instrument.Receipt {
+			r := plainReceipt(now)(i + n/2)
+			if outage.name == "down" {
+				r = plainReceipt(now)(i + 3*n/4)
+			}
+			return r
+		})
+		body := waitStatus(t, d.base+"/readyz", http.StatusServiceUnavailable, 60*time.Second)
+		if !strings.Contains(body, "ClickHouse has acknowledged nothing for") || !strings.Contains(body, "rows wait") {
+			t.Fatalf("ClickHouse %s: /readyz says %q, want the stall and the rows waiting", outage.name, body)
+		}
+		t.Logf("ClickHouse %s: /readyz 503 %q", outage.name, strings.TrimSpace(body))
+		outage.end()
+		waitStatus(t, d.base+"/readyz", http.StatusOK, 60*time.Second)
+	}
+	if got := waitRows(t, conn, final, n, 90*time.Second); got != n {
+		t.Fatalf("after both outages: %d rows, want %d", got, n)
+	}
+	if keys := queryCount(t, conn, "SELECT uniqExact(partition, offset) FROM latency_events FINAL"); keys != n {
+		t.Fatalf("%d distinct keys, want %d", keys, n)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
