@@ -39,6 +39,10 @@ type Config struct {
 	UncertaintyRatio float64
 	// RelativeAccuracy of every quantile sketch (default 0.01).
 	RelativeAccuracy float64
+	// MaxPaths bounds the per-(group, topic, partition) state the engine keeps (default 20000; about 4 KB per path,
+	// more once its sketches fill): creating a path past it first evicts the least recently used eighth (see
+	// Engine.Path). Receipts naming ever new groups or topics cannot grow the engine without bound.
+	MaxPaths int
 }
 
 // SetDefaults fills zero fields with the defaults documented on each field.
@@ -85,6 +89,9 @@ func (c *Config) SetDefaults() {
 	if c.RelativeAccuracy == 0 {
 		c.RelativeAccuracy = 0.01
 	}
+	if c.MaxPaths == 0 {
+		c.MaxPaths = 20000
+	}
 }
 
 // Validate reports the first invalid field, wrapping ErrConfig.
@@ -106,6 +113,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: uncertainty ratio must be in [0, 1], got %v", ErrConfig, c.UncertaintyRatio)
 	case !(c.RelativeAccuracy > 0 && c.RelativeAccuracy < 1):
 		return fmt.Errorf("%w: relative accuracy must be in (0, 1), got %v", ErrConfig, c.RelativeAccuracy)
+	case c.MaxPaths < 1:
+		return fmt.Errorf("%w: max paths must be >= 1, got %d", ErrConfig, c.MaxPaths)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,11 @@ type Engine struct {
 	mu    sync.Mutex // guards names and paths (and serialises host creation)
 	names map[string]HostID
 	paths map[pathKey]*Path
+
+	// tick is the engine's coarse clock for path eviction: Unix seconds as last set by EvictIdle (0 before). Every
+	// use of a path stamps it, so eviction never reads the wall clock on the record path.
+	tick    atomic.Int64
+	evicted atomic.Uint64 // paths evicted (idle or over MaxPaths)
 }
 
 type pathKey struct {
@@ -161,8 +167,10 @@ func (e *Engine) Offsets(at time.Time) []Offset {
 	return out
 }
 
-// Path returns the path of (group, topic, partition), creating it on first use. Keep it: its methods avoid the
-// engine's map.
+// Path returns the path of (group, topic, partition), creating it on first use. Keep it only briefly (a batch):
+// its methods avoid the engine's map, but an evicted path no longer appears in snapshots. Creating a path while
+// MaxPaths exist first evicts the least recently used eighth of them (by the coarse clock EvictIdle sets), so the
+// cost is amortised over many creations; a path evicted and used again starts afresh, like a new group's.
 func (e *Engine) Path(group, topic string, partition int32) *Path {
 	k := pathKey{group, topic, partition}
 	e.mu.Lock()
@@ -170,9 +178,65 @@ func (e *Engine) Path(group, topic string, partition int32) *Path {
 	if p, ok := e.paths[k]; ok {
 		return p
 	}
+	if len(e.paths) >= e.cfg.MaxPaths {
+		e.evictOldestLocked(max(1, e.cfg.MaxPaths/8))
+	}
 	p := newPath(e, k)
+	p.used.Store(e.tick.Load())
 	e.paths[k] = p
 	return p
+}
+
+// evictOldestLocked removes the n least recently used paths. e.mu must be held.
+func (e *Engine) evictOldestLocked(n int) {
+	used := make([]int64, 0, len(e.paths))
+	for _, p := range e.paths {
+		used = append(used, p.used.Load())
+	}
+	slices.Sort(used)
+	cut := used[min(n, len(used))-1] // evict paths used at or before cut, at most n of them
+	for k, p := range e.paths {
+		if n == 0 {
+			break
+		}
+		if p.used.Load() <= cut {
+			delete(e.paths, k)
+			e.evicted.Add(1)
+			n--
+		}
+	}
+}
+
+// EvictIdle sets the engine's coarse clock to now and removes every path not used (no record observed, no commit
+// observed) for idle or longer; it returns how many it removed. The collector calls it periodically with its idle
+// TTL. A path's use is stamped with the clock of the last EvictIdle before it, so idleness is measured to within
+// the calling period.
+func (e *Engine) EvictIdle(now time.Time, idle time.Duration) int {
+	t := now.Unix()
+	first := e.tick.Swap(t) == 0
+	cut := t - int64(idle/time.Second)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for k, p := range e.paths {
+		if first && p.used.Load() == 0 {
+			p.used.Store(t) // used before the clock was first set: count its idleness from now
+			continue
+		}
+		if p.used.Load() < cut {
+			delete(e.paths, k)
+			n++
+		}
+	}
+	e.evicted.Add(uint64(n))
+	return n
+}
+
+// PathStats returns how many paths the engine holds and how many it has evicted since it started.
+func (e *Engine) PathStats() (paths int, evicted uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.paths), e.evicted.Load()
 }
 
 // RemovePath forgets a path (a deleted topic or group, a partition no longer watched) so that its state and
@@ -197,9 +261,23 @@ type CommitObservation struct {
 	At        time.Time
 }
 
-// ObserveCommit routes a commit observation to its path.
-func (e *Engine) ObserveCommit(c CommitObservation) {
-	e.Path(c.Group, c.Topic, c.Partition).ObserveCommit(c.Offset, c.At)
+// ObserveCommit routes a commit observation to its path, creating the path unless MaxPaths exist: commits (the lag
+// exporter reports every group of the cluster) never evict a path; records do. It reports whether it was routed.
+func (e *Engine) ObserveCommit(c CommitObservation) bool {
+	k := pathKey{c.Group, c.Topic, c.Partition}
+	e.mu.Lock()
+	p, ok := e.paths[k]
+	if !ok && len(e.paths) < e.cfg.MaxPaths {
+		p = newPath(e, k)
+		p.used.Store(e.tick.Load())
+		e.paths[k] = p
+	}
+	e.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.ObserveCommit(c.Offset, c.At)
+	return true
 }
 
 // Path is the per-(group, topic, partition) state: the replay tracker, the sketches and the counters. Its methods
@@ -208,6 +286,8 @@ type Path struct {
 	e   *Engine
 	key pathKey
 
+	used atomic.Int64 // the engine's tick when the path was last used (see EvictIdle)
+
 	mu       sync.Mutex    // guards everything below
 	tracker  ReplayTracker // by value: one pointer less on every record
 	sk       sketches
@@ -215,8 +295,10 @@ type Path struct {
 	skew     []uint64 // skew-suspected records blamed on each HostID
 }
 
+// newPath returns a path without sketches: they are made on its first record, so the many paths that only ever see
+// commits (every group the lag exporter reports) cost a few hundred bytes each.
 func newPath(e *Engine, k pathKey) *Path {
-	return &Path{e: e, key: k, tracker: *NewReplayTracker(), sk: newSketches(e.cfg.RelativeAccuracy)}
+	return &Path{e: e, key: k, tracker: *NewReplayTracker()}
 }
 
 // Key returns the path's group, topic and partition.
@@ -224,8 +306,16 @@ func (p *Path) Key() (group, topic string, partition int32) {
 	return p.key.group, p.key.topic, p.key.partition
 }
 
+// touch stamps the path's use with the engine's tick (a load, and a store only when the tick moved).
+func (p *Path) touch() {
+	if t := p.e.tick.Load(); p.used.Load() != t {
+		p.used.Store(t)
+	}
+}
+
 // ObserveCommit records the group's committed offset (-1: none) read at reference time at.
 func (p *Path) ObserveCommit(offset int64, at time.Time) {
+	p.touch()
 	p.mu.Lock()
 	p.tracker.ObserveCommit(offset, timeToMs(at))
 	p.mu.Unlock()
@@ -248,10 +338,14 @@ func (p *Path) Observe(r Record) Result {
 
 // ObserveInto is Observe writing into *res (overwritten), for callers that reuse a Result on a hot path.
 func (p *Path) ObserveInto(r *Record, res *Result) {
+	p.touch()
 	if hs := *p.e.hosts.Load(); !p.e.prepareFast(hs, r, res) {
 		p.e.prepareGeneral(hs, r, res)
 	}
 	p.mu.Lock()
+	if p.sk.sinceRewind == nil {
+		p.sk = newSketches(p.e.cfg.RelativeAccuracy)
+	}
 	// The common case of finish (ReplayTracker.Classify's first rule for a group that is not new) in line: one call
 	// less per record.
 	if t := &p.tracker; !t.newGroup && (t.processedNext < 0 || r.Offset >= t.processedNext) {

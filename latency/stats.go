@@ -172,11 +172,15 @@ func (p *Path) snapshot(reset bool) PathSnapshot {
 	defer p.mu.Unlock()
 	s := PathSnapshot{Group: p.key.group, Topic: p.key.topic, Partition: p.key.partition, Counters: p.counters,
 		Replay: p.tracker.State(), SkewSuspected: map[string]uint64{}}
-	if reset {
+	switch {
+	case p.sk.sinceRewind == nil: // no record yet
+		sk := newSketches(p.e.cfg.RelativeAccuracy)
+		s.Live, s.SinceRewind, s.E2EUpperBound = sk.live, sk.sinceRewind, sk.e2eBound
+	case reset:
 		// Hand the sketches over and start fresh ones: no copy needed.
 		s.Live, s.SinceRewind, s.E2EUpperBound = p.sk.live, p.sk.sinceRewind, p.sk.e2eBound
 		p.sk = newSketches(p.e.cfg.RelativeAccuracy)
-	} else {
+	default:
 		s.SinceRewind, s.E2EUpperBound = p.sk.sinceRewind.Copy(), p.sk.e2eBound.Copy()
 		for i := range s.Live {
 			s.Live[i] = p.sk.live[i].Copy()
