@@ -74,13 +74,12 @@ func New(cfg Config, opts Options) (*Collector, error) {
 	}
 	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
 		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost,
-			opts.Engine.Config(), opts.Metrics)}
+			opts.Engine.Config(), opts.Metrics), live: liveHistograms{max: cfg.MaxLiveSeries}}
 	c := &Collector{cfg: cfg, opts: opts, deps: d}
 	if cfg.Tap.Enabled {
 		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.Group: true, cfg.Tap.Group: true}
 		c.bounds = newCommitBounds(d, &tapRing{}, func(g string) bool {
-			_, instrumented := d.instrumented.Load(g)
-			return own[g] || instrumented
+			return own[g] || d.isInstrumented(g)
 		})
 	}
 	return c, nil
@@ -144,7 +143,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	if c.cfg.Receipts.Enabled {
 		// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
-		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, (&Receipts{pathDeps: c.deps}).HandleBatch, nil)
+		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(gctx, c.deps).HandleBatch, nil)
 	}
 	if c.cfg.Probe.Enabled {
 		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
@@ -156,7 +155,41 @@ func (c *Collector) Run(ctx context.Context) error {
 		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, 0, t.HandleBatch, nil)
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })
+	g.Go(func() error { c.housekeep(gctx, meta); return nil })
 	return g.Wait()
+}
+
+// housekeep enforces the collector's bounds until ctx ends: every tenth of collector.idle_ttl (1 s to 30 s) it
+// deletes the live series and engine paths idle for idle_ttl, forgets groups that stopped sending receipts, and
+// publishes the sizes it bounds (engine paths, unknown topics) as gauges.
+func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
+	ttl := c.cfg.IdleTTL
+	t := time.NewTicker(min(max(ttl/10, time.Second), 30*time.Second))
+	defer t.Stop()
+	m, d := c.opts.Metrics, c.deps
+	var evicted uint64
+	for {
+		now := c.opts.Clock()
+		m.LiveEvicted.Add(float64(d.live.sweep(m, now, ttl)))
+		c.opts.Engine.EvictIdle(now, ttl)
+		cut := now.Add(-ttl).Unix()
+		d.instrumented.Range(func(g, seen any) bool {
+			if seen.(*atomic.Int64).Load() < cut {
+				d.instrumented.Delete(g)
+			}
+			return true
+		})
+		paths, total := c.opts.Engine.PathStats()
+		m.EnginePaths.Set(float64(paths))
+		m.EnginePathsEvicted.Add(float64(total - evicted))
+		evicted = total
+		m.UnknownTopics.Set(float64(meta.Stats().Unknown))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // kafkaConn is what Run needs from Kafka before the paths start.
@@ -192,7 +225,7 @@ func (c *Collector) connect() (*kafkaConn, error) {
 		return nil, err
 	}
 	msc, _ := c.opts.Kafka.Sarama()
-	meta, err := kafka.NewMetadata(brokers, msc, 30*time.Second)
+	meta, err := kafka.NewMetadata(brokers, msc, c.cfg.Metadata.kafka())
 	if err != nil {
 		prod.Close()
 		return nil, err

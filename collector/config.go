@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
 )
 
 // Config configures the collector's paths. Zero values take the defaults of SetDefaults; every key is documented
@@ -30,6 +32,34 @@ type Config struct {
 	SLOThresholds []time.Duration `yaml:"slo_thresholds"`
 	// Traces configures the hop spans added to producers' traces while tracing is on (traces.go).
 	Traces TracesConfig `yaml:"traces"`
+	// Metadata bounds the topic metadata cache the receipts and tap paths read leaders and timestamp types from.
+	Metadata MetadataConfig `yaml:"metadata"`
+	// IdleTTL: the live latency series of a (group, topic), and the latency engine's state of a (group, topic,
+	// partition), are deleted after this long without a record or commit of theirs (default 15m). Their rows stay
+	// in ClickHouse; a path that comes back starts afresh.
+	IdleTTL time.Duration `yaml:"idle_ttl"`
+	// MaxLiveSeries is the most (group, topic) pairs with live latency histograms at once (default 1000; each pair
+	// has up to 5 histograms of len(buckets)+3 series). Receipts of further pairs are stored in ClickHouse as usual
+	// but not observed in the histograms, and counted (tidemark_collector_live_overflow_total).
+	MaxLiveSeries int `yaml:"max_live_series"`
+}
+
+// MetadataConfig bounds the topic metadata cache (internal/kafka.Metadata): lookups run in the background, answers
+// are cached, and names the cluster does not know are bounded.
+type MetadataConfig struct {
+	// TTL: a known topic's leaders and timestamp type are refreshed in the background after this long (default 30s).
+	TTL time.Duration `yaml:"ttl"`
+	// MissingTTL: how long "no such topic" (or a failed lookup) is believed before the name is looked up again
+	// (default 30s).
+	MissingTTL time.Duration `yaml:"missing_ttl"`
+	// MaxUnknownTopics bounds the topic names tracked that the cluster does not know (default 1000). A receipt that
+	// needs the metadata of a further unknown name is dead-lettered (reason unknown_topic).
+	MaxUnknownTopics int `yaml:"max_unknown_topics"`
+}
+
+// kafka returns the cache's configuration.
+func (c MetadataConfig) kafka() kafka.MetadataConfig {
+	return kafka.MetadataConfig{TTL: c.TTL, MissingTTL: c.MissingTTL, MaxUnknown: c.MaxUnknownTopics}
 }
 
 // ReceiptsConfig configures the receipts path.
@@ -102,6 +132,15 @@ func (c *Config) SetDefaults() {
 	if len(c.SLOThresholds) == 0 {
 		c.SLOThresholds = []time.Duration{DefaultSLOThreshold}
 	}
+	defd(&c.Metadata.TTL, 30*time.Second)
+	defd(&c.Metadata.MissingTTL, 30*time.Second)
+	if c.Metadata.MaxUnknownTopics == 0 {
+		c.Metadata.MaxUnknownTopics = 1000
+	}
+	defd(&c.IdleTTL, 15*time.Minute)
+	if c.MaxLiveSeries == 0 {
+		c.MaxLiveSeries = 1000
+	}
 	c.Traces.setDefaults(c.SLOThresholds)
 }
 
@@ -163,8 +202,23 @@ func (c *Config) Validate() error {
 	if len(c.SLOThresholds) > 8 {
 		bad("slo_thresholds", "at most 8 thresholds (each adds a bucket to every live latency series), got %d", len(c.SLOThresholds))
 	}
+	if c.Metadata.TTL < time.Second {
+		bad("metadata.ttl", "must be >= 1s, got %v", c.Metadata.TTL)
+	}
+	if c.Metadata.MissingTTL < time.Second {
+		bad("metadata.missing_ttl", "must be >= 1s, got %v", c.Metadata.MissingTTL)
+	}
+	if c.Metadata.MaxUnknownTopics < 1 {
+		bad("metadata.max_unknown_topics", "must be >= 1, got %d", c.Metadata.MaxUnknownTopics)
+	}
+	if c.IdleTTL < time.Second {
+		bad("idle_ttl", "must be >= 1s, got %v", c.IdleTTL)
+	}
+	if c.MaxLiveSeries < 1 {
+		bad("max_live_series", "must be >= 1, got %d", c.MaxLiveSeries)
+	}
 	topic := func(key, name string) {
-		if err := ValidTopicName(name); err != nil {
+		if err := kafka.ValidTopicName(name); err != nil {
 			bad(key, "%v", err)
 		}
 	}

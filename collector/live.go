@@ -33,27 +33,71 @@ type liveSeries struct {
 	stages [len(liveStages)]atomic.Pointer[observer]
 	// lastEx holds, per e2e bucket (the last is +Inf), the reference-clock Unix ns of its last exemplar.
 	lastEx []atomic.Int64
+	// used is the reference-clock Unix second of the last observation (or of creation): sweep deletes the series
+	// once it is older than the idle TTL.
+	used atomic.Int64
 }
 
-// liveHistograms hands out the liveSeries of each (group, topic), created on first use.
-// The zero value is ready to use.
+// liveHistograms hands out the liveSeries of each (group, topic), created on first use, at most max of them (0: no
+// bound), and deletes those idle longer than a TTL (sweep). The zero value is ready to use, unbounded.
 type liveHistograms struct {
-	series sync.Map // groupTopic → *liveSeries
+	max int
+
+	mu     sync.Mutex // guards series
+	series map[groupTopic]*liveSeries
 }
 
 type groupTopic struct{ group, topic string }
 
 type observer struct{ prometheus.Observer }
 
-func (h *liveHistograms) get(m *Metrics, group, topic string) *liveSeries {
+// get returns (group, topic)'s series, or nil when max pairs have series already: the caller counts what it does
+// not observe (Metrics.LiveOverflow).
+func (h *liveHistograms) get(m *Metrics, group, topic string, now time.Time) *liveSeries {
 	k := groupTopic{group, topic}
-	if s, ok := h.series.Load(k); ok {
-		return s.(*liveSeries)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.series[k]; ok {
+		s.used.Store(now.Unix()) // handed out: not swept from under the batch that holds it
+		return s
+	}
+	if h.max > 0 && len(h.series) >= h.max {
+		return nil
+	}
+	if h.series == nil {
+		h.series = map[groupTopic]*liveSeries{}
 	}
 	s := &liveSeries{buckets: m.LatencyBuckets, e2e: m.E2ELatency.WithLabelValues(group, topic),
 		lastEx: make([]atomic.Int64, len(m.LatencyBuckets)+1), vec: m.StageLatency, group: group, topic: topic}
-	v, _ := h.series.LoadOrStore(k, s)
-	return v.(*liveSeries)
+	s.used.Store(now.Unix())
+	h.series[k] = s
+	m.LiveLabelSets.Set(float64(len(h.series)))
+	return s
+}
+
+// sweep deletes the series of every pair not observed for idle or longer, from the registry too (their histograms
+// disappear from /metrics), and returns how many pairs it deleted. A batch still holding a deleted pair's
+// liveSeries observes into the deleted children (lost), at most until its end; the next batch makes new ones.
+func (h *liveHistograms) sweep(m *Metrics, now time.Time, idle time.Duration) int {
+	cut := now.Add(-idle).Unix()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for k, s := range h.series {
+		if s.used.Load() >= cut {
+			continue
+		}
+		m.E2ELatency.DeleteLabelValues(k.group, k.topic)
+		for i, st := range liveStages {
+			if s.stages[i].Load() != nil {
+				m.StageLatency.DeleteLabelValues(st.String(), k.group, k.topic)
+			}
+		}
+		delete(h.series, k)
+		n++
+	}
+	m.LiveLabelSets.Set(float64(len(h.series)))
+	return n
 }
 
 // observe records a result in the live histograms by the engine's rule for its live sketches: a record of class
@@ -64,6 +108,9 @@ func (h *liveHistograms) get(m *Metrics, group, topic string) *liveSeries {
 func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time) {
 	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 {
 		return
+	}
+	if t := now.Unix(); s.used.Load() != t {
+		s.used.Store(t)
 	}
 	if ms := res.Stages[latency.StageE2E]; res.Trusted(latency.StageE2E) {
 		v := ms / 1e3

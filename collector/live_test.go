@@ -200,7 +200,7 @@ func histogram(t *testing.T, c prometheus.Collector) *dto.Histogram {
 func TestLiveObservePerStageTrust(t *testing.T) {
 	m := NewMetrics(nil)
 	var h liveHistograms
-	s := h.get(m, "g", "orders")
+	s := h.get(m, "g", "orders", time.Now())
 	has := uint8(1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageDelivery | 1<<latency.StageProcessing | 1<<latency.StageE2E)
 	res := latency.Result{Class: latency.ClassLive, Flags: latency.FlagSkewSuspected, Has: has,
 		Untrusted: 1<<latency.StageQueueWait | 1<<latency.StageDelivery | 1<<latency.StageE2E}
@@ -237,7 +237,7 @@ func TestLiveObservePerStageTrust(t *testing.T) {
 func BenchmarkLiveObserve(b *testing.B) {
 	m := NewMetrics(nil)
 	var h liveHistograms
-	s := h.get(m, "g", "orders")
+	s := h.get(m, "g", "orders", time.Now())
 	res := latency.Result{Class: latency.ClassLive, Live: true, Has: 1<<latency.StageIngest | 1<<latency.StageQueueWait | 1<<latency.StageProcessing | 1<<latency.StageE2E}
 	res.Stages[latency.StageIngest], res.Stages[latency.StageQueueWait], res.Stages[latency.StageProcessing] = 3, 40, 7
 	res.Stages[latency.StageE2E] = 50
@@ -254,4 +254,44 @@ func BenchmarkLiveObserve(b *testing.B) {
 			o.Observe(0.05)
 		}
 	})
+}
+
+// TestLiveSeriesBoundedAndSwept: at most max (group, topic) pairs get histograms (a further pair gets none, for the
+// caller to count), and a pair not observed for the idle TTL loses its series in the registry, making room.
+func TestLiveSeriesBoundedAndSwept(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	h := liveHistograms{max: 2}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	res := latency.Result{Class: latency.ClassLive, Live: true, Has: 1<<latency.StageE2E | 1<<latency.StageProcessing}
+	res.Stages[latency.StageE2E], res.Stages[latency.StageProcessing] = 20, 5
+	a, b := h.get(m, "g1", "t", t0), h.get(m, "g2", "t", t0)
+	if a == nil || b == nil {
+		t.Fatal("pairs under the bound got no series")
+	}
+	if c := h.get(m, "g3", "t", t0); c != nil {
+		t.Fatal("a third pair got series past max 2")
+	}
+	a.observe(&res, nil, t0)
+	b.observe(&res, nil, t0.Add(50*time.Second))
+	// Histograms registered (each is len(buckets)+3 exposed series).
+	histograms := func() int {
+		n, _ := testutil.GatherAndCount(reg, "tidemark_e2e_latency_seconds", "tidemark_stage_latency_seconds")
+		return n
+	}
+	if n := histograms(); n != 4 {
+		t.Fatalf("%d histograms for two pairs observed in e2e and processing, want 4", n)
+	}
+	if n := h.sweep(m, t0.Add(70*time.Second), time.Minute); n != 1 {
+		t.Fatalf("swept %d pairs, want 1 (g1, idle 70 s)", n)
+	}
+	if n := histograms(); n != 2 {
+		t.Fatalf("%d histograms after the sweep, want g2's 2", n)
+	}
+	if v := testutil.ToFloat64(m.LiveLabelSets); v != 1 {
+		t.Fatalf("live label sets %v, want 1", v)
+	}
+	if c := h.get(m, "g3", "t", t0.Add(70*time.Second)); c == nil {
+		t.Fatal("no room for a new pair after the sweep")
+	}
 }

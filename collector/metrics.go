@@ -25,11 +25,30 @@ type Metrics struct {
 	Skewed      *prometheus.CounterVec // path
 	// BadTraceParent counts records whose traceparent header is present but malformed (W3C Trace Context); they are
 	// kept, without trace context.
-	BadTraceParent *prometheus.CounterVec   // path
-	ProbeSent      *prometheus.CounterVec   // broker
-	ProbeLost      *prometheus.CounterVec   // broker
-	ProbeDup       *prometheus.CounterVec   // broker
-	ProbeLatency   *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
+	BadTraceParent *prometheus.CounterVec // path
+	// Parked is the number of receipts parked until their topic's metadata is known (kafka.Metadata lookups run
+	// in the background; see parking).
+	Parked prometheus.Gauge
+	// WithoutMetadata counts receipts whose append stamp needed their topic's metadata and that were stored
+	// without it, by the lookup's outcome (missing: no such topic; failed; pending).
+	WithoutMetadata *prometheus.CounterVec // state
+	// UnknownTopics is the number of topic names the metadata cache tracks that are not known to exist (being
+	// looked up, missing or failed): at most collector.metadata.max_unknown_topics.
+	UnknownTopics prometheus.Gauge
+	// LiveLabelSets is the number of (group, topic) pairs with live latency histograms (≤ collector.max_live_series);
+	// LiveOverflow counts live observations not recorded because their pair was over that bound; LiveEvicted counts
+	// pairs whose histograms were deleted after collector.idle_ttl without a receipt.
+	LiveLabelSets prometheus.Gauge
+	LiveOverflow  prometheus.Counter
+	LiveEvicted   prometheus.Counter
+	// EnginePaths is the number of (group, topic, partition) paths the latency engine holds (≤ latency.max_paths);
+	// EnginePathsEvicted counts those evicted, idle for collector.idle_ttl or least recently used at the bound.
+	EnginePaths        prometheus.Gauge
+	EnginePathsEvicted prometheus.Counter
+	ProbeSent          *prometheus.CounterVec   // broker
+	ProbeLost          *prometheus.CounterVec   // broker
+	ProbeDup           *prometheus.CounterVec   // broker
+	ProbeLatency       *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
 	// E2ELatency is the corrected end-to-end latency (s) of live receipts only (latency.Result.Live), by group and
 	// topic, with trace-id exemplars: what the SLO burn-rate rules in deploy/prometheus read.
 	E2ELatency *prometheus.HistogramVec // group, topic
@@ -102,6 +121,22 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		Skewed:      cv("tidemark_collector_skew_suspected_total", "Rows kept out of percentiles because a clock offset was unknown or inconsistent.", "path"),
 		BadTraceParent: cv("tidemark_collector_bad_traceparent_total",
 			"Records whose traceparent header is malformed; the record is kept without trace context.", "path"),
+		Parked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_parked_receipts",
+			Help: "Receipts waiting for their topic's metadata to be looked up (the receipts partition reads on meanwhile)."}),
+		WithoutMetadata: cv("tidemark_collector_receipts_without_metadata_total",
+			"Receipts stored without their topic's metadata (no leader stamp), by lookup state: missing (no such topic), failed, pending.", "state"),
+		UnknownTopics: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_unknown_topics",
+			Help: "Topic names tracked by the metadata cache that are not known to exist (looked up, missing or failed); bounded by collector.metadata.max_unknown_topics."}),
+		LiveLabelSets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_live_label_sets",
+			Help: "(group, topic) pairs with live latency histograms; bounded by collector.max_live_series."}),
+		LiveOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_live_overflow_total",
+			Help: "Live latency observations not recorded in the histograms because their (group, topic) was over collector.max_live_series (the rows are stored in ClickHouse)."}),
+		LiveEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_live_evicted_total",
+			Help: "(group, topic) pairs whose live latency histograms were deleted after collector.idle_ttl without a receipt."}),
+		EnginePaths: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_engine_paths",
+			Help: "(group, topic, partition) paths the latency engine keeps state for; bounded by latency.max_paths."}),
+		EnginePathsEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_engine_paths_evicted_total",
+			Help: "Latency engine paths evicted: idle for collector.idle_ttl, or least recently used when latency.max_paths were held."}),
 		ProbeSent: cv("tidemark_probe_sent_total", "Probe records sent.", "broker"),
 		ProbeLost: cv("tidemark_probe_lost_total", "Probe records not received within the loss timeout.", "broker"),
 		ProbeDup:  cv("tidemark_probe_duplicates_total", "Extra deliveries of probe records.", "broker"),
@@ -128,12 +163,17 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
+			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.UnknownTopics,
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
 			reg.MustRegister(c)
 		}
 	}
 	return m
 }
+
+// errUnknownTopic marks a record dead-lettered because it names a topic unknown to the cluster while the metadata
+// cache tracks as many unknown names as it may (collector.metadata.max_unknown_topics).
+var errUnknownTopic = errors.New("unknown topic")
 
 // reason names a decode error for the dead-letter counter's label.
 func reason(err error) string {
@@ -142,6 +182,8 @@ func reason(err error) string {
 		return "unsupported_version"
 	case errors.Is(err, instrument.ErrMalformed):
 		return "malformed"
+	case errors.Is(err, errUnknownTopic):
+		return "unknown_topic"
 	}
 	return "other"
 }

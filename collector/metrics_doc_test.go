@@ -24,6 +24,7 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.Classes.WithLabelValues("p", "c").Inc()
 	m.Skewed.WithLabelValues("p").Inc()
 	m.BadTraceParent.WithLabelValues("p").Inc()
+	m.WithoutMetadata.WithLabelValues("missing").Inc()
 	m.ProbeSent.WithLabelValues("b").Inc()
 	m.ProbeLost.WithLabelValues("b").Inc()
 	m.ProbeDup.WithLabelValues("b").Inc()

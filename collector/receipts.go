@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -14,10 +16,11 @@ import (
 )
 
 // TopicInfo answers what the paths need to know about source topics (internal/kafka's Metadata satisfies it): the
-// leader broker whose clock stamped a LogAppendTime, and what a topic's timestamps mean.
+// leader broker whose clock stamped a LogAppendTime, and what a topic's timestamps mean. Topic never blocks: a name
+// being looked up answers kafka.TopicPending, and Await's channel closes when its lookup settles.
 type TopicInfo interface {
-	Leader(topic string, partition int32) int32
-	TimestampType(topic string) kafka.TimestampType
+	Topic(name string) *kafka.TopicView
+	Await(name string) <-chan struct{}
 }
 
 // pathDeps are what every path shares.
@@ -34,16 +37,54 @@ type pathDeps struct {
 	live    liveHistograms
 	health  health
 	tracer  *hopTracer // nil: tracing off
-	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds).
+	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds), each
+	// with the Unix second it was last seen (*atomic.Int64); groups idle longer than the idle TTL are forgotten.
 	instrumented sync.Map
+}
+
+// touchInstrumented records that group sent a receipt at now.
+func (d *pathDeps) touchInstrumented(group string, now time.Time) {
+	t := now.Unix()
+	v, ok := d.instrumented.Load(group)
+	if !ok {
+		v, _ = d.instrumented.LoadOrStore(group, new(atomic.Int64))
+	}
+	if seen := v.(*atomic.Int64); seen.Load() != t {
+		seen.Store(t)
+	}
+}
+
+// isInstrumented reports whether group sent a receipt within the idle TTL.
+func (d *pathDeps) isInstrumented(group string) bool {
+	_, ok := d.instrumented.Load(group)
+	return ok
 }
 
 // write hands rows to the sink and marks next once they are acknowledged (at-least-once). acked, if not nil, is
 // called when this batch's rows are acknowledged, before the in-order mark.
 func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows store.Rows, acked func(), mark func(int64)) error {
+	return d.submit(ctx, path, b, d.reserve(b, mark), rows, acked)
+}
+
+// reservation is a batch's place in its partition's in-order marks, taken when the batch is read: its rows may be
+// handed to the sink later (a receipts batch waiting for topic metadata) without a later batch's mark overtaking it.
+type reservation struct {
+	m    *marker
+	seg  *segment
+	next int64 // the offset after the batch's last record
+}
+
+// reserve takes b's place in the marks (in read order).
+func (d *pathDeps) reserve(b kafka.Batch, mark func(int64)) reservation {
 	next := b.Records[len(b.Records)-1].Offset + 1
 	m := d.markers.get(b.Topic, b.Partition, b.Generation, mark)
-	seg := m.add(next)
+	return reservation{m: m, seg: m.add(next), next: next}
+}
+
+// submit hands b's rows to the sink under reservation res and marks res once they are acknowledged. acked, if not
+// nil, is called when the rows are acknowledged, before the in-order mark.
+func (d *pathDeps) submit(ctx context.Context, path string, b kafka.Batch, res reservation, rows store.Rows, acked func()) error {
+	m, seg, next := res.m, res.seg, res.next
 	n := rows.Len()
 	if n == 0 {
 		if acked != nil {
@@ -117,10 +158,25 @@ func received(rec *kafka.Record, now func() time.Time) time.Time {
 
 // Receipts is the receipts path: it decodes receipt batches from the receipts topic, corrects every receipt's stamps
 // through the latency engine and writes one latency row per receipt.
+//
+// A receipt whose append stamp needs its topic's metadata (the leader of a LogAppendTime topic, or the timestamp
+// type the consumer did not declare) never waits for Kafka on the record path: while the topic is being looked up
+// its record is parked on the topic (see parking) and the partition reads on; the batch's rows go to the sink once
+// its parked records are processed. A receipt naming a topic the cluster does not know is stored without the
+// leader's stamp and counted; one naming a new unknown topic while collector.metadata.max_unknown_topics are tracked
+// is dead-lettered (reason unknown_topic).
 type Receipts struct {
 	*pathDeps
 	stored  storedOffsets
 	pending pendingRows
+	park    parking
+}
+
+// newReceipts returns the receipts path; ctx bounds its background work (the parked records' waiters).
+func newReceipts(ctx context.Context, d *pathDeps) *Receipts {
+	p := &Receipts{pathDeps: d}
+	p.park.ctx = ctx
+	return p
 }
 
 // pendingRows keeps, per partition of the receipts topic, the rows made from each record until the sink
@@ -256,52 +312,154 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 		bad  []kafka.Record
 		errs []error
 		buf  []instrument.Receipt
-		rows store.Rows
 	)
+	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
+	rb := &receiptBatch{ctx: ctx, b: b, left: 1, from: from, to: to}
+	rb.res = p.reserve(b, func(next int64) {
+		p.stored.advance(part, next)
+		mark(next)
+	})
 	now := p.clock()
 	var cache batchCache
 	defer cache.flush(p.metrics, PathReceipts)
 	for i := range b.Records {
 		off := b.Records[i].Offset
-		if p.stored.stored(b.Partition, off) {
+		if p.stored.stored(part, off) {
 			continue // read again after an uncommitted session ended: its rows are stored already
 		}
-		if again, ok := p.pending.get(b.Partition, off); ok {
-			rows.Latency = append(rows.Latency, again...) // read again after the writer gave up on it: same rows
+		if again, ok := p.pending.get(part, off); ok {
+			rb.rows.Latency = append(rb.rows.Latency, again...) // read again after the writer gave up on it: same rows
 			continue
 		}
-		start := len(rows.Latency)
 		var err error
 		buf, err = instrument.DecodeReceiptBatch(buf[:0], b.Records[i].Value)
+		if err == nil {
+			var pr *parkedRecord
+			if pr, err = p.needs(buf, off); pr != nil {
+				pr.batch, pr.receipts = rb, append([]instrument.Receipt(nil), buf...) // buf is reused
+				rb.hold()
+				parked, perr := p.park.admit(ctx, pr, p)
+				if perr != nil {
+					return perr // ctx ended
+				}
+				if parked {
+					continue
+				}
+				rb.release()
+			}
+		}
 		if err != nil {
 			bad = append(bad, b.Records[i])
 			errs = append(errs, err)
 			continue
 		}
-		for j := range buf {
-			if j == 0 || buf[j].Group != buf[j-1].Group {
-				p.instrumented.Store(buf[j].Group, struct{}{})
-			}
-			if rows.Latency == nil { // most records of a batch hold as many receipts as the first
-				rows.Latency = make([]store.LatencyRow, 0, len(buf)*len(b.Records))
-			}
-			rows.Latency = append(rows.Latency, p.row(&buf[j], now, &cache))
-		}
-		p.pending.put(b.Partition, off, rows.Latency[start:])
+		rb.rows.Latency = p.rows(rb.rows.Latency, part, off, buf, now, &cache, len(b.Records))
 	}
 	if len(bad) > 0 {
 		if err := p.deadLetter(ctx, PathReceipts, bad, errs); err != nil {
 			return err
 		}
 	}
-	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
-	return p.write(ctx, PathReceipts, b, rows, func() {
+	if !rb.release() {
+		return nil // records wait for topic metadata: the last of them to be processed hands the batch to the sink
+	}
+	return p.submitBatch(rb)
+}
+
+// rows appends to dst the rows of the receipts rs decoded from the record at offset of receipts partition part,
+// remembering them until acknowledged (pendingRows). hint sizes a first allocation.
+func (p *Receipts) rows(dst []store.LatencyRow, part int32, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
+	start := len(dst)
+	for j := range rs {
+		if j == 0 || rs[j].Group != rs[j-1].Group {
+			p.touchInstrumented(rs[j].Group, now)
+		}
+		if dst == nil { // most records of a batch hold as many receipts as the first
+			dst = make([]store.LatencyRow, 0, len(rs)*hint)
+		}
+		dst = append(dst, p.row(&rs[j], now, cache))
+	}
+	p.pending.put(part, off, dst[start:])
+	return dst
+}
+
+// submitBatch hands a complete receipts batch's rows to the sink; its records are remembered as stored once acked.
+func (p *Receipts) submitBatch(rb *receiptBatch) error {
+	part, from, to := rb.b.Partition, rb.from, rb.to
+	rows := rb.rows
+	if len(rb.parkedRows) > 0 {
+		rows.Latency = append(rows.Latency, rb.parkedRows...)
+	}
+	return p.submit(rb.ctx, PathReceipts, rb.b, rb.res, rows, func() {
 		p.stored.acked(part, from, to)
 		p.pending.release(part, from, to)
-	}, func(next int64) {
-		p.stored.advance(part, next)
-		mark(next)
 	})
+}
+
+// needs reports whether the receipts rs of the record at offset must wait for topic metadata: it returns the record
+// to park (naming every topic its receipts name, and those still being looked up), or nil. It returns an error,
+// for the dead-letter topic, when a receipt needs the metadata of a topic the cache refuses to track (too many
+// unknown names).
+func (p *Receipts) needs(rs []instrument.Receipt, off int64) (*parkedRecord, error) {
+	var topics, waitOn []string
+	for j := range rs {
+		r := &rs[j]
+		if j > 0 && r.Topic == rs[j-1].Topic {
+			continue
+		}
+		if !slices.Contains(topics, r.Topic) {
+			topics = append(topics, r.Topic)
+		}
+		if !needsMetadata(r) {
+			continue
+		}
+		switch v := p.meta.Topic(r.Topic); v.State {
+		case kafka.TopicPending:
+			if !slices.Contains(waitOn, r.Topic) {
+				waitOn = append(waitOn, r.Topic)
+			}
+		case kafka.TopicOverflow:
+			return nil, fmt.Errorf("receipt names topic %q, unknown to this collector, while collector.metadata.max_unknown_topics names unknown to the cluster are tracked: %w",
+				r.Topic, errUnknownTopic)
+		}
+	}
+	if len(waitOn) == 0 && !p.park.busy(topics) {
+		return nil, nil
+	}
+	return &parkedRecord{offset: off, topics: topics, waitOn: waitOn}, nil
+}
+
+// needsMetadata reports whether a receipt's stamps depend on its topic's metadata: a record timestamp that is an
+// append stamp (its leader) or whose meaning the consumer did not declare (the topic's timestamp type).
+func needsMetadata(r *instrument.Receipt) bool {
+	return r.HasRecordTimestamp && (r.TimestampType == instrument.TimestampUnknown || r.TimestampType == instrument.TimestampLogAppend)
+}
+
+// receiptBatch is a receipts batch on its way to the sink. Its rows are submitted, under the reservation taken
+// when it was read, by whoever completes it: the handler when none of its records was parked, else the processing
+// of its last parked record.
+type receiptBatch struct {
+	ctx      context.Context // the batch's session
+	b        kafka.Batch
+	res      reservation
+	from, to int64      // its records' offsets
+	rows     store.Rows // the handler's rows (only the handler touches them until it releases)
+
+	mu         sync.Mutex         // guards left, lost, parkedRows
+	left       int                // parked records not yet processed, plus 1 while the handler runs
+	lost       bool               // a parked record was abandoned (its session ended): the batch is never submitted
+	parkedRows []store.LatencyRow // rows of its parked records, processed in their topics' order
+}
+
+func (rb *receiptBatch) hold() { rb.mu.Lock(); rb.left++; rb.mu.Unlock() }
+
+// release drops one hold (the handler's, or a parked record's once processed) and reports whether the batch is
+// now complete and to be submitted.
+func (rb *receiptBatch) release() bool {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.left--
+	return rb.left == 0 && !rb.lost
 }
 
 // batchCache keeps, across the receipts of one batch, what consecutive receipts almost always share (they come
@@ -318,8 +476,13 @@ type batchCache struct {
 	brokerID     latency.HostID
 	createHost   string // producer@topic
 	live         *liveSeries
+	liveFull     bool             // live is nil because collector.max_live_series pairs have series
+	view         *kafka.TopicView // the topic's metadata, looked up on the first receipt that needs it
 	classes      [latency.NumClasses]int
 	skewed       int
+	overflow     int // live observations not recorded: their pair had no series (max_live_series)
+	// noMeta counts receipts that needed their topic's metadata and had none, by the view's state.
+	noMeta [kafka.TopicOverflow + 1]int
 }
 
 func (c *batchCache) flush(m *Metrics, path string) {
@@ -331,14 +494,31 @@ func (c *batchCache) flush(m *Metrics, path string) {
 	if c.skewed > 0 {
 		m.Skewed.WithLabelValues(path).Add(float64(c.skewed))
 	}
+	if c.overflow > 0 {
+		m.LiveOverflow.Add(float64(c.overflow))
+	}
+	for st, n := range c.noMeta {
+		if n > 0 {
+			m.WithoutMetadata.WithLabelValues(kafka.TopicState(st).String()).Add(float64(n))
+		}
+	}
 	*c = batchCache{}
+}
+
+// topicView returns the metadata of r's topic, cached for the run of receipts c is for.
+func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicView {
+	if c.view == nil {
+		c.view = p.meta.Topic(r.Topic)
+	}
+	return c.view
 }
 
 // row corrects one receipt.
 func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
 	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
-		classes, skewed := c.classes, c.skewed
+		classes, skewed, noMeta, overflow := c.classes, c.skewed, c.noMeta, c.overflow
 		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
+			noMeta: noMeta, overflow: overflow,
 			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, leader: -2}
 	}
 	var rec latency.Record
@@ -357,7 +537,7 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 	tt := r.TimestampType
 	if tt == instrument.TimestampUnknown && r.HasRecordTimestamp {
 		if c.tt == 255 { // not looked up yet in this batch
-			c.tt = instrument.TimestampType(p.meta.TimestampType(r.Topic))
+			c.tt = instrument.TimestampType(p.topicView(r, c).TimestampType)
 		}
 		tt = c.tt
 	}
@@ -374,7 +554,7 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 		switch tt {
 		case instrument.TimestampLogAppend:
 			if c.leader == -2 {
-				c.leader = p.meta.Leader(r.Topic, r.Partition)
+				c.leader = p.topicView(r, c).Leader(r.Partition)
 				if c.leader >= 0 {
 					c.broker = brokerHost(c.leader)
 					c.brokerID = p.hosts.id(c.broker)
@@ -396,6 +576,11 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 			}
 		}
 	}
+	if c.view != nil && c.view.State != kafka.TopicKnown && needsMetadata(r) {
+		// No such topic, its lookup failed, or (rarely: an expired answer was dropped after the record was checked)
+		// it is being looked up again: the row has no leader's stamp.
+		c.noMeta[c.view.State]++
+	}
 	res := c.path.Observe(rec)
 	c.classes[res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
@@ -413,10 +598,15 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 		}
 	}
 	if res.Live {
-		if c.live == nil {
-			c.live = p.live.get(p.metrics, r.Group, r.Topic)
+		if c.live == nil && !c.liveFull {
+			c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
+			c.liveFull = c.live == nil
 		}
-		c.live.observe(&res, exemplar, now)
+		if c.live != nil {
+			c.live.observe(&res, exemplar, now)
+		} else {
+			c.overflow++ // over collector.max_live_series: the row is stored, the histograms miss it
+		}
 	}
 	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
 }

@@ -12,8 +12,8 @@ import (
 // metaByTopic answers timestamp types per topic, leader 7 everywhere.
 type metaByTopic map[string]kafka.TimestampType
 
-func (m metaByTopic) Leader(string, int32) int32                 { return 7 }
-func (m metaByTopic) TimestampType(t string) kafka.TimestampType { return m[t] }
+func (m metaByTopic) Topic(t string) *kafka.TopicView { return knownTopic(m[t], 7) }
+func (m metaByTopic) Await(string) <-chan struct{}    { return closedAwait }
 
 // TestReceiptRecordTimestampMeaning: what the record timestamp of a receipt becomes depends on the topic's
 // timestamp type (case C28): the leader's append stamp on LogAppendTime, the produce stamp of an unnamed producer

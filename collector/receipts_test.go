@@ -42,10 +42,20 @@ func (d *fakeDLQ) Send(_ context.Context, _ string, recs []kafka.Record, reasons
 	return nil
 }
 
+// fakeMeta knows every topic: LogAppendTime, 8 partitions led by broker 1.
 type fakeMeta struct{}
 
-func (fakeMeta) Leader(string, int32) int32               { return 1 }
-func (fakeMeta) TimestampType(string) kafka.TimestampType { return kafka.TimestampLogAppend }
+func (fakeMeta) Topic(string) *kafka.TopicView { return knownTopic(kafka.TimestampLogAppend, 1) }
+func (fakeMeta) Await(string) <-chan struct{}  { return closedAwait }
+func knownTopic(tt kafka.TimestampType, leader int32) *kafka.TopicView {
+	v := &kafka.TopicView{State: kafka.TopicKnown, TimestampType: tt}
+	for range 8 {
+		v.Partitions = append(v.Partitions, kafka.PartitionInfo{Leader: leader, LeaderEpoch: 0})
+	}
+	return v
+}
+
+var closedAwait = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func newTestDeps(t *testing.T, now time.Time) (*pathDeps, *fakeSink, *fakeDLQ) {
 	t.Helper()

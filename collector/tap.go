@@ -55,13 +55,32 @@ func (t *Tap) sampled(topic string, partition int32, offset int64) bool {
 	return x < t.threshold
 }
 
+// topicView returns the metadata of a tapped topic, waiting for its first lookup (the tap's topics are the
+// operator's own, few, and exist; a lookup settles within the cache's request timeout) or until ctx ends.
+func (t *Tap) topicView(ctx context.Context, topic string) (*kafka.TopicView, error) {
+	v := t.meta.Topic(topic)
+	if v.State != kafka.TopicPending {
+		return v, nil
+	}
+	select {
+	case <-t.meta.Await(topic):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return t.meta.Topic(topic), nil
+}
+
 // HandleBatch is the tap's kafka.BatchHandler.
 func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 	t.metrics.Records.WithLabelValues(PathTap).Add(float64(len(b.Records)))
 	var rows store.Rows
 	var bad []kafka.Record
 	var errs []error
-	tt := t.meta.TimestampType(b.Topic)
+	view, err := t.topicView(ctx, b.Topic)
+	if err != nil {
+		return err // ctx ended
+	}
+	tt, leader := view.TimestampType, view.Leader(b.Partition)
 	path := t.engine.Path(t.group, b.Topic, b.Partition)
 	for i := range b.Records {
 		rec := &b.Records[i]
@@ -93,7 +112,7 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			ms := rec.Timestamp.UnixMilli()
 			switch tt {
 			case kafka.TimestampLogAppend:
-				if leader := t.meta.Leader(rec.Topic, rec.Partition); leader >= 0 {
+				if leader >= 0 {
 					broker = brokerHost(leader)
 					lr.Stamps[latency.Append] = latency.MillisStamp(t.hosts.id(broker), ms)
 					raw.append = ms

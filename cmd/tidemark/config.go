@@ -61,6 +61,8 @@ type latencyConfig struct {
 	MaxSkew time.Duration `yaml:"max_skew"`
 	// MaxAge: a stamp further than this on the normal side is invalid (default 400 days).
 	MaxAge time.Duration `yaml:"max_age"`
+	// MaxPaths bounds the engine's per-(group, topic, partition) state (default 20000; latency.Config.MaxPaths).
+	MaxPaths int `yaml:"max_paths"`
 }
 
 type httpConfig struct {
@@ -176,6 +178,7 @@ func (c *runConfig) engineConfig() latency.Config {
 		ReferenceHost: c.Collector.ReferenceHost,
 		Bounds:        latency.Bounds{MaxAge: c.Latency.MaxAge, MaxSkew: c.Latency.MaxSkew},
 		Window:        c.Latency.Window, EnvelopeWindow: c.Latency.EnvelopeWindow, SkewTolerance: c.Latency.SkewTolerance,
+		MaxPaths: c.Latency.MaxPaths,
 	}
 }
 

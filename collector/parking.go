@@ -1,0 +1,240 @@
+package collector
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// maxParkedReceipts bounds the receipts parked at once (about 250 bytes each decoded, so some 16 MB). Past it the
+// receipts handler waits for room (backpressure: the partition is not read meanwhile), which happens only when the
+// cluster answers metadata lookups far slower than receipts arrive.
+const maxParkedReceipts = 1 << 16
+
+// parking holds the receipt records that must wait for a topic's metadata, so that a lookup never blocks the record
+// path (issue 10: one writer of receipts naming made-up topics froze the receipts path for minutes).
+//
+// Records are parked per topic, in arrival order: a record is queued on every topic its receipts name, and it is
+// processed only once it is at the head of each of those queues and none of the topics it waits for is still being
+// looked up. So the receipts of one (group, topic, partition) reach the latency engine in the order they were
+// read (the engine classifies replays by that order), while records of other topics go on at once. One goroutine
+// waits per pending topic (on kafka.Metadata.Await, shared by every record of that topic), bounded by the cache's
+// bound on unknown names; when the topic's lookup settles it processes the records that became ready and hands
+// completed batches to the sink.
+//
+// A parked record whose session has ended is dropped unprocessed (its offset was never marked: the next session
+// reads it again), so a stop or a rebalance never waits for a lookup.
+type parking struct {
+	ctx context.Context // ends the waiters (the collector's run); nil is Background
+
+	count atomic.Int64 // records parked: lets busy skip the lock while nothing is parked
+
+	mu       sync.Mutex // guards the fields below
+	queues   map[string][]*parkedRecord
+	waiting  map[string]bool // topics with a waiter
+	receipts int             // receipts parked, ≤ maxParkedReceipts (or one record above it)
+	room     chan struct{}   // closed and replaced when receipts decreases
+}
+
+// parkedRecord is one receipt record waiting in parking.
+type parkedRecord struct {
+	batch    *receiptBatch
+	offset   int64
+	receipts []instrument.Receipt
+	topics   []string // every topic its receipts name
+	waitOn   []string // those being looked up when it was read
+	taken    bool     // being processed (still at the head of its queues until done)
+}
+
+// busy reports whether a record naming topics must queue behind parked ones.
+func (k *parking) busy(topics []string) bool {
+	if k.count.Load() == 0 {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range topics {
+		if len(k.queues[t]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// admit parks r unless, by now, it need not wait (every topic it waits for has settled and none of its topics has
+// a queue), waiting for room first while maxParkedReceipts are parked. It returns ctx's error if ctx ends while
+// waiting for room.
+func (k *parking) admit(ctx context.Context, r *parkedRecord, p *Receipts) (bool, error) {
+	k.mu.Lock()
+	for {
+		must := false
+		for _, t := range r.topics {
+			must = must || len(k.queues[t]) > 0
+		}
+		for _, t := range r.waitOn {
+			must = must || p.meta.Topic(t).State == kafka.TopicPending
+		}
+		if !must {
+			k.mu.Unlock()
+			return false, nil
+		}
+		if k.receipts == 0 || k.receipts+len(r.receipts) <= maxParkedReceipts {
+			break
+		}
+		if k.room == nil {
+			k.room = make(chan struct{})
+		}
+		room := k.room
+		k.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		k.mu.Lock()
+	}
+	if k.queues == nil {
+		k.queues, k.waiting = map[string][]*parkedRecord{}, map[string]bool{}
+	}
+	for _, t := range r.topics {
+		k.queues[t] = append(k.queues[t], r)
+	}
+	k.receipts += len(r.receipts)
+	k.count.Add(1)
+	p.metrics.Parked.Add(float64(len(r.receipts)))
+	for _, t := range r.waitOn {
+		k.waitLocked(t, p)
+	}
+	k.mu.Unlock()
+	return true, nil
+}
+
+// waitLocked starts topic's waiter unless it has one. Caller holds k.mu.
+func (k *parking) waitLocked(topic string, p *Receipts) {
+	if k.waiting[topic] {
+		return
+	}
+	k.waiting[topic] = true
+	ctx := k.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	go func() {
+		select {
+		case <-p.meta.Await(topic):
+		case <-ctx.Done():
+		}
+		k.mu.Lock()
+		delete(k.waiting, topic)
+		k.mu.Unlock()
+		k.release(p, []string{topic})
+	}()
+}
+
+// ready reports whether r may be processed now: at the head of each of its queues, and no topic it waits for still
+// pending (a pending one gets a waiter, which calls release when it settles). Caller holds k.mu.
+func (k *parking) readyLocked(r *parkedRecord, p *Receipts) bool {
+	for _, t := range r.topics {
+		if q := k.queues[t]; len(q) == 0 || q[0] != r {
+			return false
+		}
+	}
+	ok := true
+	for _, t := range r.waitOn {
+		if p.meta.Topic(t).State == kafka.TopicPending {
+			k.waitLocked(t, p)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// release processes, in order, every parked record at the head of topics' queues that is ready, and those that
+// become ready as records ahead of them are done; then it hands the batches this completed to the sink. Records
+// leave their queues as soon as they are processed, before any write: a write blocked by the writer's
+// backpressure must not keep later records of the topic parked (they go to the handler's own, blocking, writes,
+// which is what stops the partition being read).
+func (k *parking) release(p *Receipts, topics []string) {
+	var complete []*receiptBatch
+	released := 0
+	for len(topics) > 0 {
+		k.mu.Lock()
+		var ready []*parkedRecord
+		for _, t := range topics {
+			if q := k.queues[t]; len(q) > 0 && !q[0].taken && k.readyLocked(q[0], p) {
+				q[0].taken = true
+				ready = append(ready, q[0])
+			}
+		}
+		k.mu.Unlock()
+		topics = topics[:0:0]
+		for _, r := range ready {
+			k.process(p, r)
+			k.mu.Lock()
+			for _, t := range r.topics {
+				q := k.queues[t]
+				if len(q) > 0 && q[0] == r {
+					q[0] = nil
+					q = q[1:]
+				}
+				if len(q) == 0 {
+					delete(k.queues, t)
+				} else {
+					k.queues[t] = q
+				}
+				if !slices.Contains(topics, t) {
+					topics = append(topics, t)
+				}
+			}
+			k.receipts -= len(r.receipts)
+			k.count.Add(-1)
+			if k.room != nil {
+				close(k.room)
+				k.room = nil
+			}
+			k.mu.Unlock()
+			released += len(r.receipts)
+			if rb := r.batch; rb.release() {
+				complete = append(complete, rb)
+			}
+		}
+	}
+	for _, rb := range complete {
+		if err := p.submitBatch(rb); err != nil {
+			p.log.Debug("parked receipts not written: their session ended", "err", err)
+		}
+	}
+	p.metrics.Parked.Sub(float64(released)) // last: a test that sees 0 sees the batches handed over
+}
+
+// process makes r's rows into its batch, unless its session has ended (then the batch is lost: the next session
+// reads the records again).
+func (k *parking) process(p *Receipts, r *parkedRecord) {
+	rb := r.batch
+	if rb.ctx.Err() != nil {
+		rb.mu.Lock()
+		rb.lost = true
+		rb.mu.Unlock()
+		return
+	}
+	part := rb.b.Partition
+	var rows []store.LatencyRow
+	if p.stored.stored(part, r.offset) {
+		return // a copy read in an earlier session was stored meanwhile
+	}
+	var cache batchCache
+	if again, ok := p.pending.get(part, r.offset); ok {
+		rows = again // a copy read in an earlier session was processed meanwhile: same rows
+	} else {
+		rows = p.rows(nil, part, r.offset, r.receipts, p.clock(), &cache, 1)
+		cache.flush(p.metrics, PathReceipts)
+	}
+	rb.mu.Lock()
+	rb.parkedRows = append(rb.parkedRows, rows...)
+	rb.mu.Unlock()
+}

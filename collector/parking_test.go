@@ -1,0 +1,238 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// stagedMeta is a TopicInfo whose answers the test sets: a topic is pending until settle gives its view.
+type stagedMeta struct {
+	mu      sync.Mutex
+	views   map[string]*kafka.TopicView
+	pending map[string]chan struct{}
+}
+
+func newStagedMeta() *stagedMeta {
+	return &stagedMeta{views: map[string]*kafka.TopicView{}, pending: map[string]chan struct{}{}}
+}
+
+func (m *stagedMeta) Topic(name string) *kafka.TopicView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.views[name]; ok {
+		return v
+	}
+	if _, ok := m.pending[name]; !ok {
+		m.pending[name] = make(chan struct{})
+	}
+	return &kafka.TopicView{State: kafka.TopicPending}
+}
+
+func (m *stagedMeta) Await(name string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.pending[name]; ok {
+		return c
+	}
+	return closedAwait
+}
+
+func (m *stagedMeta) settle(name string, v *kafka.TopicView) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.views[name] = v
+	if c, ok := m.pending[name]; ok {
+		close(c)
+		delete(m.pending, name)
+	}
+}
+
+// writes returns what the fake sink was given so far.
+func (s *fakeSink) writes() []store.Rows {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Rows(nil), s.rows...)
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// appendReceipt is a receipt whose record timestamp is an append stamp: it needs its topic's leader.
+func appendReceipt(topic string, offset int64, at time.Time) instrument.Receipt {
+	return instrument.Receipt{Group: "g", Topic: topic, Partition: 0, Offset: offset, TimestampType: instrument.TimestampLogAppend,
+		RecordTimestampMs: at.UnixMilli(), HasRecordTimestamp: true, ProcessedNs: at.Add(5 * time.Millisecond).UnixNano(), Host: "c1"}
+}
+
+// TestParkedTopicDoesNotHoldThePartition is issue 10's freeze, at the handler: a record whose receipts need the
+// metadata of a topic still being looked up is parked and the handler returns at once; a later batch of other
+// topics is written meanwhile; when the lookup settles the parked batch is written, and offsets are still marked in
+// read order. Before the fix the handler itself waited for a synchronous lookup (about 1 s per unknown topic).
+func TestParkedTopicDoesNotHoldThePartition(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, at.Add(time.Second))
+	meta := newStagedMeta()
+	meta.settle("known", knownTopic(kafka.TimestampLogAppend, 3))
+	deps.meta = meta
+	p := newReceipts(t.Context(), deps)
+	var mu sync.Mutex
+	var marks []int64
+	mark := func(n int64) { mu.Lock(); marks = append(marks, n); mu.Unlock() }
+	b1 := kafka.Batch{Topic: "rc", Records: []kafka.Record{
+		receiptRecord(t, 0, appendReceipt("new-topic", 100, at)),
+		receiptRecord(t, 1, appendReceipt("known", 7, at)),
+	}}
+	if err := p.HandleBatch(t.Context(), b1, mark); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.writes()); n != 0 {
+		t.Fatalf("%d writes while the batch waits for new-topic's metadata, want 0", n)
+	}
+	if v := testutil.ToFloat64(deps.metrics.Parked); v != 1 {
+		t.Fatalf("parked receipts %v, want 1", v)
+	}
+	b2 := kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 2, appendReceipt("known", 8, at))}}
+	if err := p.HandleBatch(t.Context(), b2, mark); err != nil {
+		t.Fatal(err)
+	}
+	if w := sink.writes(); len(w) != 1 || w[0].Latency[0].Offset != 8 {
+		t.Fatalf("the later batch was not written while the first waits: %+v", w)
+	}
+	sink.acks[0](nil) // batch 2 acknowledged first: nothing may be marked before batch 1
+	if len(marks) != 0 {
+		t.Fatalf("marks %v before the first batch was written", marks)
+	}
+	meta.settle("new-topic", knownTopic(kafka.TimestampLogAppend, 5))
+	waitUntil(t, "the parked batch's write", func() bool { return len(sink.writes()) == 2 })
+	w := sink.writes()[1]
+	if len(w.Latency) != 2 {
+		t.Fatalf("parked batch wrote %d rows, want 2", len(w.Latency))
+	}
+	for _, r := range w.Latency {
+		want := map[string]string{"new-topic": "broker-5", "known": "broker-3"}[r.Topic]
+		if r.BrokerHost != want || r.AppendMs != at.UnixMilli() {
+			t.Fatalf("row %s/%d: broker %q append %d, want %s and the append stamp", r.Topic, r.Offset, r.BrokerHost, r.AppendMs, want)
+		}
+	}
+	sink.mu.Lock()
+	ack := sink.acks[1]
+	sink.mu.Unlock()
+	ack(nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(marks) != 1 || marks[0] != 3 {
+		t.Fatalf("marks %v, want [3]: both batches in one in-order mark", marks)
+	}
+	if v := testutil.ToFloat64(deps.metrics.Parked); v != 0 {
+		t.Fatalf("parked receipts %v after the lookup, want 0", v)
+	}
+}
+
+// TestParkedRecordsKeepTheirTopicsOrder: records of a topic being looked up are processed in the order they were
+// read, and a record of that topic read while earlier ones are parked queues behind them even though the lookup has
+// settled by then: the engine sees each path's receipts in order, so none is taken for a redelivery.
+func TestParkedRecordsKeepTheirTopicsOrder(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, at.Add(time.Second))
+	meta := newStagedMeta()
+	deps.meta = meta
+	p := newReceipts(t.Context(), deps)
+	// Two records of topic T: the first waits for T, the second has a declared CreateTime (needs no metadata) but
+	// must still queue behind the first, as it shares the path (g, T, 0).
+	second := appendReceipt("T", 101, at)
+	second.TimestampType = instrument.TimestampCreate
+	b := kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, appendReceipt("T", 100, at)), receiptRecord(t, 1, second)}}
+	if err := p.HandleBatch(t.Context(), b, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(deps.metrics.Parked); v != 2 {
+		t.Fatalf("parked receipts %v, want 2 (the second queued behind the first)", v)
+	}
+	meta.settle("T", knownTopic(kafka.TimestampLogAppend, 1))
+	waitUntil(t, "the parked batch's write", func() bool { return len(sink.writes()) == 1 })
+	rows := sink.writes()[0].Latency
+	if len(rows) != 2 || rows[0].Offset != 100 || rows[1].Offset != 101 {
+		t.Fatalf("rows %+v, want offsets 100 then 101", rows)
+	}
+	for _, r := range rows {
+		if r.Class != store.ClassLive {
+			t.Fatalf("offset %d classified %v, want live: processed out of order", r.Offset, r.Class)
+		}
+	}
+}
+
+// TestParkedRecordOfEndedSessionIsDropped: when the session a parked record was read in ends before its topic's
+// lookup settles, the record is dropped unprocessed (its offset was never marked: the next session reads it again),
+// so a stop never waits for a lookup and the engine never sees the receipt twice.
+func TestParkedRecordOfEndedSessionIsDropped(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, at.Add(time.Second))
+	meta := newStagedMeta()
+	deps.meta = meta
+	p := newReceipts(t.Context(), deps)
+	session, end := context.WithCancel(t.Context())
+	if err := p.HandleBatch(session, kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, appendReceipt("T", 100, at))}}, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	end()
+	meta.settle("T", knownTopic(kafka.TimestampLogAppend, 1))
+	waitUntil(t, "the parked record to be dropped", func() bool { return testutil.ToFloat64(deps.metrics.Parked) == 0 })
+	if w := sink.writes(); len(w) != 0 {
+		t.Fatalf("writes %+v for a batch of an ended session", w)
+	}
+	// The next session reads it again and, T known now, writes it at once.
+	if err := p.HandleBatch(t.Context(), kafka.Batch{Topic: "rc", Generation: 1, Records: []kafka.Record{receiptRecord(t, 0, appendReceipt("T", 100, at))}}, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if w := sink.writes(); len(w) != 1 || w[0].Latency[0].Class != store.ClassLive {
+		t.Fatalf("re-read: %+v, want one live row", w)
+	}
+}
+
+// TestUnknownTopicReceipts: a receipt naming a topic the cluster does not know is stored without the leader's stamp
+// and counted; one naming a new unknown topic while the cache tracks all it may is dead-lettered with the reason.
+func TestUnknownTopicReceipts(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, sink, dlq := newTestDeps(t, at.Add(time.Second))
+	meta := newStagedMeta()
+	meta.settle("gone", &kafka.TopicView{State: kafka.TopicMissing})
+	meta.settle("flood", &kafka.TopicView{State: kafka.TopicOverflow, Err: kafka.ErrTooManyUnknownTopics})
+	deps.meta = meta
+	p := newReceipts(t.Context(), deps)
+	b := kafka.Batch{Topic: "rc", Records: []kafka.Record{
+		receiptRecord(t, 0, appendReceipt("gone", 1, at), appendReceipt("gone", 2, at)),
+		receiptRecord(t, 1, appendReceipt("flood", 1, at)),
+	}}
+	if err := p.HandleBatch(t.Context(), b, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	w := sink.writes()
+	if len(w) != 1 || len(w[0].Latency) != 2 || w[0].Latency[0].BrokerHost != "" || w[0].Latency[0].AppendMs != 0 {
+		t.Fatalf("rows of the missing topic: %+v, want two without a leader's stamp", w)
+	}
+	if v := testutil.ToFloat64(deps.metrics.WithoutMetadata.WithLabelValues("missing")); v != 2 {
+		t.Fatalf("receipts without metadata %v, want 2", v)
+	}
+	if len(dlq.recs) != 1 || dlq.recs[0].Offset != 1 || !errors.Is(dlq.reasons[0], errUnknownTopic) {
+		t.Fatalf("dead letters %+v %v, want record 1 for its unknown topic", dlq.recs, dlq.reasons)
+	}
+	if v := testutil.ToFloat64(deps.metrics.DeadLetters.WithLabelValues(PathReceipts, "unknown_topic")); v != 1 {
+		t.Fatalf("dead letters {unknown_topic} %v, want 1", v)
+	}
+}
