@@ -27,6 +27,10 @@ const maxParkedReceipts = 1 << 16
 // bound on unknown names; when the topic's lookup settles it processes the records that became ready and hands
 // completed batches to the sink.
 //
+// Parking is only for waiting on lookups: a record that is merely behind parked records whose lookups have settled
+// waits in the handler for them to be processed (CPU work, then a write), so the partition stays paused by the
+// writer's backpressure as usual, and parked records never pile up behind a full writer.
+//
 // A parked record whose session has ended is dropped unprocessed (its offset was never marked: the next session
 // reads it again), so a stop or a rebalance never waits for a lookup.
 type parking struct {
@@ -38,7 +42,7 @@ type parking struct {
 	queues   map[string][]*parkedRecord
 	waiting  map[string]bool // topics with a waiter
 	receipts int             // receipts parked, ≤ maxParkedReceipts (or one record above it)
-	room     chan struct{}   // closed and replaced when receipts decreases
+	room     chan struct{}   // closed (signalLocked) when a record leaves its queues or a lookup settles
 }
 
 // parkedRecord is one receipt record waiting in parking.
@@ -67,24 +71,31 @@ func (k *parking) busy(topics []string) bool {
 }
 
 // admit parks r unless, by now, it need not wait (every topic it waits for has settled and none of its topics has
-// a queue), waiting for room first while maxParkedReceipts are parked. It returns ctx's error if ctx ends while
-// waiting for room.
+// a queue). A record that is only behind parked records whose lookups have all settled (they are being processed
+// and handed to the sink right now) is not parked: admit waits for them to leave their queues and returns false, so
+// the handler processes and writes it itself, and the writer's backpressure still stops the partition being read.
+// While maxParkedReceipts are parked it waits for room before parking. It returns ctx's error if ctx ends while it
+// waits.
 func (k *parking) admit(ctx context.Context, r *parkedRecord, p *Receipts) (bool, error) {
 	k.mu.Lock()
 	for {
-		must := false
+		busy, lookup := false, false
 		for _, t := range r.topics {
-			must = must || len(k.queues[t]) > 0
+			busy = busy || len(k.queues[t]) > 0
 		}
 		for _, t := range r.waitOn {
-			must = must || p.meta.Topic(t).State == kafka.TopicPending
+			lookup = lookup || p.meta.Topic(t).State == kafka.TopicPending
 		}
-		if !must {
+		if !busy && !lookup {
 			k.mu.Unlock()
 			return false, nil
 		}
-		if k.receipts == 0 || k.receipts+len(r.receipts) <= maxParkedReceipts {
-			break
+		// Park when a lookup is involved (r's own, or any parked record's: one of those may be ahead of r), or
+		// there is room; else wait for the queues to move.
+		if lookup || len(k.waiting) > 0 {
+			if k.receipts == 0 || k.receipts+len(r.receipts) <= maxParkedReceipts {
+				break
+			}
 		}
 		if k.room == nil {
 			k.room = make(chan struct{})
@@ -114,6 +125,14 @@ func (k *parking) admit(ctx context.Context, r *parkedRecord, p *Receipts) (bool
 	return true, nil
 }
 
+// signalLocked wakes the handlers waiting in admit: a record left its queues or a lookup settled. Caller holds k.mu.
+func (k *parking) signalLocked() {
+	if k.room != nil {
+		close(k.room)
+		k.room = nil
+	}
+}
+
 // waitLocked starts topic's waiter unless it has one. Caller holds k.mu.
 func (k *parking) waitLocked(topic string, p *Receipts) {
 	if k.waiting[topic] {
@@ -131,6 +150,7 @@ func (k *parking) waitLocked(topic string, p *Receipts) {
 		}
 		k.mu.Lock()
 		delete(k.waiting, topic)
+		k.signalLocked()
 		k.mu.Unlock()
 		k.release(p, []string{topic})
 	}()
@@ -193,10 +213,7 @@ func (k *parking) release(p *Receipts, topics []string) {
 			}
 			k.receipts -= len(r.receipts)
 			k.count.Add(-1)
-			if k.room != nil {
-				close(k.room)
-				k.room = nil
-			}
+			k.signalLocked()
 			k.mu.Unlock()
 			released += len(r.receipts)
 			if rb := r.batch; rb.release() {

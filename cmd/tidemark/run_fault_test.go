@@ -166,3 +166,127 @@ lag_enabled: false
 		t.Fatalf("stop: %v", err)
 	}
 }
+
+// scrape returns the /metrics exposition of d (text format): each non-comment line is one series.
+func (d *daemon) scrape(t *testing.T) string {
+	t.Helper()
+	code, body := get(d.base + "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	return body
+}
+
+// seriesOf counts the exposed series of the named families and their distinct (group, topic) label sets.
+func seriesOf(body string, families ...string) (series int, pairs map[string]bool) {
+	pairs = map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		for _, f := range families {
+			if !strings.HasPrefix(line, f) {
+				continue
+			}
+			series++
+			if i, j := strings.Index(line, `group="`), strings.Index(line, `topic="`); i >= 0 && j >= 0 {
+				g := line[i+7:]
+				tp := line[j+7:]
+				pairs[g[:strings.IndexByte(g, '"')]+"/"+tp[:strings.IndexByte(tp, '"')]] = true
+			}
+		}
+	}
+	return series, pairs
+}
+
+// metricValue returns the value of the series line that starts with name (name includes its labels, if any).
+func metricValue(t *testing.T, body, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			var v float64
+			if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no series %s in /metrics", name)
+	return 0
+}
+
+// TestReceiptsOfManyGroupsKeepSeriesBounded is issue 10's item 3 on the real servers: receipts of 400 distinct
+// consumer groups reach a running `tidemark run`. Before the fix every (group, topic) kept about 51 series forever
+// (10k groups: 511k series, 60 MB scrapes). Now at most collector.max_live_series pairs have histograms (40 here),
+// the other groups' live observations are counted as overflow while every receipt is still stored in ClickHouse,
+// and after collector.idle_ttl without receipts the series and the engine's paths are gone.
+func TestReceiptsOfManyGroupsKeepSeriesBounded(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	db, conn := testenv.ClickHouseDB(t)
+	receipts := testenv.CreateTopic(t, "rc", testenv.Topic{Partitions: 3})
+	d := startRun(t, fmt.Sprintf(`kafka: {brokers: [%s]}
+clickhouse:
+  addr: [%s]
+  database: %s
+  writer: {batch_rows: 500, flush_interval: 100ms}
+collector:
+  dead_letter_topic: %s
+  receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
+  max_live_series: 40
+  idle_ttl: 3s
+lag_enabled: false
+`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, testenv.Name(t, "dlq"), receipts, testenv.Name(t, "g")))
+	const groups, perGroup = 400, 4
+	at := time.Now()
+	// One record per group: 4 receipts of one source partition, produced and processed on the same host, so the
+	// end-to-end latency (20 ms) needs no clock correction and every receipt is a live, trusted observation.
+	produceReceipts(t, receipts, groups*perGroup, perGroup, 3, func(i int) instrument.Receipt {
+		g := i / perGroup
+		return instrument.Receipt{Group: fmt.Sprintf("app-%03d", g), Topic: "orders", Partition: 0, Offset: int64(i % perGroup),
+			ProduceNs: at.UnixNano(), ProduceHost: "c1", ProcessedNs: at.Add(20 * time.Millisecond).UnixNano(), Host: "c1"}
+	})
+	if got := waitRows(t, conn, "SELECT count() FROM latency_events FINAL", groups*perGroup, 60*time.Second); got != groups*perGroup {
+		t.Fatalf("%d rows stored, want %d: every receipt is stored whatever the series bound", got, groups*perGroup)
+	}
+	body := d.scrape(t)
+	series, pairs := seriesOf(body, "tidemark_e2e_latency_seconds", "tidemark_stage_latency_seconds")
+	t.Logf("%d latency series for %d (group, topic) pairs; scrape %d bytes", series, len(pairs), len(body))
+	if len(pairs) != 40 {
+		t.Fatalf("%d (group, topic) pairs have latency series, want the bound 40", len(pairs))
+	}
+	if v := metricValue(t, body, "tidemark_collector_live_label_sets"); v != 40 {
+		t.Fatalf("live label sets %v, want 40", v)
+	}
+	// Every receipt is one live observation: 40 pairs × 4 observed, the other 360 groups' 1440 counted as overflow.
+	var observed float64
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "tidemark_e2e_latency_seconds_count") {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			observed += v
+		}
+	}
+	if overflow := metricValue(t, body, "tidemark_collector_live_overflow_total"); observed != 40*perGroup || overflow != (groups-40)*perGroup {
+		t.Fatalf("observed %v, overflow %v; want %d and %d", observed, overflow, 40*perGroup, (groups-40)*perGroup)
+	}
+	// Idle for idle_ttl: the series and the engine's paths go (the housekeeping runs every second at this TTL).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body = d.scrape(t)
+		series, _ = seriesOf(body, "tidemark_e2e_latency_seconds", "tidemark_stage_latency_seconds")
+		paths := metricValue(t, body, "tidemark_collector_engine_paths")
+		if series == 0 && paths == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the last receipt: %d latency series, %v engine paths; want none after idle_ttl 3s", series, paths)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if v := metricValue(t, body, "tidemark_collector_live_evicted_total"); v != 40 {
+		t.Fatalf("live pairs evicted %v, want 40", v)
+	}
+	if v := metricValue(t, body, "tidemark_collector_engine_paths_evicted_total"); v != groups {
+		t.Fatalf("engine paths evicted %v, want %d", v, groups)
+	}
+}
