@@ -85,6 +85,10 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--at %q: want an RFC 3339 time like 2026-11-29T12:00:00Z", at)
 				}
+				if t.Before(query.MinTime) || t.After(query.MaxTime) {
+					return fmt.Errorf("--at %s: Tidemark's tables hold times from %s to %s (ClickHouse DateTime); give an end within them",
+						at, query.MinTime.Format(time.RFC3339), query.MaxTime.Format(time.RFC3339))
+				}
 				end = t
 			}
 			for _, a := range strings.Split(addrs, ",") {

@@ -69,9 +69,32 @@ type Window struct {
 	Step     time.Duration
 }
 
+// MinTime and MaxTime are the first and the last second ClickHouse's DateTime type holds (a UInt32 of Unix seconds):
+// every time column Tidemark filters on is a DateTime. A bound outside them does not fail in ClickHouse, it wraps
+// around (2107 reads as 1971, and [1970, 2262) as an empty range), so queries must not send one.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Unix(1<<32-1, 0).UTC()
+)
+
+// CheckTime returns an error wrapping ErrBadInput, naming what, when t is outside [MinTime, MaxTime].
+func CheckTime(what string, t time.Time) error {
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return fmt.Errorf("%s %s is outside the times ClickHouse's DateTime columns hold (%s to %s): %w", what,
+			t.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339), ErrBadInput)
+	}
+	return nil
+}
+
 func (w Window) validate() error {
 	if !w.To.After(w.From) {
 		return fmt.Errorf("time range %s..%s is empty: %w", w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339), ErrBadInput)
+	}
+	// To is exclusive, but it is sent as a DateTime too: MaxTime is the latest end (its own second is left out).
+	if w.From.Before(MinTime) || w.To.After(MaxTime) {
+		return fmt.Errorf("time range %s..%s reaches outside the times ClickHouse's DateTime columns hold (%s to %s): choose a range within them: %w",
+			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339),
+			MaxTime.Format(time.RFC3339), ErrBadInput)
 	}
 	if w.Step < time.Second {
 		return fmt.Errorf("step %s: must be at least 1s: %w", w.Step, ErrBadInput)

@@ -213,3 +213,22 @@ func TestClassify(t *testing.T) {
 		t.Error("a plain error is not the server's")
 	}
 }
+
+// TestWindowWithinDateTime: a window must lie within what DateTime holds, [MinTime, MaxTime] with the exclusive end
+// at most MaxTime; one second outside either end is a bad input, not a query ClickHouse would wrap around.
+func TestWindowWithinDateTime(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		w    Window
+		ok   bool
+	}{
+		{"the whole span", Window{MinTime, MaxTime, time.Hour}, true},
+		{"a second before 1970", Window{MinTime.Add(-time.Second), MaxTime, time.Hour}, false},
+		{"ends a second past the last DateTime", Window{MinTime, MaxTime.Add(time.Second), time.Hour}, false},
+		{"entirely after 2106", Window{MaxTime.Add(time.Hour), MaxTime.Add(2 * time.Hour), time.Second}, false},
+	} {
+		if err := tt.w.validate(); (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrBadInput)) {
+			t.Errorf("%s: %v, want ok=%v (or ErrBadInput)", tt.name, err, tt.ok)
+		}
+	}
+}

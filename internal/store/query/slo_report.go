@@ -60,6 +60,9 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 	if q.End.IsZero() {
 		return nil, fmt.Errorf("SLO report end time missing: %w", ErrBadInput)
 	}
+	if err := CheckTime("SLO report end", q.End); err != nil {
+		return nil, err
+	}
 	if q.Period < time.Second {
 		return nil, fmt.Errorf("SLO report period %s: must be at least 1s: %w", q.Period, ErrBadInput)
 	}
@@ -79,7 +82,8 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 	}
 	sp := stages[StageE2E]
 	end := q.End.Unix()
-	since := func(d time.Duration) int64 { return end - int64(d/time.Second) }
+	// A window starting before 1970 starts at MinTime: DateTime holds nothing earlier, and a negative bound would wrap.
+	since := func(d time.Duration) int64 { return max(end-int64(d/time.Second), MinTime.Unix()) }
 	scanned := slices.Max(append([]time.Duration{q.Period}, q.Windows...))
 
 	// Each aggregate is a fixed fragment; only its bound values (window starts, the threshold, bits) vary.

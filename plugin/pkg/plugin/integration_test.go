@@ -407,3 +407,36 @@ func TestQueryWithBadConnectionSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeRangesPastDateTimeAreUserErrors is issue 10's item 5 on the real server: ClickHouse's DateTime is a
+// UInt32 of seconds, and a bound past it does not fail there, it wraps: [2107, 2200) answered the fixture's data
+// (2026) and [1970, 2262) answered nothing, without an error. A range reaching outside 1970-01-01 … 2106-02-07 is now
+// the user's error, saying which times the columns hold; the whole of that span still answers.
+func TestTimeRangesPastDateTimeAreUserErrors(t *testing.T) {
+	c, s := seeded(t)
+	at := func(v string) time.Time { tm, _ := time.Parse(time.RFC3339, v); return tm }
+	over := func(ref, from, to string) backend.DataQuery {
+		q := dq(ref, `{"queryType":"consumer_lag","groupBy":"group"}`)
+		q.TimeRange = backend.TimeRange{From: at(from), To: at(to)}
+		return q
+	}
+	resp := queryData(t, c, s,
+		over("A", "2107-01-01T00:00:00Z", "2200-01-01T00:00:00Z"),
+		over("B", "1970-01-01T00:00:00Z", "2262-01-01T00:00:00Z"),
+		over("C", "1960-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+		over("D", "1970-01-01T00:00:00Z", "2106-02-07T06:28:15Z"), // all DateTime holds (the end is exclusive)
+	)
+	for ref, want := range map[string]string{
+		"A": "time range 2107-01-01T00:00:00Z..2200-01-01T00:00:00Z reaches outside the times ClickHouse's DateTime columns hold (1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z): choose a range within them",
+		"B": "time range 1970-01-01T00:00:00Z..2262-01-01T00:00:00Z reaches outside the times ClickHouse's DateTime columns hold (1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z): choose a range within them",
+		"C": "time range 1960-01-01T00:00:00Z..2026-01-01T00:00:00Z reaches outside the times ClickHouse's DateTime columns hold (1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z): choose a range within them",
+	} {
+		r := resp.Responses[ref]
+		if r.Error == nil || r.Error.Error() != want || r.ErrorSource != backend.ErrorSourceDownstream || r.Status != backend.StatusBadRequest {
+			t.Errorf("%s: got %v (%s, %d), %d frames\nwant the user error %s", ref, r.Error, r.ErrorSource, r.Status, len(r.Frames), want)
+		}
+	}
+	if got := series(t, resp.Responses["D"]); len(got) == 0 || !strings.HasPrefix(got[0], "consumer_lag{group=billing} lag=") {
+		t.Errorf("the whole DateTime span: %q, want the fixture's lag", got)
+	}
+}
