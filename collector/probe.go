@@ -11,6 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
 )
 
 // probeVersion is the first byte of a probe record value: version 1 = uint64 seq, int64 send time (collector clock,
@@ -158,6 +159,24 @@ func (p *Probe) sweep() []store.ProbeRow {
 	return lost
 }
 
+// checkProbe says what is wrong with a probe record's value, nil when it is a version-1 probe: a version byte this
+// collector does not know (a newer collector shares the topic) wraps instrument.ErrUnsupportedVersion, a wrong length
+// instrument.ErrMalformed, so the dead-letter counter tells them apart.
+func checkProbe(v []byte) error {
+	switch {
+	case len(v) == 0:
+		return fmt.Errorf("empty probe record, want %d bytes: %w", probeLen, instrument.ErrMalformed)
+	case v[0] != probeVersion:
+		return fmt.Errorf("probe record version %d, this collector reads version %d: %w", v[0], probeVersion, instrument.ErrUnsupportedVersion)
+	case len(v) != probeLen:
+		return fmt.Errorf("probe record of %d bytes, want %d for version %d: %w", len(v), probeLen, probeVersion, instrument.ErrMalformed)
+	}
+	return nil
+}
+
+// probeLen is a version-1 probe's length: version, seq, send time.
+const probeLen = 1 + 8 + 8
+
 // HandleBatch is the probe consumer's kafka.BatchHandler.
 func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 	p.metrics.Records.WithLabelValues(PathProbe).Add(float64(len(b.Records)))
@@ -167,9 +186,9 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 	for i := range b.Records {
 		rec := &b.Records[i]
 		recv := received(rec, p.clock)
-		if len(rec.Value) != 17 || rec.Value[0] != probeVersion {
+		if err := checkProbe(rec.Value); err != nil {
 			bad = append(bad, *rec)
-			errs = append(errs, fmt.Errorf("probe record of %d bytes, want 17 with version %d", len(rec.Value), probeVersion))
+			errs = append(errs, err)
 			continue
 		}
 		seq := binary.BigEndian.Uint64(rec.Value[1:9])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,33 @@ func TestProbeLossDuplicatesAndBrackets(t *testing.T) {
 	}
 	if len(marks) == 0 || marks[len(marks)-1] != 4 {
 		t.Fatalf("marks %v, want the last to be 4", marks)
+	}
+}
+
+// TestCheckProbe: a probe of another version and a probe of the wrong length get different, true messages (a
+// version-2 probe of 17 bytes read "probe record of 17 bytes, want 17 with version 1") and dead-letter reasons.
+func TestCheckProbe(t *testing.T) {
+	v1 := make([]byte, 17)
+	v1[0] = 1
+	v2 := make([]byte, 17)
+	v2[0] = 2
+	for _, tt := range []struct {
+		name  string
+		value []byte
+		want  string
+		why   string
+	}{
+		{"version 1", v1, "", ""},
+		{"version 2", v2, "probe record version 2, this collector reads version 1", "unsupported_version"},
+		{"short", v1[:12], "probe record of 12 bytes, want 17 for version 1", "malformed"},
+		{"empty", nil, "empty probe record, want 17 bytes", "malformed"},
+	} {
+		err := checkProbe(tt.value)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want) || reason(err) != tt.why):
+			t.Errorf("%s: %v (reason %q), want %q (%s)", tt.name, err, reason(err), tt.want, tt.why)
+		}
 	}
 }
