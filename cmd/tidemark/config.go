@@ -12,8 +12,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
@@ -229,7 +229,11 @@ var defaultedStrings = []string{
 func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runConfig, error) {
 	k := koanf.New(".")
 	if path != "" {
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		b, err := readCapped(path, maxConfigBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -274,7 +278,7 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 		),
 	}
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", decodeProblems(err, k))
 	}
 	cfg.clickHouse = k.Exists("clickhouse")
 	cfg.setDefaults()

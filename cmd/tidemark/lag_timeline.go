@@ -87,6 +87,7 @@ func newLagRecordCmd() *cobra.Command {
 // newLagEvalCmd is `tidemark lag eval FILE`: replay a timeline through the live loop's code and print every poll.
 func newLagEvalCmd() *cobra.Command {
 	var lf lagFlags
+	var maxSize int64
 	cmd := &cobra.Command{
 		Use:   "eval FILE",
 		Short: "Replay a timeline file through the lag exporter's poll loop and print each poll's result",
@@ -98,7 +99,16 @@ func newLagEvalCmd() *cobra.Command {
 			if lf.output != "table" && lf.output != "json" {
 				return fmt.Errorf("--output: %q is not one of table, json", lf.output)
 			}
-			tl, err := timeline.ReadFile(args[0])
+			f, err := os.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("open timeline: %w", err)
+			}
+			defer f.Close()
+			in := &cappedReader{r: f, name: args[0], limit: maxSize, flag: "--max-size"}
+			tl, err := timeline.Read(in, args[0])
+			if in.n > in.limit {
+				return in.err() // whatever the parser made of the bytes it got: the file is not a timeline
+			}
 			if err != nil {
 				return err
 			}
@@ -122,5 +132,6 @@ func newLagEvalCmd() *cobra.Command {
 		},
 	}
 	lf.register(cmd, false)
+	cmd.Flags().Int64Var(&maxSize, "max-size", defaultMaxTimelineBytes, "the largest timeline file read, in bytes")
 	return cmd
 }
