@@ -39,10 +39,16 @@ type Config struct {
 	UncertaintyRatio float64
 	// RelativeAccuracy of every quantile sketch (default 0.01).
 	RelativeAccuracy float64
-	// MaxPaths bounds the per-(group, topic, partition) state the engine keeps (default 20000; about 4 KB per path,
-	// more once its sketches fill): creating a path past it first evicts the least recently used eighth (see
-	// Engine.Path). Receipts naming ever new groups or topics cannot grow the engine without bound.
+	// MaxPaths bounds the per-(group, topic, partition) state the engine keeps (default 20000): creating a path past
+	// it first evicts the least recently used eighth (see Engine.Path). Receipts naming ever new groups or topics
+	// cannot grow the engine without bound. A path is about 600 bytes without sketches; its eight sketches add 1 to
+	// 4 KB each as they fill (so up to ~30 KB a path: 20000 paths with full sketches are ~600 MB).
 	MaxPaths int
+	// NoSketches: paths keep no quantile sketches, only their replay state and counters; the sketches of
+	// snapshots are empty. For callers that keep their distributions elsewhere (the collector: every row in
+	// ClickHouse, live Prometheus histograms), where the sketches would be the bulk of the engine's memory and
+	// never read. Results (stages, flags, classes, Live) are the same either way.
+	NoSketches bool
 }
 
 // SetDefaults fills zero fields with the defaults documented on each field.

@@ -343,7 +343,7 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 		p.e.prepareGeneral(hs, r, res)
 	}
 	p.mu.Lock()
-	if p.sk.sinceRewind == nil {
+	if !p.sk.kept() && !p.e.cfg.NoSketches {
 		p.sk = newSketches(p.e.cfg.RelativeAccuracy)
 	}
 	// The common case of finish (ReplayTracker.Classify's first rule for a group that is not new) in line: one call
@@ -361,9 +361,11 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 		p.counters.Classes[ClassLive]++
 		p.counters.LiveSamples++
 		res.Live = true
-		p.sk.live[StageIngest].Add(res.Stages[StageIngest])
-		p.sk.live[StageDelivery].Add(res.Stages[StageDelivery])
-		p.sk.live[StageE2E].Add(res.Stages[StageE2E])
+		if p.sk.kept() {
+			p.sk.live[StageIngest].Add(res.Stages[StageIngest])
+			p.sk.live[StageDelivery].Add(res.Stages[StageDelivery])
+			p.sk.live[StageE2E].Add(res.Stages[StageE2E])
+		}
 	} else {
 		p.account(res)
 	}

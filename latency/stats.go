@@ -45,12 +45,16 @@ func (c *Counters) add(o *Counters) {
 	c.Unsettled += o.Unsettled
 }
 
-// sketches are a path's latency distributions, all in ms.
+// sketches are a path's latency distributions, all in ms; all nil before the path's first record, and always with
+// Config.NoSketches (kept reports which).
 type sketches struct {
 	live        [NumStages]*Sketch // live, unflagged records only
 	sinceRewind *Sketch            // replays: processed − rewind time
 	e2eBound    *Sketch            // live commit-bounded records: e2e upper bound
 }
+
+// kept reports whether the sketches exist (every sketch is made at once).
+func (s *sketches) kept() bool { return s.sinceRewind != nil }
 
 func newSketches(acc float64) sketches {
 	mk := func() *Sketch {
@@ -70,7 +74,7 @@ func newSketches(acc float64) sketches {
 
 // account updates counters and sketches for one result and sets res.Live; p.mu must be held.
 func (p *Path) account(res *Result) {
-	if p.count(res) {
+	if p.count(res) && p.sk.kept() {
 		for has := res.Has; has != 0; has &= has - 1 {
 			s := bits.TrailingZeros8(has)
 			p.sk.live[s].Add(res.Stages[s])
@@ -121,19 +125,19 @@ func (p *Path) count(res *Result) bool {
 	}
 	switch {
 	case res.Class == ClassReplay:
-		if !math.IsNaN(res.SinceRewindMs) {
+		if !math.IsNaN(res.SinceRewindMs) && p.sk.kept() {
 			p.sk.sinceRewind.Add(res.SinceRewindMs)
 		}
 	case res.Class != ClassLive || res.Flags&FlagCommitBound != 0 && res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
 	case res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
 		// A live record with a flagged pair: its stages that do not rest on that pair are still right.
-		for has := res.Has &^ res.Untrusted; has != 0; has &= has - 1 {
+		for has := res.Has &^ res.Untrusted; has != 0 && p.sk.kept(); has &= has - 1 {
 			s := bits.TrailingZeros8(has)
 			p.sk.live[s].Add(res.Stages[s])
 		}
 		c.LiveStages += uint64(bits.OnesCount8(res.Has &^ res.Untrusted))
 	case res.Flags&FlagCommitBound != 0:
-		if v, ok := res.Stage(StageE2E); ok {
+		if v, ok := res.Stage(StageE2E); ok && p.sk.kept() {
 			p.sk.e2eBound.Add(v)
 		}
 	default:
@@ -173,7 +177,7 @@ func (p *Path) snapshot(reset bool) PathSnapshot {
 	s := PathSnapshot{Group: p.key.group, Topic: p.key.topic, Partition: p.key.partition, Counters: p.counters,
 		Replay: p.tracker.State(), SkewSuspected: map[string]uint64{}}
 	switch {
-	case p.sk.sinceRewind == nil: // no record yet
+	case !p.sk.kept(): // no record yet, or NoSketches
 		sk := newSketches(p.e.cfg.RelativeAccuracy)
 		s.Live, s.SinceRewind, s.E2EUpperBound = sk.live, sk.sinceRewind, sk.e2eBound
 	case reset:
