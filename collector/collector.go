@@ -160,25 +160,29 @@ func (c *Collector) Run(ctx context.Context) error {
 }
 
 // housekeep enforces the collector's bounds until ctx ends: every tenth of collector.idle_ttl (1 s to 30 s) it
-// deletes the live series and engine paths idle for idle_ttl, forgets groups that stopped sending receipts, and
-// publishes the sizes it bounds (engine paths, unknown topics) as gauges.
+// deletes the live series and engine paths idle for idle_ttl and forgets groups that stopped sending receipts; every
+// second it publishes the sizes it bounds (engine paths, unknown topics) as gauges.
 func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
 	ttl := c.cfg.IdleTTL
-	t := time.NewTicker(min(max(ttl/10, time.Second), 30*time.Second))
+	period := min(max(ttl/10, time.Second), 30*time.Second)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	m, d := c.opts.Metrics, c.deps
 	var evicted uint64
+	var swept time.Time
 	for {
-		now := c.opts.Clock()
-		m.LiveEvicted.Add(float64(d.live.sweep(m, now, ttl)))
-		c.opts.Engine.EvictIdle(now, ttl)
-		cut := now.Add(-ttl).Unix()
-		d.instrumented.Range(func(g, seen any) bool {
-			if seen.(*atomic.Int64).Load() < cut {
-				d.instrumented.Delete(g)
-			}
-			return true
-		})
+		if now := c.opts.Clock(); now.Sub(swept) >= period {
+			swept = now
+			m.LiveEvicted.Add(float64(d.live.sweep(m, now, ttl)))
+			c.opts.Engine.EvictIdle(now, ttl)
+			cut := now.Add(-ttl).Unix()
+			d.instrumented.Range(func(g, seen any) bool {
+				if seen.(*atomic.Int64).Load() < cut {
+					d.instrumented.Delete(g)
+				}
+				return true
+			})
+		}
 		paths, total := c.opts.Engine.PathStats()
 		m.EnginePaths.Set(float64(paths))
 		m.EnginePathsEvicted.Add(float64(total - evicted))
