@@ -45,8 +45,10 @@ type runConfig struct {
 	// clickHouse is set when the configuration has a clickhouse block (file, TIDEMARK_CLICKHOUSE_* variables or
 	// --clickhouse.* flags). Without one, `tidemark run` is a pure lag exporter: no ClickHouse, no collector.
 	clickHouse bool
-	// MemoryLimitMB sets Go's soft memory limit (runtime/debug.SetMemoryLimit) in MiB; 0 (default) leaves the
-	// runtime's (or GOMEMLIMIT's). 250 keeps the collector under ~300 MB RSS at full speed (cmd/bench-collector).
+	// MemoryLimitMB is the process's memory budget in MiB; 0 (default) sets none. Go's soft memory limit
+	// (runtime/debug.SetMemoryLimit) is set to 90 % of it, the rest being room for what the runtime does not count
+	// (the binary's code pages), and the writer's bounds not set explicitly are sized from it (budgetWriter).
+	// cmd/bench-cardinality measures the peak RSS against it.
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
 }
 
@@ -88,6 +90,7 @@ func (c *runConfig) setDefaults() {
 	if c.LagEnabled == nil {
 		c.LagEnabled = &t
 	}
+	c.budgetWriter()
 	c.ClickHouse.SetDefaults()
 	c.Collector.SetDefaults()
 	c.Lag.SetDefaults()
@@ -103,6 +106,26 @@ func (c *runConfig) setDefaults() {
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
+	}
+}
+
+// budgetWriter sizes the writer's bounds the user did not set from memory_limit_mb (none without it). A row the
+// writer holds costs about four times its estimated bytes (the writer's copy, the collector's kept for a re-read
+// after a give-up, the encoded columns of the batches in flight), and each row of batch_rows about 3.5 KB more (the
+// columns and compression buffers of the batch prepared and the one being sent, the row buffers' capacity); so
+// max_bytes is an eighth of the budget and batch_rows 40 per MiB, each with its writer default as the ceiling:
+// about half the budget for the writer, the rest for Kafka fetches, the dedup window, the engine, series and the
+// garbage collector's headroom. At memory_limit_mb 250: max_bytes 31.25 MiB, batch_rows 10,000 (max_rows 40,000).
+func (c *runConfig) budgetWriter() {
+	mb, w := c.MemoryLimitMB, &c.ClickHouse.Writer
+	if mb <= 0 {
+		return
+	}
+	if w.MaxBytes == 0 {
+		w.MaxBytes = min(store.DefaultWriterMaxBytes, max(1<<20, int64(mb)<<20/8))
+	}
+	if w.BatchRows == 0 {
+		w.BatchRows = min(store.DefaultWriterBatchRows, max(1000, 40*mb))
 	}
 }
 
@@ -179,6 +202,9 @@ func (c *runConfig) engineConfig() latency.Config {
 		Bounds:        latency.Bounds{MaxAge: c.Latency.MaxAge, MaxSkew: c.Latency.MaxSkew},
 		Window:        c.Latency.Window, EnvelopeWindow: c.Latency.EnvelopeWindow, SkewTolerance: c.Latency.SkewTolerance,
 		MaxPaths: c.Latency.MaxPaths,
+		// The collector's distributions are its rows in ClickHouse and its live Prometheus histograms; the engine's
+		// own sketches would never be read and would be most of its memory (up to ~30 KB a path).
+		NoSketches: true,
 	}
 }
 

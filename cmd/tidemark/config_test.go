@@ -84,6 +84,33 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitSizesTheWriter: memory_limit_mb sizes the writer's max_bytes (an eighth of it) and batch_rows (40
+// per MiB), each at most its writer default; keys set explicitly are kept; without a limit the defaults stand.
+func TestMemoryLimitSizesTheWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name, body         string
+		batchRows, maxRows int
+		maxBytes           int64
+	}{
+		{"no limit", "", 50000, 200000, 64 << 20},
+		{"250 MiB", "memory_limit_mb: 250\n", 10000, 40000, 250 << 20 / 8},
+		{"large limit: the defaults are the ceiling", "memory_limit_mb: 4096\n", 50000, 200000, 64 << 20},
+		{"tiny limit: the floors", "memory_limit_mb: 4\n", 1000, 4000, 1 << 20},
+		{"explicit keys win", "memory_limit_mb: 250\nclickhouse: {writer: {batch_rows: 30000, max_bytes: 100000000}}\n", 30000, 120000, 100000000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(writeConfig(t, "kafka: {brokers: [a:1]}\n"+tc.body), nil, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := cfg.ClickHouse.Writer; w.BatchRows != tc.batchRows || w.MaxRows != tc.maxRows || w.MaxBytes != tc.maxBytes {
+				t.Fatalf("writer batch_rows %d max_rows %d max_bytes %d; want %d %d %d", w.BatchRows, w.MaxRows, w.MaxBytes,
+					tc.batchRows, tc.maxRows, tc.maxBytes)
+			}
+		})
+	}
+}
+
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "c.yaml")

@@ -94,7 +94,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}()
 	if cfg.MemoryLimitMB > 0 {
-		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20)
+		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20 * 9 / 10)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -48,7 +48,7 @@ type WriterConfig struct {
 	// MaxRows bounds rows held (buffered plus the batch being inserted); Write blocks when it would exceed it.
 	// Default 4 × BatchRows.
 	MaxRows int `yaml:"max_rows"`
-	// MaxBytes bounds the estimated bytes held, like MaxRows. Default 64 MiB.
+	// MaxBytes bounds the estimated bytes held, like MaxRows. Default DefaultWriterMaxBytes (64 MiB).
 	MaxBytes int64 `yaml:"max_bytes"`
 	// DedupWindow is how many recent row keys the writer remembers to drop re-delivered rows before they reach
 	// ClickHouse (and so the rollups). 0 means the default 262144; negative disables.
@@ -97,10 +97,16 @@ func (c *Config) SetDefaults() {
 	c.Writer.SetDefaults()
 }
 
+// Defaults of WriterConfig.BatchRows and MaxBytes.
+const (
+	DefaultWriterBatchRows = 50000
+	DefaultWriterMaxBytes  = 64 << 20
+)
+
 // SetDefaults fills zero fields with their defaults.
 func (c *WriterConfig) SetDefaults() {
 	if c.BatchRows == 0 {
-		c.BatchRows = 50000
+		c.BatchRows = DefaultWriterBatchRows
 	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = time.Second
@@ -109,7 +115,7 @@ func (c *WriterConfig) SetDefaults() {
 		c.MaxRows = 4 * c.BatchRows
 	}
 	if c.MaxBytes == 0 {
-		c.MaxBytes = 64 << 20
+		c.MaxBytes = DefaultWriterMaxBytes
 	}
 	if c.DedupWindow == 0 {
 		c.DedupWindow = 1 << 18
