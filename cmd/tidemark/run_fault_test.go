@@ -153,6 +153,10 @@ lag_enabled: false
 			t.Fatalf("ClickHouse %s: /readyz says %q, want the stall and the rows waiting", outage.name, body)
 		}
 		t.Logf("ClickHouse %s: /readyz 503 %q", outage.name, strings.TrimSpace(body))
+		// /metrics shows the same measure: rows have waited at least stall_timeout without an acknowledgement.
+		if v := metricValue(t, d.scrape(t), "tidemark_store_writer_unacknowledged_seconds"); v < 2 {
+			t.Fatalf("ClickHouse %s: /readyz 503 but tidemark_store_writer_unacknowledged_seconds %v, want >= 2 (stall_timeout)", outage.name, v)
+		}
 		outage.end()
 		waitStatus(t, d.base+"/readyz", http.StatusOK, 60*time.Second)
 	}

@@ -84,7 +84,7 @@ func TestMetricsDocumented(t *testing.T) {
 		documented[m[1]] = true
 	}
 	reg := prometheus.NewRegistry()
-	m, err := newWriterMetrics(reg)
+	m, err := newWriterMetrics(reg, func() float64 { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Errorf("docs/schema.md documents %s, which the writer does not register", name)
 	}
 	sort.Strings(registered)
-	if len(registered) != 10 {
+	if len(registered) != 11 {
 		t.Errorf("registered %v", registered)
 	}
 }

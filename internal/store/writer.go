@@ -135,15 +135,16 @@ func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, err
 		}
 		return nil, fmt.Errorf("store writer config: %w", errors.Join(errs...))
 	}
-	m, err := newWriterMetrics(opts.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	w := &Writer{
-		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, m: m, onTake: opts.onTake, takeHook: opts.takeHook,
+		cfg: cfg, insert: ins, now: opts.Now, log: opts.Logger, onTake: opts.onTake, takeHook: opts.takeHook,
 		kick: make(chan struct{}, 1), done: make(chan struct{}), changed: make(chan struct{}),
 		dedup: newDedupWindow(cfg.DedupWindow), pendingSeq: 1, dependents: map[uint64][]*dependency{},
 	}
+	m, err := newWriterMetrics(opts.Registerer, func() float64 { d, _ := w.unacknowledged(); return d.Seconds() })
+	if err != nil {
+		return nil, err
+	}
+	w.m = m
 	if w.now == nil {
 		w.now = time.Now
 	}
@@ -336,17 +337,24 @@ func (w *Writer) Flush(ctx context.Context) error {
 // saying for how long and how many rows wait (ClickHouse down, frozen, or every insert timing out). Batches given up
 // are not progress. It is what /readyz reports for the writer; it never blocks on ClickHouse.
 func (w *Writer) Stalled() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	waiting := w.heldRows
-	if waiting == 0 {
-		return nil
-	}
-	if d := w.now().Sub(w.progressAt); d >= w.cfg.StallTimeout {
+	d, waiting := w.unacknowledged()
+	if waiting > 0 && d >= w.cfg.StallTimeout {
 		return fmt.Errorf("ClickHouse has acknowledged nothing for %s while %d rows wait (clickhouse.writer.stall_timeout %s): %w",
 			d.Round(time.Second), waiting, w.cfg.StallTimeout, ErrWriterStalled)
 	}
 	return nil
+}
+
+// unacknowledged returns how many rows wait and, if any, for how long ClickHouse has acknowledged nothing: since
+// the last acknowledged batch or since the rows started waiting, whichever is later (0 when none wait). It is
+// tidemark_store_writer_unacknowledged_seconds; Stalled reports it once it reaches StallTimeout.
+func (w *Writer) unacknowledged() (time.Duration, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.heldRows == 0 {
+		return 0, 0
+	}
+	return max(0, w.now().Sub(w.progressAt)), w.heldRows
 }
 
 // Close stops accepting Writes, flushes everything accepted (retrying as configured) and stops the flusher. If ctx

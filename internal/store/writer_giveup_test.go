@@ -256,7 +256,8 @@ func consumePartition(t *testing.T, w *Writer, f *fakeCH, p int32, n, chunk int6
 
 // TestWriterStalled: the writer reports itself stalled only while rows wait and ClickHouse acknowledged nothing for
 // stall_timeout, measured from the last acknowledgement or from when rows started waiting, whichever is later; a
-// given-up batch is not progress, and an empty writer is never stalled.
+// given-up batch is not progress, and an empty writer is never stalled. tidemark_store_writer_unacknowledged_seconds
+// shows the same measure.
 func TestWriterStalled(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -270,10 +271,17 @@ func TestWriterStalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close(context.Background()) }()
+	unacked := func(want float64) {
+		t.Helper()
+		if got := testutil.ToFloat64(w.m.unacked); got != want {
+			t.Fatalf("unacknowledged_seconds %v, want %v", got, want)
+		}
+	}
 	advance(time.Hour) // idle for an hour: nothing waits, nothing is stalled
 	if err := w.Stalled(); err != nil {
 		t.Fatalf("empty writer: %v", err)
 	}
+	unacked(0)
 	ctx := context.Background()
 	_ = w.Write(ctx, partitionRows(0, 0, 10), nil) // a full batch, held in its insert by block
 	waitFor(t, "the batch in its insert", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.attempts == 1 })
@@ -281,6 +289,7 @@ func TestWriterStalled(t *testing.T) {
 	if err := w.Stalled(); err != nil {
 		t.Fatalf("29 s after the rows started waiting: %v", err)
 	}
+	unacked(29)
 	advance(time.Second)
 	err = w.Stalled()
 	if !errors.Is(err, ErrWriterStalled) {
@@ -297,10 +306,12 @@ func TestWriterStalled(t *testing.T) {
 	if err := w.Stalled(); err != nil {
 		t.Fatalf("after the acknowledgement: %v", err)
 	}
+	unacked(0)
 	advance(time.Hour)
 	_ = w.Write(ctx, partitionRows(0, 10, 11), nil) // waits for the flush interval: the clock starts now
 	advance(10 * time.Second)
 	if err := w.Stalled(); err != nil {
 		t.Fatalf("10 s after new rows started waiting, an hour after the last acknowledgement: %v", err)
 	}
+	unacked(10)
 }

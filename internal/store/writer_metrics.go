@@ -18,9 +18,12 @@ type writerMetrics struct {
 	bufferedRows  prometheus.Gauge         // rows held: buffered plus in flight
 	bufferedBytes prometheus.Gauge         // estimated bytes held
 	blockedSecs   prometheus.Counter       // time Write calls spent waiting for room (backpressure)
+	unacked       prometheus.GaugeFunc     // seconds rows have waited without an acknowledgement (Writer.unacknowledged)
 }
 
-func newWriterMetrics(reg prometheus.Registerer) (*writerMetrics, error) {
+// newWriterMetrics makes the writer's metrics and registers them with reg (unless nil); unacked reads the writer's
+// unacknowledged seconds at scrape time.
+func newWriterMetrics(reg prometheus.Registerer, unacked func() float64) (*writerMetrics, error) {
 	const ns, sub = "tidemark", "store_writer"
 	table := []string{"table"}
 	m := &writerMetrics{
@@ -45,6 +48,9 @@ func newWriterMetrics(reg prometheus.Registerer) (*writerMetrics, error) {
 			Name: "buffered_bytes", Help: "Estimated bytes held by the writer."}),
 		blockedSecs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "blocked_seconds_total", Help: "Time Write calls waited for room in the buffer (backpressure)."}),
+		unacked: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "unacknowledged_seconds", Help: "How long rows have waited with no batch acknowledged by ClickHouse (0 when none wait); /readyz fails from stall_timeout."},
+			unacked),
 	}
 	for _, t := range []string{TableLatency, TableProbe, TableLag, TableClockOffsets} {
 		// Pre-create the series so a table with no traffic yet reads 0 rather than being absent.
@@ -59,7 +65,7 @@ func newWriterMetrics(reg prometheus.Registerer) (*writerMetrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.rowsWritten, m.batches, m.retries, m.failures, m.rowsDropped,
-		m.duplicates, m.insertSeconds, m.bufferedRows, m.bufferedBytes, m.blockedSecs} {
+		m.duplicates, m.insertSeconds, m.bufferedRows, m.bufferedBytes, m.blockedSecs, m.unacked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register store writer metrics: %w", err)
 		}
