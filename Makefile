@@ -6,7 +6,7 @@ STACK := bash deploy/local/stack.sh
 # Go test flags; CI runs everything with the race detector.
 GOTESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-plugin
+.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-cardinality bench-plugin
 
 help:
 	@echo "make test     start real Kafka + ClickHouse + Jaeger if needed, vet, run all tests, stop what it started"
@@ -14,7 +14,7 @@ help:
 	@echo "make up|down  start / stop the local stack (3 Kafka brokers, ClickHouse); 'make env' prints its env"
 	@echo "make plugin   build the Grafana plugin into plugin/dist"
 	@echo "make stress   repeat the tests (-race, -count, -cpu) to find flaky ones; prints failures per test (docs/testing.md)"
-	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-plugin   benchmarks (ratios against same-run baselines)"
+	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-cardinality|bench-plugin   benchmarks (ratios against same-run baselines)"
 
 install:
 	$(STACK) install
@@ -78,6 +78,9 @@ bench-lag-large:
 
 bench-collector:
 	$(STACK) with -- $(GO) run ./cmd/bench-collector
+
+bench-cardinality:
+	$(STACK) with -- $(GO) run ./cmd/bench-cardinality
 
 bench-plugin:
 	$(STACK) with -- $(GO) run ./cmd/bench-plugin
