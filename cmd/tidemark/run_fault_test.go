@@ -35,14 +35,22 @@ func startRun(t *testing.T, body string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := &daemon{base: "http://" + httpAddr,
+		stop: runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))}
+	waitStatus(t, d.base+"/healthz", http.StatusOK, 10*time.Second)
+	return d
+}
+
+// runInTest runs `tidemark run` with cfg in the test process until stop, which cancels it (as SIGTERM does) and
+// returns run's error; stop is idempotent and also runs at the test's end. A run that does not return within a
+// minute of the stop fails the test (a hang guard: shutdown is bounded by drain_timeout and shutdown_timeout).
+func runInTest(t *testing.T, cfg *runConfig, log *slog.Logger) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}()
+	go func() { done <- run(ctx, cfg, log) }()
 	stopped := false
-	d := &daemon{base: "http://" + httpAddr}
-	d.stop = func() error {
+	stop = func() error {
 		if stopped {
 			return nil
 		}
@@ -51,14 +59,13 @@ func startRun(t *testing.T, body string) *daemon {
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(60 * time.Second):
-			t.Fatal("run did not return within 60s of the stop")
+		case <-time.After(time.Minute):
+			t.Fatal("run did not return within a minute of the stop")
 			return nil
 		}
 	}
-	t.Cleanup(func() { _ = d.stop() })
-	waitStatus(t, d.base+"/healthz", http.StatusOK, 10*time.Second)
-	return d
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
 
 // produceReceipts writes receipt records to topic: each record holds perRecord receipts of one group made by mk

@@ -108,29 +108,9 @@ http: {listen: "%s"}
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
 		retries = newLogCounter(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}),
 			"cannot reach ClickHouse; retrying")
-		log := slog.New(retries)
-		go func() { done <- run(ctx, cfg, log) }()
-		stopped := false
-		stop = func() error {
-			if stopped {
-				return nil
-			}
-			stopped = true
-			cancel()
-			select {
-			case err := <-done:
-				return err
-			case <-time.After(60 * time.Second):
-				t.Fatal("run did not return within 60s of the stop")
-				return nil
-			}
-		}
-		t.Cleanup(func() { _ = stop() })
-		return "http://" + httpAddr, stop
+		return "http://" + httpAddr, runInTest(t, cfg, slog.New(retries))
 	}
 
 	// A stop while ClickHouse is still unreachable is a clean stop (run returns nil, SIGTERM exits 0).
