@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,10 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
+
+// hostileTopics is how many receipt records naming made-up topics TestReceiptsNamingUnknownTopicsDoNotFreeze puts
+// ahead of the application's receipts; `-args -hostile-topics 10000` replays the issue's attack at full size.
+var hostileTopics = flag.Int("hostile-topics", 300, "receipt records naming made-up topics in TestReceiptsNamingUnknownTopicsDoNotFreeze")
 
 // TestReceiptsNamingUnknownTopicsDoNotFreeze is issue 10's item 1 on the real servers: a writer of receipts naming
 // 300 topics that do not exist (each receipt's append stamp needs its topic's leader) sits in front of an
@@ -24,7 +29,11 @@ func TestReceiptsNamingUnknownTopicsDoNotFreeze(t *testing.T) {
 	e.cfg.Probe.Enabled = false
 	e.cfg.Metadata = MetadataConfig{MaxUnknownTopics: 100, MissingTTL: 10 * time.Minute}
 	r := e.start(nil, nil)
-	const garbage, perRecord = 300, 4
+	const perRecord, tracked = 4, 100
+	garbage := *hostileTopics
+	if garbage <= tracked {
+		t.Fatalf("-hostile-topics %d: want more than the %d names tracked", garbage, tracked)
+	}
 	now := time.Now()
 	var values [][]byte
 	for i := range garbage {
@@ -41,9 +50,11 @@ func TestReceiptsNamingUnknownTopicsDoNotFreeze(t *testing.T) {
 		}
 		values = append(values, v)
 	}
+	attack := time.Now()
 	e.produceRaw(e.cfg.Receipts.Topic, values...)
 	const n = 300
 	e.app(n, 0, 0, 0) // the application's receipts land behind the garbage on every receipts partition
+	appDone := time.Since(attack)
 
 	q := "SELECT count() FROM latency_events FINAL WHERE topic = ? AND source = 'receipt'"
 	if got := e.waitCount(n, 60*time.Second, q, e.source); got != n {
@@ -53,7 +64,8 @@ func TestReceiptsNamingUnknownTopicsDoNotFreeze(t *testing.T) {
 			testutil.ToFloat64(r.metrics.WithoutMetadata.WithLabelValues("missing")), testutil.ToFloat64(r.metrics.UnknownTopics))
 		t.Fatalf("%d of the application's %d receipts stored in 60 s behind receipts naming unknown topics", got, n)
 	}
-	const tracked = 100
+	t.Logf("the application's %d receipts, behind %d records naming unknown topics: sent by %v, all stored by %v after the first of those was produced",
+		n, garbage, appDone.Round(time.Millisecond), time.Since(attack).Round(time.Millisecond))
 	hostile := "SELECT count() FROM latency_events FINAL WHERE consumer_group = 'hostile'"
 	if got := e.waitCount(tracked*perRecord, 30*time.Second, hostile); got != tracked*perRecord {
 		t.Fatalf("%d receipts of unknown topics stored, want %d (the %d tracked names)", got, tracked*perRecord, tracked)
@@ -61,10 +73,10 @@ func TestReceiptsNamingUnknownTopicsDoNotFreeze(t *testing.T) {
 	if got := e.count(hostile + " AND broker_host != ''"); got != 0 {
 		t.Fatalf("%d receipts of unknown topics attributed to a broker", got)
 	}
-	if got := waitFor(garbage-tracked, 30*time.Second, func() int64 { return e.topicEnd(e.cfg.DeadLetterTopic) }); got != garbage-tracked {
+	if got := waitFor(int64(garbage-tracked), 30*time.Second, func() int64 { return e.topicEnd(e.cfg.DeadLetterTopic) }); got != int64(garbage-tracked) {
 		t.Fatalf("dead-letter topic holds %d records, want %d (the names past the bound)", got, garbage-tracked)
 	}
-	if v := testutil.ToFloat64(r.metrics.DeadLetters.WithLabelValues(PathReceipts, "unknown_topic")); v != garbage-tracked {
+	if v := testutil.ToFloat64(r.metrics.DeadLetters.WithLabelValues(PathReceipts, "unknown_topic")); v != float64(garbage-tracked) {
 		t.Fatalf("dead letters {unknown_topic} %v, want %d", v, garbage-tracked)
 	}
 	if v := testutil.ToFloat64(r.metrics.WithoutMetadata.WithLabelValues("missing")); v != tracked*perRecord {
