@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"flag"
 	"testing"
 	"time"
 
@@ -84,6 +85,13 @@ func TestClickHouseOutageLosesNothing(t *testing.T) {
 	t.Logf("second topic: %d rows by key, %d physical rows before merges", keys, raw)
 }
 
+// The outage of TestClickHouseOutageBeyondRetryRecovers: `-args -outage-receipts 104158 -outage-for 60s` replays
+// issue 10's run (ClickHouse away for 60 s while 104,158 receipts arrive, which lost 21,649 of them).
+var (
+	outageReceipts = flag.Int("outage-receipts", 1500, "receipts produced during TestClickHouseOutageBeyondRetryRecovers' outage")
+	outageFor      = flag.Duration("outage-for", 0, "TestClickHouseOutageBeyondRetryRecovers' outage lasts at least this long")
+)
+
 // TestClickHouseOutageBeyondRetryRecovers is QA defect 4: an outage longer than the writer's retry_max_elapsed makes
 // the writer give up on rows. Nothing accepted may be lost and the collector must recover by itself: the paths
 // re-read from the committed offsets, the sink reports unhealthy while writes fail and healthy after, and every
@@ -100,7 +108,8 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 	})
 	t.Cleanup(func() { r.stop(t) })
 	second := testenv.CreateTopic(t, "src2", testenv.Topic{Partitions: 3})
-	const n1, n2 = 300, 1500
+	const n1 = 300
+	n2 := uint64(*outageReceipts)
 	q := "SELECT count() FROM latency_events FINAL WHERE topic = ?"
 
 	e.app(n1, 0, 0, 0)
@@ -113,7 +122,8 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 		t.Fatalf("sink unhealthy before the outage: %v", err)
 	}
 	px.Down()
-	e.appOn(second, n2, 0, 0, 0)
+	down := time.Now()
+	e.appOn(second, int(n2), 0, 0, 0)
 	// The writer gives up after 1 s of retries: the sink turns unhealthy and rows were dropped by the writer.
 	if got := waitFor(1, 30*time.Second, func() int64 {
 		if r.col.SinkHealth() != nil {
@@ -134,14 +144,22 @@ func TestClickHouseOutageBeyondRetryRecovers(t *testing.T) {
 	}); got < int64(errs)+3 {
 		t.Fatalf("%d batches given up 60 s into the outage, want %d", got, int64(errs)+3)
 	}
+	time.Sleep(*outageFor - time.Since(down)) // the outage's length (a fault's duration, not a synchronisation)
 	px.Up()
-	if got := e.waitCount(n2, 90*time.Second, q, second); got != n2 {
+	t.Logf("ClickHouse unreachable for %v: %v batches given up", time.Since(down).Round(time.Second),
+		testutil.ToFloat64(r.metrics.SinkErrors.WithLabelValues(PathReceipts)))
+	// The drain goes through this test's small writer (500-row batches) at about 1,000 rows/s here: 90 s, and a
+	// millisecond more per receipt for a larger outage.
+	up := time.Now()
+	if got := e.waitCount(n2, 90*time.Second+time.Duration(n2)*time.Millisecond, q, second); got != n2 {
 		t.Fatalf("after recovery without a restart: %d rows of the second topic, want %d", got, n2)
 	}
+	t.Logf("every receipt stored %v after ClickHouse came back", time.Since(up).Round(time.Second))
 	keys := e.count("SELECT uniqExact(topic, partition, offset) FROM latency_events FINAL WHERE topic = ?", second)
 	if keys != n2 {
 		t.Fatalf("%d distinct keys, want %d", keys, n2)
 	}
+	t.Logf("second topic: %d receipts sent, %d stored by key", n2, keys)
 	if got := e.count(q, e.source); got != n1 {
 		t.Fatalf("after recovery: %d rows of the first topic, want %d", got, n1)
 	}
