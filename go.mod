@@ -9,6 +9,8 @@ require (
 	github.com/grafana/grafana-plugin-sdk-go v0.299.0
 	github.com/knadh/koanf/providers/rawbytes v1.0.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/yaml v1.6.0

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tidemark/tidemark/lagexporter"
 )
@@ -24,8 +26,10 @@ import (
 // O(brokers + group coordinators) requests, independent of the number of groups and partitions:
 //
 //   - Metadata: 1 Metadata request (v11, with topic ids) to any broker.
-//   - Groups: 1 ListGroups per broker (a broker lists exactly the groups it coordinates, so no FindCoordinator is
-//     needed), then 1 DescribeGroups per coordinator.
+//   - Groups: 1 ListGroups (v5, with the group types filter) per broker (a broker lists exactly the groups it
+//     coordinates, so no FindCoordinator is needed), then per coordinator 1 describe request per group type it has:
+//     DescribeGroups (classic), ConsumerGroupDescribe (KIP-848), ShareGroupDescribe (KIP-932), StreamsGroupDescribe
+//     (KIP-1071); the last two, which sarama lacks, over franz-go's kmsg (cluster_franz.go).
 //   - CommittedOffsets: 1 OffsetFetch v8 (multi-group, KIP-709) per coordinator per 10,000 groups.
 //   - ListOffsets: 3 ListOffsets per partition leader (log start; last stable offset with READ_COMMITTED; high
 //     watermark), in that order so that log start <= LSO <= HW holds even while the log moves.
@@ -43,18 +47,27 @@ type ClusterReader struct {
 	// FetchPartitionBytes bounds each partition's share of a record-timestamp Fetch (the broker still returns one whole
 	// batch when the first is larger, KIP-74). Default 16 KiB.
 	FetchPartitionBytes int32
+	// Logger receives the one-time warnings of reads a broker cannot answer (an RPC or version it lacks); nil: none.
+	Logger *slog.Logger
 
 	requests atomic.Int64
 
 	settings      topicSettings // retention settings read with DescribeConfigs (cluster_configs.go)
 	leaderRetries atomic.Int64  // partitions ListOffsets asked again on a moved leader (cluster_offsets.go)
 
+	franzMu sync.Mutex  // guards franz
+	franz   *kgo.Client // transport for the RPCs sarama lacks, created on first use
+
 	mu         sync.Mutex                               // guards the fields below
 	brokers    map[int32]*sarama.Broker                 // open connections by broker id
 	addrs      map[int32]string                         // broker addresses from the last metadata
 	leaders    map[tp]int32                             // partition leaders from the last metadata
 	coordOf    map[string]int32                         // group -> coordinator, from the last ListGroups
+	typeOf     map[string]string                        // group -> group type, from the last ListGroups
 	lastGroups map[int32][]lagexporter.GroupObservation // last listing per coordinator, kept when one fails
+	versions   map[int32]map[int16][2]int16             // broker -> API key -> [min, max] version, per connection
+	// unsupported holds the reads some broker could not answer, with the last reason (see noteUnsupported).
+	unsupported map[unsupportedKey]string
 }
 
 type tp struct {
@@ -80,8 +93,9 @@ func NewClusterReader(seeds []string, conf *sarama.Config) (*ClusterReader, erro
 		return nil, fmt.Errorf("new cluster reader: %w", err)
 	}
 	return &ClusterReader{seeds: seeds, conf: conf, FetchPartitionBytes: 16 << 10, brokers: map[int32]*sarama.Broker{},
-		addrs: map[int32]string{}, leaders: map[tp]int32{}, coordOf: map[string]int32{},
-		lastGroups: map[int32][]lagexporter.GroupObservation{}}, nil
+		addrs: map[int32]string{}, leaders: map[tp]int32{}, coordOf: map[string]int32{}, typeOf: map[string]string{},
+		lastGroups: map[int32][]lagexporter.GroupObservation{}, versions: map[int32]map[int16][2]int16{},
+		unsupported: map[unsupportedKey]string{}}, nil
 }
 
 // Requests returns the number of Kafka requests sent since the reader was created.
@@ -101,6 +115,12 @@ func (c *ClusterReader) Brokers() []int32 {
 
 // Close closes every connection.
 func (c *ClusterReader) Close() error {
+	c.franzMu.Lock()
+	if c.franz != nil {
+		c.franz.Close()
+		c.franz = nil
+	}
+	c.franzMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -124,6 +144,7 @@ func (c *ClusterReader) broker(id int32) (*sarama.Broker, error) {
 		_ = b.Close()
 		delete(c.brokers, id)
 	}
+	delete(c.versions, id) // a new connection may reach an upgraded broker: ask its API versions again
 	addr, ok := c.addrs[id]
 	if !ok {
 		return nil, fmt.Errorf("broker %d not in metadata", id)
@@ -185,6 +206,7 @@ func (c *ClusterReader) Metadata(ctx context.Context) ([]lagexporter.TopicObserv
 		if c.addrs[id] != b.Addr() {
 			_ = b.Close()
 			delete(c.brokers, id)
+			delete(c.versions, id)
 		}
 	}
 	c.leaders = map[tp]int32{}

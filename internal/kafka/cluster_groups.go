@@ -8,12 +8,14 @@ import (
 	"sort"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
 type groupsResult struct {
 	groups []lagexporter.GroupObservation
+	descs  []groupDesc
 	errs   lagexporter.CycleErrors
 	ok     bool
 }
@@ -30,7 +32,7 @@ func (c *ClusterReader) Groups(ctx context.Context) ([]lagexporter.GroupObservat
 	var out []lagexporter.GroupObservation
 	var errs lagexporter.CycleErrors
 	c.mu.Lock()
-	c.coordOf = map[string]int32{}
+	c.coordOf, c.typeOf = map[string]int32{}, map[string]string{}
 	for _, id := range ids {
 		r := res[id]
 		errs = append(errs, r.errs...)
@@ -44,6 +46,10 @@ func (c *ClusterReader) Groups(ctx context.Context) ([]lagexporter.GroupObservat
 		}
 		for _, g := range r.groups {
 			c.coordOf[g.Group] = id
+		}
+		for _, d := range r.descs {
+			c.coordOf[d.name] = id
+			c.typeOf[d.name] = d.groupType
 		}
 		out = append(out, r.groups...)
 	}
@@ -72,75 +78,131 @@ func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult
 		return fail(err)
 	}
 	c.requests.Add(1)
-	lr, err := b.ListGroups(&sarama.ListGroupsRequest{Version: 4})
+	lr, err := b.ListGroups(listGroupsRequest())
 	if err == nil && !errors.Is(lr.Err, sarama.ErrNoError) {
 		err = lr.Err
 	}
 	if err != nil {
 		return fail(fmt.Errorf("list groups: %w", err))
 	}
-	names := make([]string, 0, len(lr.Groups))
-	for name, proto := range lr.Groups {
-		// consumer groups and groups with commits only (empty protocol type); not Connect or other protocols
-		if proto == "consumer" || proto == "" {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
+	gs := listedGroups(lr)
 	r := groupsResult{ok: true}
-	if len(names) == 0 {
-		return r
-	}
-	described := map[string]*sarama.GroupDescription{}
-	if ctx.Err() == nil {
-		c.requests.Add(1)
-		dr, err := b.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 4, Groups: names})
-		if err != nil {
-			r.errs = append(r.errs, lagexporter.CycleError{Kind: lagexporter.ErrKindGroups, Subject: brokerSubject(id),
-				Message: fmt.Sprintf("describe %d groups: %v", len(names), err)})
-		} else {
-			for _, gd := range dr.Groups {
-				described[gd.GroupId] = gd
-			}
+	r.errs = c.describeGroups(ctx, id, b, gs)
+	for _, g := range gs {
+		r.descs = append(r.descs, g)
+		if obs, ok := observationOf(g); ok {
+			r.groups = append(r.groups, obs)
 		}
-	}
-	for _, name := range names {
-		g := lagexporter.GroupObservation{Group: name, ProtocolType: lr.Groups[name]}
-		if d, ok := lr.GroupsData[name]; ok {
-			g.State = d.GroupState
-		}
-		if gd := described[name]; gd != nil && errors.Is(gd.Err, sarama.ErrNoError) {
-			g.State, g.ProtocolType = gd.State, gd.ProtocolType
-			g.Members = decodeMembers(gd)
-		}
-		r.groups = append(r.groups, g)
 	}
 	return r
 }
 
-// decodeMembers turns DescribeGroups members into lagexporter members, decoding the consumer protocol assignment.
-// A member whose assignment does not decode (another protocol) is kept without one.
-func decodeMembers(gd *sarama.GroupDescription) []lagexporter.Member {
-	if len(gd.Members) == 0 {
-		return nil
-	}
-	out := make([]lagexporter.Member, 0, len(gd.Members))
-	for id, m := range gd.Members {
-		mem := lagexporter.Member{MemberID: id, ClientID: m.ClientId, Host: m.ClientHost}
-		if gd.ProtocolType == "consumer" && len(m.MemberAssignment) > 0 {
-			if a, err := m.GetMemberAssignment(); err == nil && len(a.Topics) > 0 {
-				mem.Assignment = a.Topics
+// describeGroups describes gs, all coordinated by broker id, with one request per group type present (see
+// cluster_grouptypes.go). A describe that fails marks its groups (they keep their listing: state, no members); one
+// the broker cannot answer at all is noted once as unsupported.
+func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.Broker, gs []groupDesc) lagexporter.CycleErrors {
+	var errs lagexporter.CycleErrors
+	failed := func(typ string, names []string, key int16, err error) {
+		if errors.Is(err, errUnsupported) || errors.Is(err, sarama.ErrUnsupportedVersion) {
+			c.noteUnsupported(key, id, err)
+		}
+		for i := range gs {
+			if gs[i].groupType == typ {
+				gs[i].err = err.Error()
 			}
 		}
-		out = append(out, mem)
+		errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindGroups, Subject: brokerSubject(id),
+			Message: fmt.Sprintf("describe %d %s groups: %v", len(names), typ, err)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].MemberID < out[j].MemberID })
+	if names := namesOfType(gs, GroupTypeClassic); len(names) > 0 && ctx.Err() == nil {
+		c.requests.Add(1)
+		dr, err := b.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 4, Groups: names})
+		if err != nil {
+			failed(GroupTypeClassic, names, 0, err)
+		} else {
+			applyClassic(gs, dr)
+		}
+	}
+	if names := namesOfType(gs, GroupTypeConsumer); len(names) > 0 && ctx.Err() == nil {
+		c.requests.Add(1)
+		req := sarama.NewConsumerGroupDescribeRequest(c.conf.Version)
+		req.GroupIDs = names
+		resp, err := b.ConsumerGroupDescribe(req)
+		if err != nil {
+			failed(GroupTypeConsumer, names, apiConsumerGroupDescribe, fmt.Errorf("ConsumerGroupDescribe: %w", err))
+		} else {
+			applyConsumer(gs, resp)
+		}
+	}
+	if names := namesOfType(gs, GroupTypeShare); len(names) > 0 && ctx.Err() == nil {
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = names
+		resp, err := c.franzDescribe(ctx, id, apiShareGroupDescribe, req)
+		if err != nil {
+			failed(GroupTypeShare, names, apiShareGroupDescribe, err)
+		} else {
+			applyShare(gs, resp.(*kmsg.ShareGroupDescribeResponse))
+		}
+	}
+	if names := namesOfType(gs, GroupTypeStreams); len(names) > 0 && ctx.Err() == nil {
+		req := kmsg.NewPtrStreamsGroupDescribeRequest()
+		req.Groups = names
+		resp, err := c.franzDescribe(ctx, id, apiStreamsGroupDescribe, req)
+		if err != nil {
+			failed(GroupTypeStreams, names, apiStreamsGroupDescribe, err)
+		} else {
+			applyStreams(gs, resp.(*kmsg.StreamsGroupDescribeResponse))
+		}
+	}
+	return errs
+}
+
+// franzDescribe sends req (API key) to broker id over the kgo transport once the broker's API versions say it can
+// answer it.
+func (c *ClusterReader) franzDescribe(ctx context.Context, id int32, key int16, req kmsg.Request) (kmsg.Response, error) {
+	if err := c.supports(ctx, id, key); err != nil {
+		return nil, err
+	}
+	resp, err := c.franzRequest(ctx, id, req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", apiNames[key], err)
+	}
+	return resp, nil
+}
+
+// observationOf is the lag loop's view of a described group. Share groups are not handed to the loop yet: their
+// position is a share-partition start offset, not a commit (see ShareOffset).
+func observationOf(g groupDesc) (lagexporter.GroupObservation, bool) {
+	if g.groupType == GroupTypeShare {
+		return lagexporter.GroupObservation{}, false
+	}
+	obs := lagexporter.GroupObservation{Group: g.name, State: g.state, ProtocolType: g.protocolType}
+	for _, m := range g.members {
+		mem := lagexporter.Member{MemberID: m.id, ClientID: m.clientID, Host: m.host, Assignment: scopeOf(m)}
+		obs.Members = append(obs.Members, mem)
+	}
+	return obs, true
+}
+
+// scopeOf is the partitions a member is measured on: those it owns and those the coordinator's target assignment
+// gives it (KIP-848 and streams groups move partitions in steps; a partition on its way to a member is in scope
+// before its first commit).
+func scopeOf(m memberDesc) map[string][]int32 {
+	if len(m.target) == 0 {
+		return m.assigned
+	}
+	out := make(map[string][]int32, len(m.assigned)+len(m.target))
+	for _, a := range []map[string][]int32{m.assigned, m.target} {
+		for t, ps := range a {
+			out[t] = sortedPartitions(append(slices.Clone(out[t]), ps...))
+		}
+	}
 	return out
 }
 
 // CommittedOffsets reads the committed offsets of groups with one multi-group OffsetFetch (v8) per coordinator (per
-// 2,000 groups). Kafka's -1 "no commit" answers are left out; a group the coordinator does not know (an error
-// instead of -1 on some brokers) gets Error naming it.
+// 10,000 groups, offsetFetchBatch). Kafka's -1 "no commit" answers are left out; a group the coordinator does not
+// know (an error instead of -1 on some brokers) gets Error naming it.
 func (c *ClusterReader) CommittedOffsets(ctx context.Context, groups []string) ([]lagexporter.GroupObservation, error) {
 	byCoord := map[int32][]string{}
 	var out []lagexporter.GroupObservation
