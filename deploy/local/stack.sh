@@ -37,11 +37,13 @@ install_all() {
   # kcat and faketime are the demo's external skewed producer; everything else is the servers.
   apt_install clickhouse-server clickhouse-client prometheus kcat faketime
   bash "$HERE/kafka.sh" install
+  bash "$HERE/streams.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
 }
 
 env_all() {
   bash "$HERE/kafka.sh" env
+  bash "$HERE/streams.sh" env
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
   bash "$HERE/jaeger.sh" env
