@@ -103,7 +103,7 @@ func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult
 func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.Broker, gs []groupDesc) lagexporter.CycleErrors {
 	var errs lagexporter.CycleErrors
 	failed := func(typ string, names []string, key int16, err error) {
-		if errors.Is(err, errUnsupported) || errors.Is(err, sarama.ErrUnsupportedVersion) {
+		if errorsIsUnsupported(err) {
 			c.noteUnsupported(key, id, err)
 		}
 		for i := range gs {

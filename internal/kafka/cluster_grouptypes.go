@@ -342,65 +342,6 @@ func kafkaErrText(code string, msg *string) string {
 	return code
 }
 
-// ShareOffset is a share group's position on one partition (DescribeShareGroupOffsets, KIP-932): StartOffset is the
-// share-partition start offset (SPSO), the earliest offset whose delivery is not complete (records before it are all
-// acknowledged or archived; some after it may be too). Lag is the broker's share-partition lag (KIP-1226, Kafka
-// 4.2+, DescribeShareGroupOffsets v1): End − SPSO − records after the SPSO already acknowledged or archived; -1 when
-// the broker does not compute it. A partition whose share state is not initialized yet (no share consumer fetched it)
-// has no ShareOffset.
-type ShareOffset struct {
-	Topic       string
-	Partition   int32
-	StartOffset int64
-	LeaderEpoch int32
-	Lag         int64
-}
-
-// decodeShareOffsets turns a DescribeShareGroupOffsets answer into each group's share offsets (sorted by topic and
-// partition) or error. Uninitialized share-partitions (start offset -1) are left out: the sentinel never leaves the
-// adapter.
-func decodeShareOffsets(resp *kmsg.DescribeShareGroupOffsetsResponse) map[string]shareOffsetsResult {
-	out := make(map[string]shareOffsetsResult, len(resp.Groups))
-	for _, g := range resp.Groups {
-		var r shareOffsetsResult
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			r.err = "describe share group offsets: " + kafkaErrText(err.Error(), g.ErrorMessage)
-			out[g.GroupID] = r
-			continue
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					r.err = fmt.Sprintf("describe share group offsets %s/%d: %s", t.Topic, p.Partition, kafkaErrText(err.Error(), p.ErrorMessage))
-					continue
-				}
-				if p.StartOffset < 0 {
-					continue
-				}
-				lag := p.Lag
-				if resp.Version < 1 || lag < 0 {
-					lag = -1
-				}
-				r.offsets = append(r.offsets, ShareOffset{Topic: t.Topic, Partition: p.Partition, StartOffset: p.StartOffset,
-					LeaderEpoch: p.LeaderEpoch, Lag: lag})
-			}
-		}
-		sort.Slice(r.offsets, func(i, j int) bool {
-			if r.offsets[i].Topic != r.offsets[j].Topic {
-				return r.offsets[i].Topic < r.offsets[j].Topic
-			}
-			return r.offsets[i].Partition < r.offsets[j].Partition
-		})
-		out[g.GroupID] = r
-	}
-	return out
-}
-
-type shareOffsetsResult struct {
-	offsets []ShareOffset
-	err     string
-}
-
 // errUnsupported marks a read the broker cannot answer (an RPC or version it does not have).
 var errUnsupported = errors.New("unsupported by the broker")
 
@@ -489,4 +430,9 @@ func (c *ClusterReader) Unsupported() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// errorsIsUnsupported reports whether err says a broker lacks an RPC or version (ours or sarama's verdict).
+func errorsIsUnsupported(err error) bool {
+	return errors.Is(err, errUnsupported) || errors.Is(err, sarama.ErrUnsupportedVersion)
 }

@@ -1,0 +1,154 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+// ShareOffsets reads the share-partition start offsets of share groups (one DescribeShareGroupOffsets per
+// coordinator, all topic-partitions of each group), as the position of a share group: what CommittedOffsets is for
+// the other types. A group whose coordinator is unknown or fails gets an error; a coordinator that cannot answer the
+// RPC at all is noted once as unsupported.
+func (c *ClusterReader) ShareOffsets(ctx context.Context, groups []string) (map[string][]ShareOffset, map[string]string, error) {
+	byCoord := map[int32][]string{}
+	offsets, failed := map[string][]ShareOffset{}, map[string]string{}
+	var errs lagexporter.CycleErrors
+	c.mu.Lock()
+	for _, g := range groups {
+		id, ok := c.coordOf[g]
+		if !ok {
+			failed[g] = "no known coordinator"
+			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: "no known coordinator"})
+			continue
+		}
+		byCoord[id] = append(byCoord[id], g)
+	}
+	c.mu.Unlock()
+	ids := make([]int32, 0, len(byCoord))
+	for id := range byCoord {
+		ids = append(ids, id)
+	}
+	res := perBroker(ids, func(id int32) shareCoordResult { return c.coordShareOffsets(ctx, id, byCoord[id]) })
+	for _, id := range ids {
+		r := res[id]
+		errs = append(errs, r.errs...)
+		for g, v := range r.groups {
+			if v.err != "" {
+				failed[g] = v.err
+				continue
+			}
+			offsets[g] = v.offsets
+		}
+	}
+	if len(errs) > 0 {
+		return offsets, failed, errs
+	}
+	return offsets, failed, nil
+}
+
+type shareCoordResult struct {
+	groups map[string]shareOffsetsResult
+	errs   lagexporter.CycleErrors
+}
+
+func (c *ClusterReader) coordShareOffsets(ctx context.Context, id int32, names []string) shareCoordResult {
+	fail := func(err error) shareCoordResult {
+		if errorsIsUnsupported(err) {
+			c.noteUnsupported(apiDescribeShareGroupOffsets, id, err)
+		}
+		r := shareCoordResult{groups: map[string]shareOffsetsResult{}}
+		for _, g := range names {
+			r.groups[g] = shareOffsetsResult{err: err.Error()}
+		}
+		r.errs = lagexporter.CycleErrors{{Kind: lagexporter.ErrKindCommitted, Subject: brokerSubject(id),
+			Message: fmt.Sprintf("describe share group offsets of %d groups: %v", len(names), err)}}
+		return r
+	}
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	for _, g := range names {
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = g // nil topics: every topic-partition the group has state for
+		req.Groups = append(req.Groups, rg)
+	}
+	resp, err := c.franzDescribe(ctx, id, apiDescribeShareGroupOffsets, req)
+	if err != nil {
+		return fail(err)
+	}
+	r := shareCoordResult{groups: decodeShareOffsets(resp.(*kmsg.DescribeShareGroupOffsetsResponse))}
+	for _, g := range names {
+		v, ok := r.groups[g]
+		if !ok {
+			v.err = "group missing from DescribeShareGroupOffsets response"
+			r.groups[g] = v
+		}
+		if v.err != "" {
+			r.errs = append(r.errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: v.err})
+		}
+	}
+	return r
+}
+
+// ShareOffset is a share group's position on one partition (DescribeShareGroupOffsets, KIP-932): StartOffset is the
+// share-partition start offset (SPSO), the earliest offset whose delivery is not complete (records before it are all
+// acknowledged or archived; some after it may be too). Lag is the broker's share-partition lag (KIP-1226, Kafka
+// 4.2+, DescribeShareGroupOffsets v1): End − SPSO − records after the SPSO already acknowledged or archived; -1 when
+// the broker does not compute it. A partition whose share state is not initialized yet (no share consumer fetched it)
+// has no ShareOffset.
+type ShareOffset struct {
+	Topic       string
+	Partition   int32
+	StartOffset int64
+	LeaderEpoch int32
+	Lag         int64
+}
+
+// decodeShareOffsets turns a DescribeShareGroupOffsets answer into each group's share offsets (sorted by topic and
+// partition) or error. Uninitialized share-partitions (start offset -1) are left out: the sentinel never leaves the
+// adapter.
+func decodeShareOffsets(resp *kmsg.DescribeShareGroupOffsetsResponse) map[string]shareOffsetsResult {
+	out := make(map[string]shareOffsetsResult, len(resp.Groups))
+	for _, g := range resp.Groups {
+		var r shareOffsetsResult
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			r.err = "describe share group offsets: " + kafkaErrText(err.Error(), g.ErrorMessage)
+			out[g.GroupID] = r
+			continue
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					r.err = fmt.Sprintf("describe share group offsets %s/%d: %s", t.Topic, p.Partition, kafkaErrText(err.Error(), p.ErrorMessage))
+					continue
+				}
+				if p.StartOffset < 0 {
+					continue
+				}
+				lag := p.Lag
+				if resp.Version < 1 || lag < 0 {
+					lag = -1
+				}
+				r.offsets = append(r.offsets, ShareOffset{Topic: t.Topic, Partition: p.Partition, StartOffset: p.StartOffset,
+					LeaderEpoch: p.LeaderEpoch, Lag: lag})
+			}
+		}
+		sort.Slice(r.offsets, func(i, j int) bool {
+			if r.offsets[i].Topic != r.offsets[j].Topic {
+				return r.offsets[i].Topic < r.offsets[j].Topic
+			}
+			return r.offsets[i].Partition < r.offsets[j].Partition
+		})
+		out[g.GroupID] = r
+	}
+	return out
+}
+
+type shareOffsetsResult struct {
+	offsets []ShareOffset
+	err     string
+}

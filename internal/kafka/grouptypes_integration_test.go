@@ -1,0 +1,219 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/lagexporter"
+)
+
+// Real-broker tests of Kafka 4's group types, each run by Kafka's own Java clients from the cached jars: a KIP-848
+// consumer group (the console consumer with group.protocol=consumer), a KIP-932 share group (the console share
+// consumer) and a KIP-1071 streams group (deploy/local/streams-app). Kafka's own commands are the reference numbers.
+
+const (
+	consoleConsumer      = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+	consoleShareConsumer = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+	consumerGroupCommand = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+	shareGroupCommand    = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+	configCommand        = "org.apache.kafka.tools.ConfigCommand"
+	streamsApp           = "dev.tidemark.lagapp.LagStreamsApp"
+)
+
+func bootstrap(t *testing.T) string { return strings.Join(testenv.Kafka(t), ",") }
+
+// describedGroup lists the groups through the reader and returns the named one's description (nil when not listed).
+func (e *lagEnv) describedGroup(name string) *groupDesc {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e.reader.Metadata(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.reader.Groups(ctx); err != nil { // learns each group's coordinator
+		e.t.Fatal(err)
+	}
+	for _, id := range e.reader.Brokers() {
+		r := e.reader.brokerGroups(ctx, id)
+		for i := range r.descs {
+			if r.descs[i].name == name {
+				return &r.descs[i]
+			}
+		}
+	}
+	return nil
+}
+
+// TestGroupTypeConsumerProtocol (KIP-848): a group run by Kafka's Java consumer with group.protocol=consumer is
+// described with ConsumerGroupDescribe (DescribeGroups answers error 69 for it): its member and assignment are
+// known, its lag equals Kafka's consumer-groups command, and a member that stops consuming while it keeps its
+// partitions is STALL.
+func TestGroupTypeConsumerProtocol(t *testing.T) {
+	e := newLagEnv(t, func(c *lagexporter.Config) { c.Status.Window = 3 })
+	topic := e.topic("kip848", 3, nil)
+	produce(t, topic, []int32{0, 1, 2}, 20, time.Time{})
+	group := e.prefix + "_g"
+	t.Cleanup(func() { _ = testenv.Admin(t).DeleteConsumerGroup(group) })
+	c := testenv.StartJava(t, testenv.KafkaLib(t)+"/*", consoleConsumer, "--bootstrap-server", bootstrap(t),
+		"--topic", topic, "--group", group, "--from-beginning",
+		"--consumer-property", "group.protocol=consumer", "--consumer-property", "auto.commit.interval.ms=100")
+
+	// caught up: the one member owns all three partitions and committed every record
+	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool {
+		return g != nil && len(g.Members) == 1 && g.Total.CommittedSum == 60 && g.Total.Lag == 0
+	})
+	if got := g.Members[0].Assignment[topic]; !slices.Equal(got, []int32{0, 1, 2}) {
+		t.Fatalf("member assignment %v, want %s: [0 1 2] (from ConsumerGroupDescribe)", g.Members[0].Assignment, topic)
+	}
+	d := e.describedGroup(group)
+	if d == nil || d.groupType != GroupTypeConsumer || d.epoch < 1 || d.assignmentEpoch < 1 || d.members[0].epoch < 1 {
+		t.Fatalf("description %+v, want type consumer with group, assignment and member epochs >= 1", d)
+	}
+
+	// stuck while assigned: the JVM is frozen, so the member stays in the group (until its 45 s session timeout)
+	// without consuming or committing
+	c.Pause()
+	produce(t, topic, []int32{0, 1, 2}, 5, time.Time{})
+	g = e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Status == lagexporter.StatusStall })
+	if g.Total.Lag != 15 || len(g.Members) != 1 || g.State != "Stable" {
+		t.Fatalf("stalled group: lag %d, %d members, state %q; want 15, 1, Stable", g.Total.Lag, len(g.Members), g.State)
+	}
+	// the same numbers as Kafka's own command, which describes KIP-848 groups with ConsumerGroupDescribe too
+	out := testenv.KafkaTool(t, consumerGroupCommand, "--bootstrap-server", bootstrap(t), "--describe", "--group", group)
+	n := 0
+	for sc := bufio.NewScanner(strings.NewReader(out)); sc.Scan(); {
+		m := cgLine.FindStringSubmatch(sc.Text())
+		if m == nil || m[1] != group {
+			continue
+		}
+		part, _ := strconv.Atoi(m[3])
+		pl := partLag(t, g, m[2], int32(part))
+		if lag, err := strconv.ParseInt(m[6], 10, 64); err != nil || lag != pl.Lag || pl.Lag != 5 {
+			t.Errorf("%s/%d: Kafka lag %s, Tidemark %d, want both 5", m[2], part, m[6], pl.Lag)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("compared %d rows, want 3; command output:\n%s", n, out)
+	}
+}
+
+var shareLine = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s*$`)
+
+// shareCommandRows runs Kafka's share-groups command and returns topic/partition -> [START-OFFSET, LAG] as printed
+// ("-" for a share-partition without state).
+func shareCommandRows(t *testing.T, group string) map[string][2]string {
+	t.Helper()
+	out := testenv.KafkaTool(t, shareGroupCommand, "--bootstrap-server", bootstrap(t), "--describe", "--group", group)
+	rows := map[string][2]string{}
+	for sc := bufio.NewScanner(strings.NewReader(out)); sc.Scan(); {
+		if m := shareLine.FindStringSubmatch(sc.Text()); m != nil && m[1] == group {
+			rows[m[2]+"/"+m[3]] = [2]string{m[4], m[5]}
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("no rows for %s in the share-groups command output:\n%s", group, out)
+	}
+	return rows
+}
+
+// TestGroupTypeShareOffsets (KIP-932, KIP-1226): a share group consumed by Kafka's console share consumer is listed,
+// described with ShareGroupDescribe and its share-partition start offsets and lag read with
+// DescribeShareGroupOffsets equal what Kafka's share-groups command prints on the quiesced cluster.
+func TestGroupTypeShareOffsets(t *testing.T) {
+	e := newLagEnv(t, nil)
+	topic := e.topic("share", 2, nil)
+	produce(t, topic, []int32{0, 1}, 30, time.Time{})
+	group := e.prefix + "_sg"
+	// share groups start at the end by default (share.auto.offset.reset=latest): read the existing records
+	testenv.KafkaTool(t, configCommand, "--bootstrap-server", bootstrap(t), "--alter", "--entity-type", "groups",
+		"--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")
+	t.Cleanup(func() { _ = testenv.Admin(t).DeleteConsumerGroup(group) })
+	c := testenv.StartJava(t, testenv.KafkaLib(t)+"/*", consoleShareConsumer, "--bootstrap-server", bootstrap(t),
+		"--topic", topic, "--group", group, "--max-messages", "25")
+	c.Wait(2 * time.Minute) // consumed (and acknowledged) 25 records, then left the group
+
+	d := e.describedGroup(group)
+	if d == nil || d.groupType != GroupTypeShare || d.err != "" || len(d.members) != 0 || d.state != "Empty" {
+		t.Fatalf("description %+v, want an Empty share group without members", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, failed, err := e.reader.ShareOffsets(ctx, []string{group})
+	if err != nil || len(failed) > 0 {
+		t.Fatalf("share offsets: %v %v", err, failed)
+	}
+	got := map[string][2]string{}
+	var spso, lag int64
+	for _, o := range offs[group] {
+		got[o.Topic+"/"+strconv.Itoa(int(o.Partition))] = [2]string{strconv.FormatInt(o.StartOffset, 10), strconv.FormatInt(o.Lag, 10)}
+		spso += o.StartOffset
+		lag += o.Lag
+	}
+	want := shareCommandRows(t, group)
+	if !maps.Equal(got, want) {
+		t.Fatalf("share offsets %v, Kafka's share-groups command %v (partition: [start offset, lag])", got, want)
+	}
+	// 25 of 60 records delivered and acknowledged: the start offsets moved past them and the broker's lag counts the rest
+	if spso != 25 || lag != 35 {
+		t.Fatalf("sum of start offsets %d, of lag %d; want 25 and 35", spso, lag)
+	}
+}
+
+// TestGroupTypeStreams (KIP-1071): a Kafka Streams application with group.protocol=streams is described with
+// StreamsGroupDescribe (DescribeGroups answers error 69 for it too): its topology names the subtopology reading each
+// topic, the repartition topic is marked internal, and its member owns the source and repartition partitions of its
+// active tasks. Its commits are read with OffsetFetch like a consumer group's.
+func TestGroupTypeStreams(t *testing.T) {
+	e := newLagEnv(t, nil)
+	in := e.topic("in", 2, nil)
+	out := e.topic("out", 2, nil)
+	produce(t, in, []int32{0, 1}, 50, time.Time{})
+	app := e.prefix + "_app"
+	repartition := app + "-counts-repartition"
+	t.Cleanup(func() {
+		adm := testenv.Admin(t)
+		_ = adm.DeleteConsumerGroup(app)
+		_ = adm.DeleteTopic(repartition) // the internal topics the application (its coordinator) created
+		_ = adm.DeleteTopic(app + "-counts-changelog")
+	})
+	p := testenv.StartJava(t, testenv.StreamsAppClasspath(t), streamsApp, bootstrap(t), app, in, out, t.TempDir(), "0")
+	p.WaitLine("RUNNING", 2*time.Minute)
+
+	var d *groupDesc
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if d = e.describedGroup(app); d != nil && len(d.members) == 1 && d.topology != nil && len(d.members[0].assigned) == 2 {
+			break
+		}
+	}
+	if d == nil || d.groupType != GroupTypeStreams || d.topology == nil || len(d.members) != 1 {
+		t.Fatalf("description %+v, want a streams group with a topology and one member", d)
+	}
+	wantRoles := map[string]StreamsTopicRole{in: {Subtopology: "0"}, repartition: {Subtopology: "1", Internal: true}}
+	if !maps.Equal(d.topology.reads, wantRoles) {
+		t.Fatalf("topic roles %v, want %v (subtopology 0 reads the input, 1 the repartition topic)", d.topology.reads, wantRoles)
+	}
+	if want := []string{app + "-counts-changelog"}; !slices.Equal(d.topology.changelogs, want) {
+		t.Fatalf("changelogs %v, want %v", d.topology.changelogs, want)
+	}
+	wantOwned := map[string][]int32{in: {0, 1}, repartition: {0, 1}}
+	if got := d.members[0].assigned; !maps.EqualFunc(got, wantOwned, slices.Equal) {
+		t.Fatalf("member owns %v, want %v (active tasks 0_0, 0_1, 1_0, 1_1)", got, wantOwned)
+	}
+	// all 100 input records processed and committed, then through the repartition topic
+	g := e.waitGroup(app, func(g *lagexporter.GroupLag) bool {
+		return g != nil && g.Topic(in) != nil && g.Topic(in).CommittedSum == 100 && g.Topic(repartition) != nil &&
+			g.Topic(repartition).CommittedSum == 100 && g.Total.Lag == 0
+	})
+	if len(g.Members) != 1 {
+		t.Fatalf("members %+v, want the app's one stream thread", g.Members)
+	}
+}

@@ -1,0 +1,192 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// KafkaLib returns the directory of Kafka's cached jars (TIDEMARK_KAFKA_LIB, exported by deploy/local/kafka.sh): the
+// broker's own command-line tools and Java clients run from it. It skips the test, or fails it under CI=true, when unset.
+func KafkaLib(t testing.TB) string {
+	t.Helper()
+	return require(t, "TIDEMARK_KAFKA_LIB", "Kafka's jars")
+}
+
+// StreamsAppClasspath returns the classpath of the Kafka Streams test application (TIDEMARK_STREAMS_APP_CP, exported
+// by deploy/local/streams.sh).
+func StreamsAppClasspath(t testing.TB) string {
+	t.Helper()
+	return require(t, "TIDEMARK_STREAMS_APP_CP", "the Kafka Streams test app")
+}
+
+// KafkaTool runs one of Kafka's command-line classes (e.g. org.apache.kafka.tools.consumer.group.ShareGroupCommand)
+// to completion, bounded by a minute, and returns its standard output; the test fails when it exits non-zero.
+func KafkaTool(t testing.TB, class string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", append([]string{"-Xmx256m", "-cp", KafkaLib(t) + "/*", class}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", class, strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// JavaProcess is a JVM a test started (a Kafka console consumer, a share consumer, the streams app). It is stopped
+// at the end of the test; Pause and Resume freeze and thaw it (SIGSTOP, SIGCONT) so that a group member stays in the
+// group without consuming, which is how a real stuck consumer looks to the broker until its session times out.
+type JavaProcess struct {
+	t    testing.TB
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // exit status, set before done is closed
+
+	mu    sync.Mutex // guards lines and cond's waiters
+	cond  *sync.Cond
+	lines []string // stdout lines so far
+	errb  bytes.Buffer
+}
+
+// StartJava starts class from classpath with args and a small heap. Its stdout is kept line by line (WaitLine); the
+// process is stopped (SIGTERM, SIGKILL after 20 s) when the test ends.
+func StartJava(t testing.TB, classpath, class string, args ...string) *JavaProcess {
+	t.Helper()
+	p := &JavaProcess{t: t, name: class[strings.LastIndex(class, ".")+1:], done: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	p.cmd = exec.Command("java", append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath, class}, args...)...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.errb}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", class, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.cond.Broadcast()
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.err = err
+		close(p.done)
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// Lines returns the number of stdout lines printed so far.
+func (p *JavaProcess) Lines() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lines)
+}
+
+// WaitLine waits (up to timeout) for a stdout line containing s; the test fails if the process exits or the time runs
+// out first.
+func (p *JavaProcess) WaitLine(s string, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.AfterFunc(timeout, func() { p.mu.Lock(); p.cond.Broadcast(); p.mu.Unlock() })
+	defer deadline.Stop()
+	end := time.Now().Add(timeout)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; ; {
+		for ; i < len(p.lines); i++ {
+			if strings.Contains(p.lines[i], s) {
+				return
+			}
+		}
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited (%v) before printing %q; stderr:\n%s", p.name, p.err, s, tail(p.errb.String()))
+		default:
+		}
+		if !time.Now().Before(end) {
+			p.t.Fatalf("%s did not print %q within %s; stderr:\n%s", p.name, s, timeout, tail(p.errb.String()))
+		}
+		p.cond.Wait()
+	}
+}
+
+// Wait waits (up to timeout) for the process to exit by itself and fails the test if it exits non-zero or not at all.
+func (p *JavaProcess) Wait(timeout time.Duration) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.t.Fatalf("%s still running after %s", p.name, timeout)
+	}
+	if p.err != nil {
+		p.t.Fatalf("%s: %v; stderr:\n%s", p.name, p.err, tail(p.errb.String()))
+	}
+}
+
+// Pause freezes the process (SIGSTOP): it stops consuming and heartbeating, but its connections stay open.
+func (p *JavaProcess) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume thaws a paused process (SIGCONT).
+func (p *JavaProcess) Resume() { p.signal(syscall.SIGCONT) }
+
+func (p *JavaProcess) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		p.t.Fatalf("signal %s: %v", p.name, err)
+	}
+}
+
+// Stop ends the process: SIGCONT (in case it is paused) and SIGTERM, so a consumer leaves its group cleanly, then
+// SIGKILL if it has not exited within 20 s. It returns when the process is gone; calling it again is a no-op.
+func (p *JavaProcess) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
