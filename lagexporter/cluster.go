@@ -19,13 +19,20 @@ type Cluster interface {
 	// Groups lists every consumer group and describes it (state, members with decoded assignments).
 	Groups(ctx context.Context) ([]GroupObservation, error)
 	// CommittedOffsets reads the committed offsets of the named groups (Kafka's -1 "no commit" answers are left out),
-	// returning one GroupObservation per name with only Group, Offsets and Error set.
+	// returning one GroupObservation per name with only Group, Offsets, Error and (when known) Reset set. For a share
+	// group the offsets are its share-partition start offsets.
 	CommittedOffsets(ctx context.Context, groups []string) ([]GroupObservation, error)
 	// ListOffsets reads log start, high watermark and last stable offset of every partition of topics, returning them
 	// in the same shape (offsets or Error filled in).
 	ListOffsets(ctx context.Context, topics []TopicObservation) ([]TopicObservation, error)
 	// ReadRecords answers each request with the first consumable record at or after its offset (see RecordProbe).
 	ReadRecords(ctx context.Context, reqs []RecordRequest) ([]RecordProbe, error)
+}
+
+// UnsupportedReporter is implemented by a Cluster that can tell which reads some broker could not answer at all (an
+// RPC or version it lacks); the loop copies the list into each Snapshot for the exporter's metrics.
+type UnsupportedReporter interface {
+	Unsupported() []string
 }
 
 // RecordRequest asks for the first consumable record at or after Offset, scanning no further than End.

@@ -249,7 +249,21 @@ func (c *Config) TopicAllowed(topic string) bool { return allowed(topic, c.topic
 // GroupSettings returns the isolation level and reset policy configured for group (first matching rule; defaults
 // read_uncommitted and earliest).
 func (c *Config) GroupSettings(group string) (Isolation, Reset) {
+	return c.GroupSettingsOf(&GroupObservation{Group: group})
+}
+
+// GroupSettingsOf is GroupSettings for an observed group: without a rule setting reset, the group's own policy
+// (g.Reset, a share group's share.auto.offset.reset) applies, and a share group of unknown policy resets to latest,
+// Kafka's default share.auto.offset.reset (a share-partition is initialized at the end unless configured otherwise).
+func (c *Config) GroupSettingsOf(g *GroupObservation) (Isolation, Reset) {
+	group := g.Group
 	iso, reset := ReadUncommitted, ResetEarliest
+	switch {
+	case g.Reset != "":
+		reset = g.Reset
+	case g.Type() == GroupShare:
+		reset = ResetLatest
+	}
 	for _, r := range c.Groups {
 		if r.re != nil && r.re.MatchString(group) {
 			if r.Isolation != "" {

@@ -20,11 +20,14 @@ const (
 	ErrKindUnavailable  ErrorKind = "unavailable"   // a partition without leader, or an unreachable broker
 	ErrKindCycleTimeout ErrorKind = "cycle_timeout" // the cycle did not finish within its deadline
 	ErrKindConfigs      ErrorKind = "configs"       // DescribeConfigs (retention settings) or DescribeLogDirs (log sizes)
+	// ErrKindUnsupported: a broker cannot answer a group read at all (an RPC or version it lacks, e.g. share-group
+	// RPCs before Kafka 4.1): those groups are listed without it, every other result is kept.
+	ErrKindUnsupported ErrorKind = "unsupported"
 )
 
 // ErrorKinds lists every ErrorKind, so the health metric can expose a zero for each.
 var ErrorKinds = []ErrorKind{ErrKindMetadata, ErrKindGroups, ErrKindCommitted, ErrKindListOffsets, ErrKindRecords,
-	ErrKindUnavailable, ErrKindCycleTimeout, ErrKindConfigs}
+	ErrKindUnavailable, ErrKindCycleTimeout, ErrKindConfigs, ErrKindUnsupported}
 
 // Codes of PartitionObservation.ErrorCode besides Kafka's own error names.
 const (

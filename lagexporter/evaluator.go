@@ -258,8 +258,9 @@ func estimateAppendTime(h []hwPoint, offset int64) (t time.Time, bracketed, ok b
 }
 
 func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView, now time.Time, seq uint64) GroupLag {
-	iso, reset := e.cfg.GroupSettings(g.Group)
-	out := GroupLag{Group: g.Group, State: g.State, Isolation: iso, Members: g.Members, Error: g.Error}
+	iso, reset := e.cfg.GroupSettingsOf(g)
+	out := GroupLag{Group: g.Group, GroupType: g.Type(), State: g.State, Isolation: iso, Members: g.Members,
+		Epoch: g.Epoch, AssignmentEpoch: g.AssignmentEpoch, Error: g.Error}
 	gs := e.groups[g.Group]
 	if gs == nil {
 		gs = &groupState{}
@@ -295,8 +296,9 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 			names = append(names, t)
 		}
 	}
-	for _, m := range out.Members {
-		for t := range m.Assignment {
+	// a member's target assignment (KIP-848, streams) puts a partition in scope before its first commit
+	for i := range out.Members {
+		for t := range memberTopics(&out.Members[i]) {
 			if topics[t] != nil { // deleted or denied topics are out of scope
 				names = append(names, t)
 			}
@@ -307,7 +309,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	e.names = names
 
 	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
-		readAt: readAt, assignment: stableAssignment(out.State, out.Members)}
+		readAt: readAt, assignment: stableAssignment(out.State, out.Members), share: g.Type() == GroupShare}
 	var lastCommit time.Time
 	n := 0
 	for _, topic := range names {
@@ -319,6 +321,9 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	for _, topic := range names {
 		tv := topics[topic]
 		tl := TopicLag{Topic: topic}
+		if sm, ok := src.Streams[topic]; ok {
+			tl.Subtopology, tl.Internal = sm.Subtopology, sm.Internal
+		}
 		for _, pv := range tv.sorted {
 			pn := pv.p.Partition
 			var c CommittedOffset
@@ -331,6 +336,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 			}
 			st := walk.state(topic, pn, tv.obs.ID)
 			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, now)
+			pl.Subtopology, pl.Internal = tl.Subtopology, tl.Internal
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
@@ -350,7 +356,8 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	gs.parts = walk.done()
 	out.Total.Complete = out.Total.Unknown == 0
 	out.CatchUp = groupCatchUp(out.Partitions)
-	out.SimpleConsumer = !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
+	// only commits can come from clients outside the group; a share group's start offset moves only with members
+	out.SimpleConsumer = !gc.share && !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
 	return out
 }
 
@@ -448,6 +455,7 @@ type groupCtx struct {
 	stale      bool      // the group's commits could not be read this cycle: the last ones are used
 	readAt     time.Time // when the commits used were read
 	assignment *assignment
+	share      bool // a share group (KIP-932): positions are share-partition start offsets
 }
 
 // assignment is a Stable group's current assignment, when its members' assignments are known.
@@ -555,7 +563,8 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	}
 
 	in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: known, LogStart: pv.p.LogStart,
-		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: gc.iso, Reset: gc.reset, Now: now}
+		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: gc.iso, Reset: gc.reset, Now: now,
+		Share: gc.share, ShareLag: c.ShareLag}
 	if in.OffsetsKnown {
 		in.Probe = pv.probes[probeAt{in.Start(), gc.iso == ReadCommitted}]
 	}
@@ -632,7 +641,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	add(st.ring[:st.next])
 	e.window = w
 	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
-		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads)}
+		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads), Share: gc.share}
 	if st.replay.Active {
 		// the backlog the group never received: past the pre-rewind offset, aged from the end-offset history
 		liveStart := max(in.Start(), st.replay.Boundary)

@@ -55,11 +55,15 @@ const (
 	// FlagCompacted: offsets at the head of the backlog were removed by log compaction (the part of raw − effective
 	// lag that is not transaction markers or aborted records); the time lag is then a lower bound.
 	FlagCompacted
+	// FlagLagUpperBound: a share group on a broker that does not compute share-partition lag (before Kafka 4.2,
+	// KIP-1226): the lag counts every record from the share-partition start offset to End, including records after it
+	// already acknowledged or archived, so it is an upper bound.
+	FlagLagUpperBound
 )
 
 // FlagNames names each flag bit, in bit order.
 var FlagNames = []string{"no_commit", "expired", "ahead_of_end", "control_records", "lower_bound", "estimated", "stale",
-	"unavailable", "replay", "future_timestamp", "end_offset_decreased", "unassigned", "compacted"}
+	"unavailable", "replay", "future_timestamp", "end_offset_decreased", "unassigned", "compacted", "lag_upper_bound"}
 
 // Has reports whether every flag in f2 is set in f.
 func (f Flags) Has(f2 Flags) bool { return f&f2 == f2 }

@@ -18,6 +18,10 @@ type PartitionInput struct {
 	Probe *RecordProbe
 	// Now is the observation time; the time lag is Now − timestamp of the first unconsumed record.
 	Now time.Time
+	// Share marks a share group (KIP-932): Committed is then the share-partition start offset (SPSO), and ShareLag the
+	// broker's share-partition lag (KIP-1226) when it computes one.
+	Share    bool
+	ShareLag *int64
 }
 
 // End returns the offset the group's lag is measured against: the high watermark for read_uncommitted, the last
@@ -86,6 +90,10 @@ type PartitionLag struct {
 	Retention RetentionMargin `json:"retention,omitzero"`
 	// CatchUp estimates when the lag reaches 0 at the rates of the status window.
 	CatchUp CatchUp `json:"catch_up"`
+	// Subtopology and Internal say how a streams group uses the topic (KIP-1071): the id of the subtopology reading
+	// it, and whether it is an internal repartition topic. Empty for other group types.
+	Subtopology string `json:"subtopology,omitempty"`
+	Internal    bool   `json:"internal,omitempty"`
 }
 
 // ComputeLag computes offset lag, effective lag, expired offsets, time lag (from the probe only; the interpolation
@@ -98,6 +106,11 @@ type PartitionLag struct {
 // (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21);
 // a probe timestamp <= 0 ms is missing (ValidRecordTimestamp, C27) and one after Now leaves the time lag unknown with
 // FlagFutureTimestamp.
+//
+// For a share group (in.Share) the start is the share-partition start offset, and the effective lag is at most the
+// broker's share-partition lag (KIP-1226: records neither acknowledged nor archived, in-flight ones included), which
+// leaves out records after the SPSO whose delivery is already complete; without it the lag is End − SPSO, flagged
+// lag_upper_bound. The time lag is the age of the record at the SPSO: the oldest record whose delivery is not complete.
 func ComputeLag(in PartitionInput) PartitionLag {
 	out := PartitionLag{HasCommit: in.HasCommit, Known: in.OffsetsKnown}
 	if in.HasCommit {
@@ -129,6 +142,8 @@ func ComputeLag(in PartitionInput) PartitionLag {
 	}
 	p := in.Probe
 	if p == nil || p.Error != "" || p.Offset != start {
+		out.Lag = shareLag(in, out.Lag, &out.Flags)
+		out.TimeLagKnown = out.Lag == 0 // the broker says every record from the SPSO is delivered
 		return out
 	}
 	effStart := start
@@ -149,6 +164,7 @@ func ComputeLag(in PartitionInput) PartitionLag {
 			out.Flags |= FlagCompacted
 		}
 	}
+	out.Lag = shareLag(in, out.Lag, &out.Flags)
 	if out.Lag == 0 {
 		out.TimeLagKnown = true
 		return out
@@ -169,6 +185,18 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		}
 	}
 	return out
+}
+
+// shareLag bounds a share group's lag by the broker's share-partition lag, or flags it as an upper bound.
+func shareLag(in PartitionInput, lag int64, flags *Flags) int64 {
+	if !in.Share || !in.HasCommit {
+		return lag
+	}
+	if in.ShareLag == nil {
+		*flags |= FlagLagUpperBound
+		return lag
+	}
+	return max(0, min(lag, *in.ShareLag))
 }
 
 // LagFromLastProcessed is the lag of a consumer that reports the offset of the LAST record it processed (as

@@ -25,6 +25,44 @@ func TestComputeLag(t *testing.T) {
 		// item 4, 5 and 6 magnitudes: committed past End, markers vs compaction, HW − LSO
 		ahead, control, compacted, openTxn int64
 	}{
+		// Share groups (KIP-932, KIP-1226): Committed is the share-partition start offset (SPSO).
+		{
+			// the shape of TestGroupTypeShareOffsets: 25 of 30 records acknowledged in order: SPSO 25, broker lag 5.
+			name: "share: broker lag equals End - SPSO",
+			in: PartitionInput{HasCommit: true, Committed: 25, OffsetsKnown: true, HighWatermark: 30, LastStable: 30, Share: true,
+				ShareLag: ptr(int64(5)), Probe: probe(25, 25, 25, now.Add(-time.Minute), 30, false), Now: now},
+			lag: 5, raw: 5, timeLag: time.Minute, timeKnown: true,
+		},
+		{
+			// a second consumer acknowledged 30..39 while record 20 is still in flight: the SPSO stays at 20, and the
+			// broker's lag leaves the 10 acknowledged records out; the time lag is the age of record 20.
+			name: "share: records acknowledged past the SPSO",
+			in: PartitionInput{HasCommit: true, Committed: 20, OffsetsKnown: true, HighWatermark: 50, LastStable: 50, Share: true,
+				ShareLag: ptr(int64(20)), Probe: probe(20, 20, 20, now.Add(-2*time.Minute), 50, false), Now: now},
+			lag: 20, raw: 30, timeLag: 2 * time.Minute, timeKnown: true,
+		},
+		{
+			// a broker before Kafka 4.2 gives no lag: End - SPSO, flagged as an upper bound.
+			name: "share: no broker lag",
+			in: PartitionInput{HasCommit: true, Committed: 20, OffsetsKnown: true, HighWatermark: 50, LastStable: 50, Share: true,
+				Probe: probe(20, 20, 20, now.Add(-2*time.Minute), 50, false), Now: now},
+			lag: 30, raw: 30, timeLag: 2 * time.Minute, timeKnown: true, flags: FlagLagUpperBound,
+		},
+		{
+			// the broker read its end before records we see arrived; its lag never exceeds ours, and its 0 means every
+			// record it knew of is delivered: lag 0 with a known time lag of 0, even without a record read.
+			name: "share: broker lag 0, no record read",
+			in: PartitionInput{HasCommit: true, Committed: 40, OffsetsKnown: true, HighWatermark: 42, LastStable: 42, Share: true,
+				ShareLag: ptr(int64(0)), Now: now},
+			lag: 0, raw: 2, timeKnown: true,
+		},
+		{
+			// a lag the broker computed against a later end than ours is capped at ours: never more than End - SPSO.
+			name: "share: broker lag above End - SPSO",
+			in: PartitionInput{HasCommit: true, Committed: 40, OffsetsKnown: true, HighWatermark: 42, LastStable: 42, Share: true,
+				ShareLag: ptr(int64(7)), Now: now},
+			lag: 2, raw: 2,
+		},
 		{
 			// C05 A: everything between the commit and the log start was deleted; the partition is empty.
 			name: "C05 A empty after retention",
@@ -259,3 +297,5 @@ func TestFlagsString(t *testing.T) {
 		t.Fatal("ParseFlags accepted an unknown name")
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

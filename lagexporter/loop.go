@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"sync"
@@ -192,6 +193,9 @@ func (l *Loop) Cycle(ctx context.Context) (*Snapshot, error) {
 	snap := l.eval.Apply(obs)
 	snap.CycleDuration = dur
 	evalDur := l.now().Sub(evalStart)
+	if u, ok := l.cluster.(UnsupportedReporter); ok {
+		snap.Unsupported = u.Unsupported()
+	}
 	if l.record != nil {
 		if rerr := l.record(obs); rerr != nil {
 			return nil, fmt.Errorf("record observation: %w", rerr)
@@ -303,6 +307,9 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 		for _, o := range offs {
 			if i, ok := byName[o.Group]; ok {
 				obs.Groups[i].Offsets, obs.Groups[i].Error = o.Offsets, o.Error
+				if o.Reset != "" {
+					obs.Groups[i].Reset = o.Reset
+				}
 				got[o.Group] = true
 			}
 		}
@@ -357,8 +364,8 @@ func scopeNames(dst []string, g *GroupObservation) []string {
 			dst = append(dst, t)
 		}
 	}
-	for _, m := range g.Members {
-		for t := range m.Assignment {
+	for i := range g.Members {
+		for t := range memberTopics(&g.Members[i]) {
 			dst = append(dst, t)
 		}
 	}
@@ -373,12 +380,30 @@ func groupScope(g *GroupObservation) map[string]bool {
 	for _, c := range g.Offsets {
 		s[c.Topic] = true
 	}
-	for _, m := range g.Members {
-		for t := range m.Assignment {
+	for i := range g.Members {
+		for t := range memberTopics(&g.Members[i]) {
 			s[t] = true
 		}
 	}
 	return s
+}
+
+// memberTopics yields the topics a member owns or is the target of (KIP-848 and streams groups move partitions in
+// steps: a partition on its way to a member is in the group's scope before its first commit). A topic in both is
+// yielded twice; nothing is allocated.
+func memberTopics(m *Member) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for t := range m.Assignment {
+			if !yield(t) {
+				return
+			}
+		}
+		for t := range m.Target {
+			if !yield(t) {
+				return
+			}
+		}
+	}
 }
 
 // readRecords asks for the first unconsumed record of every lagging group-partition whose answer is not cached, and
@@ -407,7 +432,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		if g.Error != "" {
 			continue
 		}
-		iso, reset := l.cfg.GroupSettings(g.Group)
+		iso, reset := l.cfg.GroupSettingsOf(g)
 		// the group's commits in (topic, partition) order, walked alongside its partitions (no map per group)
 		offs = g.Offsets
 		if !slices.IsSortedFunc(offs, cmpOffset) {

@@ -134,29 +134,83 @@ func (p *PartitionObservation) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// GroupObservation is one consumer group: its state and members (DescribeGroups) and its committed offsets
-// (OffsetFetch). A group whose commits come from clients that are not members (assign(), Flink, Spark) has no members
-// and is still fully measured (case C14).
+// GroupObservation is one group: its type, state and members (DescribeGroups, ConsumerGroupDescribe,
+// ShareGroupDescribe or StreamsGroupDescribe, by type) and its position on each partition (OffsetFetch; for a share
+// group DescribeShareGroupOffsets). A group whose commits come from clients that are not members (assign(), Flink,
+// Spark) has no members and is still fully measured (case C14).
 type GroupObservation struct {
-	Group        string            `json:"group"`
-	State        string            `json:"state,omitempty"` // Stable, Empty, PreparingRebalance, CompletingRebalance, Dead
-	ProtocolType string            `json:"protocol_type,omitempty"`
-	Members      []Member          `json:"members,omitempty"`
-	Offsets      []CommittedOffset `json:"offsets,omitempty"`
+	Group string `json:"group"`
+	// GroupType is Kafka's group type (ListGroups v5, KIP-848): GroupClassic, GroupConsumer (KIP-848),
+	// GroupShare (KIP-932) or GroupStreams (KIP-1071). Empty reads as classic (brokers before Kafka 3.7, old timelines).
+	GroupType    string   `json:"group_type,omitempty"`
+	State        string   `json:"state,omitempty"` // Stable, Empty, PreparingRebalance, CompletingRebalance, Assigning, Reconciling, Dead
+	ProtocolType string   `json:"protocol_type,omitempty"`
+	Members      []Member `json:"members,omitempty"`
+	// Epoch and AssignmentEpoch are the group epoch and the epoch of its target assignment (KIP-848, share and
+	// streams groups; 0 for classic groups). A member whose Epoch is below AssignmentEpoch is still reconciling.
+	Epoch           int32 `json:"epoch,omitempty"`
+	AssignmentEpoch int32 `json:"assignment_epoch,omitempty"`
+	// Offsets are the group's positions: committed offsets, or for a share group its share-partition start offsets.
+	Offsets []CommittedOffset `json:"offsets,omitempty"`
+	// Reset is the group's own reset policy where Kafka keeps it (a share group's share.auto.offset.reset group
+	// config, read with DescribeConfigs); empty when unknown. A groups[] rule with a reset overrides it.
+	Reset Reset `json:"reset,omitempty"`
+	// Streams maps each topic a streams group reads to its subtopology and whether it is internal (KIP-1071
+	// topology; nil for other types, and while the application's topology is not initialized).
+	Streams map[string]StreamsTopic `json:"streams,omitempty"`
 	// Error is set when the group's committed offsets could not be read this cycle.
 	Error string `json:"error,omitempty"`
 }
 
-// Member is one group member and the partitions assigned to it (decoded from the consumer protocol assignment).
+// Kafka's group types (ListGroups v5). Each is described with its own RPC; DescribeGroups answers only classic groups.
+const (
+	GroupClassic  = "classic"  // JoinGroup/SyncGroup clients (group.protocol=classic), or commits only
+	GroupConsumer = "consumer" // KIP-848 consumer protocol (group.protocol=consumer)
+	GroupShare    = "share"    // KIP-932 share group: records are acquired and acknowledged, not committed
+	GroupStreams  = "streams"  // KIP-1071 streams rebalance protocol (group.protocol=streams)
+)
+
+// GroupTypes lists the group types, the values of the group_type field and label.
+var GroupTypes = []string{GroupClassic, GroupConsumer, GroupShare, GroupStreams}
+
+// Type returns the group's type, GroupClassic when unset.
+func (g *GroupObservation) Type() string {
+	if g.GroupType == "" {
+		return GroupClassic
+	}
+	return g.GroupType
+}
+
+// StreamsTopic is how a streams group uses a topic it reads (from its topology, KIP-1071).
+type StreamsTopic struct {
+	// Subtopology is the id of the subtopology that reads the topic ("0", "1", ...).
+	Subtopology string `json:"subtopology"`
+	// Internal is true for a repartition topic the application creates and writes itself; false for a user topic.
+	Internal bool `json:"internal,omitempty"`
+}
+
+// Member is one group member and the partitions assigned to it: decoded from the consumer protocol assignment
+// (classic groups), as ConsumerGroupDescribe or ShareGroupDescribe list them, or for a streams member the partitions
+// its active tasks read.
 type Member struct {
 	MemberID   string             `json:"member_id"`
 	ClientID   string             `json:"client_id,omitempty"`
 	Host       string             `json:"host,omitempty"`
-	Assignment map[string][]int32 `json:"assignment,omitempty"` // topic -> partitions
+	Assignment map[string][]int32 `json:"assignment,omitempty"` // topic -> partitions owned now
+	// Target is the coordinator's target assignment (KIP-848 and streams groups): partitions the member will own
+	// once revocations elsewhere complete. They are in the group's scope before their first commit (case C10).
+	Target map[string][]int32 `json:"target_assignment,omitempty"`
+	Epoch  int32              `json:"epoch,omitempty"` // member epoch (KIP-848, share and streams groups)
 }
 
 // CommittedOffset is a group's committed position on one partition: the offset of the next record to read. Kafka's
 // "no commit" answer (-1) is never represented: such partitions are absent.
+//
+// For a share group (KIP-932) the position is the share-partition start offset (SPSO): the earliest record whose
+// delivery is not complete; every record before it is acknowledged or archived, some after it may be too. ShareLag is
+// then the broker's own share-partition lag (KIP-1226, Kafka 4.2+): End − SPSO − records after the SPSO already
+// acknowledged or archived; nil when the broker does not compute it. An uninitialized share-partition (no share
+// consumer fetched it yet) is absent, like a partition without a commit.
 type CommittedOffset struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
@@ -164,6 +218,7 @@ type CommittedOffset struct {
 	// CommitTime is when the commit was made, if the source knows it (zero otherwise); the live loop substitutes the
 	// first time it saw the current offset.
 	CommitTime time.Time `json:"commit_time,omitzero"`
+	ShareLag   *int64    `json:"share_lag,omitempty"`
 }
 
 // UnmarshalJSON decodes a committed offset strictly: topic, partition and a non-negative offset are required (a -1
@@ -174,6 +229,7 @@ func (c *CommittedOffset) UnmarshalJSON(b []byte) error {
 		Partition  *int32    `json:"partition"`
 		Offset     *int64    `json:"offset"`
 		CommitTime time.Time `json:"commit_time"`
+		ShareLag   *int64    `json:"share_lag"`
 	}
 	if err := strictUnmarshal(b, &aux); err != nil {
 		return err
@@ -185,7 +241,12 @@ func (c *CommittedOffset) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("committed offset %s/%d: offset %d is a sentinel, omit partitions without a commit",
 			aux.Topic, *aux.Partition, *aux.Offset)
 	}
-	*c = CommittedOffset{Topic: aux.Topic, Partition: *aux.Partition, Offset: *aux.Offset, CommitTime: aux.CommitTime}
+	if aux.ShareLag != nil && *aux.ShareLag < 0 {
+		return fmt.Errorf("committed offset %s/%d: share_lag %d is a sentinel, omit it when unknown",
+			aux.Topic, *aux.Partition, *aux.ShareLag)
+	}
+	*c = CommittedOffset{Topic: aux.Topic, Partition: *aux.Partition, Offset: *aux.Offset, CommitTime: aux.CommitTime,
+		ShareLag: aux.ShareLag}
 	return nil
 }
 

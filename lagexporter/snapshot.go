@@ -13,6 +13,9 @@ type Snapshot struct {
 	// Topics are the measured topics' partition offsets (allowed topics only), sorted by name.
 	Topics []TopicObservation `json:"topics,omitempty"`
 	Errors []CycleError       `json:"errors,omitempty"`
+	// Unsupported names the group reads some broker could not answer since the exporter started (RPC names such as
+	// "ShareGroupDescribe"), when the Cluster reports them (see UnsupportedReporter).
+	Unsupported []string `json:"unsupported,omitempty"`
 	// CycleDuration is how long the cycle's cluster reads took (0 for a replayed timeline).
 	CycleDuration time.Duration `json:"cycle_duration,omitempty"`
 	// EndOffsetDecreases counts, per measured topic, the partitions whose high watermark or last stable offset was
@@ -32,11 +35,16 @@ func (s *Snapshot) Group(name string) *GroupLag {
 
 // GroupLag is one group's measurement: partitions (sorted by topic, partition), per-topic aggregates and the total.
 type GroupLag struct {
-	Group     string    `json:"group"`
+	Group string `json:"group"`
+	// GroupType is Kafka's group type: classic, consumer (KIP-848), share (KIP-932) or streams (KIP-1071).
+	GroupType string    `json:"group_type"`
 	State     string    `json:"state,omitempty"`
 	Isolation Isolation `json:"isolation"`
 	Members   []Member  `json:"members,omitempty"`
-	Status    Status    `json:"status"`
+	// Epoch and AssignmentEpoch: the group epoch and its target assignment's epoch (KIP-848, share, streams groups).
+	Epoch           int32  `json:"epoch,omitempty"`
+	AssignmentEpoch int32  `json:"assignment_epoch,omitempty"`
+	Status          Status `json:"status"`
 	// Replaying is true while some partition of the group replays after a rewind (flag replay, case C30). It is an
 	// episode beside Status: a replaying group that dies is STOP (or STALL, ERR) and still Replaying.
 	Replaying bool `json:"replaying,omitempty"`
@@ -75,6 +83,10 @@ func (g *GroupLag) Topic(topic string) *TopicLag {
 // TopicLag is a group's aggregate over one topic.
 type TopicLag struct {
 	Topic string `json:"topic"`
+	// Subtopology and Internal: for a streams group, the subtopology reading the topic and whether it is an internal
+	// repartition topic (KIP-1071), so an application's lag can be shown per subtopology.
+	Subtopology string `json:"subtopology,omitempty"`
+	Internal    bool   `json:"internal,omitempty"`
 	Aggregate
 }
 

@@ -29,6 +29,9 @@ type StatusInput struct {
 	// AheadReads is the number of consecutive commit-first reads, up to this one, in which the committed offset was
 	// past End (0 when it is not now).
 	AheadReads int
+	// Share marks a share group (KIP-932): the window's Committed is the share-partition start offset (SPSO) and
+	// the share rules below replace the stop rule.
+	Share bool
 }
 
 // EvaluateStatus applies the rules below to one group-partition and returns the most severe status that applies.
@@ -40,15 +43,37 @@ type StatusInput struct {
 // while a replay (case C30) is under way and no other rule applies. A replay does not silence the rules: STOP, STALL
 // and WARN are judged as always, and the thresholds judge the live backlog past the replay boundary instead of the
 // replay backlog (a reset to earliest makes a week-old time lag that is not a delay).
+//
+// A share group (KIP-932) has no commits: its position is the SPSO, which moves only while members acknowledge (or
+// the broker archives) records, and its members are the only consumers it can have. Its rules, by severity as above:
+//
+//	rule            share-group condition                                                        status
+//	lag 0           current lag 0                                                                OK
+//	threshold       time or offset lag at a configured threshold                                 WARN / ERR
+//	stalled         members, a full window, the SPSO unchanged and lag > 0 in every sample      STALL
+//	stopped         no members, lag > 0, and the lag grew over a full window or the SPSO has     STOP
+//	                not moved for longer than status.stop_after
+//	falling behind  a full window in which the SPSO advanced but the lag never fell and ended    WARN
+//	                higher (Burrow rule 1, as for consumer groups)
+//	replay          the SPSO moved backwards (offsets reset) and has not passed the old one, and  REWIND
+//	                no other rule applies
+//
+// So a share group with members is never STOP (its consumers are alive: not acknowledging is STALL), and one without
+// members is never STALL. Consumer-protocol (KIP-848) and streams groups commit offsets and follow the consumer-group
+// rules unchanged.
 func EvaluateStatus(in StatusInput, cfg StatusConfig) Status {
 	st := StatusOK
 	if ruleAhead(in, cfg) {
 		st = StatusAhead
 	}
+	stopped := ruleStopped
+	if in.Share {
+		stopped = ruleShareStopped
+	}
 	if cur, ok := currentLag(in.Window); ok && cur > 0 {
 		for _, r := range []Status{
 			ruleThreshold(in, cur, cfg),
-			ruleStopped(in, cfg),
+			stopped(in, cfg),
 			ruleStalled(in, cfg),
 			ruleFallingBehind(in, cfg),
 		} {
@@ -102,6 +127,22 @@ func ruleStopped(in StatusInput, cfg StatusConfig) Status {
 		return StatusOK
 	}
 	if in.Now.Sub(in.LastCommit) > cfg.StopAfter {
+		return StatusStop
+	}
+	return StatusOK
+}
+
+// ruleShareStopped: a share group without members has nobody to deliver its backlog to. It is STOP when the backlog
+// grows over a full window (records keep arriving for nobody) or when its SPSO has not moved for longer than
+// StopAfter. With members it is never STOP: ruleStalled covers members that do not acknowledge.
+func ruleShareStopped(in StatusInput, cfg StatusConfig) Status {
+	if in.HasMembers {
+		return StatusOK
+	}
+	if w := in.Window; len(w) >= cfg.Window && w[len(w)-1].Lag > w[0].Lag {
+		return StatusStop
+	}
+	if !in.LastCommit.IsZero() && in.Now.Sub(in.LastCommit) > cfg.StopAfter {
 		return StatusStop
 	}
 	return StatusOK

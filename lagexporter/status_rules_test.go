@@ -83,6 +83,31 @@ func TestEvaluateStatus(t *testing.T) {
 		// the most severe applicable rule wins: stopped (STOP) and over WARN threshold → STOP.
 		{"most severe wins", StatusInput{Window: win(10, 100), Now: now, LastCommit: now.Add(-time.Hour)},
 			&StatusConfig{Window: 4, StopAfter: 5 * time.Minute, WarnOffsetLag: 50}, StatusStop},
+
+		// Share groups (KIP-932): the window holds the share-partition start offset (SPSO), not a commit.
+		// members acknowledge nothing: SPSO frozen with lag in every sample of a full window is STALL, as for commits.
+		{"share: stuck SPSO with members", StatusInput{Window: win(40, 20, 40, 20, 40, 25, 40, 25), Now: now, LastCommit: recent,
+			HasMembers: true, Share: true}, nil, StatusStall},
+		// the same group stuck for an hour is still STALL, never STOP: its consumers are alive (a poison record being
+		// redelivered until the delivery limit archives it looks like this).
+		{"share: stuck for long with members", StatusInput{Window: win(40, 20, 40, 20, 40, 25, 40, 25), Now: now,
+			LastCommit: now.Add(-time.Hour), HasMembers: true, Share: true}, nil, StatusStall},
+		// no members and records keep arriving: the backlog grows for nobody, STOP without waiting for stop_after.
+		{"share: no members, lag growing", StatusInput{Window: win(40, 20, 40, 22, 40, 25, 40, 30), Now: now, LastCommit: recent,
+			Share: true}, nil, StatusStop},
+		// no members, constant backlog, SPSO still for longer than stop_after: STOP.
+		{"share: no members, SPSO still past stop_after", StatusInput{Window: win(40, 20, 40, 20, 40, 20, 40, 20), Now: now,
+			LastCommit: now.Add(-6 * time.Minute), Share: true}, nil, StatusStop},
+		// no members, constant backlog, SPSO moved recently (the consumer just left): not yet STOP, and never STALL.
+		{"share: no members, just left", StatusInput{Window: win(10, 30, 20, 20, 40, 20, 40, 20), Now: now, LastCommit: recent,
+			Share: true}, nil, StatusOK},
+		// growth over a window that is not full yet does not count: a first sample is not a trend.
+		{"share: no members, window not full", StatusInput{Window: win(40, 20, 40, 30), Now: now, LastCommit: recent,
+			Share: true}, nil, StatusOK},
+		// consumers acknowledging but losing ground: the SPSO advances, lag never falls and ends higher (Burrow rule 1).
+		{"share: falling behind", StatusInput{Window: win(10, 5, 20, 6, 30, 6, 40, 9), Now: now, LastCommit: recent,
+			HasMembers: true, Share: true}, nil, StatusWarn},
+		{"share: caught up", StatusInput{Window: win(40, 20, 40, 0), Now: now, LastCommit: now.Add(-time.Hour), Share: true}, nil, StatusOK},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -45,11 +46,7 @@ func (c *ClusterReader) Groups(ctx context.Context) ([]lagexporter.GroupObservat
 			c.lastGroups[id] = slices.Clone(r.groups)
 		}
 		for _, g := range r.groups {
-			c.coordOf[g.Group] = id
-		}
-		for _, d := range r.descs {
-			c.coordOf[d.name] = id
-			c.typeOf[d.name] = d.groupType
+			c.coordOf[g.Group], c.typeOf[g.Group] = id, g.Type()
 		}
 		out = append(out, r.groups...)
 	}
@@ -103,15 +100,17 @@ func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult
 func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.Broker, gs []groupDesc) lagexporter.CycleErrors {
 	var errs lagexporter.CycleErrors
 	failed := func(typ string, names []string, key int16, err error) {
+		kind := lagexporter.ErrKindGroups
 		if errorsIsUnsupported(err) {
 			c.noteUnsupported(key, id, err)
+			kind = lagexporter.ErrKindUnsupported
 		}
 		for i := range gs {
 			if gs[i].groupType == typ {
 				gs[i].err = err.Error()
 			}
 		}
-		errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindGroups, Subject: brokerSubject(id),
+		errs = append(errs, lagexporter.CycleError{Kind: kind, Subject: brokerSubject(id),
 			Message: fmt.Sprintf("describe %d %s groups: %v", len(names), typ, err)})
 	}
 	if names := namesOfType(gs, GroupTypeClassic); len(names) > 0 && ctx.Err() == nil {
@@ -170,45 +169,42 @@ func (c *ClusterReader) franzDescribe(ctx context.Context, id int32, key int16, 
 	return resp, nil
 }
 
-// observationOf is the lag loop's view of a described group. Share groups are not handed to the loop yet: their
-// position is a share-partition start offset, not a commit (see ShareOffset).
+// observationOf is the lag loop's view of a described group.
 func observationOf(g groupDesc) (lagexporter.GroupObservation, bool) {
-	if g.groupType == GroupTypeShare {
-		return lagexporter.GroupObservation{}, false
-	}
-	obs := lagexporter.GroupObservation{Group: g.name, State: g.state, ProtocolType: g.protocolType}
+	obs := lagexporter.GroupObservation{Group: g.name, GroupType: g.groupType, State: g.state, ProtocolType: g.protocolType,
+		Epoch: g.epoch, AssignmentEpoch: g.assignmentEpoch}
 	for _, m := range g.members {
-		mem := lagexporter.Member{MemberID: m.id, ClientID: m.clientID, Host: m.host, Assignment: scopeOf(m)}
+		mem := lagexporter.Member{MemberID: m.id, ClientID: m.clientID, Host: m.host, Assignment: m.assigned, Epoch: m.epoch}
+		if !maps.EqualFunc(m.target, m.assigned, slices.Equal) {
+			mem.Target = m.target // only while it differs: a reconciled member's target is its assignment
+		}
 		obs.Members = append(obs.Members, mem)
+	}
+	if g.topology != nil {
+		obs.Streams = make(map[string]lagexporter.StreamsTopic, len(g.topology.reads))
+		for t, r := range g.topology.reads {
+			obs.Streams[t] = lagexporter.StreamsTopic{Subtopology: r.Subtopology, Internal: r.Internal}
+		}
 	}
 	return obs, true
 }
 
-// scopeOf is the partitions a member is measured on: those it owns and those the coordinator's target assignment
-// gives it (KIP-848 and streams groups move partitions in steps; a partition on its way to a member is in scope
-// before its first commit).
-func scopeOf(m memberDesc) map[string][]int32 {
-	if len(m.target) == 0 {
-		return m.assigned
-	}
-	out := make(map[string][]int32, len(m.assigned)+len(m.target))
-	for _, a := range []map[string][]int32{m.assigned, m.target} {
-		for t, ps := range a {
-			out[t] = sortedPartitions(append(slices.Clone(out[t]), ps...))
-		}
-	}
-	return out
-}
-
 // CommittedOffsets reads the committed offsets of groups with one multi-group OffsetFetch (v8) per coordinator (per
 // 10,000 groups, offsetFetchBatch). Kafka's -1 "no commit" answers are left out; a group the coordinator does not
-// know (an error instead of -1 on some brokers) gets Error naming it.
+// know (an error instead of -1 on some brokers) gets Error naming it. Share groups have no commits: their position,
+// the share-partition start offset with the broker's share-partition lag, is read with one DescribeShareGroupOffsets
+// per coordinator instead (see ShareOffsets).
 func (c *ClusterReader) CommittedOffsets(ctx context.Context, groups []string) ([]lagexporter.GroupObservation, error) {
 	byCoord := map[int32][]string{}
 	var out []lagexporter.GroupObservation
 	var errs lagexporter.CycleErrors
+	var share []string
 	c.mu.Lock()
 	for _, g := range groups {
+		if c.typeOf[g] == GroupTypeShare {
+			share = append(share, g)
+			continue
+		}
 		id, ok := c.coordOf[g]
 		if !ok {
 			out = append(out, lagexporter.GroupObservation{Group: g, Error: "no known coordinator"})
@@ -251,6 +247,24 @@ func (c *ClusterReader) CommittedOffsets(ctx context.Context, groups []string) (
 	for _, id := range ids {
 		out = append(out, res[id].groups...)
 		errs = append(errs, res[id].errs...)
+	}
+	if len(share) > 0 {
+		offs, resets, failed, err := c.shareOffsets(ctx, share)
+		errs = append(errs, asCycleErrors(err)...)
+		for _, g := range share {
+			obs := lagexporter.GroupObservation{Group: g, Error: failed[g], Reset: resets[g]}
+			if obs.Error == "" {
+				obs.Offsets = make([]lagexporter.CommittedOffset, 0, len(offs[g]))
+				for _, o := range offs[g] {
+					co := lagexporter.CommittedOffset{Topic: o.Topic, Partition: o.Partition, Offset: o.StartOffset}
+					if o.Lag >= 0 {
+						co.ShareLag = &o.Lag
+					}
+					obs.Offsets = append(obs.Offsets, co)
+				}
+			}
+			out = append(out, obs)
+		}
 	}
 	if len(errs) > 0 {
 		return out, errs
@@ -324,4 +338,13 @@ func intern(names map[string]string, s string) string {
 	}
 	names[s] = s
 	return s
+}
+
+// asCycleErrors returns the CycleErrors in err (nil for nil).
+func asCycleErrors(err error) lagexporter.CycleErrors {
+	var ce lagexporter.CycleErrors
+	if err != nil && !errors.As(err, &ce) {
+		ce = lagexporter.CycleErrors{{Kind: lagexporter.ErrKindCommitted, Message: err.Error()}}
+	}
+	return ce
 }

@@ -3,8 +3,10 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -16,6 +18,14 @@ import (
 // the other types. A group whose coordinator is unknown or fails gets an error; a coordinator that cannot answer the
 // RPC at all is noted once as unsupported.
 func (c *ClusterReader) ShareOffsets(ctx context.Context, groups []string) (map[string][]ShareOffset, map[string]string, error) {
+	offsets, _, failed, err := c.shareOffsets(ctx, groups)
+	return offsets, failed, err
+}
+
+// shareOffsets is ShareOffsets plus each group's share.auto.offset.reset where the broker gave it.
+func (c *ClusterReader) shareOffsets(ctx context.Context, groups []string) (map[string][]ShareOffset, map[string]lagexporter.Reset,
+	map[string]string, error) {
+	resets := map[string]lagexporter.Reset{}
 	byCoord := map[int32][]string{}
 	offsets, failed := map[string][]ShareOffset{}, map[string]string{}
 	var errs lagexporter.CycleErrors
@@ -38,6 +48,7 @@ func (c *ClusterReader) ShareOffsets(ctx context.Context, groups []string) (map[
 	for _, id := range ids {
 		r := res[id]
 		errs = append(errs, r.errs...)
+		maps.Copy(resets, r.resets)
 		for g, v := range r.groups {
 			if v.err != "" {
 				failed[g] = v.err
@@ -47,26 +58,72 @@ func (c *ClusterReader) ShareOffsets(ctx context.Context, groups []string) (map[
 		}
 	}
 	if len(errs) > 0 {
-		return offsets, failed, errs
+		return offsets, resets, failed, errs
 	}
-	return offsets, failed, nil
+	return offsets, resets, failed, nil
 }
 
 type shareCoordResult struct {
 	groups map[string]shareOffsetsResult
+	resets map[string]lagexporter.Reset // share.auto.offset.reset by group, where the broker answered
 	errs   lagexporter.CycleErrors
+}
+
+// groupConfigResource is Kafka's GROUP config resource type (KIP-848 group configs), which sarama does not name.
+const groupConfigResource sarama.ConfigResourceType = 32
+
+// shareResets reads share.auto.offset.reset of the share groups names (one DescribeConfigs on their coordinator):
+// where a share-partition has no start offset yet, it says whether the backlog starts at the log start or at the
+// end. A failed read leaves the policy unknown (the exporter then assumes Kafka's default, latest) and is counted.
+func (c *ClusterReader) shareResets(ctx context.Context, id int32, names []string) (map[string]lagexporter.Reset, lagexporter.CycleErrors) {
+	fail := func(err error) (map[string]lagexporter.Reset, lagexporter.CycleErrors) {
+		return nil, lagexporter.CycleErrors{{Kind: lagexporter.ErrKindGroups, Subject: brokerSubject(id),
+			Message: fmt.Sprintf("describe share.auto.offset.reset of %d share groups: %v", len(names), err)}}
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	b, err := c.broker(id)
+	if err != nil {
+		return fail(err)
+	}
+	req := &sarama.DescribeConfigsRequest{Version: 1}
+	for _, g := range names {
+		req.Resources = append(req.Resources, &sarama.ConfigResource{Type: groupConfigResource, Name: g,
+			ConfigNames: []string{"share.auto.offset.reset"}})
+	}
+	c.requests.Add(1)
+	resp, err := b.DescribeConfigs(req)
+	if err != nil {
+		return fail(err)
+	}
+	out := make(map[string]lagexporter.Reset, len(names))
+	for _, r := range resp.Resources {
+		if r.ErrorCode != 0 {
+			continue // unknown policy: the default applies
+		}
+		for _, e := range r.Configs {
+			switch lagexporter.Reset(e.Value) {
+			case lagexporter.ResetEarliest, lagexporter.ResetLatest:
+				out[r.Name] = lagexporter.Reset(e.Value)
+			}
+		}
+	}
+	return out, nil
 }
 
 func (c *ClusterReader) coordShareOffsets(ctx context.Context, id int32, names []string) shareCoordResult {
 	fail := func(err error) shareCoordResult {
+		kind := lagexporter.ErrKindCommitted
 		if errorsIsUnsupported(err) {
 			c.noteUnsupported(apiDescribeShareGroupOffsets, id, err)
+			kind = lagexporter.ErrKindUnsupported
 		}
 		r := shareCoordResult{groups: map[string]shareOffsetsResult{}}
 		for _, g := range names {
 			r.groups[g] = shareOffsetsResult{err: err.Error()}
 		}
-		r.errs = lagexporter.CycleErrors{{Kind: lagexporter.ErrKindCommitted, Subject: brokerSubject(id),
+		r.errs = lagexporter.CycleErrors{{Kind: kind, Subject: brokerSubject(id),
 			Message: fmt.Sprintf("describe share group offsets of %d groups: %v", len(names), err)}}
 		return r
 	}
@@ -81,6 +138,7 @@ func (c *ClusterReader) coordShareOffsets(ctx context.Context, id int32, names [
 		return fail(err)
 	}
 	r := shareCoordResult{groups: decodeShareOffsets(resp.(*kmsg.DescribeShareGroupOffsetsResponse))}
+	r.resets, r.errs = c.shareResets(ctx, id, names)
 	for _, g := range names {
 		v, ok := r.groups[g]
 		if !ok {

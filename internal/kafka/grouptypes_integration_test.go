@@ -125,47 +125,94 @@ func shareCommandRows(t *testing.T, group string) map[string][2]string {
 	return rows
 }
 
-// TestGroupTypeShareOffsets (KIP-932, KIP-1226): a share group consumed by Kafka's console share consumer is listed,
-// described with ShareGroupDescribe and its share-partition start offsets and lag read with
-// DescribeShareGroupOffsets equal what Kafka's share-groups command prints on the quiesced cluster.
-func TestGroupTypeShareOffsets(t *testing.T) {
-	e := newLagEnv(t, nil)
+// compareShareCommand checks that every partition of the share group has the start offset and lag that Kafka's
+// share-groups command prints, and returns the number of rows compared.
+func compareShareCommand(t *testing.T, g *lagexporter.GroupLag) {
+	t.Helper()
+	rows := shareCommandRows(t, g.Group)
+	for tp, row := range rows {
+		topic, ps, _ := strings.Cut(tp, "/")
+		part, _ := strconv.Atoi(ps)
+		pl := partLag(t, g, topic, int32(part))
+		if row[0] == "-" {
+			if pl.HasCommit {
+				t.Errorf("%s: Kafka prints no start offset, Tidemark has %d", tp, pl.Committed)
+			}
+			continue
+		}
+		if got := [2]string{strconv.FormatInt(pl.Committed, 10), strconv.FormatInt(pl.Lag, 10)}; got != row {
+			t.Errorf("%s: Tidemark [start offset, lag] = %v, Kafka's share-groups command %v", tp, got, row)
+		}
+	}
+	if len(rows) != len(g.Partitions) {
+		t.Errorf("Kafka lists %d partitions, Tidemark %d", len(rows), len(g.Partitions))
+	}
+}
+
+// TestGroupTypeShare (KIP-932, KIP-1226): a share group consumed by Kafka's console share consumer is listed,
+// described with ShareGroupDescribe, and measured from its share-partition start offsets (DescribeShareGroupOffsets):
+// start offsets and lag equal what Kafka's share-groups command prints on the quiesced cluster, the time lag is the
+// age of the record at the start offset, a group without members whose backlog grows is STOP, and a member that stops
+// acknowledging while records wait is STALL.
+func TestGroupTypeShare(t *testing.T) {
+	const window = 3
+	e := newLagEnv(t, func(c *lagexporter.Config) { c.Status.Window = window })
 	topic := e.topic("share", 2, nil)
-	produce(t, topic, []int32{0, 1}, 30, time.Time{})
+	produce(t, topic, []int32{0, 1}, 30, time.Now().Add(-time.Hour).Truncate(time.Millisecond))
 	group := e.prefix + "_sg"
 	// share groups start at the end by default (share.auto.offset.reset=latest): read the existing records
 	testenv.KafkaTool(t, configCommand, "--bootstrap-server", bootstrap(t), "--alter", "--entity-type", "groups",
 		"--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")
 	t.Cleanup(func() { _ = testenv.Admin(t).DeleteConsumerGroup(group) })
-	c := testenv.StartJava(t, testenv.KafkaLib(t)+"/*", consoleShareConsumer, "--bootstrap-server", bootstrap(t),
-		"--topic", topic, "--group", group, "--max-messages", "25")
-	c.Wait(2 * time.Minute) // consumed (and acknowledged) 25 records, then left the group
+	share := func(args ...string) *testenv.JavaProcess {
+		return testenv.StartJava(t, testenv.KafkaLib(t)+"/*", consoleShareConsumer,
+			append([]string{"--bootstrap-server", bootstrap(t), "--topic", topic, "--group", group}, args...)...)
+	}
+	share("--max-messages", "25").Wait(2 * time.Minute) // consumed and acknowledged 25 records, then left the group
 
 	d := e.describedGroup(group)
 	if d == nil || d.groupType != GroupTypeShare || d.err != "" || len(d.members) != 0 || d.state != "Empty" {
 		t.Fatalf("description %+v, want an Empty share group without members", d)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	offs, failed, err := e.reader.ShareOffsets(ctx, []string{group})
-	if err != nil || len(failed) > 0 {
-		t.Fatalf("share offsets: %v %v", err, failed)
+	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Total.CommittedSum == 25 })
+	compareShareCommand(t, g)
+	if g.GroupType != lagexporter.GroupShare || g.Total.Lag != 35 || g.SimpleConsumer || len(g.Members) != 0 {
+		t.Fatalf("group type %q, lag %d, simple %v, %d members; want share, 35 (60 records, 25 acknowledged), false, 0",
+			g.GroupType, g.Total.Lag, g.SimpleConsumer, len(g.Members))
 	}
-	got := map[string][2]string{}
-	var spso, lag int64
-	for _, o := range offs[group] {
-		got[o.Topic+"/"+strconv.Itoa(int(o.Partition))] = [2]string{strconv.FormatInt(o.StartOffset, 10), strconv.FormatInt(o.Lag, 10)}
-		spso += o.StartOffset
-		lag += o.Lag
+	for _, p := range g.Partitions {
+		// records were produced an hour ago: the oldest record not yet delivered is an hour old. A partition no share
+		// consumer fetched has no start offset yet (the command prints "-"); its backlog counts from the log start
+		// because the group's share.auto.offset.reset, read from the broker, is earliest.
+		wantFlags := lagexporter.Flags(0)
+		if !p.HasCommit {
+			wantFlags = lagexporter.FlagNoCommit
+		}
+		if p.Lag > 0 && (!p.TimeLagKnown || p.TimeLag < time.Hour || p.TimeLag > time.Hour+time.Minute || p.Flags != wantFlags) {
+			t.Fatalf("%s/%d: %+v, want a time lag of an hour from the record at the start offset, flags %q", p.Topic, p.Partition, p, wantFlags)
+		}
 	}
-	want := shareCommandRows(t, group)
-	if !maps.Equal(got, want) {
-		t.Fatalf("share offsets %v, Kafka's share-groups command %v (partition: [start offset, lag])", got, want)
+
+	// no members and records keep arriving: the backlog grows for nobody over a full window
+	var snap *lagexporter.Snapshot
+	for range window {
+		produce(t, topic, []int32{0}, 1, time.Time{})
+		snap = e.cycle()
 	}
-	// 25 of 60 records delivered and acknowledged: the start offsets moved past them and the broker's lag counts the rest
-	if spso != 25 || lag != 35 {
-		t.Fatalf("sum of start offsets %d, of lag %d; want 25 and 35", spso, lag)
+	if g := snap.Group(group); g == nil || g.Status != lagexporter.StatusStop || g.Total.Lag != 35+window {
+		t.Fatalf("memberless share group with a growing backlog: %+v, want STOP with lag %d", g, 35+window)
 	}
+
+	// a live member that stops acknowledging: caught up first, then frozen while records arrive
+	c := share()
+	e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Members) == 1 && g.Total.Lag == 0 })
+	c.Pause()
+	produce(t, topic, []int32{0, 1}, 5, time.Time{})
+	g = e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Status == lagexporter.StatusStall })
+	if g.Total.Lag != 10 || len(g.Members) != 1 {
+		t.Fatalf("stalled share group: lag %d, %d members; want 10, 1", g.Total.Lag, len(g.Members))
+	}
+	compareShareCommand(t, g)
 }
 
 // TestGroupTypeStreams (KIP-1071): a Kafka Streams application with group.protocol=streams is described with
