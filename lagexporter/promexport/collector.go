@@ -55,6 +55,8 @@ type fams struct {
 	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes            *family
 	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors    *family
 	evalDuration, requests                                                                     *family
+	// issue 17: Kafka 4 group types
+	groupInfo, streamsTopic, unsupported *family
 	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
@@ -91,7 +93,7 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		partSeconds:        n("tidemark_lag_partition_seconds", "Time lag of a partition: observation time minus the timestamp of the first unconsumed record; 0 when nothing is unconsumed. Absent when unknown.", gp),
 		partCommitted:      n("tidemark_lag_partition_committed_offset", "Committed offset (next offset to read) of the group on the partition; absent when the group has no commit there.", gp),
 		partExpired:        n("tidemark_lag_partition_expired_offsets", "Offsets between the committed offset and the log start, deleted before the group read them (retention, DeleteRecords); emitted only when > 0.", gp),
-		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay, future_timestamp, end_offset_decreased, unassigned, compacted); absent flags have no series.", append(gp[:4:4], "flag")),
+		partFlag:           n("tidemark_lag_partition_flag", "1 for each flag set on a group-partition (no_commit, expired, ahead_of_end, control_records, lower_bound, estimated, stale, unavailable, replay, future_timestamp, end_offset_decreased, unassigned, compacted, lag_upper_bound); absent flags have no series.", append(gp[:4:4], "flag")),
 		partReplayBoundary: n("tidemark_lag_partition_replay_boundary_offset", "While the group replays after a rewind (flag replay), the committed offset before the rewind; replay ends when committed reaches it.", gp),
 		topicLag:           n("tidemark_lag_topic_offsets", "Sum of effective lag over the topic's partitions whose lag is known.", gt),
 		topicMax:           n("tidemark_lag_topic_max_offsets", "Largest effective partition lag of the group on the topic.", gt),
@@ -135,6 +137,10 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		endDecreases:          counter(n("tidemark_topic_end_offset_decreases_total", "Partitions of the topic whose high watermark or last stable offset was read lower than the time before, in the same topic incarnation (truncation after an unclean leader election, stale offsets); not a consumer rewind.", []string{"cluster", "topic"})),
 		invalidTimestamps:     counter(n("tidemark_lag_exporter_invalid_timestamps_total", "Record timestamps the exporter met and did not use for a time lag, by reason: missing (-1 or <= 0 ms), wrong_unit (seconds or microseconds written as milliseconds), future (after the observation time).", []string{"cluster", "reason"})),
 		partitionErrors:       counter(n("tidemark_lag_exporter_partition_errors_total", "Consecutive cycles in which the partition's offsets could not be read, by Kafka error code; only partitions failing now have a series.", []string{"cluster", "topic", "partition", "code"})),
+
+		groupInfo:    n("tidemark_lag_group_info", "1 per group, naming its Kafka group type (classic, consumer = KIP-848, share = KIP-932, streams = KIP-1071); join on (cluster, group) to select any lag series by type.", []string{"cluster", "group", "group_type"}),
+		streamsTopic: n("tidemark_lag_streams_topic_info", "1 per topic a streams group (KIP-1071) reads: the subtopology reading it and whether it is an internal repartition topic (internal=\"true\"); join on (cluster, group, topic) to show an application's lag per subtopology.", []string{"cluster", "group", "topic", "subtopology", "internal"}),
+		unsupported:  n("tidemark_lag_exporter_unsupported_rpc", "1 per group RPC some broker could not answer since start (e.g. ShareGroupDescribe before Kafka 4.1): groups of that type are listed without it.", []string{"cluster", "rpc"}),
 	}
 	if cfg.KafkaExporterCompat {
 		c.f.kLag = n("kafka_consumergroup_lag", "kafka_exporter compatible: effective lag of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"})
@@ -189,7 +195,8 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
 	}
 	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
-	// lagOnly (partition_lag): per partition the lag alone, per topic the lag sum, per group lag, time lag, status
+	// lagOnly (partition_lag): per partition the lag alone, per topic the lag sum, per group lag, time lag, status and
+	// the group-type info (with a streams group's topic info, so that the per-type and per-subtopology joins still work)
 	lagOnly := c.cfg.Granularity == lagexporter.GranularityPartitionLag
 	if perPartition || lagOnly {
 		keys := make([]lagexporter.PartitionErrorKey, 0, len(h.PartitionErrors))
@@ -207,6 +214,9 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 		return
 	}
 	add(f.snapshotTime, unixSeconds(s.Time), cl)
+	for _, rpc := range s.Unsupported {
+		add(f.unsupported, 1, cl, rpc)
+	}
 	compat := c.cfg.KafkaExporterCompat
 	var partLabels []string // "0", "1", ... shared by every group
 	pl := func(p int32) string {
@@ -225,9 +235,13 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 		add(f.groupLag, float64(g.Total.Lag), cl, g.Group)
 		add(f.groupSeconds, g.Total.MaxTimeLag.Seconds(), cl, g.Group)
 		add(f.groupStatus, 1, cl, g.Group, g.Status.String())
+		add(f.groupInfo, 1, cl, g.Group, groupType(g))
 		if lagOnly {
 			for ti := range g.Topics {
 				t := &g.Topics[ti]
+				if t.Subtopology != "" {
+					add(f.streamsTopic, 1, cl, g.Group, t.Topic, t.Subtopology, strconv.FormatBool(t.Internal))
+				}
 				add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
 				if compat {
 					add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
@@ -260,6 +274,9 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 		}
 		for ti := range g.Topics {
 			t := &g.Topics[ti]
+			if t.Subtopology != "" {
+				add(f.streamsTopic, 1, cl, g.Group, t.Topic, t.Subtopology, strconv.FormatBool(t.Internal))
+			}
 			add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
 			add(f.topicMax, float64(t.MaxLag), cl, g.Group, t.Topic)
 			add(f.topicSeconds, t.MaxTimeLag.Seconds(), cl, g.Group, t.Topic)
@@ -366,4 +383,12 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// groupType is the group's type label value; snapshots of old timelines have none and are classic groups.
+func groupType(g *lagexporter.GroupLag) string {
+	if g.GroupType == "" {
+		return lagexporter.GroupClassic
+	}
+	return g.GroupType
 }

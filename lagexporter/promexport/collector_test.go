@@ -362,7 +362,7 @@ func groupSeries(ss []series, g string) (map[string]int, int) {
 }
 
 // TestC16SeriesBudget pins the exact per-group series count of docs/metrics.md's budget at partition granularity:
-// a group on one topic with 6 partitions and 3 members exposes 50 series (49 in its first poll), and 4 member
+// a group on one topic with 6 partitions and 3 members exposes 51 series (50 in its first poll), and 4 member
 // restarts (new member and client ids each time) neither add series nor leave old members behind.
 //
 // The count was 46 before issue 11, which added, in steady state, 2 series per (group, topic) (the unassigned-commit
@@ -370,6 +370,7 @@ func groupSeries(ss []series, g string) (map[string]int, int) {
 // 2 per group (the replaying gauge beside the status, and the catch-up estimate, which needs two samples of the
 // window and so is absent in the first poll). Every other series issue 11 added exists only while its condition
 // holds (ahead, stale, compaction, retention margins, failing partitions) and none holds for this healthy group.
+// Issue 17 added the group-type info series (tidemark_lag_group_info), one per group.
 func TestC16SeriesBudget(t *testing.T) {
 	want := map[string]int{
 		// per partition: lag, time lag, committed offset (6 partitions)
@@ -381,10 +382,11 @@ func TestC16SeriesBudget(t *testing.T) {
 		"tidemark_lag_topic_committed_offsets": 1, "tidemark_lag_topic_expired_offsets": 1,
 		"tidemark_lag_topic_partitions": 1, "tidemark_lag_topic_unknown_partitions": 1,
 		"tidemark_lag_topic_unassigned_committed_partitions": 1, "tidemark_lag_topic_unread_records_deleted_total": 1,
-		// per group: 7 gauges and the catch-up estimate (from the second poll), plus one info series per current member
+		// per group: 7 gauges, the group-type info and the catch-up estimate (from the second poll), plus one info
+		// series per current member
 		"tidemark_lag_group_offsets": 1, "tidemark_lag_group_seconds": 1, "tidemark_lag_group_members": 1,
 		"tidemark_lag_group_simple_consumer": 1, "tidemark_lag_group_state": 1, "tidemark_lag_group_status": 1,
-		"tidemark_lag_group_replaying": 1, "tidemark_lag_group_catch_up_seconds": 1,
+		"tidemark_lag_group_replaying": 1, "tidemark_lag_group_catch_up_seconds": 1, "tidemark_lag_group_info": 1,
 		"tidemark_lag_group_member_info": 3,
 	}
 	tl, err := timeline.ReadFile(filepath.Join(caseDir, "c16_cardinality.jsonl"))
@@ -398,9 +400,9 @@ func TestC16SeriesBudget(t *testing.T) {
 		c, _ := caseCollector(t, "c16_cardinality.jsonl", line, nil)
 		ss := gatherSeries(t, c)
 		got, n := groupSeries(ss, "g")
-		wantN, wantFams := 50, want
+		wantN, wantFams := 51, want
 		if line == 0 { // one sample in the window: no catch-up estimate yet
-			wantN, wantFams = 49, maps.Clone(want)
+			wantN, wantFams = 50, maps.Clone(want)
 			delete(wantFams, "tidemark_lag_group_catch_up_seconds")
 		}
 		if n != wantN || !maps.Equal(got, wantFams) {
@@ -457,11 +459,11 @@ func TestC11SeriesLifetime(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// poll 1, Stable, lag 0: 9 partition series (lag, time lag, committed × 3) + 9 topic + 8 group (the catch-up
-	// estimate is 0: caught up) + 3 member info. polls 2-3, Empty with commits and growing lag: the same 9 + 9 + 8
-	// (catch-up +Inf: not draining), no member info, 3 flag series (estimated: this fixture reads no records).
-	// poll 4, the group is gone: 0.
-	if want := []int{29, 29, 29, 0}; !slices.Equal(counts, want) {
+	// poll 1, Stable, lag 0: 9 partition series (lag, time lag, committed × 3) + 9 topic + 9 group (the group-type
+	// info, and the catch-up estimate is 0: caught up) + 3 member info. polls 2-3, Empty with commits and growing lag:
+	// the same 9 + 9 + 9 (catch-up +Inf: not draining), no member info, 3 flag series (estimated: this fixture reads
+	// no records). poll 4, the group is gone: 0.
+	if want := []int{30, 30, 30, 0}; !slices.Equal(counts, want) {
 		t.Fatalf("series of billing per poll = %v, want %v", counts, want)
 	}
 	c, _ := caseCollector(t, "c11_empty_group.jsonl", 2, nil)
@@ -516,17 +518,18 @@ func TestHandlerFollowsLoop(t *testing.T) {
 }
 
 // TestPartitionLagSeriesBudget pins granularity partition_lag's budget (docs/metrics.md): for the case C16 group (1
-// topic, 6 partitions, 3 members, flags set) exactly P + 1 + 3 = 10 series: the lag per partition, the lag sum of its
-// topic, and the group's lag, time lag and status; the values are those of granularity partition.
+// topic, 6 partitions, 3 members, flags set) exactly P + 1 + 4 = 11 series: the lag per partition, the lag sum of its
+// topic, and the group's lag, time lag, status and group-type info; the values are those of granularity partition.
 func TestPartitionLagSeriesBudget(t *testing.T) {
 	want := map[string]int{"tidemark_lag_partition_offsets": 6, "tidemark_lag_topic_offsets": 1,
-		"tidemark_lag_group_offsets": 1, "tidemark_lag_group_seconds": 1, "tidemark_lag_group_status": 1}
+		"tidemark_lag_group_offsets": 1, "tidemark_lag_group_seconds": 1, "tidemark_lag_group_status": 1,
+		"tidemark_lag_group_info": 1}
 	full, _ := caseCollector(t, "c16_cardinality.jsonl", 4, nil)
 	c, _ := caseCollector(t, "c16_cardinality.jsonl", 4, func(c *Config) { c.Granularity = GranularityPartitionLag })
 	fullSS, ss := gatherSeries(t, full), gatherSeries(t, c)
 	got, n := groupSeries(ss, "g")
-	if n != 10 || !maps.Equal(got, want) {
-		t.Fatalf("%d series %v, want 10 %v", n, got, want)
+	if n != 11 || !maps.Equal(got, want) {
+		t.Fatalf("%d series %v, want 11 %v", n, got, want)
 	}
 	for _, s := range ss {
 		if strings.Contains(s.labels, `group="g"`) {
