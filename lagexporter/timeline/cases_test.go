@@ -362,3 +362,48 @@ func TestCaseC14SimpleConsumerWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupTypesTimeline: Kafka 4's group types through the live loop's code (g01_group_types.jsonl, window 3).
+// workers is a share group: its position is the share-partition start offset (SPSO) 100 and its lag the broker's
+// KIP-1226 share lag (10 records after the SPSO already acknowledged: raw 40, lag 30); jobs/1 has no share state yet
+// and counts from the log start because the group's share.auto.offset.reset is earliest. Its SPSO stays at 100 while
+// a member is there: STALL once the window is full; the member leaves and the backlog keeps growing: STOP.
+// legacy-share comes from a broker without KIP-1226 lag: End − SPSO, flagged lag_upper_bound. orders-848 (KIP-848)
+// and app (streams) are measured like consumer groups; app's topics carry their subtopology and internal marking.
+func TestGroupTypesTimeline(t *testing.T) {
+	snaps := evalCase(t, "g01_group_types.jsonl")
+	w := mustGroup(t, snaps[0], "workers")
+	if w.GroupType != GroupShare || w.Epoch != 4 || w.SimpleConsumer {
+		t.Fatalf("workers = type %q epoch %d simple %v, want share 4 false", w.GroupType, w.Epoch, w.SimpleConsumer)
+	}
+	if p := mustPart(t, w, "jobs", 0); p.Committed != 100 || p.Lag != 30 || p.RawLag != 40 || p.Flags != FlagEstimated|FlagLowerBound {
+		t.Fatalf("workers jobs/0 = %+v, want SPSO 100, lag 30 (broker), raw 40", *p)
+	}
+	if p := mustPart(t, w, "jobs", 1); p.HasCommit || p.Lag != 20 || !p.Flags.Has(FlagNoCommit) {
+		t.Fatalf("workers jobs/1 = %+v, want no start offset, lag 20 from the log start", *p)
+	}
+	for i, want := range []Status{StatusOK, StatusOK, StatusStall, StatusStop} {
+		g := mustGroup(t, snaps[i], "workers")
+		if g.Status != want {
+			t.Errorf("poll %d: workers %s (members %d, lag %d), want %s", i+1, g.Status, len(g.Members), g.Total.Lag, want)
+		}
+	}
+	if g := mustGroup(t, snaps[3], "workers"); g.Total.Lag != 60+20 || len(g.Members) != 0 {
+		t.Fatalf("poll 4: workers lag %d with %d members, want 80 and none", g.Total.Lag, len(g.Members))
+	}
+	l := mustGroup(t, snaps[0], "legacy-share")
+	if p := mustPart(t, l, "jobs", 0); p.Lag != 20 || !p.Flags.Has(FlagLagUpperBound) {
+		t.Fatalf("legacy-share jobs/0 = %+v, want lag 20 = End − SPSO, lag_upper_bound", *p)
+	}
+	if o := mustGroup(t, snaps[0], "orders-848"); o.GroupType != GroupConsumer || o.Total.Lag != 2 || len(o.Members) != 1 || o.Status != StatusOK {
+		t.Fatalf("orders-848 = %+v, want a consumer-type group with lag 2", o)
+	}
+	a := mustGroup(t, snaps[0], "app")
+	rp := mustPart(t, a, "app-count-repartition", 0)
+	if a.GroupType != GroupStreams || rp.Lag != 2 || rp.Subtopology != "1" || !rp.Internal {
+		t.Fatalf("app repartition = %+v (type %q), want lag 2 in subtopology 1, internal", *rp, a.GroupType)
+	}
+	if tl := a.Topic("clicks"); tl == nil || tl.Subtopology != "0" || tl.Internal || tl.Lag != 0 {
+		t.Fatalf("app clicks = %+v, want subtopology 0, a user topic, caught up", tl)
+	}
+}

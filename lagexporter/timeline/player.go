@@ -80,7 +80,9 @@ func (c *Player) Groups(context.Context) ([]lagexporter.GroupObservation, error)
 	}
 	out := make([]lagexporter.GroupObservation, len(o.Groups))
 	for i, g := range o.Groups {
-		out[i] = lagexporter.GroupObservation{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Members: g.Members}
+		// what a listing and describe read: everything but the positions, which CommittedOffsets returns
+		g.Offsets, g.Error, g.Reset = nil, "", ""
+		out[i] = g
 	}
 	return out, c.lineErrors(lagexporter.ErrKindGroups)
 }
@@ -92,7 +94,7 @@ func (c *Player) CommittedOffsets(_ context.Context, groups []string) ([]lagexpo
 	for _, name := range groups {
 		for _, g := range o.Groups {
 			if g.Group == name {
-				out = append(out, lagexporter.GroupObservation{Group: name, Offsets: g.Offsets, Error: g.Error})
+				out = append(out, lagexporter.GroupObservation{Group: name, Offsets: g.Offsets, Error: g.Error, Reset: g.Reset})
 			}
 		}
 	}
