@@ -120,12 +120,15 @@ func newLagCmd() *cobra.Command {
 	var lf lagFlags
 	cmd := &cobra.Command{
 		Use:   "lag",
-		Short: "Print consumer-group lag once: offsets, lag, time lag, status, flags",
+		Short: "Print group lag once (classic, KIP-848, share and streams groups): offsets, lag, time lag, status, flags",
 		Long: "lag reads the cluster once (committed offsets first, then end offsets, then the first unconsumed record of\n" +
-			"each lagging partition) and prints one row per group-partition. LAG is the effective lag (records the group\n" +
-			"will still receive: transaction markers are not backlog); RETENTION-LEFT is the time (and bytes) before\n" +
-			"retention may delete the first unconsumed record; CATCH-UP the time until the lag reaches 0 at the rates of\n" +
-			"the status window (\"never\" while it does not fall); FLAGS explain anything unusual (docs/lag.md).\n" +
+			"each lagging partition) and prints one row per group-partition. TYPE is Kafka's group type (classic,\n" +
+			"consumer = KIP-848, share = KIP-932, streams = KIP-1071); SUBTOPOLOGY a streams group's subtopology reading\n" +
+			"the topic. LAG is the effective lag (records the group will still receive: transaction markers are not\n" +
+			"backlog); for a share group COMMITTED is its share-partition start offset and LAG the broker's share-partition\n" +
+			"lag. RETENTION-LEFT is the time (and bytes) before retention may delete the first unconsumed record; CATCH-UP\n" +
+			"the time until the lag reaches 0 at the rates of the status window (\"never\" while it does not fall); FLAGS\n" +
+			"explain anything unusual (docs/lag.md).\n" +
 			"Status needs a window of polls: a one-shot run can only show OK, STOP (no commit for long, from commit\n" +
 			"times when known), or threshold-based statuses.",
 		Args: cobra.NoArgs,
@@ -151,7 +154,7 @@ func newLagCmd() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", e.Error())
 			}
 			if len(lf.groups) > 0 && len(snap.Groups) == 0 {
-				return fmt.Errorf("%w: no consumer group matches --group %s", lagexporter.ErrUnknownGroup, strings.Join(lf.groups, ", "))
+				return fmt.Errorf("%w: no group matches --group %s", lagexporter.ErrUnknownGroup, strings.Join(lf.groups, ", "))
 			}
 			return printSnapshot(cmd.OutOrStdout(), snap, lf.output, "")
 		},
@@ -172,10 +175,10 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tTIME-LAG\tRETENTION-LEFT\tCATCH-UP\tSTATUS\tFLAGS")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tTOPIC\tSUBTOPOLOGY\tPARTITION\tCOMMITTED\tEND\tLAG\tTIME-LAG\tRETENTION-LEFT\tCATCH-UP\tSTATUS\tFLAGS")
 	for _, g := range s.Groups {
 		if len(g.Partitions) == 0 && g.Error != "" { // groups with no partition in scope are not shown
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\terror: %s\n", g.Group, g.Status, g.Error)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t%s\terror: %s\n", g.Group, groupType(&g), g.Status, g.Error)
 		}
 		for _, p := range g.Partitions {
 			committed, end, lag, tl := "-", "-", "-", "-"
@@ -192,8 +195,15 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 			if flags == "" {
 				flags = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, p.Topic, p.Partition, committed, end, lag, tl,
-				retentionLeft(p.Retention), catchUp(p.CatchUp), p.Status, flags)
+			sub := "-" // streams groups: the subtopology reading the topic, "/internal" for a repartition topic
+			if p.Subtopology != "" {
+				sub = p.Subtopology
+				if p.Internal {
+					sub += "/internal"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, groupType(&g), p.Topic, sub, p.Partition,
+				committed, end, lag, tl, retentionLeft(p.Retention), catchUp(p.CatchUp), p.Status, flags)
 		}
 	}
 	return tw.Flush()
@@ -225,4 +235,12 @@ func catchUp(c lagexporter.CatchUp) string {
 		return "never"
 	}
 	return "-"
+}
+
+// groupType is the group's type for display; snapshots of old timelines have none and are classic groups.
+func groupType(g *lagexporter.GroupLag) string {
+	if g.GroupType == "" {
+		return lagexporter.GroupClassic
+	}
+	return g.GroupType
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +31,7 @@ func TestLagEvalTable(t *testing.T) {
 	}
 	// C01: g1 committed 5, End 6, effective lag 0 with the control_records flag; nothing unconsumed, so no retention
 	// margin, and caught up.
-	want := []string{"GROUP", "g1", "tx-orders", "0", "5", "6", "0", "0.000s", "-", "0s", "OK", "control_records"}
+	want := []string{"GROUP", "g1", "classic", "tx-orders", "-", "0", "5", "6", "0", "0.000s", "-", "0s", "OK", "control_records"}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.HasPrefix(line, "g1 ") {
 			if got := strings.Fields(line); strings.Join(got, " ") != strings.Join(want[1:], " ") {
@@ -114,11 +116,11 @@ func TestLagConfigErrors(t *testing.T) {
 // TestLagEvalIssue11Columns: the table shows the retention margin and the catch-up estimate (issue 11 items 11 and
 // 12), and the JSON output carries them with the other new fields.
 func TestLagEvalIssue11Columns(t *testing.T) {
-	row := func(out, prefix string) []string {
+	row := func(out, group, topic string) []string { // the last poll's row of group on topic
 		var last []string
 		for _, line := range strings.Split(out, "\n") {
-			if strings.HasPrefix(line, prefix) {
-				last = strings.Fields(line)
+			if f := strings.Fields(line); len(f) > 2 && f[0] == group && f[2] == topic {
+				last = f
 			}
 		}
 		return last
@@ -129,17 +131,17 @@ func TestLagEvalIssue11Columns(t *testing.T) {
 	}
 	// the last poll (12:02): retention deleted up to 1800, which is 57 m 40 s old under a 1 h retention; 200 records
 	// (400,000 bytes) unconsumed under a retention.bytes of 1,000,000
-	if got := row(out, "g      r "); len(got) < 8 || got[7] != "2m20s,600000B" {
+	if got := row(out, "g", "r"); len(got) < 10 || got[9] != "2m20s,600000B" {
 		t.Fatalf("g/r row %q, want RETENTION-LEFT 2m20s,600000B", got)
 	}
 	out, err = runLag(t, "eval", "../../lagexporter/timeline/testdata/i12_catch_up.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := row(out, "drain "); len(got) < 9 || got[8] != "5m0s" {
+	if got := row(out, "drain", "q"); len(got) < 11 || got[10] != "5m0s" {
 		t.Fatalf("drain row %q, want CATCH-UP 5m0s", got)
 	}
-	if got := row(out, "behind "); len(got) < 9 || got[8] != "never" {
+	if got := row(out, "behind", "q"); len(got) < 11 || got[10] != "never" {
 		t.Fatalf("behind row %q, want CATCH-UP never", got)
 	}
 	out, err = runLag(t, "eval", "-o", "json", "../../lagexporter/timeline/testdata/i12_catch_up.jsonl")
@@ -151,5 +153,60 @@ func TestLagEvalIssue11Columns(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("json output lacks %s", want)
 		}
+	}
+}
+
+// TestLagEvalGroupTypes: the table names each group's type and a streams topic's subtopology; the JSON carries
+// group_type on every group, so a script reading groups[].group and groups[].partitions[].lag reads every type alike.
+func TestLagEvalGroupTypes(t *testing.T) {
+	out, err := runLag(t, "eval", "../../lagexporter/timeline/testdata/g01_group_types.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 13 && f[0] != "GROUP" {
+			rows[f[0]+" "+f[2]+"/"+f[4]] = strings.Join(f[1:], " ")
+		}
+	}
+	// the last poll of the timeline wins (rows are overwritten poll by poll)
+	for key, want := range map[string]string{
+		"app app-count-repartition/0": "streams app-count-repartition 1/internal 0 3 5 2 90.000s - never STALL lower_bound,estimated",
+		"app clicks/0":                "streams clicks 0 0 12 12 0 0.000s - 0s OK -",
+		"workers jobs/0":              "share jobs - 0 100 170 60 90.000s - never STOP lower_bound,estimated",
+		"orders-848 clicks/0":         "consumer clicks - 0 10 12 2 90.000s - never STALL lower_bound,estimated",
+	} {
+		if rows[key] != want {
+			t.Errorf("%s row = %q, want %q", key, rows[key], want)
+		}
+	}
+	js, err := runLag(t, "eval", "-o", "json", "../../lagexporter/timeline/testdata/g01_group_types.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(js), "\n")
+	var snap struct {
+		Groups []struct {
+			Group      string `json:"group"`
+			GroupType  string `json:"group_type"`
+			Partitions []struct {
+				Lag int64 `json:"lag"`
+			} `json:"partitions"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &snap); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	var lag int64
+	for _, g := range snap.Groups {
+		got[g.Group] = g.GroupType
+		for _, p := range g.Partitions {
+			lag += p.Lag
+		}
+	}
+	want := map[string]string{"app": "streams", "legacy-share": "share", "orders-848": "consumer", "workers": "share"}
+	if !maps.Equal(got, want) || lag != 2+50+2+80 {
+		t.Fatalf("group types %v, total lag %d; want %v, 134", got, lag, want)
 	}
 }

@@ -272,7 +272,11 @@ func startLag(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readin
 	}
 	st.set("connecting to Kafka (lag exporter)")
 	cluster, err := retryDependency(sctx, log, st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
-		return kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		r, err := kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		if r != nil {
+			r.Logger = log // a broker that cannot answer a group RPC is logged once
+		}
+		return r, err
 	})
 	if err != nil {
 		return nil, nil, startErr(sctx, err)
