@@ -438,10 +438,24 @@ func lagRows(s *lagexporter.Snapshot) []store.LagRow {
 				At: s.Time, Cluster: s.Cluster, Group: gl.Group, Topic: p.Topic, Partition: p.Partition,
 				Committed: committed, LogStart: p.LogStart, End: p.End, Lag: p.Lag, Expired: p.ExpiredOffsets,
 				TimeLagMs: tl, Status: lagStatus(gl.Status), PartitionStatus: lagStatus(p.Status), Flags: uint32(p.Flags),
+				GroupType: storeGroupType(gl.GroupType), Subtopology: p.Subtopology, Internal: p.Internal,
 			})
 		}
 	}
 	return rows
+}
+
+// storeGroupType maps the lag exporter's group types onto lag_snapshots' Enum8.
+func storeGroupType(t string) store.GroupType {
+	switch t {
+	case lagexporter.GroupConsumer:
+		return store.GroupConsumer
+	case lagexporter.GroupShare:
+		return store.GroupShare
+	case lagexporter.GroupStreams:
+		return store.GroupStreams
+	}
+	return store.GroupClassic
 }
 
 // lagStatus maps the lag exporter's statuses (OK, REWIND, WARN, STALL, STOP, ERR) to lag_snapshots' Enum8.

@@ -42,7 +42,7 @@ var probeColumns = []string{
 var lagColumns = []string{
 	"at", "at_ms", "cluster", "consumer_group", "topic", "partition",
 	"committed", "log_start", "end_offset", "lag", "expired", "time_lag_ms",
-	"status", "partition_status", "flags", "ver",
+	"status", "partition_status", "flags", "group_type", "subtopology", "internal_topic", "ver",
 }
 
 var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples", "ver"}
@@ -76,6 +76,21 @@ func col[R, V any](rs []R, f func(*R) V) []V {
 
 // enum8 clamps values outside an Enum8's defined range [0, n) to 0 ('unknown'): one bad value must not fail a whole
 // batch of other rows.
+// groupTypeValue is the group_type Enum8 value of t: classic for the zero value or anything unknown.
+func groupTypeValue(t GroupType) int8 {
+	if t < GroupClassic || t > GroupStreams {
+		return int8(GroupClassic)
+	}
+	return int8(t)
+}
+
+func b2u8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func enum8(v int8, n int8) int8 {
 	if v < 0 || v >= n {
 		return 0
@@ -215,6 +230,9 @@ func (rs lagBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error {
 		col(rs, func(r *LagRow) int8 { return enum8(int8(r.Status), 7) }),
 		col(rs, func(r *LagRow) int8 { return enum8(int8(r.PartitionStatus), 7) }),
 		col(rs, func(r *LagRow) uint32 { return r.Flags }),
+		col(rs, func(r *LagRow) int8 { return groupTypeValue(r.GroupType) }),
+		col(rs, func(r *LagRow) string { return r.Subtopology }),
+		col(rs, func(r *LagRow) uint8 { return b2u8(r.Internal) }),
 		vers(len(rs), ver),
 	})
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -44,7 +45,7 @@ func TestParseApplied(t *testing.T) {
 		{name: "renamed migration", rows: []appliedMigration{row(1, "0001_other", "legacy", m1.Checksum)}, err: ErrChecksumMismatch,
 			msg: `"0001_other"`},
 		{name: "newer build", rows: []appliedMigration{row(1, m1.Name, "legacy", m1.Checksum), row(uint32(len(ms)+1), "9999_future", "legacy", "")},
-			err: ErrSchemaNewer, msg: "version 3"},
+			err: ErrSchemaNewer, msg: fmt.Sprintf("version %d", len(ms)+1)},
 		// the largest UInt32 must not overflow anything
 		{name: "max uint32", rows: []appliedMigration{row(^uint32(0), "x", "modern", "")}, err: ErrSchemaNewer},
 	} {

@@ -254,7 +254,7 @@ func TestHourlyRollupCountsAndQuantiles(t *testing.T) {
 	}
 }
 
-// TestMigrateFromVersion1 upgrades a database that a build with only 0001_init migrated: Migrate applies 0002 alone,
+// TestMigrateFromVersion1 upgrades a database that a build with only 0001_init migrated: Migrate applies 0002 on,
 // the hourly tier starts empty for rows written before it, and RebuildRollup fills their day.
 func TestMigrateFromVersion1(t *testing.T) {
 	db, conn := testenv.ClickHouseDB(t)
@@ -292,8 +292,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.From != 1 || res.To != 2 || len(res.Applied) != 1 || res.Applied[0] != "0002_latency_1h" {
-		t.Fatalf("upgrade: %+v, want from 1 to 2 applying 0002_latency_1h", res)
+	if res.From != 1 || res.To != CurrentSchemaVersion || len(res.Applied) != CurrentSchemaVersion-1 || res.Applied[0] != "0002_latency_1h" {
+		t.Fatalf("upgrade: %+v, want from 1 to %d applying 0002_latency_1h first", res, CurrentSchemaVersion)
 	}
 	hourly := func() uint64 {
 		t.Helper()

@@ -161,7 +161,24 @@ type LagRow struct {
 
 	Status, PartitionStatus LagStatus
 	Flags                   uint32
+
+	// GroupType is the group's Kafka type (GroupClassic when zero); for a share group Committed is its share-partition
+	// start offset. Subtopology and Internal mark a streams group's topics (KIP-1071).
+	GroupType   GroupType
+	Subtopology string
+	Internal    bool
 }
+
+// GroupType is lag_snapshots.group_type: Kafka's group type (ListGroups v5).
+type GroupType int8
+
+// The group types, as lag_snapshots' Enum8 numbers them (0 is written as classic).
+const (
+	GroupClassic  GroupType = 1
+	GroupConsumer GroupType = 2 // KIP-848
+	GroupShare    GroupType = 3 // KIP-932
+	GroupStreams  GroupType = 4 // KIP-1071
+)
 
 // ClockOffsetRow is one clock-offset estimate: a row of clock_offsets. The true offset (host clock − reference
 // clock) is within OffsetMs ± UncertaintyMs.

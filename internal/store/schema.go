@@ -118,6 +118,14 @@ func Migrations(p SchemaParams) ([]Migration, error) {
 			}
 			return ""
 		},
+		// addColumn is ADD COLUMN, idempotent where the server can say so (18.16 has no IF NOT EXISTS there; its
+		// migrations run once each, recorded in schema_migrations)
+		"addColumn": func() string {
+			if modern {
+				return "ADD COLUMN IF NOT EXISTS"
+			}
+			return "ADD COLUMN"
+		},
 		"ttl": func(column string, days int) string {
 			if modern {
 				return fmt.Sprintf("\nTTL %s + toIntervalDay(%d)\nSETTINGS ttl_only_drop_parts = 1", column, days)

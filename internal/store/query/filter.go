@@ -54,13 +54,22 @@ const (
 	DimTopic Dimension = "topic"
 	DimGroup Dimension = "group"
 	DimHost  Dimension = "host"
+	// DimGroupType and DimSubtopology group consumer lag only: by Kafka group type (classic, consumer, share,
+	// streams), and per streams-group subtopology ("group/subtopology"; other groups keep one series per group).
+	DimGroupType   Dimension = "group_type"
+	DimSubtopology Dimension = "subtopology"
 )
+
+// GroupTypes are the values lag_snapshots.group_type holds and a lag query's group-type filter accepts.
+var GroupTypes = []string{"classic", "consumer", "share", "streams"}
 
 // Filter selects rows by exact names; an empty list selects all. Values are bound as array parameters (has(?, col)).
 type Filter struct {
 	Topics []string
 	Groups []string
 	Hosts  []string
+	// GroupTypes selects consumer lag by Kafka group type (GroupTypes' values); other queries ignore it.
+	GroupTypes []string
 }
 
 // Window is a query's time range [From, To) and the width of its time buckets.

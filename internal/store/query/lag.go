@@ -3,13 +3,16 @@ package query
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-// LagQuery asks for consumer lag per time bucket.
+// LagQuery asks for consumer lag per time bucket, for every group type (a share group's lag is its share-partition
+// lag, docs/lag.md).
 type LagQuery struct {
 	Window  Window
-	GroupBy Dimension // DimNone, DimGroup or DimTopic
+	GroupBy Dimension // DimNone, DimGroup, DimTopic, DimGroupType or DimSubtopology
 	Filter  Filter    // Hosts is ignored: lag belongs to a group, not a host
 }
 
@@ -41,18 +44,29 @@ func (r *Reader) ConsumerLag(ctx context.Context, q LagQuery) ([]LagPoint, error
 		key = "consumer_group"
 	case DimTopic:
 		key = "topic"
+	case DimGroupType:
+		key = "gt"
+	case DimSubtopology: // a streams group's lag per subtopology; other groups keep one series each
+		key = "if(sub = '', consumer_group, concat(consumer_group, '/', sub))"
 	default:
-		return nil, fmt.Errorf("consumer lag grouped by %q: want none, group or topic: %w", q.GroupBy, ErrBadInput)
+		return nil, fmt.Errorf("consumer lag grouped by %q: want none, group, topic, group_type or subtopology: %w", q.GroupBy, ErrBadInput)
+	}
+	for _, gt := range q.Filter.GroupTypes {
+		if !slices.Contains(GroupTypes, gt) {
+			return nil, fmt.Errorf("consumer lag for group type %q: want one of %s: %w", gt, strings.Join(GroupTypes, ", "), ErrBadInput)
+		}
 	}
 	var wh where
 	wh.timeRange("at", q.Window.From, q.Window.To)
 	wh.in("topic", q.Filter.Topics)
 	wh.in("consumer_group", q.Filter.Groups)
+	wh.in("toString(group_type)", q.Filter.GroupTypes)
 	b, args := bucket("at", q.Window.Step)
 	args = append(args, wh.args...)
 	sql := "SELECT t, " + key + " AS k, sum(l) AS lag, sum(e) AS expired, max(tl) AS time_lag, count() AS parts FROM (" +
 		"SELECT " + b + " AS t, cluster, consumer_group, topic, partition, argMax(lag, at_ms) AS l, " +
-		"argMax(expired, at_ms) AS e, argMax(time_lag_ms, at_ms) AS tl FROM lag_snapshots WHERE " + wh.sql() +
+		"argMax(expired, at_ms) AS e, argMax(time_lag_ms, at_ms) AS tl, toString(argMax(group_type, at_ms)) AS gt, " +
+		"argMax(subtopology, at_ms) AS sub FROM lag_snapshots WHERE " + wh.sql() +
 		" GROUP BY t, cluster, consumer_group, topic, partition) GROUP BY t, k ORDER BY k, t"
 	rows, err := r.conn.Query(ctx, sql, args...)
 	if err != nil {

@@ -188,6 +188,58 @@ func TestConsumerLag(t *testing.T) {
 	}
 }
 
+// TestConsumerLagGroupTypes: lag snapshots of every group type are summed alike, selected by group type, grouped by
+// type, and a streams group's lag is split per subtopology (other groups keep one series each).
+func TestConsumerLagGroupTypes(t *testing.T) {
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, db)
+	rows := []querytest.Lag{
+		{Group: "billing", Topic: "orders", Partition: 0, Lag: 5, TimeLagMs: 1000},
+		{Group: "billing-848", Topic: "orders", Partition: 0, Lag: 7, TimeLagMs: 2000, GroupType: "consumer"},
+		{Group: "workers", Topic: "jobs", Partition: 0, Lag: 30, TimeLagMs: 60000, GroupType: "share"},
+		{Group: "workers", Topic: "jobs", Partition: 1, Lag: 20, TimeLagMs: 30000, GroupType: "share"},
+		{Group: "app", Topic: "clicks", Partition: 0, Lag: 4, TimeLagMs: 500, GroupType: "streams", Subtopology: "0"},
+		{Group: "app", Topic: "app-count-repartition", Partition: 0, Lag: 2, TimeLagMs: 800, GroupType: "streams", Subtopology: "1"},
+		{Group: "app", Topic: "app-count-repartition", Partition: 1, Lag: 3, TimeLagMs: 900, GroupType: "streams", Subtopology: "1"},
+	}
+	for i := range rows {
+		rows[i].At, rows[i].Cluster = t0.Add(10*time.Second), "c"
+	}
+	querytest.InsertLag(t, conn, rows)
+	r := query.NewReader(conn)
+	run := func(q query.LagQuery) []query.LagPoint {
+		t.Helper()
+		q.Window = twoMinutes
+		got, err := r.ConsumerLag(ctx(t), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	byType := run(query.LagQuery{GroupBy: query.DimGroupType})
+	want := []query.LagPoint{
+		{Time: t0, Key: "classic", Lag: 5, TimeLagMs: 1000, Partitions: 1},
+		{Time: t0, Key: "consumer", Lag: 7, TimeLagMs: 2000, Partitions: 1},
+		{Time: t0, Key: "share", Lag: 50, TimeLagMs: 60000, Partitions: 2},
+		{Time: t0, Key: "streams", Lag: 9, TimeLagMs: 900, Partitions: 3},
+	}
+	if !reflect.DeepEqual(byType, want) {
+		t.Fatalf("by group type: got %+v\nwant %+v", byType, want)
+	}
+	perSub := run(query.LagQuery{GroupBy: query.DimSubtopology, Filter: query.Filter{GroupTypes: []string{"streams", "share"}}})
+	want = []query.LagPoint{
+		{Time: t0, Key: "app/0", Lag: 4, TimeLagMs: 500, Partitions: 1},
+		{Time: t0, Key: "app/1", Lag: 5, TimeLagMs: 900, Partitions: 2},
+		{Time: t0, Key: "workers", Lag: 50, TimeLagMs: 60000, Partitions: 2},
+	}
+	if !reflect.DeepEqual(perSub, want) {
+		t.Fatalf("per subtopology: got %+v\nwant %+v", perSub, want)
+	}
+	if _, err := r.ConsumerLag(ctx(t), query.LagQuery{Window: twoMinutes, Filter: query.Filter{GroupTypes: []string{"dynamic"}}}); !errors.Is(err, query.ErrBadInput) {
+		t.Fatalf("unknown group type: err %v, want ErrBadInput", err)
+	}
+}
+
 func TestSLO(t *testing.T) {
 	r := seeded(t)
 	got, err := r.SLO(ctx(t), query.SLOQuery{Window: twoMinutes, ThresholdMs: 500})

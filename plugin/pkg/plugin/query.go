@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -38,6 +39,9 @@ type Query struct {
 	Topic          string    `json:"topic"`
 	Group          string    `json:"group"`
 	Host           string    `json:"host"`
+	// GroupType selects consumer lag by Kafka group type: classic, consumer (KIP-848), share, streams; several
+	// joined by commas; empty means all.
+	GroupType string `json:"groupType"`
 	Stage          string    `json:"stage"`
 	Percentiles    []float64 `json:"percentiles"`
 	GroupBy        string    `json:"groupBy"`
@@ -118,6 +122,14 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	if p.Filter.Hosts, err = splitFilter("host", q.Host, nil); err != nil {
 		return ParsedQuery{}, err
 	}
+	if p.Filter.GroupTypes, err = splitFilter("group type", q.GroupType, nil); err != nil {
+		return ParsedQuery{}, err
+	}
+	for _, gt := range p.Filter.GroupTypes {
+		if !slices.Contains(query.GroupTypes, gt) {
+			return ParsedQuery{}, fmt.Errorf("unknown group type %q: choose one of %s", gt, strings.Join(query.GroupTypes, ", "))
+		}
+	}
 	p.Stage = query.Stage(q.Stage)
 	if p.Stage == "" {
 		p.Stage = DefaultStage
@@ -139,12 +151,15 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	switch p.GroupBy {
 	case "":
 		p.GroupBy = query.DimNone
-	case query.DimNone, query.DimTopic, query.DimGroup, query.DimHost:
+	case query.DimNone, query.DimTopic, query.DimGroup, query.DimHost, query.DimGroupType, query.DimSubtopology:
 	default:
-		return ParsedQuery{}, fmt.Errorf("unknown group by %q: choose one of none, topic, group, host", q.GroupBy)
+		return ParsedQuery{}, fmt.Errorf("unknown group by %q: choose one of none, topic, group, host, group_type, subtopology", q.GroupBy)
 	}
 	if p.Type == QueryConsumerLag && p.GroupBy == query.DimHost {
-		return ParsedQuery{}, fmt.Errorf("consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group or topic")
+		return ParsedQuery{}, fmt.Errorf("consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group, topic, group_type or subtopology")
+	}
+	if p.Type != QueryConsumerLag && (p.GroupBy == query.DimGroupType || p.GroupBy == query.DimSubtopology) {
+		return ParsedQuery{}, fmt.Errorf("only consumer lag can be grouped by %s (latency rows carry no group type): choose none, topic, group or host", p.GroupBy)
 	}
 	p.ThresholdMs = DefaultSLOThresholdMs
 	if q.SLOThresholdMs != nil {
