@@ -136,6 +136,11 @@ func ConsumerGroup() Dashboard {
 			"that dies is STOP).", unit("short"),
 			prom("A", `tidemark_lag_group_status{group="$group"} == 1`, "{{status}}"),
 			prom("B", `tidemark_lag_group_replaying{group="$group"} == 1`, "replaying"))).
+		add(16, 8, only(timeseries("Lag by subtopology",
+			"A streams group's (KIP-1071) backlog per subtopology, its source and repartition topics together; other groups show one series.",
+			unit("short"), q("A", "consumer_lag", with(g, map[string]any{"groupBy": "subtopology"}))), "lag")).
+		add(8, 8, nameOnly(stat("Group type", "Kafka's group type: classic, consumer (KIP-848), share (KIP-932, lag from the share-partition start offset) or streams (KIP-1071).",
+			unit("none"), prom("A", `tidemark_lag_group_info{group="$group"}`, "{{group_type}}")))).
 		row("Time left").
 		add(12, 8, timeseries("Retention margin", "Time left before retention may delete a record the group has not read (retention.ms "+
 			"− time lag; or the bytes left at the rate they shrink): a lower bound by up to one segment. Page under 1 h.",
@@ -211,5 +216,11 @@ func only(p Panel, fields ...string) Panel {
 		}
 	}
 	p.Targets = targets
+	return p
+}
+
+// nameOnly makes a stat show its series' name (an info series' label) instead of its value.
+func nameOnly(p Panel) Panel {
+	p.Options["textMode"], p.Options["colorMode"], p.Options["graphMode"] = "name", "none", "none"
 	return p
 }

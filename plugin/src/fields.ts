@@ -4,6 +4,7 @@ import { QueryType } from './types';
 export type EditorField =
   | 'topic'
   | 'group'
+  | 'groupType'
   | 'host'
   | 'stage'
   | 'percentiles'
@@ -18,7 +19,7 @@ export type EditorField =
 export const FIELDS_BY_TYPE: Record<QueryType, readonly EditorField[]> = {
   stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'tier', 'fields'],
   e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays', 'tier', 'fields'],
-  consumer_lag: ['topic', 'group', 'groupBy', 'fields'],
+  consumer_lag: ['topic', 'group', 'groupType', 'groupBy', 'fields'],
   slo: ['topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays', 'fields'],
   slowest_messages: ['topic', 'group', 'host', 'stage', 'limit', 'includeReplays'],
   clock_offsets: ['host', 'fields'],

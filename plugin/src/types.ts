@@ -18,12 +18,18 @@ export type QueryType = (typeof QUERY_TYPES)[number];
 export const STAGES = ['produce_append', 'append_receive', 'receive_process', 'e2e'] as const;
 export type Stage = (typeof STAGES)[number];
 
-export const GROUP_BYS = ['none', 'topic', 'group', 'host'] as const;
+export const GROUP_BYS = ['none', 'topic', 'group', 'host', 'group_type', 'subtopology'] as const;
 export type GroupBy = (typeof GROUP_BYS)[number];
 
 /** Where latency percentiles are read: auto picks by resolution and cost; the others pin a tier. */
 export const TIERS = ['auto', 'raw', 'minute', 'hour'] as const;
 export type Tier = (typeof TIERS)[number];
+
+/** Group-bys only consumer lag has: by Kafka group type, and per streams-group subtopology. */
+export const LAG_ONLY_GROUP_BYS: readonly GroupBy[] = ['group_type', 'subtopology'];
+
+/** Kafka's group types (consumer = KIP-848, share = KIP-932, streams = KIP-1071); a consumer-lag filter. */
+export const GROUP_TYPES = ['classic', 'consumer', 'share', 'streams'] as const;
 
 export interface TidemarkQuery extends DataQuery {
   queryType?: QueryType;
@@ -33,6 +39,8 @@ export interface TidemarkQuery extends DataQuery {
   group?: string;
   /** Exact host id, or several joined by commas; empty means all. */
   host?: string;
+  /** Consumer lag only: Kafka group types (GROUP_TYPES) joined by commas; empty means all. */
+  groupType?: string;
   stage?: Stage;
   /** Quantiles in (0, 1), e.g. [0.5, 0.99]. */
   percentiles?: number[];

@@ -52,6 +52,17 @@ describe('validateQuery', () => {
       'topic filter "orders,,payments" is malformed: an empty name between commas',
     ]);
   });
+  it('checks group types and the lag-only group-bys as the backend does', () => {
+    expect(
+      validateQuery({ refId: 'A', queryType: 'consumer_lag', groupType: 'share,streams', groupBy: 'subtopology' })
+    ).toEqual([]);
+    expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', groupType: 'share,dynamic' })).toEqual([
+      'unknown group type "dynamic": choose one of classic, consumer, share, streams',
+    ]);
+    expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.5], groupBy: 'group_type' })).toEqual([
+      'only consumer lag can be grouped by group_type: choose none, topic, group or host',
+    ]);
+  });
   it('accepts an uninterpolated variable in a filter', () => {
     expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', topic: '${topic:csv}' })).toEqual([]);
   });

@@ -1,5 +1,5 @@
 import { VALUE_FIELDS } from './fields';
-import { DEFAULT_QUERY, GROUP_BYS, QUERY_TYPES, STAGES, TidemarkQuery } from './types';
+import { DEFAULT_QUERY, GROUP_BYS, GROUP_TYPES, LAG_ONLY_GROUP_BYS, QUERY_TYPES, STAGES, TidemarkQuery } from './types';
 
 /** Most percentiles one query may ask for; the backend enforces the same bound. */
 export const MAX_PERCENTILES = 10;
@@ -68,6 +68,13 @@ export function validateQuery(q: TidemarkQuery): string[] {
   }
   if (q.groupBy && !(GROUP_BYS as readonly string[]).includes(q.groupBy)) {
     errs.push(`unknown group by "${q.groupBy}": choose one of ${GROUP_BYS.join(', ')}`);
+  } else if (q.groupBy && q.queryType !== 'consumer_lag' && LAG_ONLY_GROUP_BYS.includes(q.groupBy)) {
+    errs.push(`only consumer lag can be grouped by ${q.groupBy}: choose none, topic, group or host`);
+  }
+  if (q.groupType && !q.groupType.includes('$')) {
+    for (const gt of splitFilter(q.groupType).filter((g) => !(GROUP_TYPES as readonly string[]).includes(g))) {
+      errs.push(`unknown group type "${gt}": choose one of ${GROUP_TYPES.join(', ')}`);
+    }
   }
   for (const [name, value] of [
     ['topic', q.topic],

@@ -88,7 +88,16 @@ func TestParseQuery(t *testing.T) {
 		{name: "percentile rounding to p100", json: `{"queryType":"stage_percentiles","percentiles":[0.999996]}`,
 			err: `percentile 0.999996 is outside 1e-05 to 0.99999 (p0.001 to p99.999)`},
 		{name: "lag by host", json: `{"queryType":"consumer_lag","groupBy":"host"}`,
-			err: `consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group or topic`},
+			err: `consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group, topic, group_type or subtopology`},
+		// Kafka 4's group types: consumer lag of share and streams groups, per streams subtopology
+		{name: "lag by subtopology of share and streams groups", json: `{"queryType":"consumer_lag","groupType":"share, streams","groupBy":"subtopology"}`,
+			want: ParsedQuery{Type: QueryConsumerLag, Filter: query.Filter{GroupTypes: []string{"share", "streams"}}, Stage: query.StageE2E,
+				Levels: []float64{0.5, 0.99}, GroupBy: query.DimSubtopology, ThresholdMs: 500, Objective: 0.999, Limit: 20}},
+		{name: "unknown group type", json: `{"queryType":"consumer_lag","groupType":"dynamic"}`,
+			err: `unknown group type "dynamic": choose one of classic, consumer, share, streams`},
+		// latency rows carry no group type: only lag can be split by it
+		{name: "latency by group type", json: `{"queryType":"stage_percentiles","groupBy":"group_type"}`,
+			err: `only consumer lag can be grouped by group_type (latency rows carry no group type): choose none, topic, group or host`},
 		{name: "objective as percent", json: `{"queryType":"slo","sloObjective":99.9}`,
 			err: `SLO objective 99.9 is outside (0, 1): write 0.999 for 99.9%`},
 		{name: "zero threshold", json: `{"queryType":"slo","sloThresholdMs":0}`,

@@ -8,6 +8,7 @@ import {
   DEFAULT_QUERY,
   GROUP_BYS,
   GroupBy,
+  LAG_ONLY_GROUP_BYS,
   QUERY_TYPE_LABELS,
   QUERY_TYPES,
   QueryType,
@@ -56,7 +57,7 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
     }
   };
   const text =
-    (key: 'topic' | 'group' | 'host') =>
+    (key: 'topic' | 'group' | 'groupType' | 'host') =>
     (e: ChangeEvent<HTMLInputElement>) =>
       update({ [key]: e.currentTarget.value });
   const num =
@@ -139,6 +140,18 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
             />
           </InlineField>
         )}
+        {show('groupType') && (
+          <InlineField label="Type" labelWidth={8} tooltip="Kafka group types: classic, consumer (KIP-848), share, streams">
+            <Input
+              id="tidemark-group-type"
+              width={20}
+              value={q.groupType ?? ''}
+              placeholder="all"
+              onChange={text('groupType')}
+              onBlur={onRunQuery}
+            />
+          </InlineField>
+        )}
         {show('host') && (
           <InlineField label="Host" labelWidth={8} tooltip="Consumer host id, or broker id for probe health">
             <Input
@@ -175,7 +188,9 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
             <Select
               inputId="tidemark-group-by"
               width={16}
-              options={groupByOptions}
+              options={groupByOptions.filter(
+                (o) => q.queryType === 'consumer_lag' || !LAG_ONLY_GROUP_BYS.includes(o.value as GroupBy)
+              )}
               value={q.groupBy}
               onChange={(v) => update({ groupBy: v.value }, true)}
             />
