@@ -25,9 +25,9 @@ func TestUnsupportedGroupRPCs(t *testing.T) {
 	defer b.Close()
 	b.SetHandlerByMap(map[string]sarama.MockResponse{
 		"ApiVersionsRequest": sarama.NewMockApiVersionsResponse(t).SetApiKeys([]sarama.ApiVersionsResponseKey{
-			{ApiKey: 3, MinVersion: 0, MaxVersion: 12},  // Metadata
-			{ApiKey: 15, MinVersion: 0, MaxVersion: 5},  // DescribeGroups
-			{ApiKey: 16, MinVersion: 0, MaxVersion: 5},  // ListGroups
+			{ApiKey: 3, MinVersion: 0, MaxVersion: 12},   // Metadata
+			{ApiKey: 15, MinVersion: 0, MaxVersion: 5},   // DescribeGroups
+			{ApiKey: 16, MinVersion: 0, MaxVersion: 5},   // ListGroups
 			{ApiKey: 18, MinVersion: 0, MaxVersion: 3}}), // ApiVersions; no 69, 77, 89, 90
 		"MetadataRequest": sarama.NewMockMetadataResponse(t).SetBroker(b.Addr(), 1).SetController(1),
 		"ListGroupsRequest": sarama.NewMockWrapper(&sarama.ListGroupsResponse{Version: 5,

@@ -35,13 +35,13 @@ func QueryTypes() []QueryType {
 // Query is the query model shared with the frontend (src/types.ts). Pointers distinguish "not set" (take the
 // default) from a zero the user typed (rejected where zero is meaningless).
 type Query struct {
-	QueryType      QueryType `json:"queryType"`
-	Topic          string    `json:"topic"`
-	Group          string    `json:"group"`
-	Host           string    `json:"host"`
+	QueryType QueryType `json:"queryType"`
+	Topic     string    `json:"topic"`
+	Group     string    `json:"group"`
+	Host      string    `json:"host"`
 	// GroupType selects consumer lag by Kafka group type: classic, consumer (KIP-848), share, streams; several
 	// joined by commas; empty means all.
-	GroupType string `json:"groupType"`
+	GroupType      string    `json:"groupType"`
 	Stage          string    `json:"stage"`
 	Percentiles    []float64 `json:"percentiles"`
 	GroupBy        string    `json:"groupBy"`
