@@ -85,11 +85,9 @@ func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult
 	gs := listedGroups(lr)
 	r := groupsResult{ok: true}
 	r.errs = c.describeGroups(ctx, id, b, gs)
+	r.descs = gs
 	for _, g := range gs {
-		r.descs = append(r.descs, g)
-		if obs, ok := observationOf(g); ok {
-			r.groups = append(r.groups, obs)
-		}
+		r.groups = append(r.groups, observationOf(g))
 	}
 	return r
 }
@@ -170,7 +168,7 @@ func (c *ClusterReader) franzDescribe(ctx context.Context, id int32, key int16, 
 }
 
 // observationOf is the lag loop's view of a described group.
-func observationOf(g groupDesc) (lagexporter.GroupObservation, bool) {
+func observationOf(g groupDesc) lagexporter.GroupObservation {
 	obs := lagexporter.GroupObservation{Group: g.name, GroupType: g.groupType, State: g.state, ProtocolType: g.protocolType,
 		Epoch: g.epoch, AssignmentEpoch: g.assignmentEpoch}
 	for _, m := range g.members {
@@ -186,7 +184,7 @@ func observationOf(g groupDesc) (lagexporter.GroupObservation, bool) {
 			obs.Streams[t] = lagexporter.StreamsTopic{Subtopology: r.Subtopology, Internal: r.Internal}
 		}
 	}
-	return obs, true
+	return obs
 }
 
 // CommittedOffsets reads the committed offsets of groups with one multi-group OffsetFetch (v8) per coordinator (per

@@ -7,6 +7,8 @@
 //	TIDEMARK_KAFKA_BROKERS     comma-separated bootstrap addresses, e.g. 127.0.0.1:19092,127.0.0.1:19093
 //	TIDEMARK_CLICKHOUSE_ADDR   host:port of ClickHouse's native protocol, e.g. 127.0.0.1:19000
 //	TIDEMARK_PROMETHEUS_ADDR   host:port of a Prometheus server (only for scrape/rule tests)
+//	TIDEMARK_KAFKA_LIB         directory of Kafka's cached jars (its command-line tools and Java clients, java.go)
+//	TIDEMARK_STREAMS_APP_CP    classpath of the Kafka Streams test app (deploy/local/streams.sh)
 //	TIDEMARK_JAEGER_OTLP_GRPC  host:port of Jaeger's OTLP/gRPC receiver (stack.sh up --jaeger; tracing tests)
 //	TIDEMARK_JAEGER_OTLP_HTTP  host:port of its OTLP/HTTP receiver
 //	TIDEMARK_JAEGER_QUERY      http://host:port of its query API and UI
