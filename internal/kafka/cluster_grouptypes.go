@@ -21,8 +21,10 @@ import (
 //	share     share consumers (KIP-932)                        ShareGroupDescribe (77)      DescribeShareGroupOffsets (90): the SPSO
 //	streams   group.protocol=streams applications (KIP-1071)  StreamsGroupDescribe (89)    OffsetFetch
 //
-// DescribeGroups answers GROUP_ID_NOT_FOUND ("is not a classic group", error 69) for the three new types, which is
-// why tools that only use it see KIP-848 groups without members.
+// DescribeGroups answers only classic groups. For the three new types Kafka 4.4 answers v6 (KIP-1043) with
+// GROUP_ID_NOT_FOUND (error 69, "... is not a classic group") and v0-v5 (sarama's range) with a Dead group without
+// error, protocol or members (TestGroupType*, checkDescribeGroupsAnswer): tools that only use it drop these groups or
+// show a live KIP-848 group as Dead with no members.
 const (
 	GroupTypeClassic  = "classic"
 	GroupTypeConsumer = "consumer"

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"errors"
 	"maps"
 	"regexp"
 	"slices"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -53,7 +58,7 @@ func (e *lagEnv) describedGroup(name string) *groupDesc {
 }
 
 // TestGroupTypeConsumerProtocol (KIP-848): a group run by Kafka's Java consumer with group.protocol=consumer is
-// described with ConsumerGroupDescribe (DescribeGroups answers error 69 for it): its member and assignment are
+// described with ConsumerGroupDescribe (DescribeGroups answers error 69, or Dead without members before v6): its member and assignment are
 // known, its lag equals Kafka's consumer-groups command, and a member that stops consuming while it keeps its
 // partitions is STALL.
 func TestGroupTypeConsumerProtocol(t *testing.T) {
@@ -77,6 +82,8 @@ func TestGroupTypeConsumerProtocol(t *testing.T) {
 	if d == nil || d.groupType != GroupTypeConsumer || d.epoch < 1 || d.assignmentEpoch < 1 || d.members[0].epoch < 1 {
 		t.Fatalf("description %+v, want type consumer with group, assignment and member epochs >= 1", d)
 	}
+	// what tools that only speak DescribeGroups get for it (kafka_exporter, kminion)
+	e.checkDescribeGroupsAnswer(group)
 
 	// stuck while assigned: the JVM is frozen, so the member stays in the group (until its 45 s session timeout)
 	// without consuming or committing
@@ -174,6 +181,7 @@ func TestGroupTypeShare(t *testing.T) {
 	if d == nil || d.groupType != GroupTypeShare || d.err != "" || len(d.members) != 0 || d.state != "Empty" {
 		t.Fatalf("description %+v, want an Empty share group without members", d)
 	}
+	e.checkDescribeGroupsAnswer(group)
 	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && g.Total.CommittedSum == 25 })
 	compareShareCommand(t, g)
 	if g.GroupType != lagexporter.GroupShare || g.Total.Lag != 35 || g.SimpleConsumer || len(g.Members) != 0 {
@@ -216,7 +224,7 @@ func TestGroupTypeShare(t *testing.T) {
 }
 
 // TestGroupTypeStreams (KIP-1071): a Kafka Streams application with group.protocol=streams is described with
-// StreamsGroupDescribe (DescribeGroups answers error 69 for it too): its topology names the subtopology reading each
+// StreamsGroupDescribe (DescribeGroups does not describe it either): its topology names the subtopology reading each
 // topic, the repartition topic is marked internal, and its member owns the source and repartition partitions of its
 // active tasks. Its commits are read with OffsetFetch like a consumer group's.
 func TestGroupTypeStreams(t *testing.T) {
@@ -244,6 +252,7 @@ func TestGroupTypeStreams(t *testing.T) {
 	if d == nil || d.groupType != GroupTypeStreams || d.topology == nil || len(d.members) != 1 {
 		t.Fatalf("description %+v, want a streams group with a topology and one member", d)
 	}
+	e.checkDescribeGroupsAnswer(app)
 	wantRoles := map[string]StreamsTopicRole{in: {Subtopology: "0"}, repartition: {Subtopology: "1", Internal: true}}
 	if !maps.Equal(d.topology.reads, wantRoles) {
 		t.Fatalf("topic roles %v, want %v (subtopology 0 reads the input, 1 the repartition topic)", d.topology.reads, wantRoles)
@@ -262,5 +271,43 @@ func TestGroupTypeStreams(t *testing.T) {
 	})
 	if len(g.Members) != 1 {
 		t.Fatalf("members %+v, want the app's one stream thread", g.Members)
+	}
+}
+
+// checkDescribeGroupsAnswer pins what DescribeGroups, the only describe RPC classic tools use, answers for a group of
+// a new type (KIP-1043): v0-v5 (sarama's range, so kafka_exporter and Tidemark before this change) a Dead group
+// without error, protocol or members; v6 (franz-go's kadm, so kminion) GROUP_ID_NOT_FOUND (69) with a message.
+func (e *lagEnv) checkDescribeGroupsAnswer(name string) {
+	e.t.Helper()
+	e.reader.mu.Lock()
+	id, ok := e.reader.coordOf[name]
+	e.reader.mu.Unlock()
+	if !ok {
+		e.t.Fatalf("no coordinator known for %s", name)
+	}
+	b, err := e.reader.broker(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	dr, err := b.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 5, Groups: []string{name}})
+	if err != nil || len(dr.Groups) != 1 {
+		e.t.Fatalf("DescribeGroups v5 %s: %+v, %v", name, dr, err)
+	}
+	if g := dr.Groups[0]; !errors.Is(g.Err, sarama.ErrNoError) || g.State != "Dead" || g.ProtocolType != "" || len(g.Members) != 0 {
+		e.t.Fatalf("DescribeGroups v5 %s: error %v, state %q, protocol type %q, %d members; want a Dead group, no error, nothing else",
+			name, g.Err, g.State, g.ProtocolType, len(g.Members))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Version, req.Groups = 6, []string{name}
+	resp, err := e.reader.franzRequest(ctx, id, req)
+	if err != nil {
+		e.t.Fatalf("DescribeGroups v6 %s: %v", name, err)
+	}
+	gs := resp.(*kmsg.DescribeGroupsResponse).Groups
+	if len(gs) != 1 || gs[0].ErrorCode != kerr.GroupIDNotFound.Code || gs[0].ErrorMessage == nil ||
+		!strings.Contains(*gs[0].ErrorMessage, "not a classic group") {
+		e.t.Fatalf("DescribeGroups v6 %s: %+v, want GROUP_ID_NOT_FOUND (69), \"... is not a classic group\"", name, gs)
 	}
 }
