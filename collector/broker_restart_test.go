@@ -2,10 +2,6 @@ package collector
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,56 +11,13 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// privateKafka is a one-broker Kafka of the test's own, started with the project's deploy/local/kafka.sh on free
-// ports and a temporary state directory, so a fault test can stop its broker without touching the shared stack.
-type privateKafka struct {
-	t       *testing.T
-	env     []string
-	brokers []string
-}
-
-// startPrivateKafka starts the broker and stops it when the test ends. It needs what the shared stack needs (Java
-// and the Kafka jars that `stack.sh up` caches), so it runs under the same integration environment: without the
-// stack it skips, and under CI=true it fails (testenv.Kafka).
-func startPrivateKafka(t *testing.T) *privateKafka {
-	t.Helper()
-	testenv.Kafka(t)
-	dir := t.TempDir() // removed after the Cleanup below has stopped the broker (cleanups run last-in first-out)
-	port, controller := testenv.FreePort(t), testenv.FreePort(t)
-	k := &privateKafka{t: t, brokers: []string{"127.0.0.1:" + strconv.Itoa(port)},
-		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+strconv.Itoa(port),
-			"TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller))}
-	t.Cleanup(func() {
-		at := time.Now()
-		k.run("stop")
-		t.Logf("private Kafka stopped in %v", time.Since(at).Round(time.Millisecond))
-	})
-	at := time.Now()
-	k.run("start", "--brokers", "1")
-	t.Logf("private Kafka on %s ready in %v", k.brokers[0], time.Since(at).Round(time.Millisecond))
-	return k
-}
-
-// run runs kafka.sh with args against the private cluster (each step waits for readiness with a real client call).
-func (k *privateKafka) run(args ...string) {
-	k.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "../deploy/local/kafka.sh")
-	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = k.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		k.t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
 // TestBrokerRestartResumes (issue 5, "a broker restarted → pipeline resumes by itself"): the only broker of a
 // private cluster stops for 10 s mid-run and starts again on its data. Without any restart of the collector, the
 // receipts path stores every receipt produced before and after the outage exactly once by key, and the probe path
 // records loss only for probes sent while the broker was away.
 func TestBrokerRestartResumes(t *testing.T) {
-	k := startPrivateKafka(t)
-	e := newEnvOn(t, k.brokers)
+	k := testenv.StartPrivateKafka(t)
+	e := newEnvOn(t, k.Brokers)
 	e.cfg.Probe.LossTimeout = 3 * time.Second
 	r := e.start(nil, nil)
 	t.Cleanup(func() {
@@ -91,10 +44,10 @@ func TestBrokerRestartResumes(t *testing.T) {
 
 	t.Logf("before the outage: %d receipts stored after %v", n1, time.Since(start).Round(time.Millisecond))
 	stopped := time.Now()
-	k.run("stop-node", "1") // TERM, then KILL after 20 s: a lone KRaft node's shutdown may take a while
+	k.Run("stop-node", "1") // TERM, then KILL after 20 s: a lone KRaft node's shutdown may take a while
 	down := time.Now()
 	time.Sleep(time.Until(stopped.Add(10 * time.Second)))
-	k.run("start-node", "1") // returns once the broker answers a real client call
+	k.Run("start-node", "1") // returns once the broker answers a real client call
 	back := time.Now()
 	t.Logf("broker stopping %v, away until %v after the stop began (ready again after %v)", down.Sub(stopped).Round(time.Millisecond),
 		back.Sub(stopped).Round(time.Millisecond), back.Sub(down).Round(time.Millisecond))

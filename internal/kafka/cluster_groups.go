@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark/tidemark/lagexporter"
@@ -93,8 +94,9 @@ func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult
 }
 
 // describeGroups describes gs, all coordinated by broker id, with one request per group type present (see
-// cluster_grouptypes.go). A describe that fails marks its groups (they keep their listing: state, no members); one
-// the broker cannot answer at all is noted once as unsupported.
+// cluster_grouptypes.go). A describe that fails marks its groups (they keep their listing: state, no members) and is
+// one error per request, or per group when the coordinator answered for each group; one the broker cannot answer at
+// all, or answers UNSUPPORTED_VERSION for every group of a type, is noted once as unsupported.
 func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.Broker, gs []groupDesc) lagexporter.CycleErrors {
 	var errs lagexporter.CycleErrors
 	failed := func(typ string, names []string, key int16, err error) {
@@ -115,9 +117,10 @@ func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.
 		c.requests.Add(1)
 		dr, err := b.DescribeGroups(&sarama.DescribeGroupsRequest{Version: 4, Groups: names})
 		if err != nil {
-			failed(GroupTypeClassic, names, 0, err)
+			failed(GroupTypeClassic, names, apiDescribeGroups, err)
 		} else {
 			applyClassic(gs, dr)
+			errs = append(errs, c.groupErrors(id, GroupTypeClassic, apiDescribeGroups, gs)...)
 		}
 	}
 	if names := namesOfType(gs, GroupTypeConsumer); len(names) > 0 && ctx.Err() == nil {
@@ -129,6 +132,7 @@ func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.
 			failed(GroupTypeConsumer, names, apiConsumerGroupDescribe, fmt.Errorf("ConsumerGroupDescribe: %w", err))
 		} else {
 			applyConsumer(gs, resp)
+			errs = append(errs, c.groupErrors(id, GroupTypeConsumer, apiConsumerGroupDescribe, gs)...)
 		}
 	}
 	if names := namesOfType(gs, GroupTypeShare); len(names) > 0 && ctx.Err() == nil {
@@ -139,6 +143,7 @@ func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.
 			failed(GroupTypeShare, names, apiShareGroupDescribe, err)
 		} else {
 			applyShare(gs, resp.(*kmsg.ShareGroupDescribeResponse))
+			errs = append(errs, c.groupErrors(id, GroupTypeShare, apiShareGroupDescribe, gs)...)
 		}
 	}
 	if names := namesOfType(gs, GroupTypeStreams); len(names) > 0 && ctx.Err() == nil {
@@ -149,7 +154,35 @@ func (c *ClusterReader) describeGroups(ctx context.Context, id int32, b *sarama.
 			failed(GroupTypeStreams, names, apiStreamsGroupDescribe, err)
 		} else {
 			applyStreams(gs, resp.(*kmsg.StreamsGroupDescribeResponse))
+			errs = append(errs, c.groupErrors(id, GroupTypeStreams, apiStreamsGroupDescribe, gs)...)
 		}
+	}
+	return errs
+}
+
+// groupErrors turns the per-group errors of one describe answer (groups of type typ, API key) into cycle errors: one per
+// group, except UNSUPPORTED_VERSION. A coordinator answers that for every group of a type it does not serve (share
+// groups while share.version is 0, measured on Kafka 4.4: ApiVersions still lists the RPC); it is noted once as
+// unsupported and counted as one error per coordinator and cycle, however many groups it concerns.
+func (c *ClusterReader) groupErrors(id int32, typ string, key int16, gs []groupDesc) lagexporter.CycleErrors {
+	var errs lagexporter.CycleErrors
+	unsupported := 0
+	for i := range gs {
+		g := &gs[i]
+		switch {
+		case g.groupType != typ || g.err == "":
+		case g.errCode == kerr.UnsupportedVersion.Code:
+			unsupported++
+		default:
+			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindGroups, Subject: "group " + g.name, Message: g.err})
+		}
+	}
+	if unsupported > 0 {
+		err := fmt.Errorf("%s: %s answers UNSUPPORTED_VERSION for %s groups (group type disabled on it?): %w",
+			apiNames[key], brokerSubject(id), typ, errUnsupported)
+		c.noteUnsupported(key, id, err)
+		errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindUnsupported, Subject: brokerSubject(id),
+			Message: fmt.Sprintf("describe %d %s groups: %v", unsupported, typ, err)})
 	}
 	return errs
 }

@@ -38,6 +38,7 @@ var listedGroupTypes = []string{GroupTypeClassic, GroupTypeConsumer, GroupTypeSh
 
 // Kafka API keys of the group RPCs whose support is checked per broker.
 const (
+	apiDescribeGroups            int16 = 15
 	apiConsumerGroupDescribe     int16 = 69
 	apiShareGroupDescribe        int16 = 77
 	apiStreamsGroupDescribe      int16 = 89
@@ -45,6 +46,7 @@ const (
 )
 
 var apiNames = map[int16]string{
+	apiDescribeGroups:            "DescribeGroups",
 	apiConsumerGroupDescribe:     "ConsumerGroupDescribe",
 	apiShareGroupDescribe:        "ShareGroupDescribe",
 	apiStreamsGroupDescribe:      "StreamsGroupDescribe",
@@ -64,8 +66,10 @@ type groupDesc struct {
 	// topology is a streams group's topology: which subtopology reads which topic (nil for other types, and for a
 	// streams group whose topology is not initialized yet).
 	topology *streamsTopology
-	// err is set when the group could not be described this cycle (its listing is still known).
-	err string
+	// err is set when the group could not be described this cycle (its listing is still known); errCode is the Kafka
+	// error code of the coordinator's answer for this group (0 when the whole request failed).
+	err     string
+	errCode int16
 }
 
 // memberDesc is one member and its partitions: assigned (owned now) and target (the coordinator's target assignment,
@@ -152,7 +156,7 @@ func applyClassic(gs []groupDesc, dr *sarama.DescribeGroupsResponse) {
 			continue
 		}
 		if !errors.Is(gd.Err, sarama.ErrNoError) {
-			g.err = fmt.Sprintf("describe group: %v", gd.Err)
+			g.err, g.errCode = fmt.Sprintf("describe group: %v", gd.Err), int16(gd.Err)
 			continue
 		}
 		g.state, g.protocolType = gd.State, gd.ProtocolType
@@ -193,7 +197,7 @@ func applyConsumer(gs []groupDesc, resp *sarama.ConsumerGroupDescribeResponse) {
 			continue
 		}
 		if !errors.Is(gd.ErrorCode, sarama.ErrNoError) {
-			g.err = "describe consumer group: " + kafkaErrText(gd.ErrorCode.Error(), gd.ErrorMessage)
+			g.err, g.errCode = "describe consumer group: "+kafkaErrText(gd.ErrorCode.Error(), gd.ErrorMessage), int16(gd.ErrorCode)
 			continue
 		}
 		g.state, g.epoch, g.assignmentEpoch = gd.GroupState, gd.GroupEpoch, gd.AssignmentEpoch
@@ -233,7 +237,7 @@ func applyShare(gs []groupDesc, resp *kmsg.ShareGroupDescribeResponse) {
 			continue
 		}
 		if err := kerr.ErrorForCode(gd.ErrorCode); err != nil {
-			g.err = "describe share group: " + kafkaErrText(err.Error(), gd.ErrorMessage)
+			g.err, g.errCode = "describe share group: "+kafkaErrText(err.Error(), gd.ErrorMessage), gd.ErrorCode
 			continue
 		}
 		g.state, g.epoch, g.assignmentEpoch = gd.GroupState, gd.GroupEpoch, gd.AssignmentEpoch
@@ -269,7 +273,7 @@ func applyStreams(gs []groupDesc, resp *kmsg.StreamsGroupDescribeResponse) {
 			continue
 		}
 		if err := kerr.ErrorForCode(gd.ErrorCode); err != nil {
-			g.err = "describe streams group: " + kafkaErrText(err.Error(), gd.ErrorMessage)
+			g.err, g.errCode = "describe streams group: "+kafkaErrText(err.Error(), gd.ErrorMessage), gd.ErrorCode
 			continue
 		}
 		g.state, g.epoch, g.assignmentEpoch = gd.State, gd.Epoch, gd.AssignmentEpoch

@@ -27,11 +27,17 @@ type lagEnv struct {
 	prefix string
 	reader *ClusterReader
 	loop   *lagexporter.Loop
+	cfg    *lagexporter.Config
 }
 
 func newLagEnv(t *testing.T, mutate func(*lagexporter.Config)) *lagEnv {
 	t.Helper()
-	brokers := testenv.Kafka(t)
+	return newLagEnvOn(t, testenv.Kafka(t), mutate)
+}
+
+// newLagEnvOn is newLagEnv on another cluster (a private broker).
+func newLagEnvOn(t *testing.T, brokers []string, mutate func(*lagexporter.Config)) *lagEnv {
+	t.Helper()
 	prefix := testenv.Name(t, "lag")
 	r, err := NewClusterReader(brokers, testenv.SaramaConfig(t))
 	if err != nil {
@@ -50,7 +56,7 @@ func newLagEnv(t *testing.T, mutate func(*lagexporter.Config)) *lagEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &lagEnv{t: t, prefix: prefix, reader: r, loop: loop}
+	return &lagEnv{t: t, prefix: prefix, reader: r, loop: loop, cfg: cfg}
 }
 
 func (e *lagEnv) topic(suffix string, parts int32, configs map[string]string) string {

@@ -139,15 +139,26 @@ func (c *ClusterReader) coordShareOffsets(ctx context.Context, id int32, names [
 	}
 	r := shareCoordResult{groups: decodeShareOffsets(resp.(*kmsg.DescribeShareGroupOffsetsResponse))}
 	r.resets, r.errs = c.shareResets(ctx, id, names)
+	unsupported := 0
 	for _, g := range names {
 		v, ok := r.groups[g]
 		if !ok {
 			v.err = "group missing from DescribeShareGroupOffsets response"
 			r.groups[g] = v
 		}
-		if v.err != "" {
+		switch {
+		case v.unsupported:
+			unsupported++
+		case v.err != "":
 			r.errs = append(r.errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: v.err})
 		}
+	}
+	if unsupported > 0 { // one error per coordinator and cycle, however many groups (see groupErrors)
+		err := fmt.Errorf("%s: %s answers UNSUPPORTED_VERSION for share groups (share groups disabled on it?): %w",
+			apiNames[apiDescribeShareGroupOffsets], brokerSubject(id), errUnsupported)
+		c.noteUnsupported(apiDescribeShareGroupOffsets, id, err)
+		r.errs = append(r.errs, lagexporter.CycleError{Kind: lagexporter.ErrKindUnsupported, Subject: brokerSubject(id),
+			Message: fmt.Sprintf("describe share group offsets of %d groups: %v", unsupported, err)})
 	}
 	return r
 }
@@ -175,6 +186,7 @@ func decodeShareOffsets(resp *kmsg.DescribeShareGroupOffsetsResponse) map[string
 		var r shareOffsetsResult
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
 			r.err = "describe share group offsets: " + kafkaErrText(err.Error(), g.ErrorMessage)
+			r.unsupported = g.ErrorCode == kerr.UnsupportedVersion.Code
 			out[g.GroupID] = r
 			continue
 		}
@@ -209,4 +221,6 @@ func decodeShareOffsets(resp *kmsg.DescribeShareGroupOffsetsResponse) map[string
 type shareOffsetsResult struct {
 	offsets []ShareOffset
 	err     string
+	// unsupported: the coordinator answered UNSUPPORTED_VERSION for the group (share groups disabled on it)
+	unsupported bool
 }

@@ -2,22 +2,27 @@ package kafka
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/promexport"
 )
 
 // Real-broker tests of Kafka 4's group types, each run by Kafka's own Java clients from the cached jars: a KIP-848
@@ -30,6 +35,7 @@ const (
 	consumerGroupCommand = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 	shareGroupCommand    = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 	configCommand        = "org.apache.kafka.tools.ConfigCommand"
+	featureCommand       = "org.apache.kafka.tools.FeatureCommand"
 	streamsApp           = "dev.tidemark.lagapp.LagStreamsApp"
 )
 
@@ -310,4 +316,124 @@ func (e *lagEnv) checkDescribeGroupsAnswer(name string) {
 		!strings.Contains(*gs[0].ErrorMessage, "not a classic group") {
 		e.t.Fatalf("DescribeGroups v6 %s: %+v, want GROUP_ID_NOT_FOUND (69), \"... is not a classic group\"", name, gs)
 	}
+}
+
+// TestGroupTypeDisabledOnBroker: a coordinator that does not serve a group type. On a private broker, a share group
+// consumes 4 of 10 records; then share groups are disabled (FeatureCommand disable share.version). Kafka 4.4 still
+// lists the group and still advertises the share RPCs in ApiVersions, but answers UNSUPPORTED_VERSION for the group in
+// ShareGroupDescribe and DescribeShareGroupOffsets (measured here). The cycle keeps every other result (the classic
+// group on the same coordinator is measured exactly), keeps the share group's last values flagged stale, logs each
+// refused RPC once, and exports it in tidemark_lag_exporter_unsupported_rpc and errors_total{kind="unsupported"}.
+func TestGroupTypeDisabledOnBroker(t *testing.T) {
+	k := testenv.StartPrivateKafka(t)
+	var logs syncBuffer
+	e := newLagEnvOn(t, k.Brokers, nil)
+	e.reader.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	topic := e.prefix + "_t"
+	adm, err := sarama.NewClusterAdmin(k.Brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLeadersKnow(topic, 1)
+	p, err := sarama.NewSyncProducer(k.Brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = p.Close()
+	classic, share := e.prefix+"_c", e.prefix+"_s"
+	testenv.KafkaTool(t, configCommand, "--bootstrap-server", k.Bootstrap(), "--alter", "--entity-type", "groups",
+		"--entity-name", share, "--add-config", "share.auto.offset.reset=earliest")
+	testenv.StartJava(t, testenv.KafkaLib(t)+"/*", consoleShareConsumer, "--bootstrap-server", k.Bootstrap(),
+		"--topic", topic, "--group", share, "--max-messages", "4").Wait(2 * time.Minute)
+	// the share consumer waited for the fresh broker's group coordinator (__consumer_offsets), which now answers
+	e.commit(classic, map[string]map[int32]int64{topic: {0: 7}})
+	g := e.waitGroup(share, func(g *lagexporter.GroupLag) bool { return g != nil && g.Total.CommittedSum == 4 })
+	if g.GroupType != lagexporter.GroupShare || g.Total.Lag != 6 || g.Error != "" {
+		t.Fatalf("share group before the feature is disabled: %+v, want type share, lag 6", g)
+	}
+
+	testenv.KafkaTool(t, featureCommand, "--bootstrap-server", k.Bootstrap(), "disable", "--feature", "share.version")
+	reg := prometheus.NewRegistry()
+	if err := promexport.Register(reg, e.cfg, e.loop); err != nil {
+		t.Fatal(err)
+	}
+	for cycle := range 2 {
+		s := e.cycle()
+		if c := s.Group(classic); c == nil || c.Total.Lag != 3 || c.Error != "" || c.Status != lagexporter.StatusOK {
+			t.Fatalf("cycle %d: classic group %+v, want lag 3 and no error: the other results are kept", cycle, c)
+		}
+		sg := s.Group(share)
+		if sg == nil || sg.GroupType != lagexporter.GroupShare || !strings.Contains(sg.Error, "UNSUPPORTED_VERSION") {
+			t.Fatalf("cycle %d: share group %+v, want it listed as share with an UNSUPPORTED_VERSION error", cycle, sg)
+		}
+		if pl := partLag(t, sg, topic, 0); pl.Lag != 6 || pl.Committed != 4 || !pl.Flags.Has(lagexporter.FlagStale) {
+			t.Fatalf("cycle %d: share partition %+v, want the last values read (start offset 4, lag 6), flagged stale", cycle, pl)
+		}
+		var kinds []string
+		for _, ce := range s.Errors {
+			kinds = append(kinds, string(ce.Kind))
+		}
+		if want := []string{"unsupported", "unsupported"}; !slices.Equal(kinds, want) {
+			t.Fatalf("cycle %d: errors %+v, want two of kind unsupported (describe and offsets)", cycle, s.Errors)
+		}
+	}
+	if got, want := e.reader.Unsupported(), []string{"DescribeShareGroupOffsets", "ShareGroupDescribe"}; !slices.Equal(got, want) {
+		t.Fatalf("Unsupported() = %v, want %v", got, want)
+	}
+	if n := strings.Count(logs.String(), "cannot answer a group read"); n != 2 {
+		t.Fatalf("%d warnings in two cycles, want 2 (one per refused RPC):\n%s", n, logs.String())
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rpcs []string
+	var unsupportedErrs float64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch mf.GetName() {
+			case "tidemark_lag_exporter_unsupported_rpc":
+				rpcs = append(rpcs, labels["rpc"])
+			case "tidemark_lag_exporter_errors_total":
+				if labels["kind"] == "unsupported" {
+					unsupportedErrs = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	slices.Sort(rpcs)
+	if want := []string{"DescribeShareGroupOffsets", "ShareGroupDescribe"}; !slices.Equal(rpcs, want) || unsupportedErrs != 4 {
+		t.Fatalf("metrics: unsupported rpc %v, errors_total{kind=unsupported} %v; want %v and 4 (2 per cycle)", rpcs, unsupportedErrs, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

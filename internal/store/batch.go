@@ -74,8 +74,6 @@ func col[R, V any](rs []R, f func(*R) V) []V {
 	return out
 }
 
-// enum8 clamps values outside an Enum8's defined range [0, n) to 0 ('unknown'): one bad value must not fail a whole
-// batch of other rows.
 // groupTypeValue is the group_type Enum8 value of t: classic for the zero value or anything unknown.
 func groupTypeValue(t GroupType) int8 {
 	if t < GroupClassic || t > GroupStreams {
@@ -91,6 +89,8 @@ func b2u8(b bool) uint8 {
 	return 0
 }
 
+// enum8 clamps values outside an Enum8's defined range [0, n) to 0 ('unknown'): one bad value must not fail a whole
+// batch of other rows.
 func enum8(v int8, n int8) int8 {
 	if v < 0 || v >= n {
 		return 0
