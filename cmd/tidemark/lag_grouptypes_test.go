@@ -22,9 +22,9 @@ import (
 
 // TestGroupTypesEndToEnd runs a KIP-848 consumer group (Kafka's console consumer, group.protocol=consumer), a share
 // group (the console share consumer) and a streams group (the Kafka Streams test app) on the real broker, and follows
-// their lag through every surface: `tidemark lag -o json` (groups[].group, group_type, partitions[].lag), /metrics
-// (the lag families, typed by tidemark_lag_group_info), lag_snapshots in ClickHouse and the plugin's lag query by
-// group type and per subtopology. Each group ends with a known backlog: records produced after it consumed.
+// their lag through every surface: `tidemark lag --group REGEX -o json` (groups[].group, group_type,
+// partitions[].lag), /metrics (the lag families, typed by tidemark_lag_group_info), lag_snapshots in ClickHouse (type,
+// status, lag, subtopologies) and the lag query the plugin runs, by group type and per subtopology. Each group ends with a known backlog: records produced after it consumed.
 func TestGroupTypesEndToEnd(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	lib := testenv.KafkaLib(t)
@@ -133,10 +133,10 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 		}
 	}
 
-	// tidemark lag -o json: what a script reads, the same fields for every type
-	var out strings.Builder
-	if err := printSnapshot(&out, snap, "json", ""); err != nil {
-		t.Fatal(err)
+	// tidemark lag --group REGEX -o json, the command a script runs: the same fields for every type
+	out, err := runLag(t, "--brokers", bootstrap, "--group", prefix+".*", "--topic", prefix+".*", "-o", "json")
+	if err != nil {
+		t.Fatalf("tidemark lag: %v\n%s", err, out)
 	}
 	var js struct {
 		Groups []struct {
@@ -149,8 +149,11 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 			} `json:"partitions"`
 		} `json:"groups"`
 	}
-	if err := json.Unmarshal([]byte(out.String()), &js); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal([]byte(out), &js); err != nil {
+		t.Fatalf("tidemark lag -o json: %v\n%s", err, out)
+	}
+	if len(js.Groups) != len(want) {
+		t.Fatalf("tidemark lag lists %d groups, want %d:\n%s", len(js.Groups), len(want), out)
 	}
 	for _, g := range js.Groups {
 		var lag int64
@@ -224,6 +227,36 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// the stored rows: each group's type and the snapshot's status, and its lag
+	rows, err := conn.Query(ctx, "SELECT consumer_group, toString(any(group_type)), toString(any(status)), sum(lag), "+
+		"groupUniqArray(subtopology) FROM lag_snapshots GROUP BY consumer_group ORDER BY consumer_group")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for rows.Next() {
+		var group, typ, status string
+		var lag int64
+		var subs []string
+		if err := rows.Scan(&group, &typ, &status, &lag, &subs); err != nil {
+			t.Fatal(err)
+		}
+		g, w := snap.Group(group), want[group]
+		if g == nil {
+			t.Fatalf("lag_snapshots has %s, which the snapshot has not", group)
+		}
+		if typ != w.typ || status != g.Status.String() || lag != w.lag {
+			t.Errorf("lag_snapshots %s: type %s, status %s, lag %d; want %s, %s (the snapshot's), %d", group, typ, status, lag, w.typ, g.Status, w.lag)
+		}
+		if wantSubs := map[bool]int{true: 2, false: 1}[group == gapp]; len(subs) != wantSubs {
+			t.Errorf("lag_snapshots %s: subtopologies %q, want %d distinct", group, subs, wantSubs)
+		}
+		stored++
+	}
+	if err := rows.Err(); err != nil || stored != len(want) {
+		t.Fatalf("lag_snapshots: %d groups (%v), want %d", stored, err, len(want))
+	}
+
 	q := query.NewReader(conn)
 	win := query.Window{From: snap.Time.Add(-time.Minute), To: snap.Time.Add(time.Minute), Step: 2 * time.Minute}
 	byType, err := q.ConsumerLag(ctx, query.LagQuery{Window: win, GroupBy: query.DimGroupType})
