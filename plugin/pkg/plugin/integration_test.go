@@ -208,6 +208,45 @@ func TestQueryDataOverGRPC(t *testing.T) {
 	}
 }
 
+// TestConsumerLagByGroupTypeOverGRPC: the lag query of Kafka 4's group types as Grafana sends it (the consumer-group
+// dashboard's "Lag by subtopology" panel and a group-type filter): lag snapshots of a classic, a KIP-848, a share and
+// a streams group are summed alike, split by group type, and a streams group's lag per subtopology while the other
+// groups keep one series each; an unknown type is the user's error.
+func TestConsumerLagByGroupTypeOverGRPC(t *testing.T) {
+	db, conn := testenv.ClickHouseDB(t)
+	querytest.Schema(t, db)
+	at := t0.Add(10 * time.Second)
+	querytest.InsertLag(t, conn, []querytest.Lag{
+		{At: at, Cluster: "c", Group: "billing", Topic: "orders", Lag: 5, TimeLagMs: 1000},
+		{At: at, Cluster: "c", Group: "billing-848", Topic: "orders", Lag: 7, TimeLagMs: 2000, GroupType: "consumer"},
+		{At: at, Cluster: "c", Group: "workers", Topic: "jobs", Lag: 30, TimeLagMs: 60000, GroupType: "share"},
+		{At: at, Cluster: "c", Group: "app", Topic: "clicks", Lag: 4, TimeLagMs: 500, GroupType: "streams", Subtopology: "0"},
+		{At: at, Cluster: "c", Group: "app", Topic: "app-count-repartition", Lag: 2, TimeLagMs: 800, GroupType: "streams", Subtopology: "1"},
+	})
+	c, s := served(t), settingsFor(t, db, "", nil)
+	resp := queryData(t, c, s,
+		dq("T", `{"queryType":"consumer_lag","groupBy":"group_type","fields":["lag"]}`),
+		dq("S", `{"queryType":"consumer_lag","groupType":"streams,share","groupBy":"subtopology","fields":["lag","time_lag"]}`),
+		dq("X", `{"queryType":"consumer_lag","groupType":"dynamic"}`),
+	)
+	for ref, want := range map[string][]string{
+		"T": {"consumer_lag{group_type=classic} lag=5", "consumer_lag{group_type=consumer} lag=7",
+			"consumer_lag{group_type=share} lag=30", "consumer_lag{group_type=streams} lag=6"},
+		"S": {"consumer_lag{subtopology=app/0} lag=4", "consumer_lag{subtopology=app/0} time_lag=0.5",
+			"consumer_lag{subtopology=app/1} lag=2", "consumer_lag{subtopology=app/1} time_lag=0.8",
+			"consumer_lag{subtopology=workers} lag=30", "consumer_lag{subtopology=workers} time_lag=60"},
+	} {
+		if got := series(t, resp.Responses[ref]); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\ngot  %q\nwant %q", ref, got, want)
+		}
+	}
+	x := resp.Responses["X"]
+	if want := `unknown group type "dynamic": choose one of classic, consumer, share, streams`; x.Error == nil ||
+		x.Error.Error() != want || x.ErrorSource != backend.ErrorSourceDownstream {
+		t.Errorf("unknown group type: %v (%s), want the downstream error %q", x.Error, x.ErrorSource, want)
+	}
+}
+
 func TestRawAndRollupChosenByRange(t *testing.T) {
 	c, s := seeded(t)
 	short := dq("A", `{"queryType":"stage_percentiles","groupBy":"host","stage":"produce_append","percentiles":[0.5]}`)
