@@ -226,28 +226,20 @@ func observationOf(g groupDesc) lagexporter.GroupObservation {
 // the share-partition start offset with the broker's share-partition lag, is read with one DescribeShareGroupOffsets
 // per coordinator instead (see ShareOffsets).
 func (c *ClusterReader) CommittedOffsets(ctx context.Context, groups []string) ([]lagexporter.GroupObservation, error) {
-	byCoord := map[int32][]string{}
 	var out []lagexporter.GroupObservation
-	var errs lagexporter.CycleErrors
-	var share []string
+	var committing, share []string
 	c.mu.Lock()
 	for _, g := range groups {
 		if c.typeOf[g] == GroupTypeShare {
 			share = append(share, g)
-			continue
+		} else {
+			committing = append(committing, g)
 		}
-		id, ok := c.coordOf[g]
-		if !ok {
-			out = append(out, lagexporter.GroupObservation{Group: g, Error: "no known coordinator"})
-			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: "no known coordinator"})
-			continue
-		}
-		byCoord[id] = append(byCoord[id], g)
 	}
 	c.mu.Unlock()
-	ids := make([]int32, 0, len(byCoord))
-	for id := range byCoord {
-		ids = append(ids, id)
+	byCoord, ids, unknown, errs := c.byCoordinator(committing)
+	for _, g := range unknown {
+		out = append(out, lagexporter.GroupObservation{Group: g, Error: "no known coordinator"})
 	}
 	type result struct {
 		groups []lagexporter.GroupObservation
@@ -369,6 +361,28 @@ func intern(names map[string]string, s string) string {
 	}
 	names[s] = s
 	return s
+}
+
+// byCoordinator splits groups by the coordinator the last ListGroups named (ids in no particular order); groups
+// without a known coordinator are returned in unknown, each with a committed-offsets error.
+func (c *ClusterReader) byCoordinator(groups []string) (byCoord map[int32][]string, ids []int32, unknown []string,
+	errs lagexporter.CycleErrors) {
+	byCoord = map[int32][]string{}
+	c.mu.Lock()
+	for _, g := range groups {
+		id, ok := c.coordOf[g]
+		if !ok {
+			unknown = append(unknown, g)
+			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: "no known coordinator"})
+			continue
+		}
+		if _, seen := byCoord[id]; !seen {
+			ids = append(ids, id)
+		}
+		byCoord[id] = append(byCoord[id], g)
+	}
+	c.mu.Unlock()
+	return byCoord, ids, unknown, errs
 }
 
 // asCycleErrors returns the CycleErrors in err (nil for nil).

@@ -26,23 +26,10 @@ func (c *ClusterReader) ShareOffsets(ctx context.Context, groups []string) (map[
 func (c *ClusterReader) shareOffsets(ctx context.Context, groups []string) (map[string][]ShareOffset, map[string]lagexporter.Reset,
 	map[string]string, error) {
 	resets := map[string]lagexporter.Reset{}
-	byCoord := map[int32][]string{}
 	offsets, failed := map[string][]ShareOffset{}, map[string]string{}
-	var errs lagexporter.CycleErrors
-	c.mu.Lock()
-	for _, g := range groups {
-		id, ok := c.coordOf[g]
-		if !ok {
-			failed[g] = "no known coordinator"
-			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindCommitted, Subject: "group " + g, Message: "no known coordinator"})
-			continue
-		}
-		byCoord[id] = append(byCoord[id], g)
-	}
-	c.mu.Unlock()
-	ids := make([]int32, 0, len(byCoord))
-	for id := range byCoord {
-		ids = append(ids, id)
+	byCoord, ids, unknown, errs := c.byCoordinator(groups)
+	for _, g := range unknown {
+		failed[g] = "no known coordinator"
 	}
 	res := perBroker(ids, func(id int32) shareCoordResult { return c.coordShareOffsets(ctx, id, byCoord[id]) })
 	for _, id := range ids {
