@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -119,3 +120,74 @@ func TestTargetAssignmentInScope(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestRecordThenEvalGroupTypes: `tidemark lag record` keeps everything the group types add (group type, epochs,
+// members' epochs and target assignments, a share group's start offsets with the broker's lag and its reset policy,
+// a streams group's topology), so `tidemark lag eval` of the recording gives the live snapshots exactly.
+func TestRecordThenEvalGroupTypes(t *testing.T) {
+	tl, err := ReadFile("testdata/g01_group_types.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tl.Lines { // a reconciling KIP-848 member: its target adds a partition it does not own yet
+		for j := range tl.Lines[i].Groups {
+			if g := &tl.Lines[i].Groups[j]; g.Group == "orders-848" {
+				g.Members[0].Target = map[string][]int32{"clicks": {0}, "jobs": {1}}
+			}
+		}
+	}
+	cfg := caseConfig(t, tl)
+	var buf bytes.Buffer
+	tw := NewWriter(&buf, tl.Config)
+	tc := NewPlayer(tl)
+	var now time.Time
+	loop, err := NewLoop(cfg, tc, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop.SetRecorder(tw.Write)
+	var live []*Snapshot
+	for {
+		tm, _, ok := tc.Advance()
+		if !ok {
+			break
+		}
+		now = tm
+		s, err := loop.Cycle(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, s)
+	}
+	rec, err := Read(&buf, "recorded")
+	if err != nil {
+		t.Fatalf("read back recorded timeline: %v", err)
+	}
+	i := 0
+	err = Eval(context.Background(), rec, caseConfig(t, rec), func(_ int, s *Snapshot) error {
+		clearCommitTimes(s)
+		clearCommitTimes(live[i])
+		if !reflect.DeepEqual(s.Groups, live[i].Groups) {
+			a, _ := json.Marshal(live[i].Groups)
+			b, _ := json.Marshal(s.Groups)
+			t.Errorf("line %d: replay differs from live:\nlive   %s\nreplay %s", i+1, a, b)
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != len(live) {
+		t.Fatalf("eval: %v after %d of %d lines", err, i, len(live))
+	}
+	if g := live[0].Group("orders-848"); g == nil || g.Partition("jobs", 1) == nil || !g.Partition("jobs", 1).Flags.Has(FlagNoCommit) {
+		t.Fatalf("orders-848 %+v: want jobs/1 in scope from the target assignment", g)
+	}
+}
+
+// clearCommitTimes zeroes what a replay cannot know: the live loop's first-seen commit times.
+func clearCommitTimes(s *Snapshot) {
+	for i := range s.Groups {
+		for j := range s.Groups[i].Partitions {
+			s.Groups[i].Partitions[j].CommitTime = time.Time{}
+		}
+	}
+}
