@@ -2,8 +2,10 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,10 +16,55 @@ import (
 var KafkaVersion = sarama.V4_0_0_0
 
 // Kafka returns the bootstrap addresses of the local brokers (TIDEMARK_KAFKA_BROKERS). It skips the test, or fails it
-// under CI=true, when they are not set.
+// under CI=true, when they are not set. The first call in a test binary also waits until every broker's group
+// coordinator serves requests (see waitGroupCoordinators).
 func Kafka(t testing.TB) []string {
 	t.Helper()
-	return strings.Split(require(t, "TIDEMARK_KAFKA_BROKERS", "Kafka"), ",")
+	addrs := strings.Split(require(t, "TIDEMARK_KAFKA_BROKERS", "Kafka"), ",")
+	coordinatorsReady.Do(func() { waitGroupCoordinators(addrs, 90*time.Second) })
+	return addrs
+}
+
+var coordinatorsReady sync.Once
+
+// waitGroupCoordinators makes the cluster ready for group operations before the first test uses it. A broker that
+// was just started, or that creates __consumer_offsets on the first FindCoordinator any test sends, answers
+// ListGroups (and any group read) with COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE until it has
+// loaded its offsets partitions: a test whose first cycle lands in that window would fail on the harness, not on the
+// code (every test package runs in its own process, in parallel with the others). So this asks for a coordinator once
+// (creating __consumer_offsets) and then polls ListGroups on every broker until none answers those two errors, for at
+// most limit. Anything else (a broker down, a deadline) is left to the tests to report.
+func waitGroupCoordinators(addrs []string, limit time.Duration) {
+	cfg := sarama.NewConfig()
+	cfg.Version = KafkaVersion
+	cfg.ClientID = "tidemark-testenv"
+	client, err := sarama.NewClient(addrs, cfg)
+	if err != nil {
+		return
+	}
+	defer client.Close()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if _, err := client.Coordinator("tidemark-testenv-ready"); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, b := range client.Brokers() {
+		for time.Now().Before(deadline) {
+			if err := b.Open(client.Config()); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+				break
+			}
+			resp, err := b.ListGroups(&sarama.ListGroupsRequest{Version: 4})
+			if err == nil {
+				err = resp.Err
+			}
+			if !errors.Is(err, sarama.ErrOffsetsLoadInProgress) && !errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }
 
 // KafkaBrokerCount is the number of brokers the local cluster was started with.
