@@ -1,7 +1,6 @@
 package timeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -138,33 +137,7 @@ func TestRecordThenEvalGroupTypes(t *testing.T) {
 			}
 		}
 	}
-	cfg := caseConfig(t, tl)
-	var buf bytes.Buffer
-	tw := NewWriter(&buf, tl.Config)
-	tc := NewPlayer(tl)
-	var now time.Time
-	loop, err := NewLoop(cfg, tc, func() time.Time { return now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop.SetRecorder(tw.Write)
-	var live []*Snapshot
-	for {
-		tm, _, ok := tc.Advance()
-		if !ok {
-			break
-		}
-		now = tm
-		s, err := loop.Cycle(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		live = append(live, s)
-	}
-	rec, err := Read(&buf, "recorded")
-	if err != nil {
-		t.Fatalf("read back recorded timeline: %v", err)
-	}
+	live, rec := recordLive(t, tl, tl.Config)
 	i := 0
 	err = Eval(context.Background(), rec, caseConfig(t, rec), func(_ int, s *Snapshot) error {
 		clearCommitTimes(s)

@@ -73,12 +73,31 @@ func TestRecordThenEval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := caseConfig(t, tl)
+	live, rec := recordLive(t, tl, &ConfigBlock{Cluster: "test"})
+	i := 0
+	err = Eval(context.Background(), rec, caseConfig(t, rec), func(_ int, s *Snapshot) error {
+		a, b := live[i].Group("g").Partitions[0], s.Group("g").Partitions[0]
+		a.CommitTime, b.CommitTime = time.Time{}, time.Time{}
+		if a != b {
+			t.Errorf("line %d: replay %+v != live %+v", i+1, b, a)
+		}
+		i++
+		return nil
+	})
+	if err != nil || i != len(live) {
+		t.Fatalf("eval: %v after %d of %d lines", err, i, len(live))
+	}
+}
+
+// recordLive runs a loop over tl's lines, as `tidemark lag record` does on a live cluster (a Writer with the config
+// block as the recorder), and returns the live snapshots and the recorded timeline read back.
+func recordLive(t *testing.T, tl *Timeline, block *ConfigBlock) ([]*Snapshot, *Timeline) {
+	t.Helper()
 	var buf bytes.Buffer
-	tw := NewWriter(&buf, &ConfigBlock{Cluster: "test"})
+	tw := NewWriter(&buf, block)
 	tc := NewPlayer(tl)
 	var now time.Time
-	loop, err := NewLoop(cfg, tc, func() time.Time { return now })
+	loop, err := NewLoop(caseConfig(t, tl), tc, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,19 +119,7 @@ func TestRecordThenEval(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read back recorded timeline: %v", err)
 	}
-	i := 0
-	err = Eval(context.Background(), rec, caseConfig(t, rec), func(_ int, s *Snapshot) error {
-		a, b := live[i].Group("g").Partitions[0], s.Group("g").Partitions[0]
-		a.CommitTime, b.CommitTime = time.Time{}, time.Time{}
-		if a != b {
-			t.Errorf("line %d: replay %+v != live %+v", i+1, b, a)
-		}
-		i++
-		return nil
-	})
-	if err != nil || i != len(live) {
-		t.Fatalf("eval: %v after %d of %d lines", err, i, len(live))
-	}
+	return live, rec
 }
 
 // countingCluster wraps a Player and counts record reads.
