@@ -2,16 +2,18 @@
 # Real ClickHouse server from Debian's package (18.16 on bookworm), with its own minimal config, on loopback.
 #
 #   clickhouse.sh install   apt-get install clickhouse-server clickhouse-client when missing
-#   clickhouse.sh start     start (idempotent: a running server of ours is reused)
+#   clickhouse.sh start [--secure]
+#                           start (idempotent: a running server of ours is reused); --secure adds the secure native
+#                           port (TLS with the certificate from secure.sh certs; clients must present a certificate
+#                           from the same CA)
 #   clickhouse.sh stop      stop the server this script started (pid file)
 #   clickhouse.sh env       print export lines for a running server
 #
-# Env: TIDEMARK_CLICKHOUSE_PORT (native protocol, 19000), TIDEMARK_CLICKHOUSE_HTTP_PORT (18123), TIDEMARK_STATE_DIR.
+# Env: TIDEMARK_CLICKHOUSE_PORT (native protocol, 19000), TIDEMARK_CLICKHOUSE_HTTP_PORT (18123),
+#      TIDEMARK_CLICKHOUSE_SECURE_PORT (secure native protocol, PORT + 440 = 19440), TIDEMARK_STATE_DIR.
 # Users: `default` (no password) and `tidemark` (password `tidemark`), both from 127.0.0.1 only.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-
-CH_PORT="${TIDEMARK_CLICKHOUSE_PORT:-19000}"
-CH_HTTP_PORT="${TIDEMARK_CLICKHOUSE_HTTP_PORT:-18123}"
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 CDIR="$TIDEMARK_STATE_DIR/clickhouse"
 
 install() {
@@ -19,7 +21,30 @@ install() {
   apt_install clickhouse-server clickhouse-client
 }
 
+# secure_config: the secure native port and the server's TLS (Poco's openSSL block; "strict" requires a client
+# certificate signed by the CA).
+secure_config() {
+  local tls="$TIDEMARK_STATE_DIR/tls"
+  cat <<XML
+  <tcp_port_secure>$CH_SECURE_PORT</tcp_port_secure>
+  <openSSL>
+    <server>
+      <certificateFile>$tls/clickhouse.pem</certificateFile>
+      <privateKeyFile>$tls/clickhouse.key</privateKeyFile>
+      <caConfig>$tls/ca.pem</caConfig>
+      <verificationMode>strict</verificationMode>
+      <loadDefaultCAFile>false</loadDefaultCAFile>
+      <cacheSessions>true</cacheSessions>
+      <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
+      <preferServerCiphers>true</preferServerCiphers>
+    </server>
+  </openSSL>
+XML
+}
+
 write_config() {
+  local secure=$1 extra=""
+  [[ $secure -eq 1 ]] && extra=$(secure_config)
   mkdir -p "$CDIR"/{data,tmp,user_files,format_schemas,log}
   cat >"$CDIR/config.xml" <<XML
 <?xml version="1.0"?>
@@ -28,6 +53,7 @@ write_config() {
   <listen_host>$TIDEMARK_HOST</listen_host>
   <tcp_port>$CH_PORT</tcp_port>
   <http_port>$CH_HTTP_PORT</http_port>
+$extra
   <path>$CDIR/data/</path>
   <tmp_path>$CDIR/tmp/</tmp_path>
   <user_files_path>$CDIR/user_files/</user_files_path>
@@ -62,7 +88,10 @@ XML
 ready() { clickhouse-client --host "$TIDEMARK_HOST" --port "$CH_PORT" -q 'SELECT 1' >/dev/null 2>&1; }
 
 start() {
+  local secure=0
+  [[ ${1:-} == --secure ]] && secure=1
   if pid_alive "$CDIR/pid"; then
+    if [[ $secure -eq 1 && ! -f "$CDIR/secure" ]]; then die "ClickHouse is already running without its secure port, asked for --secure: run 'make down' first"; fi
     ready || die "ClickHouse process $(cat "$CDIR/pid") does not answer on $CH_PORT; run 'make down' and retry"
     log "ClickHouse already running on $TIDEMARK_HOST:$CH_PORT"
     return 0
@@ -70,15 +99,25 @@ start() {
   install
   require_free_port "$CH_PORT" "ClickHouse native protocol (TIDEMARK_CLICKHOUSE_PORT)"
   require_free_port "$CH_HTTP_PORT" "ClickHouse HTTP (TIDEMARK_CLICKHOUSE_HTTP_PORT)"
+  if [[ $secure -eq 1 ]]; then
+    require_free_port "$CH_SECURE_PORT" "ClickHouse secure native protocol (TIDEMARK_CLICKHOUSE_SECURE_PORT)"
+    [[ -f "$TIDEMARK_STATE_DIR/tls/.complete" ]] || die "no certificates: run 'deploy/local/secure.sh certs' (stack.sh up --secure does)"
+  fi
   # Fresh data every start, like Kafka: tests create their own databases.
   rm -rf "$CDIR"
-  write_config
+  write_config "$secure"
+  [[ $secure -eq 1 ]] && touch "$CDIR/secure"
   setsid clickhouse-server --config-file="$CDIR/config.xml" >"$CDIR/log/stdout.log" 2>&1 </dev/null &
   echo $! >"$CDIR/pid"
   if ! wait_until 30 "ClickHouse" ready; then
     tail -n 20 "$CDIR/log/error.log" "$CDIR/log/stdout.log" >&2 2>/dev/null || true
     stop
     die "ClickHouse did not become ready; logs are in $CDIR/log"
+  fi
+  if [[ $secure -eq 1 ]] && ! wait_until 10 "ClickHouse secure port" port_in_use "$CH_SECURE_PORT"; then
+    tail -n 20 "$CDIR/log/error.log" >&2 2>/dev/null || true
+    stop
+    die "ClickHouse did not open its secure port $CH_SECURE_PORT; logs are in $CDIR/log"
   fi
   log "ClickHouse $(clickhouse-client --port "$CH_PORT" -q 'SELECT version()') ready on $TIDEMARK_HOST:$CH_PORT"
 }
@@ -88,12 +127,13 @@ stop() { stop_pidfile "$CDIR/pid" clickhouse; }
 env_lines() {
   pid_alive "$CDIR/pid" || return 0
   echo "export TIDEMARK_CLICKHOUSE_ADDR=$TIDEMARK_HOST:$CH_PORT"
+  if [[ -f "$CDIR/secure" ]]; then echo "export TIDEMARK_CLICKHOUSE_SECURE_ADDR=$TIDEMARK_HOST:$CH_SECURE_PORT"; fi
 }
 
 case "${1:-}" in
   install) install ;;
-  start) start ;;
+  start) shift; start "$@" ;;
   stop) stop ;;
   env) env_lines ;;
-  *) die "usage: clickhouse.sh install|start|stop|env" ;;
+  *) die "usage: clickhouse.sh install|start [--secure]|stop|env" ;;
 esac

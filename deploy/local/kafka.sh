@@ -2,19 +2,24 @@
 # Real Apache Kafka (KRaft) from Maven Central jars, on loopback.
 #
 #   kafka.sh install            resolve the broker and tools jars into the cache (once per version)
-#   kafka.sh start [--brokers N] start N brokers (default 1); node 1 is broker+controller, the others brokers
+#   kafka.sh start [--brokers N] [--secure]
+#                               start N brokers (default 1); node 1 is broker+controller, the others brokers.
+#                               --secure adds, beside PLAINTEXT, three listeners per broker (certificates and users
+#                               from secure.sh): SASL_SSL with SCRAM-SHA-256/512 and PLAIN, SASL_SSL with OAUTHBEARER
+#                               (tokens validated against the local OIDC issuer's JWKS), and SSL requiring a client
+#                               certificate
 #   kafka.sh stop               stop the brokers this script started (pid files)
 #   kafka.sh env                print export lines for a running cluster
 #   kafka.sh stop-node I        stop broker I only (fault tests: leader failover, broker restart)
 #   kafka.sh start-node I       start broker I again on its existing data and wait until the cluster answers
 #
 # Env: TIDEMARK_KAFKA_VERSION (4.4.0), TIDEMARK_KAFKA_PORT (19092; broker i listens on PORT+i-1),
-#      TIDEMARK_KAFKA_CONTROLLER_PORT (19192), TIDEMARK_STATE_DIR, TIDEMARK_CACHE_DIR.
+#      TIDEMARK_KAFKA_CONTROLLER_PORT (19192), TIDEMARK_KAFKA_SASL_PORT / _OAUTH_PORT / _MTLS_PORT (PORT+200, +300,
+#      +400; broker i on each +i-1), TIDEMARK_STATE_DIR, TIDEMARK_CACHE_DIR.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 KAFKA_VERSION="${TIDEMARK_KAFKA_VERSION:-4.4.0}"
-KAFKA_PORT="${TIDEMARK_KAFKA_PORT:-19092}"
-CONTROLLER_PORT="${TIDEMARK_KAFKA_CONTROLLER_PORT:-19192}"
 KAFKA_LIB="$TIDEMARK_CACHE_DIR/kafka-$KAFKA_VERSION/lib"
 KDIR="$TIDEMARK_STATE_DIR/kafka"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,15 +54,23 @@ running_count() {
   echo "$n"
 }
 
-bootstrap() {
-  local n=$1 out=""
-  for i in $(seq 1 "$n"); do out+="${out:+,}$TIDEMARK_HOST:$((KAFKA_PORT + i - 1))"; done
+bootstrap() { # bootstrap N [BASE]: broker i at BASE + i - 1 (BASE: the PLAINTEXT port)
+  local n=$1 base=${2:-$KAFKA_PORT} out=""
+  for i in $(seq 1 "$n"); do out+="${out:+,}$TIDEMARK_HOST:$((base + i - 1))"; done
   echo "$out"
 }
 
 write_node_config() {
-  local id=$1 dir=$2 roles=$3 listeners
+  local id=$1 dir=$2 roles=$3 secure=$4 listeners advertised protocols
   listeners="PLAINTEXT://$TIDEMARK_HOST:$((KAFKA_PORT + id - 1))"
+  advertised=$listeners
+  protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ $secure -eq 1 ]]; then
+    local more="SASL_SSL://$TIDEMARK_HOST:$((SASL_PORT + id - 1)),OAUTH://$TIDEMARK_HOST:$((OAUTH_PORT + id - 1)),MTLS://$TIDEMARK_HOST:$((MTLS_PORT + id - 1))"
+    listeners+=",$more"
+    advertised+=",$more"
+    protocols+=",SASL_SSL:SASL_SSL,OAUTH:SASL_SSL,MTLS:SSL"
+  fi
   [[ $roles == *controller* ]] && listeners+=",CONTROLLER://$TIDEMARK_HOST:$CONTROLLER_PORT"
   cat >"$dir/server.properties" <<CFG
 process.roles=$roles
@@ -65,9 +78,9 @@ node.id=$id
 controller.quorum.voters=1@$TIDEMARK_HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 listeners=$listeners
-advertised.listeners=PLAINTEXT://$TIDEMARK_HOST:$((KAFKA_PORT + id - 1))
+advertised.listeners=$advertised
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -83,6 +96,7 @@ log.segment.bytes=16777216
 log.retention.check.interval.ms=5000
 delete.topic.enable=true
 CFG
+  if [[ $secure -eq 1 ]]; then secure_config >>"$dir/server.properties"; fi
   cat >"$dir/log4j2.properties" <<CFG
 status = warn
 appender.file.type = File
@@ -99,6 +113,29 @@ logger.server.level = INFO
 CFG
 }
 
+# secure_config: the secure listeners' settings (PEM key store and trust store from secure.sh certs).
+secure_config() {
+  local tls="$TIDEMARK_STATE_DIR/tls"
+  cat <<CFG
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.pem
+ssl.endpoint.identification.algorithm=
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_tidemark="$(bash "$HERE/secure.sh" scram-password)";
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=http://$TIDEMARK_HOST:$OIDC_PORT/jwks
+sasl.oauthbearer.expected.audience=kafka
+sasl.oauthbearer.expected.issuer=http://$TIDEMARK_HOST:$OIDC_PORT
+listener.name.mtls.ssl.client.auth=required
+CFG
+}
+
 # ready N: a real client call (Kafka's own BrokerApiVersionsCommand) sees all N brokers.
 ready() {
   local n=$1 out
@@ -108,10 +145,11 @@ ready() {
 }
 
 start() {
-  local n=1
+  local n=1 secure=0
   while [[ $# -gt 0 ]]; do
     case $1 in
       --brokers) n=$2; shift 2 ;;
+      --secure) secure=1; shift ;;
       *) die "kafka.sh start: unknown argument $1" ;;
     esac
   done
@@ -120,6 +158,7 @@ start() {
   running=$(running_count)
   if [[ $running -gt 0 ]]; then
     [[ $running -eq $n ]] || die "Kafka is already running with $running broker(s), asked for $n: run 'make down' first"
+    if [[ $secure -eq 1 && ! -f "$KDIR/secure" ]]; then die "Kafka is already running without the secure listeners, asked for --secure: run 'make down' first"; fi
     ready "$n" || die "Kafka has $running broker process(es) but they do not answer; run 'make down' and retry"
     log "Kafka already running with $n broker(s)"
     return 0
@@ -127,6 +166,16 @@ start() {
   install
   require_free_port "$CONTROLLER_PORT" "Kafka controller (TIDEMARK_KAFKA_CONTROLLER_PORT)"
   for i in $(seq 1 "$n"); do require_free_port $((KAFKA_PORT + i - 1)) "Kafka broker $i (TIDEMARK_KAFKA_PORT)"; done
+  local format_args=()
+  if [[ $secure -eq 1 ]]; then
+    for i in $(seq 1 "$n"); do
+      require_free_port $((SASL_PORT + i - 1)) "Kafka SASL_SSL listener $i (TIDEMARK_KAFKA_SASL_PORT)"
+      require_free_port $((OAUTH_PORT + i - 1)) "Kafka OAUTHBEARER listener $i (TIDEMARK_KAFKA_OAUTH_PORT)"
+      require_free_port $((MTLS_PORT + i - 1)) "Kafka mTLS listener $i (TIDEMARK_KAFKA_MTLS_PORT)"
+    done
+    [[ -f "$TIDEMARK_STATE_DIR/tls/.complete" ]] || die "no certificates: run 'deploy/local/secure.sh certs' (stack.sh up --secure does)"
+    mapfile -t format_args < <(bash "$HERE/secure.sh" scram-args)
+  fi
 
   # A fresh cluster every start: tests and the demo want a clean, known state.
   rm -rf "$KDIR"
@@ -135,12 +184,14 @@ start() {
   cluster_id=$(java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
   [[ -n "$cluster_id" ]] || die "kafka storage tool could not make a cluster id (is $KAFKA_LIB complete?)"
   echo "$n" >"$KDIR/brokers"
+  [[ $secure -eq 1 ]] && touch "$KDIR/secure"
   for i in $(seq 1 "$n"); do
     local dir="$KDIR/node-$i" roles=broker
     [[ $i -eq 1 ]] && roles=broker,controller
     mkdir -p "$dir/data"
-    write_node_config "$i" "$dir" "$roles"
-    java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" \
+    write_node_config "$i" "$dir" "$roles" "$secure"
+    # SCRAM credentials are written into the cluster metadata at format time (KIP-900): no running cluster needed.
+    java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$cluster_id" -c "$dir/server.properties" "${format_args[@]}" \
       >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting storage of Kafka node $i failed"; }
   done
   for i in $(seq 1 "$n"); do launch_node "$i"; done
@@ -156,7 +207,9 @@ start() {
 # launch_node I: start the JVM of node I in its own session (so a stop never hits our caller) and record its pid.
 launch_node() {
   local dir="$KDIR/node-$1"
+  # The allowed-URLs property (Kafka >= 3.9.1) limits which JWKS endpoints the OAUTHBEARER validator may fetch.
   setsid java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+      -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="http://$TIDEMARK_HOST:$OIDC_PORT/jwks" \
       -Dlog4j2.configurationFile="file:$dir/log4j2.properties" -cp "$KAFKA_LIB/*" \
       kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
@@ -187,6 +240,11 @@ env_lines() {
   n=$(running_count)
   [[ $n -gt 0 ]] || return 0
   echo "export TIDEMARK_KAFKA_BROKERS=$(bootstrap "$(cat "$KDIR/brokers")")"
+  if [[ -f "$KDIR/secure" ]]; then
+    echo "export TIDEMARK_KAFKA_SASL_BROKERS=$(bootstrap "$(cat "$KDIR/brokers")" "$SASL_PORT")"
+    echo "export TIDEMARK_KAFKA_OAUTH_BROKERS=$(bootstrap "$(cat "$KDIR/brokers")" "$OAUTH_PORT")"
+    echo "export TIDEMARK_KAFKA_MTLS_BROKERS=$(bootstrap "$(cat "$KDIR/brokers")" "$MTLS_PORT")"
+  fi
   echo "export TIDEMARK_KAFKA_LIB=$KAFKA_LIB"
 }
 
@@ -197,5 +255,5 @@ case "${1:-}" in
   env) env_lines ;;
   stop-node) stop_node "${2:?node number}" ;;
   start-node) start_node "${2:?node number}" ;;
-  *) die "usage: kafka.sh install|start [--brokers N]|stop|env|stop-node I|start-node I" ;;
+  *) die "usage: kafka.sh install|start [--brokers N] [--secure]|stop|env|stop-node I|start-node I" ;;
 esac

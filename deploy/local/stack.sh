@@ -2,23 +2,28 @@
 # The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus and Jaeger.
 #
 #   stack.sh install                        install / download everything the stack and the tests need (idempotent)
-#   stack.sh up [--brokers N] [--prometheus] [--jaeger]
+#   stack.sh up [--brokers N] [--prometheus] [--jaeger] [--secure]
 #                                           start what is not running; prints `export ...` lines on stdout
-#                                           (use: eval "$(bash deploy/local/stack.sh up)")
+#                                           (use: eval "$(bash deploy/local/stack.sh up)"). --secure adds Kafka's
+#                                           SASL_SSL (SCRAM, PLAIN), OAUTHBEARER and mTLS listeners, a local OIDC
+#                                           issuer and ClickHouse's secure port (deploy/local/secure.sh)
 #   stack.sh down                           stop every server these scripts started (by pid file)
 #   stack.sh env                            print the export lines for what is running
-#   stack.sh with [--brokers N] [--jaeger] -- CMD...
+#   stack.sh with [--brokers N] [--jaeger] [--secure] -- CMD...
 #                                           start what is missing, run CMD with the env set, then stop only what
-#                                           this call started (make test uses this)
+#                                           this call started (make test uses this, with --secure)
 #
 # Defaults: 3 brokers (Kafka ports 19092-19094, controller 19192), ClickHouse native 19000 / HTTP 18123,
-# Prometheus 19090, Jaeger OTLP 19317/19318 and UI 19686 (deploy/local/jaeger.sh); state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
+# Prometheus 19090, Jaeger OTLP 19317/19318 and UI 19686 (deploy/local/jaeger.sh); with --secure SASL_SSL 19292..,
+# OAUTHBEARER 19392.., mTLS 19492.., OIDC issuer 19892, ClickHouse secure 19440 (deploy/local/ports.sh);
+# state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 BROKERS="${TIDEMARK_BROKERS:-3}"
 WITH_PROM=0
 WITH_JAEGER=0
+SECURE=0
 
 parse() {
   while [[ $# -gt 0 ]]; do
@@ -26,6 +31,7 @@ parse() {
       --brokers) BROKERS=$2; shift 2 ;;
       --prometheus) WITH_PROM=1; shift ;;
       --jaeger) WITH_JAEGER=1; shift ;;
+      --secure) SECURE=1; shift ;;
       --) shift; REST=("$@"); return ;;
       *) die "stack.sh: unknown argument $1" ;;
     esac
@@ -35,7 +41,7 @@ parse() {
 
 install_all() {
   # kcat and faketime are the demo's external skewed producer; everything else is the servers.
-  apt_install clickhouse-server clickhouse-client prometheus kcat faketime
+  apt_install clickhouse-server clickhouse-client prometheus kcat faketime openssl
   bash "$HERE/kafka.sh" install
   bash "$HERE/streams.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
@@ -47,12 +53,22 @@ env_all() {
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
   bash "$HERE/jaeger.sh" env
+  bash "$HERE/secure.sh" env
 }
 
 up() {
   install_all
-  bash "$HERE/kafka.sh" start --brokers "$BROKERS"
-  bash "$HERE/clickhouse.sh" start
+  if [[ $SECURE -eq 1 ]]; then
+    # Certificates first (the listeners load them), then the issuer (brokers fetch its JWKS when they start).
+    bash "$HERE/secure.sh" certs
+    bash "$HERE/secure.sh" start
+    bash "$HERE/kafka.sh" start --brokers "$BROKERS" --secure
+    bash "$HERE/clickhouse.sh" start --secure
+    bash "$HERE/secure.sh" configs
+  else
+    bash "$HERE/kafka.sh" start --brokers "$BROKERS"
+    bash "$HERE/clickhouse.sh" start
+  fi
   if [[ $WITH_PROM -eq 1 ]]; then bash "$HERE/prometheus.sh" start; fi
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" start; fi
   env_all
@@ -63,6 +79,7 @@ down() {
   bash "$HERE/prometheus.sh" stop
   bash "$HERE/clickhouse.sh" stop
   bash "$HERE/kafka.sh" stop
+  bash "$HERE/secure.sh" stop
 }
 
 with() {
@@ -72,11 +89,13 @@ with() {
   had_ch=$(bash "$HERE/clickhouse.sh" env | wc -l)
   had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
   had_jaeger=$(bash "$HERE/jaeger.sh" env | wc -l)
+  had_oidc=$(bash "$HERE/secure.sh" env | wc -l)
   cleanup() {
     [[ $had_jaeger -gt 0 ]] || bash "$HERE/jaeger.sh" stop
     [[ $had_prom -gt 0 ]] || bash "$HERE/prometheus.sh" stop
     [[ $had_ch -gt 0 ]] || bash "$HERE/clickhouse.sh" stop
     [[ $had_kafka -gt 0 ]] || bash "$HERE/kafka.sh" stop
+    [[ $had_oidc -gt 0 ]] || bash "$HERE/secure.sh" stop
   }
   trap cleanup EXIT
   local exports
@@ -94,5 +113,5 @@ case "$cmd" in
   down) down ;;
   env) env_all ;;
   with) with ;;
-  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger]|down|env|with [--brokers N] [--jaeger] -- CMD..." ;;
+  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger] [--secure]|down|env|with [--brokers N] [--jaeger] [--secure] -- CMD..." ;;
 esac

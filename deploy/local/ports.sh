@@ -1,0 +1,13 @@
+# shellcheck shell=bash
+# Every port of the local stack, one place. Each comes from an env var; the secure ports default to offsets of the
+# plaintext ones, so a worktree that moves TIDEMARK_KAFKA_PORT / TIDEMARK_CLICKHOUSE_PORT into its own block moves
+# them too (defaults: SASL_SSL 19292.., OAUTHBEARER 19392.., mTLS 19492.., OIDC issuer 19892, ClickHouse secure 19440).
+KAFKA_PORT="${TIDEMARK_KAFKA_PORT:-19092}"
+CONTROLLER_PORT="${TIDEMARK_KAFKA_CONTROLLER_PORT:-19192}"
+SASL_PORT="${TIDEMARK_KAFKA_SASL_PORT:-$((KAFKA_PORT + 200))}"
+OAUTH_PORT="${TIDEMARK_KAFKA_OAUTH_PORT:-$((KAFKA_PORT + 300))}"
+MTLS_PORT="${TIDEMARK_KAFKA_MTLS_PORT:-$((KAFKA_PORT + 400))}"
+OIDC_PORT="${TIDEMARK_OIDC_PORT:-$((KAFKA_PORT + 800))}"
+CH_PORT="${TIDEMARK_CLICKHOUSE_PORT:-19000}"
+CH_HTTP_PORT="${TIDEMARK_CLICKHOUSE_HTTP_PORT:-18123}"
+CH_SECURE_PORT="${TIDEMARK_CLICKHOUSE_SECURE_PORT:-$((CH_PORT + 440))}"

@@ -1,0 +1,206 @@
+// Package kafkaconfig is the `kafka:` block: how every Kafka connection Tidemark makes reaches the cluster (the
+// collector's consumers and producers, the lag exporter, `tidemark lag` and `lag record`) and how an instrumented
+// application reaches it through latency/instrument. It turns the block into sarama configurations with TLS
+// ([tlsconf]) and SASL: PLAIN, SCRAM-SHA-256/512 (RFC 5802, RFC 7677, via github.com/xdg-go/scram) and OAUTHBEARER
+// (RFC 7628, KIP-255) with a token from an OIDC client-credentials grant or from a file.
+//
+// Config is plain data (YAML, environment, flags); [Config.Resolve] reads its secret and certificate files and
+// returns a [Client], which makes any number of sarama configurations sharing one TLS dialer and one token source.
+// [Client.Check] connects to the bootstrap brokers and [Client.Explain] turns a connection failure into one error
+// naming the broker, the security protocol and the mechanism ([Error]).
+//
+// The package imports sarama and small libraries only, so that latency/instrument can offer it to applications.
+package kafkaconfig
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/secret"
+	"github.com/tidemark/tidemark/internal/tlsconf"
+)
+
+// SASL mechanisms.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
+)
+
+// Mechanisms lists the accepted values of sasl.mechanism ("" is no SASL).
+var Mechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer}
+
+// Config is the `kafka:` block. Every secret can be given inline (or through the environment: a key's dots are
+// written as double underscores, TIDEMARK_KAFKA__SASL__PASSWORD) or as a file (the `_file` keys), never both.
+type Config struct {
+	// Brokers are bootstrap addresses (host:port).
+	Brokers []string `yaml:"brokers"`
+	// ClientID is sent to the brokers (default "tidemark").
+	ClientID string `yaml:"client_id"`
+	// TLS encrypts the connections (security protocol SSL, or SASL_SSL with SASL).
+	TLS tlsconf.Config `yaml:"tls"`
+	// SASL authenticates (SASL_PLAINTEXT, or SASL_SSL with TLS).
+	SASL SASL `yaml:"sasl"`
+}
+
+// SASL is the `kafka.sasl:` block.
+type SASL struct {
+	// Mechanism is "" (none), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (case-insensitive).
+	Mechanism string `yaml:"mechanism"`
+	// User and Password (or PasswordFile) authenticate PLAIN and SCRAM. The file is read at every connect attempt,
+	// so a corrected password needs no restart.
+	User         string        `yaml:"user"`
+	Password     secret.String `yaml:"password"`
+	PasswordFile string        `yaml:"password_file"`
+	// OAuth configures OAUTHBEARER.
+	OAuth OAuth `yaml:"oauth"`
+}
+
+// OAuth is the `kafka.sasl.oauth:` block: either TokenURL with a client id and secret (an OIDC client-credentials
+// grant, RFC 6749 §4.4), or TokenFile (a token some other process keeps fresh).
+type OAuth struct {
+	// TokenURL is the identity provider's token endpoint.
+	TokenURL string `yaml:"token_url"`
+	// ClientID and ClientSecret (or ClientSecretFile) authenticate Tidemark to the token endpoint.
+	ClientID         string        `yaml:"client_id"`
+	ClientSecret     secret.String `yaml:"client_secret"`
+	ClientSecretFile string        `yaml:"client_secret_file"`
+	// Scopes are requested with the token.
+	Scopes []string `yaml:"scopes"`
+	// Params are extra form fields of the token request (e.g. audience, resource).
+	Params map[string]string `yaml:"params"`
+	// Extensions are SASL extensions sent with the token (KIP-342), e.g. Confluent Cloud's logicalCluster and
+	// identityPoolId.
+	Extensions map[string]string `yaml:"extensions"`
+	// TokenFile holds a bearer token (a JWT) written by another process; it is read again at every authentication,
+	// so a rotated token is used from the next connection on.
+	TokenFile string `yaml:"token_file"`
+	// Timeout bounds one token request (default 10 s).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// SetDefaults fills the client id and canonicalizes the mechanism.
+func (c *Config) SetDefaults() {
+	if c.ClientID == "" {
+		c.ClientID = "tidemark"
+	}
+	c.SASL.Mechanism = strings.ToUpper(strings.TrimSpace(c.SASL.Mechanism))
+	if c.SASL.OAuth.Timeout == 0 {
+		c.SASL.OAuth.Timeout = 10 * time.Second
+	}
+}
+
+// Validate is ValidateAt("kafka").
+func (c *Config) Validate() error { return c.ValidateAt("kafka") }
+
+// ValidateAt reports every invalid field, each named by its full key under prefix (e.g. "kafka", or
+// "clusters[2].kafka" where several clusters are configured). It reads no file.
+func (c *Config) ValidateAt(prefix string) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", prefix, key, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Brokers) == 0 {
+		bad("brokers", "at least one broker address (host:port) is required")
+	}
+	for _, b := range c.Brokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			bad("brokers", "%q is not host:port", b)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			bad("brokers", "the port of %q must be a number in [1, 65535]", b)
+		}
+	}
+	if err := c.TLS.Validate(prefix + ".tls"); err != nil {
+		errs = append(errs, err)
+	}
+	s := &c.SASL
+	mech := strings.ToUpper(s.Mechanism)
+	o := &s.OAuth
+	oauthSet := o.TokenURL != "" || o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" ||
+		len(o.Scopes) > 0 || len(o.Params) > 0 || len(o.Extensions) > 0 || o.TokenFile != ""
+	switch mech {
+	case "":
+		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet {
+			bad("sasl.mechanism", "credentials are set but no mechanism: want one of %s", strings.Join(Mechanisms, ", "))
+		}
+	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+		if s.User == "" {
+			bad("sasl.user", "required with %s", mech)
+		}
+		if (s.Password == "") == (s.PasswordFile == "") {
+			bad("sasl.password", "set exactly one of password and password_file with %s", mech)
+		}
+		if oauthSet {
+			bad("sasl.oauth", "is for OAUTHBEARER, not %s", mech)
+		}
+	case MechanismOAuthBearer:
+		if s.User != "" || s.Password != "" || s.PasswordFile != "" {
+			bad("sasl.user", "OAUTHBEARER takes no user or password: set sasl.oauth")
+		}
+		switch {
+		case o.TokenFile != "" && o.TokenURL != "":
+			bad("sasl.oauth", "set token_url (client credentials) or token_file, not both")
+		case o.TokenFile != "":
+			if o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || len(o.Params) > 0 {
+				bad("sasl.oauth", "client_id, client_secret, scopes and params go with token_url, not token_file")
+			}
+		case o.TokenURL != "":
+			if !strings.HasPrefix(o.TokenURL, "https://") && !strings.HasPrefix(o.TokenURL, "http://") {
+				bad("sasl.oauth.token_url", "%q is not an http(s) URL", o.TokenURL)
+			}
+			if o.ClientID == "" {
+				bad("sasl.oauth.client_id", "required with token_url")
+			}
+			if (o.ClientSecret == "") == (o.ClientSecretFile == "") {
+				bad("sasl.oauth.client_secret", "set exactly one of client_secret and client_secret_file")
+			}
+		default:
+			bad("sasl.oauth", "OAUTHBEARER needs token_url (with client_id and client_secret) or token_file")
+		}
+		if o.Timeout < 0 {
+			bad("sasl.oauth.timeout", "must not be negative, got %s", o.Timeout)
+		}
+	default:
+		bad("sasl.mechanism", "%q is not one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
+	}
+	return errors.Join(errs...)
+}
+
+// SecurityProtocol is Kafka's name for what the block configures: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+func (c *Config) SecurityProtocol() string {
+	switch {
+	case c.SASL.Mechanism != "" && c.TLS.Enabled:
+		return "SASL_SSL"
+	case c.SASL.Mechanism != "":
+		return "SASL_PLAINTEXT"
+	case c.TLS.Enabled:
+		return "SSL"
+	}
+	return "PLAINTEXT"
+}
+
+// Describe says how the block authenticates, for logs and errors (never a secret): "SASL_SSL, SCRAM-SHA-512 as
+// tidemark", "SSL, client certificate", "SASL_SSL, OAUTHBEARER from https://idp/token".
+func (c *Config) Describe() string {
+	parts := []string{c.SecurityProtocol()}
+	switch m := strings.ToUpper(c.SASL.Mechanism); m {
+	case "":
+	case MechanismOAuthBearer:
+		if c.SASL.OAuth.TokenFile != "" {
+			parts = append(parts, m+" token from "+c.SASL.OAuth.TokenFile)
+		} else {
+			parts = append(parts, m+" from "+c.SASL.OAuth.TokenURL+" as "+c.SASL.OAuth.ClientID)
+		}
+	default:
+		parts = append(parts, m+" as "+c.SASL.User)
+	}
+	if c.TLS.CertFile != "" {
+		parts = append(parts, "client certificate")
+	}
+	return strings.Join(parts, ", ")
+}

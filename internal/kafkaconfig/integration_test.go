@@ -1,0 +1,192 @@
+package kafkaconfig_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/internal/tlsconf"
+	"github.com/tidemark/tidemark/internal/tlsconf/tlstest"
+)
+
+// loadBlock reads the kafka: block of a Tidemark config file (the files stack.sh env names).
+func loadBlock(t *testing.T, path string) kafkaconfig.Config {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Kafka kafkaconfig.Config `yaml:"kafka"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return f.Kafka
+}
+
+// produceConsume proves a whole client works: create a topic, produce a record, read it back.
+func produceConsume(t *testing.T, cfg kafkaconfig.Config) {
+	t.Helper()
+	cl, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Check(context.Background()); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	adm, err := sarama.NewClusterAdmin(cfg.Brokers, cl.Sarama())
+	if err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	defer adm.Close()
+	topic := testenv.Name(t, "sec")
+	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	defer adm.DeleteTopic(topic)
+	pc := cl.Sarama()
+	pc.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(cfg.Brokers, pc)
+	if err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	defer p.Close()
+	var part int32
+	var off int64
+	for i := 0; ; i++ { // a new topic's leader may take a moment to appear in metadata
+		part, off, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("hello " + cfg.Describe())})
+		if err == nil || i == 50 || !errors.Is(err, sarama.ErrUnknownTopicOrPartition) && !errors.Is(err, sarama.ErrLeaderNotAvailable) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	c, err := sarama.NewConsumer(cfg.Brokers, cl.Sarama())
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer c.Close()
+	pcons, err := c.ConsumePartition(topic, part, off)
+	if err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	defer pcons.Close()
+	select {
+	case m := <-pcons.Messages():
+		if string(m.Value) != "hello "+cfg.Describe() {
+			t.Fatalf("read %q", m.Value)
+		}
+	case err := <-pcons.Errors():
+		t.Fatalf("consume: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record within 30 s")
+	}
+}
+
+// TestMechanisms reaches the secure listeners with every mechanism, from the config files stack.sh wrote and
+// variations of them.
+func TestMechanisms(t *testing.T) {
+	s := testenv.SecureStack(t)
+	scram := loadBlock(t, s.SCRAMConfig)
+	sha256 := scram
+	sha256.SASL.Mechanism = kafkaconfig.MechanismSCRAMSHA256
+	plain := scram
+	plain.SASL.Mechanism = kafkaconfig.MechanismPlain
+	oauth := loadBlock(t, s.OAuthConfig)
+	mtls := loadBlock(t, s.MTLSConfig)
+	for name, cfg := range map[string]kafkaconfig.Config{"SCRAM-SHA-512 (scram.yaml)": scram, "SCRAM-SHA-256": sha256,
+		"PLAIN": plain, "OAUTHBEARER client credentials (oauth.yaml)": oauth, "mTLS (mtls.yaml)": mtls} {
+		t.Run(name, func(t *testing.T) { produceConsume(t, cfg) })
+	}
+}
+
+// check returns the error Check gives for cfg, which must be an *Error of kind.
+func checkFails(t *testing.T, cfg kafkaconfig.Config, kind error) *kafkaconfig.Error {
+	t.Helper()
+	cl, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Check(context.Background())
+	var ke *kafkaconfig.Error
+	if !errors.As(err, &ke) || !errors.Is(err, kind) {
+		t.Fatalf("got %v, want a kafkaconfig.Error of kind %v", err, kind)
+	}
+	t.Logf("%v", err)
+	return ke
+}
+
+// TestNegative: each misconfiguration gives one error naming the broker, the protocol and mechanism, and the kind.
+func TestNegative(t *testing.T) {
+	s := testenv.SecureStack(t)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("wrong password", func(t *testing.T) {
+		cfg := loadBlock(t, s.SCRAMConfig)
+		cfg.SASL.PasswordFile = write("wrong", "not-the-password\n")
+		e := checkFails(t, cfg, kafkaconfig.ErrAuthentication)
+		want := "kafka broker " + s.SASLBrokers[0] + " (SASL_SSL, SCRAM-SHA-512 as tidemark): authentication failed"
+		if !strings.HasPrefix(e.Error(), want) || strings.Contains(e.Error(), "not-the-password") {
+			t.Fatalf("got %q, want prefix %q and no password", e, want)
+		}
+	})
+	t.Run("expired token", func(t *testing.T) {
+		tok := fetchToken(t, s.OIDCURL, "tidemark-expired")
+		cfg := loadBlock(t, s.OAuthConfig)
+		cfg.SASL.OAuth = kafkaconfig.OAuth{TokenFile: write("expired.jwt", tok)}
+		e := checkFails(t, cfg, kafkaconfig.ErrAuthentication)
+		if !strings.Contains(e.Error(), "(SASL_SSL, OAUTHBEARER token from ") || strings.Contains(e.Error(), tok) {
+			t.Fatalf("got %q", e)
+		}
+	})
+	t.Run("wrong client secret", func(t *testing.T) {
+		cfg := loadBlock(t, s.OAuthConfig)
+		cfg.SASL.OAuth.ClientSecretFile = write("wrong-secret", "nope")
+		e := checkFails(t, cfg, kafkaconfig.ErrToken)
+		if !strings.Contains(e.Error(), "HTTP 401 invalid_client") {
+			t.Fatalf("got %q", e)
+		}
+	})
+	t.Run("untrusted broker certificate", func(t *testing.T) {
+		cfg := loadBlock(t, s.SCRAMConfig)
+		cfg.TLS.CAFile = write("other-ca.pem", string(tlstest.NewCA(t, "other").PEM))
+		checkFails(t, cfg, kafkaconfig.ErrUntrustedServer)
+	})
+	t.Run("untrusted client certificate", func(t *testing.T) {
+		cfg := loadBlock(t, s.MTLSConfig)
+		rogue := tlstest.NewCA(t, "rogue").Issue(t, "rogue-client", time.Hour)
+		cfg.TLS.CertFile, cfg.TLS.KeyFile = write("rogue.pem", string(rogue.CertPEM)), write("rogue.key", string(rogue.KeyPEM))
+		checkFails(t, cfg, kafkaconfig.ErrClientCertificate)
+	})
+	t.Run("plaintext client on the TLS port", func(t *testing.T) {
+		cfg := loadBlock(t, s.SCRAMConfig)
+		cfg.TLS = tlsconf.Config{}
+		e := checkFails(t, cfg, kafkaconfig.ErrSecurityProtocol)
+		if !strings.Contains(e.Error(), "(SASL_PLAINTEXT, SCRAM-SHA-512 as tidemark)") || !strings.Contains(e.Error(), "a TLS listener (kafka.tls.enabled is false)") {
+			t.Fatalf("got %q", e)
+		}
+	})
+	t.Run("TLS client on the plaintext port", func(t *testing.T) {
+		cfg := loadBlock(t, s.MTLSConfig)
+		cfg.Brokers = testenv.Kafka(t)
+		checkFails(t, cfg, kafkaconfig.ErrSecurityProtocol)
+	})
+}
