@@ -121,4 +121,4 @@ func (s *scramClient) Begin(user, password, authzID string) error {
 }
 
 func (s *scramClient) Step(challenge string) (string, error) { return s.conv.Step(challenge) }
-func (s *scramClient) Done() bool                             { return s.conv.Done() }
+func (s *scramClient) Done() bool                            { return s.conv.Done() }

@@ -59,7 +59,7 @@ func TestOIDCRefresh(t *testing.T) {
 
 	// The issuer's expiry is real time + 1 h, so the second token expires at about T+60 min on this clock and is
 	// due for refresh at 49 + 0.8 × 11 = 57.8 min.
-	srv.Close() // the identity provider goes away
+	srv.Close()                         // the identity provider goes away
 	clock = clock.Add(10 * time.Minute) // T+59: due for refresh, still valid
 	if tok, err := p.Token(); err != nil || tok.Token != second.Token {
 		t.Fatalf("endpoint down, token still valid: want the old token, got err %v", err)

@@ -35,7 +35,9 @@ const (
 // stack was started without --secure.
 func SecureStack(t testing.TB) Secure {
 	t.Helper()
-	split := func(env string) []string { return strings.Split(require(t, env, "the secure Kafka stack (stack.sh up --secure)"), ",") }
+	split := func(env string) []string {
+		return strings.Split(require(t, env, "the secure Kafka stack (stack.sh up --secure)"), ",")
+	}
 	one := func(env string) string { return require(t, env, "the secure stack (stack.sh up --secure)") }
 	return Secure{
 		SASLBrokers: split("TIDEMARK_KAFKA_SASL_BROKERS"), OAuthBrokers: split("TIDEMARK_KAFKA_OAUTH_BROKERS"),
