@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
@@ -104,7 +105,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval, eb.MaxInterval, eb.Multiplier = 500*time.Millisecond, 30*time.Second, 2
 	conn, err := backoff.Retry(ctx, func() (*kafkaConn, error) {
-		k, err := c.connect()
+		k, err := c.connect(ctx)
 		if err != nil {
 			c.setup.failed(err, c.opts.Clock())
 		}
@@ -123,19 +124,15 @@ func (c *Collector) Run(ctx context.Context) error {
 	c.setup.ok()
 	c.started.Store(true)
 	prod, meta := conn.prod, conn.meta
-	brokers := c.opts.Kafka.Brokers
+	brokers := conn.client.Brokers()
 	c.deps.dlq = &KafkaDeadLetters{Producer: prod, Topic: c.cfg.DeadLetterTopic}
 	c.deps.meta = meta
 
 	g, gctx := errgroup.WithContext(ctx)
 	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
 		g.Go(func() error {
-			gsc, err := c.opts.Kafka.Sarama()
-			if err != nil {
-				return err
-			}
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
-				Brokers: brokers, Sarama: gsc, Group: name, Topics: topics, Oldest: oldest,
+				Brokers: brokers, Sarama: conn.client.Sarama(), Group: name, Topics: topics, Oldest: oldest,
 				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
 				OnAssigned: onAssigned, BeforeCommit: c.drain, Now: c.opts.Clock,
 			}, h)
@@ -198,17 +195,25 @@ func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
 
 // kafkaConn is what Run needs from Kafka before the paths start.
 type kafkaConn struct {
-	prod *kafka.Producer
-	meta *kafka.Metadata
+	client *kafkaconfig.Client // every consumer and producer's sarama config comes from it
+	prod   *kafka.Producer
+	meta   *kafka.Metadata
 }
 
-// connect ensures the collector's topics and opens the producer and the metadata cache: one start attempt.
-func (c *Collector) connect() (*kafkaConn, error) {
-	sc, err := c.opts.Kafka.Sarama()
+// connect resolves the kafka: block (re-reading its password, secret and certificate files, so a corrected file
+// needs no restart), checks that a bootstrap broker accepts the connection (a refused login or certificate is one
+// error naming the broker and mechanism), ensures the collector's topics and opens the producer and the metadata
+// cache: one start attempt.
+func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
+	kc, err := c.opts.Kafka.Resolve()
 	if err != nil {
-		return nil, backoff.Permanent(err)
+		return nil, err // a file that is missing now may be mounted by the next attempt
 	}
-	brokers := c.opts.Kafka.Brokers
+	if err := kc.Check(ctx); err != nil {
+		return nil, err
+	}
+	sc := kc.Sarama()
+	brokers := kc.Brokers()
 	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
 		return nil, fmt.Errorf("ensure dead-letter topic: %w", err)
 	}
@@ -223,18 +228,16 @@ func (c *Collector) connect() (*kafkaConn, error) {
 			return nil, fmt.Errorf("ensure probe topic: %w", err)
 		}
 	}
-	psc, _ := c.opts.Kafka.Sarama()
-	prod, err := kafka.NewProducer(brokers, psc)
+	prod, err := kafka.NewProducer(brokers, kc.Sarama())
 	if err != nil {
 		return nil, err
 	}
-	msc, _ := c.opts.Kafka.Sarama()
-	meta, err := kafka.NewMetadata(brokers, msc, c.cfg.Metadata.kafka())
+	meta, err := kafka.NewMetadata(brokers, kc.Sarama(), c.cfg.Metadata.kafka()) // its own copy: NewMetadata bounds its timeouts
 	if err != nil {
 		prod.Close()
 		return nil, err
 	}
-	return &kafkaConn{prod: prod, meta: meta}, nil
+	return &kafkaConn{client: kc, prod: prod, meta: meta}, nil
 }
 
 // Ready returns nil while the collector runs and its sink acknowledges rows; else why not: still connecting to

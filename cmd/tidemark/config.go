@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/tlsconf"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
@@ -91,6 +93,7 @@ func (c *runConfig) setDefaults() {
 		c.LagEnabled = &t
 	}
 	c.budgetWriter()
+	c.Kafka.SetDefaults()
 	c.ClickHouse.SetDefaults()
 	c.Collector.SetDefaults()
 	c.Lag.SetDefaults()
@@ -196,6 +199,89 @@ func (c *runConfig) validate() error {
 	return errors.Join(errs...)
 }
 
+// tlsBoolHook accepts `tls: true` / `tls: false` for a tls: block (the form clickhouse.tls had before the block
+// existed): true is TLS with the system roots.
+func tlsBoolHook(from, to reflect.Type, v any) (any, error) {
+	if to != reflect.TypeOf(tlsconf.Config{}) {
+		return v, nil
+	}
+	switch b := v.(type) {
+	case bool:
+		return map[string]any{"enabled": b}, nil
+	case string:
+		if p, err := strconv.ParseBool(b); err == nil { // from the environment: TIDEMARK_CLICKHOUSE__TLS=true
+			return map[string]any{"enabled": p}, nil
+		}
+	}
+	return v, nil
+}
+
+// loadSources layers the file at path (may be empty), the environment (environ, nil: os.Environ) and the changed
+// flags of fs (each flag's key is key(name); "" skips it) and checks that no defaulted key is set empty.
+func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key func(name string) string) (*koanf.Koanf, error) {
+	k := koanf.New(".")
+	if path != "" {
+		b, err := readCapped(path, maxConfigBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("read config %s: %w", path, err)
+		}
+	}
+	if environ == nil {
+		environ = os.Environ
+	}
+	if err := k.Load(env.Provider(".", env.Opt{Prefix: envPrefix, TransformFunc: envKey, EnvironFunc: environ}), nil); err != nil {
+		return nil, fmt.Errorf("read environment: %w", err)
+	}
+	if fs != nil {
+		if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
+			if f.Name == "config" || !f.Changed {
+				return "", nil
+			}
+			return key(f.Name), posflag.FlagVal(fs, f)
+		}), nil); err != nil {
+			return nil, fmt.Errorf("read flags: %w", err)
+		}
+	}
+	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
+	// variable in a template, say), not a request for the default.
+	var empty []error
+	for _, key := range defaultedStrings {
+		if k.Exists(key) {
+			if v := k.Get(key); v == nil || v == "" {
+				empty = append(empty, fmt.Errorf("%s: must not be empty (remove the key for its default)", key))
+			}
+		}
+	}
+	if len(empty) > 0 {
+		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
+	}
+	return k, nil
+}
+
+// decode unmarshals the subtree at path ("" is everything) into out (a pointer to a struct); its errors are one line
+// per bad key, named by its full key (kafka.sasl.mechanism), sorted (decodeProblems).
+func decode(k *koanf.Koanf, path string, out any) error {
+	dc := &mapstructure.DecoderConfig{
+		RootName:         path,
+		TagName:          "yaml",
+		ErrorUnused:      true, // an unknown key is a mistake (a typo, an option of another version), never ignored
+		WeaklyTypedInput: true,
+		Result:           out,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc(),
+			tlsBoolHook,
+		),
+	}
+	if err := k.UnmarshalWithConf(path, out, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
+		return fmt.Errorf("config: %w", decodeProblems(err, k, path, reflect.TypeOf(out).Elem().String()))
+	}
+	return nil
+}
+
 func (c *runConfig) engineConfig() latency.Config {
 	return latency.Config{
 		ReferenceHost: c.Collector.ReferenceHost,
@@ -215,7 +301,7 @@ func (c *runConfig) engineConfig() latency.Config {
 const envPrefix = "TIDEMARK_"
 
 // listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"kafka.brokers": true, "clickhouse.addr": true, "collector.tap.topics": true,
+var listKeys = map[string]bool{"kafka.brokers": true, "kafka.sasl.oauth.scopes": true, "clickhouse.addr": true, "collector.tap.topics": true,
 	"collector.slo_thresholds": true,
 	"lag.group_allow":          true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
 
@@ -253,58 +339,18 @@ var defaultedStrings = []string{
 // loadConfig reads the file at path (may be empty), then the environment (environ, nil: os.Environ), then the
 // changed flags of fs, and returns the validated configuration with defaults.
 func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runConfig, error) {
-	k := koanf.New(".")
-	if path != "" {
-		b, err := readCapped(path, maxConfigBytes)
-		if err != nil {
-			return nil, fmt.Errorf("read config: %w", err)
+	k, err := loadSources(path, fs, environ, func(name string) string {
+		if name == "print-config" {
+			return "" // an action, not a setting
 		}
-		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", path, err)
-		}
-	}
-	if environ == nil {
-		environ = os.Environ
-	}
-	if err := k.Load(env.Provider(".", env.Opt{Prefix: envPrefix, TransformFunc: envKey, EnvironFunc: environ}), nil); err != nil {
-		return nil, fmt.Errorf("read environment: %w", err)
-	}
-	if fs != nil {
-		if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
-			if f.Name == "config" || !f.Changed {
-				return "", nil
-			}
-			return f.Name, posflag.FlagVal(fs, f)
-		}), nil); err != nil {
-			return nil, fmt.Errorf("read flags: %w", err)
-		}
-	}
-	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
-	// variable in a template, say), not a request for the default.
-	var empty []error
-	for _, key := range defaultedStrings {
-		if k.Exists(key) {
-			if v := k.Get(key); v == nil || v == "" {
-				empty = append(empty, fmt.Errorf("%s: must not be empty (remove the key for its default)", key))
-			}
-		}
-	}
-	if len(empty) > 0 {
-		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
+		return name
+	})
+	if err != nil {
+		return nil, err
 	}
 	var cfg runConfig
-	dc := &mapstructure.DecoderConfig{
-		TagName:          "yaml",
-		ErrorUnused:      true, // an unknown key is a mistake (a typo, an option of another version), never ignored
-		WeaklyTypedInput: true,
-		Result:           &cfg,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.TextUnmarshallerHookFunc(),
-		),
-	}
-	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
-		return nil, fmt.Errorf("config: %w", decodeProblems(err, k))
+	if err := decode(k, "", &cfg); err != nil {
+		return nil, err
 	}
 	cfg.clickHouse = k.Exists("clickhouse")
 	cfg.setDefaults()

@@ -15,8 +15,10 @@ import (
 // decodeProblems turns the decoder's errors into one line per bad key in the configuration's own terms, every key
 // once and sorted: "collector.max_batch: want a whole number, got \"abc\"", "collector.bogus: unknown key …". The
 // decoder itself reports Go names ('main.runConfig' has invalid keys: …) and its messages, several keys to a line.
-// Values are read back from k, the merged configuration, so a line shows what the user wrote.
-func decodeProblems(err error, k *koanf.Koanf) error {
+// Values are read back from k, the merged configuration, so a line shows what the user wrote. root is the decoded
+// subtree's key ("" for the whole configuration) and rootType the Go type decoded into (main.runConfig), the name the
+// decoder gives the root's unknown keys.
+func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
 	lines := map[string]string{}
 	var other []string
 	var walk func(error)
@@ -36,7 +38,10 @@ func decodeProblems(err error, k *koanf.Koanf) error {
 			}
 			return
 		}
-		key := strings.TrimPrefix(strings.TrimPrefix(de.Name(), "main.runConfig"), ".")
+		key := de.Name()
+		if key == rootType {
+			key = root
+		}
 		inner := de.Unwrap()
 		if j, ok := inner.(interface{ Unwrap() []error }); ok { // nested: the inner errors carry full names
 			for _, x := range j.Unwrap() {

@@ -12,7 +12,9 @@ import (
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/internal/tlsconf"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 )
@@ -26,16 +28,19 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 	}
 	f := false
 	ratio := 0.1
-	var kc kafka.ClientConfig
-	kc.Brokers = []string{"kafka-1:9092", "kafka-2:9092"}
-	kc.ClientID = "tidemark-test"
-	kc.TLS.Enabled, kc.TLS.CAFile, kc.TLS.CertFile, kc.TLS.KeyFile, kc.TLS.InsecureSkipVerify = true, "/etc/tidemark/ca.pem", "/etc/tidemark/client.pem", "/etc/tidemark/client.key", true
-	kc.SASL.Mechanism, kc.SASL.User, kc.SASL.Password = "PLAIN", "tidemark", "secret"
+	kc := kafka.ClientConfig{
+		Brokers: []string{"kafka-1:9092", "kafka-2:9092"}, ClientID: "tidemark-test",
+		TLS: tlsconf.Config{Enabled: true, CAFile: "/etc/tidemark/ca.pem", CertFile: "/etc/tidemark/client.pem",
+			KeyFile: "/etc/tidemark/client.key", ServerName: "kafka.internal", MinVersion: "1.3"},
+		SASL: kafkaconfig.SASL{Mechanism: "SCRAM-SHA-512", User: "tidemark", PasswordFile: "/etc/tidemark/kafka/password"},
+	}
 	want := &runConfig{
 		Kafka: kc,
 		ClickHouse: store.Config{
-			Addr: []string{"ch-1:9000", "ch-2:9000"}, Database: "tm", User: "writer", Password: "pw", TLS: true,
-			TLSInsecureSkipVerify: true, Dialect: "legacy", DialTimeout: 3 * time.Second, MaxExecutionTime: 30 * time.Second,
+			Addr: []string{"ch-1:9000", "ch-2:9000"}, Database: "tm", User: "writer", PasswordFile: "/etc/tidemark/clickhouse/password",
+			TLS: tlsconf.Config{Enabled: true, CAFile: "/etc/tidemark/ch-ca.pem", CertFile: "/etc/tidemark/ch-client.pem",
+				KeyFile: "/etc/tidemark/ch-client.key", ServerName: "clickhouse.internal", MinVersion: "1.3"},
+			Dialect: "legacy", DialTimeout: 3 * time.Second, MaxExecutionTime: 30 * time.Second,
 			RetentionDays: 7, RollupRetentionDays: 30,
 			Writer: store.WriterConfig{BatchRows: 20000, FlushInterval: 2 * time.Second, MaxRows: 100000, MaxBytes: 33554432,
 				DedupWindow: 1000, RetryInitial: 200 * time.Millisecond, RetryMax: 5 * time.Second,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -20,7 +22,9 @@ func init() { subcommands = append(subcommands, newLagCmd) }
 
 // lagFlags are the flags every `tidemark lag` command shares.
 type lagFlags struct {
-	brokers                              string
+	configPath                           string // --config: a tidemark run config whose kafka: block is used
+	fs                                   *pflag.FlagSet
+	brokers                              []string
 	groups, groupDeny, topics, topicDeny []string
 	readCommitted, resetLatest           []string
 	output                               string
@@ -33,11 +37,14 @@ type lagFlags struct {
 func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 	f := cmd.Flags()
 	if withKafka {
+		lf.fs = f
 		def := os.Getenv("TIDEMARK_KAFKA_BROKERS")
 		if def == "" {
 			def = "127.0.0.1:9092"
 		}
-		f.StringVar(&lf.brokers, "brokers", def, "bootstrap brokers, comma-separated (env TIDEMARK_KAFKA_BROKERS)")
+		f.StringSliceVar(&lf.brokers, "brokers", strings.Split(def, ","), "bootstrap brokers, comma-separated (env TIDEMARK_KAFKA_BROKERS; overrides --config's kafka.brokers)")
+		f.StringVar(&lf.configPath, "config", "", "a Tidemark config file: its kafka: block (brokers, TLS, SASL) is used; flags override it")
+		registerKafkaFlags(f)
 		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle (> 0)")
 		lf.hasTimeout = true
 		f.StringVar(&lf.cluster, "cluster", "default", "value of the cluster label")
@@ -104,14 +111,22 @@ func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, err
 	return cfg, nil
 }
 
-func (lf *lagFlags) reader() (*kafka.ClusterReader, error) {
-	var seeds []string
-	for _, b := range strings.Split(lf.brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			seeds = append(seeds, b)
-		}
+// reader connects to the cluster the kafka: settings (--config, environment, flags) name. It checks the connection
+// first, so that a refused login or certificate is one error naming the broker and mechanism instead of a cycle of
+// per-partition failures.
+func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
+	kc, err := loadKafkaConfig(lf.configPath, lf.fs, nil, "tidemark-lag")
+	if err != nil {
+		return nil, err
 	}
-	return kafka.NewClusterReader(seeds, kafka.NewReaderConfig("tidemark-lag"))
+	cl, err := kc.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Check(ctx); err != nil {
+		return nil, err
+	}
+	return kafka.NewClusterReader(cl.Brokers(), cl.Sarama())
 }
 
 // newLagCmd is `tidemark lag`: one poll cycle against a live cluster, printed like Kafka's consumer-groups command
@@ -137,7 +152,7 @@ func newLagCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := lf.reader()
+			r, err := lf.reader(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -37,7 +37,7 @@ func newLagRecordCmd() *cobra.Command {
 				return err
 			}
 			cfg.PollInterval = interval
-			r, err := lf.reader()
+			r, err := lf.reader(cmd.Context())
 			if err != nil {
 				return err
 			}

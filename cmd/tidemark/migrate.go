@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -18,7 +17,7 @@ func init() { subcommands = append(subcommands, newMigrateCmd) }
 // only report where it stands.
 func newMigrateCmd() *cobra.Command {
 	var cfg store.Config
-	var addrs string
+	var chf chFlags
 	var check, dropExpired bool
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -30,14 +29,7 @@ func newMigrateCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			for _, a := range strings.Split(addrs, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					cfg.Addr = append(cfg.Addr, a)
-				}
-			}
-			if cfg.Password == "" {
-				cfg.Password = os.Getenv("TIDEMARK_CLICKHOUSE_PASSWORD")
-			}
+			chf.apply(&cfg)
 			s, err := store.Open(ctx, cfg)
 			if err != nil {
 				return err
@@ -81,16 +73,8 @@ func newMigrateCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	defAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
-	if defAddr == "" {
-		defAddr = "127.0.0.1:9000"
-	}
-	f.StringVar(&addrs, "clickhouse-addr", defAddr, "ClickHouse native-protocol host:port, comma-separated for failover (env TIDEMARK_CLICKHOUSE_ADDR)")
+	chf.register(f, &cfg)
 	f.StringVar(&cfg.Database, "database", "tidemark", "database holding Tidemark's tables (created if missing)")
-	f.StringVar(&cfg.User, "user", "default", "ClickHouse user")
-	f.StringVar(&cfg.Password, "password", "", "ClickHouse password (prefer env TIDEMARK_CLICKHOUSE_PASSWORD)")
-	f.BoolVar(&cfg.TLS, "tls", false, "use TLS (the server's secure native port)")
-	f.BoolVar(&cfg.TLSInsecureSkipVerify, "tls-insecure-skip-verify", false, "do not verify the server certificate")
 	f.StringVar(&cfg.Dialect, "dialect", "auto", "DDL dialect for a new database: auto, legacy (ClickHouse 18.16) or modern (>= 23)")
 	f.IntVar(&cfg.RetentionDays, "retention-days", 14, "days raw rows are kept (TTL on modern servers)")
 	f.IntVar(&cfg.RollupRetentionDays, "rollup-retention-days", 90, "days the per-minute and per-hour rollups are kept")

@@ -36,6 +36,7 @@ func init() { subcommands = append(subcommands, newRunCmd) }
 
 func newRunCmd() *cobra.Command {
 	var path string
+	var printConfig bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the collector, the lag exporter and the HTTP endpoints until interrupted",
@@ -51,12 +52,22 @@ accepted as written by the local stack), then flags. docs/collector.md lists eve
 			if err != nil {
 				return err
 			}
+			if printConfig {
+				out, err := dumpConfig(cfg)
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
 			return run(cmd.Context(), cfg, newLogger(cfg.Log, os.Stderr))
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&path, "config", "", "YAML configuration file")
+	f.BoolVar(&printConfig, "print-config", false, "print the effective configuration (file, environment, flags, defaults; secrets redacted) and exit")
 	f.StringSlice("kafka.brokers", nil, "Kafka bootstrap addresses (host:port,...)")
+	registerKafkaFlags(f)
 	f.StringSlice("clickhouse.addr", nil, "ClickHouse native-protocol addresses (host:port,...)")
 	f.String("clickhouse.database", "", "ClickHouse database")
 	f.String("http.listen", "", "address of /metrics, /healthz, /readyz and the time-sync endpoint")
@@ -237,7 +248,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	}
 	// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
 	st.setCheck(col.Ready)
-	log.Info("tidemark running", "brokers", cfg.Kafka.Brokers, "clickhouse", cfg.ClickHouse.Addr)
+	log.Info("tidemark running", "brokers", cfg.Kafka.Brokers, "kafka_security", cfg.Kafka.Describe(), "clickhouse", cfg.ClickHouse.Addr)
 
 	runErr := g.Wait() // consumers have stopped and drained
 	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
@@ -266,13 +277,17 @@ func (m *metricsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // startLag connects the lag exporter to Kafka, retrying like every dependency, and returns its loop and the reader
 // the caller closes.
 func startLag(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness) (*lagexporter.Loop, *kafka.ClusterReader, error) {
-	sc, err := cfg.Kafka.Sarama()
-	if err != nil {
-		return nil, nil, err
-	}
 	st.set("connecting to Kafka (lag exporter)")
 	cluster, err := retryDependency(sctx, log, st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
-		r, err := kafka.NewClusterReader(cfg.Kafka.Brokers, sc)
+		// Resolved at every attempt: a corrected password or secret file is picked up without a restart.
+		kc, err := cfg.Kafka.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		if err := kc.Check(sctx); err != nil {
+			return nil, err
+		}
+		r, err := kafka.NewClusterReader(kc.Brokers(), kc.Sarama())
 		if r != nil {
 			r.Logger = log // a broker that cannot answer a group RPC is logged once
 		}

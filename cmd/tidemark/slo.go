@@ -1,11 +1,8 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,8 +51,9 @@ func (windowFlag) Type() string { return "duration" }
 func newSLOReportCmd(now func() time.Time) *cobra.Command {
 	var (
 		cfg                   query.Config
-		addrs, output, at     string
-		useTLS, tlsSkipVerify bool
+		conn                  store.Config // the connection flags, shared with migrate
+		chf                   chFlags
+		output, at            string
 		period                = 30 * 24 * time.Hour
 		threshold             = 500 * time.Millisecond
 		objective             = 0.999
@@ -91,17 +89,19 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 				}
 				end = t
 			}
-			for _, a := range strings.Split(addrs, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					cfg.Addr = append(cfg.Addr, a)
-				}
+			chf.apply(&conn)
+			if err := conn.TLS.Validate("--tls"); err != nil {
+				return err
 			}
-			if cfg.Password == "" {
-				cfg.Password = os.Getenv("TIDEMARK_CLICKHOUSE_PASSWORD")
+			pw, err := conn.ResolvePassword()
+			if err != nil {
+				return fmt.Errorf("--password-file: %w", err)
 			}
-			if useTLS {
-				cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: tlsSkipVerify} //nolint:gosec // opt-in
+			dial, err := conn.Dialer()
+			if err != nil {
+				return fmt.Errorf("--tls: %w", err)
 			}
+			cfg.Addr, cfg.User, cfg.Password, cfg.DialContext = conn.Addr, conn.User, pw.Reveal(), dial
 			ctx := cmd.Context()
 			r, err := query.Open(ctx, cfg)
 			if err != nil {
@@ -137,16 +137,8 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	defAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
-	if defAddr == "" {
-		defAddr = "127.0.0.1:9000"
-	}
-	f.StringVar(&addrs, "clickhouse-addr", defAddr, "ClickHouse native-protocol host:port, comma-separated for failover (env TIDEMARK_CLICKHOUSE_ADDR)")
+	chf.register(f, &conn)
 	f.StringVar(&cfg.Database, "database", "tidemark", "database holding Tidemark's tables")
-	f.StringVar(&cfg.User, "user", "default", "ClickHouse user")
-	f.StringVar(&cfg.Password, "password", "", "ClickHouse password (prefer env TIDEMARK_CLICKHOUSE_PASSWORD)")
-	f.BoolVar(&useTLS, "tls", false, "use TLS (the server's secure native port)")
-	f.BoolVar(&tlsSkipVerify, "tls-insecure-skip-verify", false, "do not verify the server certificate")
 	f.DurationVar(&cfg.MaxExecutionTime, "timeout", 60*time.Second, "server-side limit of the report query (max_execution_time)")
 	f.Var(windowFlag{&period}, "window", "SLO period the compliance and error budget cover, e.g. 30d, 7d, 12h")
 	f.DurationVar(&threshold, "threshold", threshold, "a live message is good when its corrected end-to-end latency is at most this")

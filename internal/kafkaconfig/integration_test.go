@@ -190,3 +190,53 @@ func TestNegative(t *testing.T) {
 		checkFails(t, cfg, kafkaconfig.ErrSecurityProtocol)
 	})
 }
+
+// TestRotationUnderRunningClient rotates the client certificate and the CA bundle under one resolved client, as
+// cert-manager or a Kubernetes Secret update would under a running Tidemark: each new connection uses the files as
+// they are now, with no new Resolve.
+func TestRotationUnderRunningClient(t *testing.T) {
+	s := testenv.SecureStack(t)
+	dir := t.TempDir()
+	cert, key := s.ClientCert()
+	files := map[string]string{"ca.pem": s.CA(), "tls.crt": cert, "tls.key": key}
+	install := func(name string, data []byte) { tlstest.WriteFile(t, filepath.Join(dir, name), data) }
+	for name, src := range files {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		install(name, b)
+	}
+	good := func(name string) []byte { b, _ := os.ReadFile(files[name]); return b }
+	cfg := loadBlock(t, s.MTLSConfig)
+	cfg.TLS.CAFile, cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	cl, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := cl.Check(ctx); err != nil {
+		t.Fatalf("before rotation: %v", err)
+	}
+
+	rogue := tlstest.NewCA(t, "rogue").Issue(t, "rogue-client", time.Hour)
+	install("tls.crt", rogue.CertPEM)
+	install("tls.key", rogue.KeyPEM)
+	if err := cl.Check(ctx); !errors.Is(err, kafkaconfig.ErrClientCertificate) {
+		t.Fatalf("after rotating to an untrusted client certificate: %v, want ErrClientCertificate", err)
+	}
+	install("tls.crt", good("tls.crt"))
+	install("tls.key", good("tls.key"))
+	if err := cl.Check(ctx); err != nil {
+		t.Fatalf("after rotating the client certificate back: %v", err)
+	}
+
+	install("ca.pem", tlstest.NewCA(t, "other").PEM)
+	if err := cl.Check(ctx); !errors.Is(err, kafkaconfig.ErrUntrustedServer) {
+		t.Fatalf("after rotating to another CA: %v, want ErrUntrustedServer", err)
+	}
+	install("ca.pem", good("ca.pem"))
+	if err := cl.Check(ctx); err != nil {
+		t.Fatalf("after rotating the CA back: %v", err)
+	}
+}

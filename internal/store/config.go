@@ -1,10 +1,14 @@
 package store
 
 import (
-	"crypto/tls"
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/secret"
+	"github.com/tidemark/tidemark/internal/tlsconf"
 )
 
 // Config configures the ClickHouse connection, the schema and the batched writer. Zero values are filled by
@@ -15,13 +19,14 @@ type Config struct {
 	Addr []string `yaml:"addr"`
 	// Database holds Tidemark's tables; `tidemark migrate` creates it when missing. Default "tidemark".
 	Database string `yaml:"database"`
-	// User and Password authenticate; the default user is "default" with an empty password.
-	User     string `yaml:"user"`
-	Password string `yaml:"password"`
-	// TLS enables TLS on the native protocol (the server's secure port, usually 9440).
-	TLS bool `yaml:"tls"`
-	// TLSInsecureSkipVerify disables certificate verification (tests and self-signed servers only).
-	TLSInsecureSkipVerify bool `yaml:"tls_insecure_skip_verify"`
+	// User and Password (or PasswordFile, read at every connect) authenticate; the default user is "default" with
+	// an empty password. Never both Password and PasswordFile.
+	User         string        `yaml:"user"`
+	Password     secret.String `yaml:"password"`
+	PasswordFile string        `yaml:"password_file"`
+	// TLS encrypts the native protocol (the server's secure port, usually 9440): CA bundle, client certificate,
+	// server name, minimum version; certificate files are re-read when they rotate (internal/tlsconf).
+	TLS tlsconf.Config `yaml:"tls"`
 	// Dialect forces "legacy" or "modern" DDL; "auto" (default) picks by server version (see DialectFor). Only a fresh
 	// database is affected: an existing one keeps the dialect it was created with.
 	Dialect string `yaml:"dialect"`
@@ -149,6 +154,12 @@ func (c *Config) Validate() error {
 	if !ValidIdentifier(c.Database) {
 		bad("database %q: want letters, digits and '_', not starting with a digit", c.Database)
 	}
+	if c.Password != "" && c.PasswordFile != "" {
+		return errors.New("password / password_file: set the value or the file, not both")
+	}
+	if err := c.TLS.Validate("tls"); err != nil {
+		return err
+	}
 	if _, err := ParseDialect(c.Dialect); err != nil {
 		errs = append(errs, err)
 	}
@@ -228,10 +239,18 @@ func ValidIdentifier(s string) bool {
 	return true
 }
 
-// tlsConfig returns the TLS settings for the connection, nil when TLS is off.
-func (c *Config) tlsConfig() *tls.Config {
-	if !c.TLS {
-		return nil
+// Dialer returns the connection dialer for clickhouse-go's Options.DialContext: TLS through tlsconf (certificates
+// re-read when they rotate), nil when TLS is off (clickhouse-go's own plain TCP dial).
+func (c *Config) Dialer() (func(ctx context.Context, addr string) (net.Conn, error), error) {
+	d, err := c.TLS.NewDialer()
+	if err != nil || d == nil {
+		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // opt-in
+	d.Timeout = c.DialTimeout
+	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }, nil
+}
+
+// ResolvePassword returns the password, read from PasswordFile when that is set.
+func (c *Config) ResolvePassword() (secret.String, error) {
+	return secret.Resolve("password", c.Password, c.PasswordFile)
 }

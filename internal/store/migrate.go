@@ -173,7 +173,11 @@ func (st appliedState) verify(ms []Migration, database string) error {
 // createDatabase creates the configured database through a connection to the user's default database (a connection
 // naming a missing database is refused at the handshake), and records the server version in res.
 func (s *Store) createDatabase(ctx context.Context, res *MigrateResult) (major uint64, err error) {
-	admin, err := clickhouse.Open(s.cfg.options(""))
+	opts, err := s.cfg.options("")
+	if err != nil {
+		return 0, fmt.Errorf("open clickhouse %v: %w", s.cfg.Addr, err)
+	}
+	admin, err := clickhouse.Open(opts)
 	if err != nil {
 		return 0, fmt.Errorf("open clickhouse %v: %w", s.cfg.Addr, err)
 	}

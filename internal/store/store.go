@@ -30,7 +30,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("store config: %w", err)
 	}
-	conn, err := clickhouse.Open(cfg.options(cfg.Database))
+	opts, err := cfg.options(cfg.Database)
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse %v: %w", cfg.Addr, err)
+	}
+	conn, err := clickhouse.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", cfg.Addr, err)
 	}
@@ -42,13 +46,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// options returns clickhouse-go options for database ("" means the user's default database). Every query carries
-// max_execution_time: cancelling a context does not stop a query on the server.
-func (c *Config) options(database string) *clickhouse.Options {
+// options returns clickhouse-go options for database ("" means the user's default database), reading the password
+// and certificate files. Every query carries max_execution_time: cancelling a context does not stop a query on the
+// server.
+func (c *Config) options(database string) (*clickhouse.Options, error) {
+	pw, err := c.ResolvePassword()
+	if err != nil {
+		return nil, err
+	}
+	dial, err := c.Dialer()
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
 	return &clickhouse.Options{
 		Addr:             c.Addr,
-		Auth:             clickhouse.Auth{Database: database, Username: c.User, Password: c.Password},
-		TLS:              c.tlsConfig(),
+		Auth:             clickhouse.Auth{Database: database, Username: c.User, Password: pw.Reveal()},
+		DialContext:      dial,
 		DialTimeout:      c.DialTimeout,
 		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
 		Settings:         clickhouse.Settings{"max_execution_time": int(c.MaxExecutionTime / time.Second)},
@@ -56,7 +69,7 @@ func (c *Config) options(database string) *clickhouse.Options {
 		MaxOpenConns:     8,
 		MaxIdleConns:     4,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
-	}
+	}, nil
 }
 
 // Close closes the connections.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -50,7 +51,10 @@ type Config struct {
 	Database    string      // Tidemark's database
 	User        string      // default "default"
 	Password    string      // may be empty
-	TLS         *tls.Config // nil: plaintext
+	TLS         *tls.Config // nil: plaintext (ignored when DialContext is set)
+	// DialContext, when set, makes every connection (e.g. store.Config.Dialer: TLS with certificate files re-read
+	// when they rotate).
+	DialContext func(ctx context.Context, addr string) (net.Conn, error)
 	DialTimeout time.Duration
 	// MaxExecutionTime bounds every query on the server (max_execution_time, whole seconds, at least 1 s):
 	// cancelling a context does not stop a ClickHouse query, this does.
@@ -80,6 +84,7 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 		Addr:         cfg.Addr,
 		Auth:         clickhouse.Auth{Database: cfg.Database, Username: user, Password: cfg.Password},
 		TLS:          cfg.TLS,
+		DialContext:  cfg.DialContext,
 		DialTimeout:  cfg.DialTimeout,
 		ReadTimeout:  time.Duration(secs+10) * time.Second,
 		MaxOpenConns: 8,

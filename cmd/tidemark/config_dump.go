@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding"
+	"reflect"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// dumpConfig returns v (a configuration struct) as YAML with its keys as written in a config file: durations as
+// "10s", secrets (secret.String, a TextMarshaler) as "[redacted]", unexported fields (compiled patterns) left out.
+// It is what `tidemark run --print-config` prints.
+func dumpConfig(v any) ([]byte, error) { return yaml.Marshal(dumpValue(reflect.ValueOf(v))) }
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func dumpValue(v reflect.Value) any {
+	if v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return nil
+		}
+		return dumpValue(v.Elem())
+	}
+	if v.Type() == durationType {
+		return time.Duration(v.Int()).String()
+	}
+	if tm, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.Struct {
+		b, _ := tm.MarshalText()
+		return string(b)
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		out := map[string]any{}
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "-" || name == "" {
+				continue
+			}
+			out[name] = dumpValue(v.Field(i))
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			return []any{}
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = dumpValue(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		out := map[string]any{}
+		for _, k := range v.MapKeys() {
+			out[k.String()] = dumpValue(v.MapIndex(k))
+		}
+		return out
+	}
+	return v.Interface()
+}

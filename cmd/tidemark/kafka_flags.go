@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
+)
+
+// registerKafkaFlags adds the kafka: block's settings as flags named by their keys (--kafka.sasl.mechanism, ...),
+// for `tidemark run` and the one-shot lag commands alike. Secrets have no inline flag (a command line is visible to
+// every user of the machine): give them as files (--kafka.sasl.password_file) or through the environment
+// (TIDEMARK_KAFKA__SASL__PASSWORD, TIDEMARK_KAFKA__SASL__OAUTH__CLIENT_SECRET).
+func registerKafkaFlags(f *pflag.FlagSet) {
+	f.String("kafka.client_id", "", "client id sent to the brokers")
+	f.Bool("kafka.tls.enabled", false, "connect with TLS")
+	f.String("kafka.tls.ca_file", "", "PEM bundle of the CA that signed the brokers' certificates (default: system roots)")
+	f.String("kafka.tls.cert_file", "", "client certificate (PEM) for mutual TLS")
+	f.String("kafka.tls.key_file", "", "client certificate's private key (PEM)")
+	f.String("kafka.tls.server_name", "", "name the brokers' certificates must carry, when not the dialled host")
+	f.String("kafka.tls.min_version", "", "oldest TLS version accepted: 1.2 (default) or 1.3")
+	f.Bool("kafka.tls.insecure_skip_verify", false, "do not verify the brokers' certificates (tests only)")
+	f.String("kafka.sasl.mechanism", "", "SASL mechanism: "+strings.Join(kafkaconfig.Mechanisms, ", "))
+	f.String("kafka.sasl.user", "", "SASL user (PLAIN, SCRAM)")
+	f.String("kafka.sasl.password_file", "", "file holding the SASL password (or env TIDEMARK_KAFKA__SASL__PASSWORD)")
+	f.String("kafka.sasl.oauth.token_url", "", "OAUTHBEARER: the identity provider's token endpoint (client credentials)")
+	f.String("kafka.sasl.oauth.client_id", "", "OAUTHBEARER: client id at the token endpoint")
+	f.String("kafka.sasl.oauth.client_secret_file", "", "OAUTHBEARER: file holding the client secret (or env TIDEMARK_KAFKA__SASL__OAUTH__CLIENT_SECRET)")
+	f.StringSlice("kafka.sasl.oauth.scopes", nil, "OAUTHBEARER: scopes to request")
+	f.String("kafka.sasl.oauth.token_file", "", "OAUTHBEARER: file holding a token another process keeps fresh (read at every login)")
+}
+
+// loadKafkaConfig returns the kafka: block for the one-shot commands: the kafka: block of the file at path (a
+// `tidemark run` config; its other sections are not read), then the environment (TIDEMARK_KAFKA_BROKERS,
+// TIDEMARK_KAFKA__*), then the changed --kafka.* flags and --brokers. Without any broker it is 127.0.0.1:9092; the
+// client id defaults to clientID.
+func loadKafkaConfig(path string, fs *pflag.FlagSet, environ func() []string, clientID string) (kafkaconfig.Config, error) {
+	var c kafkaconfig.Config
+	k, err := loadSources(path, fs, environ, func(name string) string {
+		switch {
+		case name == "brokers":
+			return "kafka.brokers"
+		case strings.HasPrefix(name, "kafka."):
+			return name
+		}
+		return "" // the command's own flags are not configuration keys
+	})
+	if err != nil {
+		return c, err
+	}
+	if err := decode(k, "kafka", &c); err != nil {
+		return c, err
+	}
+	if len(c.Brokers) == 0 {
+		c.Brokers = []string{"127.0.0.1:9092"}
+	}
+	if c.ClientID == "" {
+		c.ClientID = clientID
+	}
+	c.SetDefaults()
+	return c, c.Validate()
+}
