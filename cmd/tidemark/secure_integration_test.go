@@ -80,7 +80,9 @@ func startSecureDaemon(t *testing.T, cfgPath string, extraEnv ...string) *secure
 	d.base = "http://" + httpAddr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))) }()
+	go func() {
+		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	}()
 	stopped := false
 	d.stop = func() error {
 		if stopped {

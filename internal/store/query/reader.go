@@ -47,11 +47,11 @@ var ErrTimeout = errors.New("clickhouse query timed out")
 // Config says how to reach ClickHouse. It is the read side's subset of store.Config; the plugin fills it from its
 // datasource settings.
 type Config struct {
-	Addr        []string    // host:port of the native protocol
-	Database    string      // Tidemark's database
-	User        string      // default "default"
-	Password    string      // may be empty
-	TLS         *tls.Config // nil: plaintext (ignored when DialContext is set)
+	Addr     []string    // host:port of the native protocol
+	Database string      // Tidemark's database
+	User     string      // default "default"
+	Password string      // may be empty
+	TLS      *tls.Config // nil: plaintext (ignored when DialContext is set)
 	// DialContext, when set, makes every connection (e.g. store.Config.Dialer: TLS with certificate files re-read
 	// when they rotate).
 	DialContext func(ctx context.Context, addr string) (net.Conn, error)
