@@ -235,6 +235,14 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 	if err := k.Load(env.Provider(".", env.Opt{Prefix: envPrefix, TransformFunc: envKey, EnvironFunc: environ}), nil); err != nil {
 		return nil, fmt.Errorf("read environment: %w", err)
 	}
+	for _, kv := range environ() {
+		name, v, _ := strings.Cut(kv, "=")
+		if key, ok := envAliases[name]; ok && v != "" && !k.Exists(key) {
+			if err := k.Set(key, strings.Split(v, ",")); err != nil {
+				return nil, fmt.Errorf("read environment: %s: %w", name, err)
+			}
+		}
+	}
 	if fs != nil {
 		if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
 			if f.Name == "config" || !f.Changed {
@@ -295,9 +303,11 @@ func (c *runConfig) engineConfig() latency.Config {
 }
 
 // envPrefix starts every configuration variable. A key's dots are written as double underscores:
-// TIDEMARK_COLLECTOR__TAP__SAMPLE_RATE=0.1 sets collector.tap.sample_rate. Two aliases match the variables the local
-// stack exports: TIDEMARK_KAFKA_BROKERS (kafka.brokers) and TIDEMARK_CLICKHOUSE_ADDR (clickhouse.addr). Other
-// TIDEMARK_ variables without a double underscore are not configuration and are ignored.
+// TIDEMARK_COLLECTOR__TAP__SAMPLE_RATE=0.1 sets collector.tap.sample_rate. Two more variables are the ones the local
+// stack exports, TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR (envAliases): they fill kafka.brokers and
+// clickhouse.addr only when neither the file nor a double-underscore variable sets them, so a config file that
+// names its own cluster (stack.sh's secure files) is used as it is in a shell that has the stack's environment.
+// Other TIDEMARK_ variables without a double underscore are not configuration and are ignored.
 const envPrefix = "TIDEMARK_"
 
 // listKeys are split on commas when they come from the environment.
@@ -305,20 +315,18 @@ var listKeys = map[string]bool{"kafka.brokers": true, "kafka.sasl.oauth.scopes":
 	"collector.slo_thresholds": true,
 	"lag.group_allow":          true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
 
+// envAliases maps the local stack's variables to the keys they fill when nothing else sets them.
+var envAliases = map[string]string{"TIDEMARK_KAFKA_BROKERS": "kafka.brokers", "TIDEMARK_CLICKHOUSE_ADDR": "clickhouse.addr"}
+
 func envKey(k, v string) (string, any) {
-	var key string
-	switch k {
-	case "TIDEMARK_KAFKA_BROKERS":
-		key = "kafka.brokers"
-	case "TIDEMARK_CLICKHOUSE_ADDR":
-		key = "clickhouse.addr"
-	default:
-		rest := strings.TrimPrefix(k, envPrefix)
-		if !strings.Contains(rest, "__") {
-			return "", nil
-		}
-		key = strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+	if _, alias := envAliases[k]; alias {
+		return "", nil // applied by loadSources, below the file
 	}
+	rest := strings.TrimPrefix(k, envPrefix)
+	if !strings.Contains(rest, "__") {
+		return "", nil
+	}
+	key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
 	if listKeys[key] {
 		return key, strings.Split(v, ",")
 	}

@@ -165,7 +165,7 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 	path := writeConfig(t, "kafka: {brokers: [file:1]}\ncollector: {probe: {interval: 2s}}\nhttp: {listen: ':1'}\n")
 	environ := func() []string {
 		return []string{
-			"TIDEMARK_KAFKA_BROKERS=a:1,b:2",              // the local stack's variable, an alias of kafka.brokers
+			"TIDEMARK_KAFKA_BROKERS=a:1,b:2",              // the local stack's variable: only where the file names none
 			"TIDEMARK_COLLECTOR__PROBE__INTERVAL=250ms",   // nested key through double underscores
 			"TIDEMARK_COLLECTOR__TAP__TOPICS=orders,pays", // list split on commas
 			"TIDEMARK_COLLECTOR__SLO_THRESHOLDS=300ms,2s", // a list of durations
@@ -184,12 +184,26 @@ func TestConfigEnvAndFlagsOverride(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Kafka.Brokers, []string{"a:1", "b:2"}) || got.Collector.Probe.Interval != 250*time.Millisecond ||
+	// The file names its brokers, so the local stack's TIDEMARK_KAFKA_BROKERS does not replace them.
+	if !reflect.DeepEqual(got.Kafka.Brokers, []string{"file:1"}) || got.Collector.Probe.Interval != 250*time.Millisecond ||
 		!reflect.DeepEqual(got.Collector.Tap.Topics, []string{"orders", "pays"}) {
 		t.Fatalf("env not applied: %+v %v %v", got.Kafka.Brokers, got.Collector.Probe.Interval, got.Collector.Tap.Topics)
 	}
 	if want := []time.Duration{300 * time.Millisecond, 2 * time.Second}; !reflect.DeepEqual(got.Collector.SLOThresholds, want) {
 		t.Fatalf("slo_thresholds from env: %v, want %v", got.Collector.SLOThresholds, want)
+	}
+	// Without brokers in the file the alias fills them; the double-underscore form overrides the file.
+	got, err = loadConfig(writeConfig(t, "log: {level: info}\n"), nil, environ)
+	if err != nil || !reflect.DeepEqual(got.Kafka.Brokers, []string{"a:1", "b:2"}) {
+		t.Fatalf("alias as the fallback: %v %v", got.Kafka.Brokers, err)
+	}
+	got, err = loadConfig(path, nil, func() []string { return []string{"TIDEMARK_KAFKA__BROKERS=x:9"} })
+	if err != nil || !reflect.DeepEqual(got.Kafka.Brokers, []string{"x:9"}) {
+		t.Fatalf("TIDEMARK_KAFKA__BROKERS over the file: %v %v", got.Kafka.Brokers, err)
+	}
+	got, err = loadConfig(path, fs, environ)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// The flag wins over the file; an unchanged flag (log.level) does not override the default.
 	if got.HTTP.Listen != ":7777" || got.Log.Level != "info" {

@@ -18,6 +18,7 @@ import (
 	"github.com/IBM/sarama"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/internal/tlsconf/tlstest"
 	"github.com/tidemark/tidemark/latency/instrument"
@@ -308,7 +309,8 @@ func TestSecureRunRefused(t *testing.T) {
 			if n := strings.Count(d.logs.String(), tc.reason); n < 3 {
 				t.Fatalf("each attempt should log the one clear error; found it %d times:\n%s", n, d.logs)
 			}
-			assertNoSecrets(t, body, d.logs.String())
+			_, metrics := get(d.base + "/metrics")
+			assertNoSecrets(t, body, d.logs.String(), metrics)
 			if tc.fix == nil {
 				if err := d.stop(); err != nil {
 					t.Fatalf("stop while refused: %v, want a clean stop", err)
@@ -375,4 +377,56 @@ func mintToken(t *testing.T, s testenv.Secure, client string) string {
 		t.Fatal(err)
 	}
 	return tok.AccessToken
+}
+
+// TestLagWithSecureConfigs is the newcomer's one command: `tidemark lag --config FILE` with each file stack.sh
+// wrote (SCRAM + TLS, OAUTHBEARER, mTLS), as it is, in a shell that also has the plaintext stack's environment.
+func TestLagWithSecureConfigs(t *testing.T) {
+	s := testenv.SecureStack(t)
+	topic := testenv.CreateTopic(t, "lagsec", testenv.Topic{Partitions: 1})
+	group := testenv.Name(t, "g")
+	prod, err := sarama.NewSyncProducer(testenv.Kafka(t), testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = prod.Close()
+	r, err := kafka.NewClusterReader(testenv.Kafka(t), kafka.NewReaderConfig("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Metadata(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitOffsets(context.Background(), group, map[string]map[int32]int64{topic: {0: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"scram": s.SCRAMConfig, "oauth": s.OAuthConfig, "mtls": s.MTLSConfig} {
+		t.Run(name, func(t *testing.T) {
+			out, err := runLag(t, "--config", path, "--group", group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// committed 2, end 5, lag 3
+			if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+				t.Fatalf("lag output:\n%s", out)
+			}
+		})
+	}
+	// A wrong password through the flag: one error naming the broker and the mechanism, and no password.
+	wrong := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(wrong, []byte("wrong-password-123"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runLag(t, "--config", s.SCRAMConfig, "--kafka.sasl.password_file", wrong)
+	want := "kafka broker " + s.SASLBrokers[0] + " (SASL_SSL, SCRAM-SHA-512 as tidemark): authentication failed"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %q...", err, want)
+	}
+	assertNoSecrets(t, err.Error())
 }
