@@ -70,7 +70,11 @@ export const DEFAULT_QUERY: Partial<TidemarkQuery> = {
   includeReplays: false,
 };
 
-/** Datasource settings kept in plain jsonData; the password and CA certificate live in secureJsonData. */
+/**
+ * Datasource settings kept in plain jsonData. The password, the CA certificate and the client certificate and key live
+ * in secureJsonData: Grafana encrypts them and never sends them back to the browser (only secureJsonFields, which
+ * says whether each is set).
+ */
 export interface TidemarkOptions extends DataSourceJsonData {
   /** host:port of ClickHouse's native protocol, e.g. clickhouse:9000. */
   address?: string;
@@ -78,6 +82,8 @@ export interface TidemarkOptions extends DataSourceJsonData {
   username?: string;
   tlsEnabled?: boolean;
   tlsSkipVerify?: boolean;
+  /** Name the server certificate must carry, when it is not the address's host. */
+  tlsServerName?: string;
   /** Seconds a query may run on the server (max_execution_time); default 30. */
   queryTimeoutSeconds?: number;
   /** UID of a tracing datasource (Tempo, Jaeger) that slowest-message trace ids link to. */
@@ -89,6 +95,10 @@ export interface TidemarkOptions extends DataSourceJsonData {
 export interface TidemarkSecureOptions {
   password?: string;
   tlsCACert?: string;
+  /** PEM client certificate for mutual TLS; with tlsClientKey. */
+  tlsClientCert?: string;
+  /** PEM private key of tlsClientCert. */
+  tlsClientKey?: string;
 }
 
 /** What a template variable lists; answered by the backend's resource handler (GET resources/<kind>). */

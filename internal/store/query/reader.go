@@ -41,6 +41,10 @@ var ErrUnreachable = errors.New("clickhouse unreachable")
 // ErrAccessDenied marks a logged-in user without the right to read Tidemark's database or tables.
 var ErrAccessDenied = errors.New("clickhouse denied access")
 
+// ErrTLS marks a TLS handshake that failed: the server's certificate was not trusted, the server refused the client's
+// certificate, or one side does not speak TLS on that port.
+var ErrTLS = errors.New("clickhouse TLS handshake failed")
+
 // ErrTimeout marks a query the server stopped at max_execution_time.
 var ErrTimeout = errors.New("clickhouse query timed out")
 
@@ -165,6 +169,14 @@ func classify(err error) error {
 		}
 		return err
 	}
+	var (
+		cve *tls.CertificateVerificationError
+		rhe tls.RecordHeaderError
+		oe  *net.OpError
+	)
+	if errors.As(err, &cve) || errors.As(err, &rhe) || errors.As(err, &oe) && oe.Op == "remote error" {
+		return fmt.Errorf("%w: %w", ErrTLS, err)
+	}
 	var netErr interface{ Timeout() bool }
 	if errors.As(err, &netErr) || isDialError(err) {
 		return fmt.Errorf("%w: %w", ErrUnreachable, err)
@@ -177,5 +189,6 @@ func classify(err error) error {
 func IsServerError(err error) bool {
 	var ex *clickhouse.Exception
 	return errors.As(err, &ex) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrAuth) || errors.Is(err, ErrAccessDenied) ||
+		errors.Is(err, ErrTLS) ||
 		errors.Is(err, store.ErrSchemaMissing) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -39,6 +40,20 @@ func explain(err error, s Settings) (backend.Status, backend.ErrorSource, string
 		// Not 401: Grafana's frontend takes a 401 from its API as the user's own session expiring.
 		return backend.StatusBadRequest, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"ClickHouse at %s refused user %q: check the user and password in the datasource settings", s.Address, s.Username)
+	case errors.Is(err, query.ErrTLS):
+		var cve *tls.CertificateVerificationError
+		if errors.As(err, &cve) {
+			return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
+				"ClickHouse at %s presented a certificate this datasource does not trust (%s): set the CA certificate "+
+					"that signed it, or the Server name the certificate carries", s.Address, rootCause(err))
+		}
+		if strings.Contains(err.Error(), "certificate") {
+			return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
+				"ClickHouse at %s refused the TLS handshake (%s): it wants a client certificate signed by a CA it trusts "+
+					"(Client certificate and Client key)", s.Address, rootCause(err))
+		}
+		return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
+			"TLS with ClickHouse at %s failed (%s): is the address the secure native port (usually 9440)?", s.Address, rootCause(err))
 	case errors.Is(err, query.ErrUnreachable):
 		return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"cannot reach ClickHouse at %s (%s): check the address (native protocol port, usually 9000, or 9440 with TLS) "+

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tidemark/tidemark/internal/store"
 	"net"
 	"net/url"
 	"strconv"
@@ -15,18 +14,26 @@ import (
 
 	"github.com/grafana/grafana-plugin-sdk-go/backend"
 
+	"github.com/tidemark/tidemark/internal/secret"
+	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/store/query"
 )
 
-// Settings are a datasource's decoded settings: jsonData plus the secure password and CA certificate.
+// Settings are a datasource's decoded settings: jsonData plus the secure fields (secureJsonData: the password, the
+// CA certificate, the client certificate and its key). Grafana encrypts secure fields and never sends them to the
+// browser; this plugin never logs them or puts them in a message (the password and key are secret.String, which
+// prints as "[redacted]").
 type Settings struct {
 	Address              string        // host:port of ClickHouse's native protocol
 	Database             string        // default "tidemark"
 	Username             string        // default "default"
-	Password             string        // secure
+	Password             secret.String // secure
 	TLSEnabled           bool          // connect with TLS
 	TLSSkipVerify        bool          // accept any server certificate
+	TLSServerName        string        // name the server certificate must carry, when not the address's host
 	TLSCACert            string        // secure; PEM; empty: system roots
+	TLSClientCert        string        // secure; PEM; with TLSClientKey: mutual TLS
+	TLSClientKey         secret.String // secure; PEM
 	QueryTimeout         time.Duration // max_execution_time; default 30 s, 1 s..10 min
 	TracingDatasourceUID string        // slowest-message trace links target; empty: no internal link
 	TraceURL             string        // URL of a trace in a tracing UI, with ${__value.raw} for the id; empty: no external link
@@ -38,6 +45,7 @@ type jsonSettings struct {
 	Username             string          `json:"username"`
 	TLSEnabled           bool            `json:"tlsEnabled"`
 	TLSSkipVerify        bool            `json:"tlsSkipVerify"`
+	TLSServerName        string          `json:"tlsServerName"`
 	QueryTimeoutSeconds  json.RawMessage `json:"queryTimeoutSeconds"`
 	TracingDatasourceUID string          `json:"tracingDatasourceUid"`
 	TraceURL             string          `json:"traceUrl"`
@@ -68,10 +76,13 @@ func LoadSettings(s backend.DataSourceInstanceSettings) (Settings, error) {
 		Address:              strings.TrimSpace(js.Address),
 		Database:             strings.TrimSpace(js.Database),
 		Username:             strings.TrimSpace(js.Username),
-		Password:             s.DecryptedSecureJSONData["password"],
+		Password:             secret.String(s.DecryptedSecureJSONData["password"]),
 		TLSEnabled:           js.TLSEnabled,
 		TLSSkipVerify:        js.TLSSkipVerify,
+		TLSServerName:        strings.TrimSpace(js.TLSServerName),
 		TLSCACert:            strings.TrimSpace(s.DecryptedSecureJSONData["tlsCACert"]),
+		TLSClientCert:        strings.TrimSpace(s.DecryptedSecureJSONData["tlsClientCert"]),
+		TLSClientKey:         secret.String(strings.TrimSpace(s.DecryptedSecureJSONData["tlsClientKey"])),
 		QueryTimeout:         DefaultQueryTimeout,
 		TracingDatasourceUID: strings.TrimSpace(js.TracingDatasourceUID),
 		TraceURL:             strings.TrimSpace(js.TraceURL),
@@ -140,6 +151,22 @@ func (s *Settings) validate() error {
 			return errors.New("CA certificate: no PEM certificate found (paste the -----BEGIN CERTIFICATE----- block)")
 		}
 	}
+	if s.TLSClientCert != "" || s.TLSClientKey != "" {
+		if !s.TLSEnabled {
+			return errors.New("Client certificate is set but TLS is off: turn on TLS or remove the certificate and key")
+		}
+		if s.TLSClientCert == "" || s.TLSClientKey == "" {
+			return errors.New("Client certificate and Client key go together: set both, or neither")
+		}
+		// The parse error is not repeated: it could quote part of the key.
+		if _, err := tls.X509KeyPair([]byte(s.TLSClientCert), []byte(s.TLSClientKey.Reveal())); err != nil {
+			return errors.New("Client certificate / Client key: not a PEM certificate and its matching private key " +
+				"(paste the -----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY----- blocks)")
+		}
+	}
+	if s.TLSServerName != "" && !s.TLSEnabled {
+		return errors.New("Server name is set but TLS is off: turn on TLS or clear it")
+	}
 	return nil
 }
 
@@ -148,11 +175,17 @@ func (s Settings) tlsConfig() *tls.Config {
 	if !s.TLSEnabled {
 		return nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.TLSSkipVerify} //nolint:gosec // the user's explicit choice
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.TLSSkipVerify, //nolint:gosec // the user's explicit choice
+		ServerName: s.TLSServerName}
 	if s.TLSCACert != "" {
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM([]byte(s.TLSCACert))
 		cfg.RootCAs = pool
+	}
+	if s.TLSClientCert != "" {
+		if pair, err := tls.X509KeyPair([]byte(s.TLSClientCert), []byte(s.TLSClientKey.Reveal())); err == nil { // validated
+			cfg.Certificates = []tls.Certificate{pair}
+		}
 	}
 	return cfg
 }
@@ -163,7 +196,7 @@ func (s Settings) readerConfig() query.Config {
 		Addr:             []string{s.Address},
 		Database:         s.Database,
 		User:             s.Username,
-		Password:         s.Password,
+		Password:         s.Password.Reveal(),
 		TLS:              s.tlsConfig(),
 		DialTimeout:      5 * time.Second,
 		MaxExecutionTime: s.QueryTimeout,

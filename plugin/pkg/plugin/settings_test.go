@@ -1,10 +1,14 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/grafana/grafana-plugin-sdk-go/backend"
+
+	"github.com/tidemark/tidemark/internal/tlsconf/tlstest"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -50,6 +54,16 @@ func TestLoadSettings(t *testing.T) {
 		{name: "CA that is not PEM", json: `{"address":"ch:9000","tlsEnabled":true}`, secure: map[string]string{"tlsCACert": "x"},
 			err: "CA certificate: no PEM certificate found (paste the -----BEGIN CERTIFICATE----- block)"},
 		{name: "not JSON", json: `{"address":`, err: "datasource settings are not valid JSON: unexpected end of JSON input"},
+		{name: "client certificate without TLS", json: `{"address":"ch:9000"}`, secure: map[string]string{"tlsClientCert": "x", "tlsClientKey": "y"},
+			err: "Client certificate is set but TLS is off: turn on TLS or remove the certificate and key"},
+		{name: "client certificate without key", json: `{"address":"ch:9440","tlsEnabled":true}`, secure: map[string]string{"tlsClientCert": "x"},
+			err: "Client certificate and Client key go together: set both, or neither"},
+		// the parse error is not repeated: it could quote the key
+		{name: "client key that is not PEM", json: `{"address":"ch:9440","tlsEnabled":true}`,
+			secure: map[string]string{"tlsClientCert": "x", "tlsClientKey": "very-secret-key"},
+			err: "Client certificate / Client key: not a PEM certificate and its matching private key (paste the -----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY----- blocks)"},
+		{name: "server name without TLS", json: `{"address":"ch:9000","tlsServerName":"ch.internal"}`,
+			err: "Server name is set but TLS is off: turn on TLS or clear it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LoadSettings(backend.DataSourceInstanceSettings{JSONData: []byte(tc.json), DecryptedSecureJSONData: tc.secure})
@@ -66,6 +80,27 @@ func TestLoadSettings(t *testing.T) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestClientCertificate: a valid pair and server name reach the TLS config, and the settings print no secret.
+func TestClientCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	leaf := ca.Issue(t, "grafana", time.Hour)
+	got, err := LoadSettings(backend.DataSourceInstanceSettings{
+		JSONData: []byte(`{"address":"ch:9440","tlsEnabled":true,"tlsServerName":"ch.internal"}`),
+		DecryptedSecureJSONData: map[string]string{"password": "pw-secret-42", "tlsCACert": string(ca.PEM),
+			"tlsClientCert": string(leaf.CertPEM), "tlsClientKey": string(leaf.KeyPEM)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.tlsConfig()
+	if len(c.Certificates) != 1 || c.ServerName != "ch.internal" || c.RootCAs == nil {
+		t.Fatalf("tls config %+v", c)
+	}
+	dump := fmt.Sprintf("%v %+v %#v", got, got, got)
+	if strings.Contains(dump, "pw-secret-42") || strings.Contains(dump, "PRIVATE KEY") {
+		t.Fatalf("settings print a secret: %s", dump)
 	}
 }
 

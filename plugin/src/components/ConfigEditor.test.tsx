@@ -57,6 +57,45 @@ describe('ConfigEditor', () => {
     expect(screen.getByText('CA certificate')).toBeTruthy();
   });
 
+  it('stores the client certificate and key as secure settings, never in jsonData', () => {
+    const onOptionsChange = vi.fn();
+    const tls = { ...base, jsonData: { ...base.jsonData, tlsEnabled: true } } as Options;
+    const { rerender } = render(<ConfigEditor options={tls} onOptionsChange={onOptionsChange} />);
+    fireEvent.change(screen.getByPlaceholderText('-----BEGIN PRIVATE KEY-----'), { target: { value: 'KEY' } });
+    let next = onOptionsChange.mock.calls[0][0] as Options;
+    expect(next.secureJsonData).toEqual({ tlsClientKey: 'KEY' });
+    expect(JSON.stringify(next.jsonData)).not.toContain('KEY');
+    fireEvent.change(screen.getByPlaceholderText('-----BEGIN CERTIFICATE----- (client)'), { target: { value: 'CERT' } });
+    next = onOptionsChange.mock.calls[1][0] as Options;
+    expect(next.secureJsonData).toEqual({ tlsClientCert: 'CERT' });
+    fireEvent.change(screen.getByPlaceholderText('clickhouse.internal'), { target: { value: 'ch.internal' } });
+    next = onOptionsChange.mock.calls[2][0] as Options;
+    expect(next.jsonData.tlsServerName).toBe('ch.internal');
+    // Once saved, Grafana sends back only which secure fields are set: the form shows them configured, not their value.
+    rerender(
+      <ConfigEditor
+        options={{ ...tls, secureJsonFields: { tlsClientKey: true, tlsClientCert: true, password: true } } as Options}
+        onOptionsChange={onOptionsChange}
+      />
+    );
+    expect(screen.getAllByText('Reset').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('resetting a configured key clears it in secureJsonData and secureJsonFields', () => {
+    const onOptionsChange = vi.fn();
+    const saved = {
+      ...base,
+      jsonData: { ...base.jsonData, tlsEnabled: true },
+      secureJsonFields: { tlsClientKey: true },
+    } as unknown as Options;
+    render(<ConfigEditor options={saved} onOptionsChange={onOptionsChange} />);
+    const resets = screen.getAllByText('Reset');
+    fireEvent.click(resets[resets.length - 1]);
+    const next = onOptionsChange.mock.calls[0][0] as Options;
+    expect(next.secureJsonFields).toEqual({ tlsClientKey: false });
+    expect(next.secureJsonData).toEqual({ tlsClientKey: '' });
+  });
+
   it('sets the tracing datasource uid', () => {
     const onOptionsChange = vi.fn();
     render(<ConfigEditor options={base} onOptionsChange={onOptionsChange} />);

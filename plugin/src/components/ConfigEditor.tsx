@@ -23,9 +23,10 @@ export function addressProblem(address: string | undefined): string {
 }
 
 /**
- * ConfigEditor edits the datasource settings: where ClickHouse is, who to log in as, TLS, and which tracing
- * datasource slowest-message trace ids link to. The password and CA certificate are secure settings: Grafana
- * encrypts them and only the backend sees them.
+ * ConfigEditor edits the datasource settings: where ClickHouse is, who to log in as, TLS (CA, client certificate,
+ * server name), and which tracing datasource slowest-message trace ids link to. The password, the CA certificate and
+ * the client certificate and key are secure settings: Grafana encrypts them, only the backend sees them, and once
+ * saved the browser only learns that they are set (a configured field shows "configured" with a Reset button).
  */
 export function ConfigEditor({ options, onOptionsChange }: ConfigEditorProps) {
   const { jsonData, secureJsonFields } = options;
@@ -134,6 +135,42 @@ export function ConfigEditor({ options, onOptionsChange }: ConfigEditorProps) {
                 placeholder="-----BEGIN CERTIFICATE-----"
                 onReset={() => resetSecure('tlsCACert')}
                 onChange={(e: ChangeEvent<HTMLTextAreaElement>) => setSecure('tlsCACert', e.currentTarget.value)}
+              />
+            </Field>
+            <Field
+              label="Server name"
+              description="The name the server's certificate carries, when it is not the address's host"
+            >
+              <Input
+                id="tidemark-tls-server-name"
+                width={40}
+                value={jsonData.tlsServerName ?? ''}
+                placeholder="clickhouse.internal"
+                onChange={(e: ChangeEvent<HTMLInputElement>) => setJson('tlsServerName', e.currentTarget.value)}
+              />
+            </Field>
+            <Field label="Client certificate" description="PEM, for servers that require mutual TLS; with the client key">
+              <SecretTextArea
+                id="tidemark-tls-client-cert"
+                rows={4}
+                cols={60}
+                isConfigured={!!secureJsonFields?.tlsClientCert}
+                value={secure.tlsClientCert ?? ''}
+                placeholder="-----BEGIN CERTIFICATE----- (client)"
+                onReset={() => resetSecure('tlsClientCert')}
+                onChange={(e: ChangeEvent<HTMLTextAreaElement>) => setSecure('tlsClientCert', e.currentTarget.value)}
+              />
+            </Field>
+            <Field label="Client key" description="PEM private key of the client certificate">
+              <SecretTextArea
+                id="tidemark-tls-client-key"
+                rows={4}
+                cols={60}
+                isConfigured={!!secureJsonFields?.tlsClientKey}
+                value={secure.tlsClientKey ?? ''}
+                placeholder="-----BEGIN PRIVATE KEY-----"
+                onReset={() => resetSecure('tlsClientKey')}
+                onChange={(e: ChangeEvent<HTMLTextAreaElement>) => setSecure('tlsClientKey', e.currentTarget.value)}
               />
             </Field>
           </>
