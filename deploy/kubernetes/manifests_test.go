@@ -249,16 +249,122 @@ func TestRetentionCronJob(t *testing.T) {
 	ch := cfg.ClickHouse
 	want := []any{"migrate", "--drop-expired", "--clickhouse-addr=" + strings.Join(ch.Addr, ","), "--database=" + ch.Database,
 		"--user=" + ch.User, "--retention-days=" + strconv.Itoa(ch.RetentionDays), "--rollup-retention-days=" + strconv.Itoa(ch.RollupDays)}
+	// The password is the same file of the same Secret as the daemon's clickhouse.password_file.
+	want = append(want[:5], append([]any{"--password-file=" + cfgPasswordFile(t, cm)}, want[5:]...)...)
 	if got, _ := c.get("args").([]any); !reflect.DeepEqual(got, want) {
 		t.Errorf("retention args %v\nwant %v (from the daemon's config)", got, want)
 	}
-	// `tidemark migrate` reads TIDEMARK_CLICKHOUSE_PASSWORD; the daemon TIDEMARK_CLICKHOUSE__PASSWORD (a config key).
-	if c.str("env", "0", "name") != "TIDEMARK_CLICKHOUSE_PASSWORD" ||
-		c.str("env", "0", "valueFrom", "secretKeyRef", "name") != d.str("env", "0", "valueFrom", "secretKeyRef", "name") {
-		t.Errorf("retention password env %v, want TIDEMARK_CLICKHOUSE_PASSWORD from the daemon's Secret", c.get("env"))
+	if a, b := secretOf(t, cj, pod, c, cfgPasswordFile(t, cm)), secretOf(t, dep, []string{"spec", "template", "spec"}, d, cfgPasswordFile(t, cm)); a == "" || a != b {
+		t.Errorf("retention reads the password from Secret %q, the daemon from %q", a, b)
 	}
 	if cj.str(append(pod, "restartPolicy")...) != "OnFailure" || cj.str("spec", "concurrencyPolicy") != "Forbid" {
 		t.Errorf("retention job must not overlap and must retry on failure")
+	}
+}
+
+// cfgPasswordFile is clickhouse.password_file of the ConfigMap's config.
+func cfgPasswordFile(t *testing.T, cm obj) string {
+	t.Helper()
+	var cfg struct {
+		ClickHouse struct {
+			PasswordFile string `yaml:"password_file"`
+		} `yaml:"clickhouse"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.str("data", "tidemark.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg.ClickHouse.PasswordFile
+}
+
+// secretOf returns the name of the Secret volume that container c (of the pod spec at podPath in o) mounts over
+// path, "" when path is not inside a mounted Secret.
+func secretOf(t *testing.T, o obj, podPath []string, c obj, path string) string {
+	t.Helper()
+	mounts, _ := c.get("volumeMounts").([]any)
+	for i := range mounts {
+		mp := c.str("volumeMounts", strconv.Itoa(i), "mountPath")
+		if !strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/") {
+			continue
+		}
+		name := c.str("volumeMounts", strconv.Itoa(i), "name")
+		vols, _ := o.get(append(podPath, "volumes")...).([]any)
+		for j := range vols {
+			v := append(append([]string{}, podPath...), "volumes", strconv.Itoa(j))
+			if o.str(append(v, "name")...) == name {
+				return o.str(append(v, "secret", "secretName")...)
+			}
+		}
+	}
+	return ""
+}
+
+// TestSecretsAreFiles: every secret the daemon's config names (each *_file key) is a file inside a Secret volume
+// mounted read-only, readable by the non-root user (mode 0440 with fsGroup = runAsGroup), and no container takes a
+// secret through an environment variable (visible in `kubectl describe`, inherited by every child process).
+func TestSecretsAreFiles(t *testing.T) {
+	k := byKind(load(t, "."))
+	dep, cm := k["Deployment"], k["ConfigMap"]
+	pod := []string{"spec", "template", "spec"}
+	c := obj{file: dep.file, m: dep.get(append(pod, "containers", "0")...).(map[string]any)}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.str("data", "tidemark.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for key, v := range m {
+			if sub, ok := v.(map[string]any); ok {
+				walk(prefix+key+".", sub)
+			} else if s, ok := v.(string); ok && strings.HasSuffix(key, "_file") {
+				files = append(files, prefix+key+"="+s)
+			}
+		}
+	}
+	walk("", cfg)
+	if len(files) < 3 { // kafka.tls.ca_file, kafka.sasl.password_file, clickhouse.password_file
+		t.Fatalf("the shipped config names %d secret files (%v), want the Kafka CA and password and the ClickHouse password", len(files), files)
+	}
+	for _, f := range files {
+		key, path, _ := strings.Cut(f, "=")
+		if secretOf(t, dep, pod, c, path) == "" {
+			t.Errorf("%s = %s is not inside a mounted Secret volume", key, path)
+		}
+	}
+	for _, o := range []obj{dep, k["CronJob"]} {
+		p := pod
+		if o.str("kind") == "CronJob" {
+			p = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+		}
+		if g := fmt.Sprint(o.get(append(p, "securityContext", "fsGroup")...)); g != fmt.Sprint(o.get(append(p, "securityContext", "runAsGroup")...)) {
+			t.Errorf("%s: fsGroup %s must equal runAsGroup so the non-root user can read the Secret files", o.kind(), g)
+		}
+		vols, _ := o.get(append(p, "volumes")...).([]any)
+		for j := range vols {
+			v := append(append([]string{}, p...), "volumes", strconv.Itoa(j))
+			if o.get(append(v, "secret")...) == nil {
+				continue
+			}
+			if mode := o.get(append(v, "secret", "defaultMode")...); mode != 0o440 {
+				t.Errorf("%s: Secret volume %s mode %v, want 0440 (owner and group read)", o.kind(), o.str(append(v, "name")...), mode)
+			}
+		}
+		containers, _ := o.get(append(p, "containers")...).([]any)
+		for i := range containers {
+			co := obj{m: containers[i].(map[string]any)}
+			envs, _ := co.get("env").([]any)
+			for e := range envs {
+				if co.get("env", strconv.Itoa(e), "valueFrom", "secretKeyRef") != nil {
+					t.Errorf("%s: env %s takes a secret; mount it as a file instead", o.kind(), co.str("env", strconv.Itoa(e), "name"))
+				}
+			}
+			mounts, _ := co.get("volumeMounts").([]any)
+			for m := range mounts {
+				if co.get("volumeMounts", strconv.Itoa(m), "readOnly") != true {
+					t.Errorf("%s: volume mount %s is not read-only", o.kind(), co.str("volumeMounts", strconv.Itoa(m), "mountPath"))
+				}
+			}
+		}
 	}
 }
 
