@@ -29,6 +29,9 @@ func registerKafkaFlags(f *pflag.FlagSet) {
 	f.String("kafka.sasl.oauth.client_secret_file", "", "OAUTHBEARER: file holding the client secret (or env TIDEMARK_KAFKA__SASL__OAUTH__CLIENT_SECRET)")
 	f.StringSlice("kafka.sasl.oauth.scopes", nil, "OAUTHBEARER: scopes to request")
 	f.String("kafka.sasl.oauth.token_file", "", "OAUTHBEARER: file holding a token another process keeps fresh (read at every login)")
+	f.String("kafka.sasl.aws.region", "", "AWS_MSK_IAM: the cluster's AWS region")
+	f.String("kafka.sasl.aws.profile", "", "AWS_MSK_IAM: shared-config profile (default: the AWS credential chain)")
+	f.String("kafka.sasl.aws.role_arn", "", "AWS_MSK_IAM: role to assume")
 }
 
 // loadKafkaConfig returns the kafka: block for the one-shot commands: the kafka: block of the file at path (a

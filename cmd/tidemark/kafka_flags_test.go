@@ -110,3 +110,17 @@ func TestLagKafkaConfig(t *testing.T) {
 		t.Fatalf("bad mechanism: %v", err)
 	}
 }
+
+func TestKafkaMSKBlock(t *testing.T) {
+	got, err := loadConfig("testdata/kafka-msk.yaml", nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kafkaconfig.Config{Brokers: []string{"b-1.msk.example.amazonaws.com:9098"}, ClientID: "tidemark",
+		TLS: tlsconf.Config{Enabled: true}, SASL: kafkaconfig.SASL{Mechanism: "AWS_MSK_IAM", AWS: kafkaconfig.AWS{
+			Region: "eu-west-1", RoleARN: "arn:aws:iam::123456789012:role/tidemark", SessionName: "tidemark-prod"}}}
+	want.SetDefaults()
+	if !reflect.DeepEqual(got.Kafka, want) {
+		t.Fatalf("got  %+v\nwant %+v", got.Kafka, want)
+	}
+}

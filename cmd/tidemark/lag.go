@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
@@ -119,6 +120,7 @@ func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
 	if err != nil {
 		return nil, err
 	}
+	awsmsk.Enable(&kc)
 	cl, err := kc.Resolve()
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -107,6 +108,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if cfg.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20 * 9 / 10)
 	}
+	awsmsk.Enable(&cfg.Kafka) // AWS_MSK_IAM signs with AWS's signer module
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -43,6 +43,10 @@ func (c Config) Resolve() (*Client, error) {
 		if cl.tokens, err = newTokenProvider(c.SASL.OAuth, time.Now); err != nil {
 			return nil, err
 		}
+	case MechanismAWSMSKIAM:
+		if cl.tokens, err = newAWSTokenProvider(c.SASL.AWS, time.Now); err != nil {
+			return nil, err
+		}
 	}
 	return cl, nil
 }
@@ -98,7 +102,7 @@ func (cl *Client) Sarama() *sarama.Config {
 		sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
 		sc.Net.SASL.User, sc.Net.SASL.Password = s.User, cl.password.Reveal()
 		sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512} }
-	case MechanismOAuthBearer:
+	case MechanismOAuthBearer, MechanismAWSMSKIAM:
 		sc.Net.SASL.Mechanism = sarama.SASLTypeOAuth
 		sc.Net.SASL.TokenProvider = cl.tokens
 	}

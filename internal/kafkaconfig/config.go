@@ -13,6 +13,7 @@
 package kafkaconfig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -30,10 +31,14 @@ const (
 	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
 	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
 	MechanismOAuthBearer = "OAUTHBEARER"
+	// MechanismAWSMSKIAM is Amazon MSK's IAM access control: OAUTHBEARER on the wire, with a token that is a SigV4
+	// presigned request for kafka-cluster:Connect made by AWS's signer module from the AWS credential chain
+	// (environment, shared profile, EKS web identity, ECS or EC2 role).
+	MechanismAWSMSKIAM = "AWS_MSK_IAM"
 )
 
 // Mechanisms lists the accepted values of sasl.mechanism ("" is no SASL).
-var Mechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer}
+var Mechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}
 
 // Config is the `kafka:` block. Every secret can be given inline (or through the environment: a key's dots are
 // written as double underscores, TIDEMARK_KAFKA__SASL__PASSWORD) or as a file (the `_file` keys), never both.
@@ -59,7 +64,29 @@ type SASL struct {
 	PasswordFile string        `yaml:"password_file"`
 	// OAuth configures OAUTHBEARER.
 	OAuth OAuth `yaml:"oauth"`
+	// AWS configures AWS_MSK_IAM.
+	AWS AWS `yaml:"aws"`
 }
+
+// AWS is the `kafka.sasl.aws:` block (AWS_MSK_IAM). Credentials come from the AWS SDK's default chain unless
+// Profile or RoleARN says otherwise.
+type AWS struct {
+	// Region of the MSK cluster (required), e.g. eu-west-1.
+	Region string `yaml:"region"`
+	// Profile is a shared-config profile (~/.aws/config); empty: the default chain.
+	Profile string `yaml:"profile"`
+	// RoleARN is a role to assume (STS AssumeRole) with the chain's credentials; SessionName names the session
+	// (default "tidemark").
+	RoleARN     string `yaml:"role_arn"`
+	SessionName string `yaml:"session_name"`
+	// Sign makes a token: set by the program (cmd/tidemark sets internal/kafkaconfig/awsmsk.Sign; an application
+	// uses latency/instrument/awsmsk), not by the config file, so that only programs that use MSK IAM link the AWS
+	// SDK.
+	Sign AWSSigner `yaml:"-"`
+}
+
+// AWSSigner returns an MSK IAM token (a base64url presigned URL) and when it expires.
+type AWSSigner func(ctx context.Context, a AWS) (token string, expiry time.Time, err error)
 
 // OAuth is the `kafka.sasl.oauth:` block: either TokenURL with a client id and secret (an OIDC client-credentials
 // grant, RFC 6749 §4.4), or TokenFile (a token some other process keeps fresh).
@@ -125,10 +152,13 @@ func (c *Config) ValidateAt(prefix string) error {
 		len(o.Scopes) > 0 || len(o.Params) > 0 || len(o.Extensions) > 0 || o.TokenFile != ""
 	switch mech {
 	case "":
-		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet {
+		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet || s.AWS.Region != "" {
 			bad("sasl.mechanism", "credentials are set but no mechanism: want one of %s", strings.Join(Mechanisms, ", "))
 		}
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
+		if s.AWS.Region != "" {
+			bad("sasl.aws", "is for AWS_MSK_IAM, not %s", mech)
+		}
 		if s.User == "" {
 			bad("sasl.user", "required with %s", mech)
 		}
@@ -137,6 +167,19 @@ func (c *Config) ValidateAt(prefix string) error {
 		}
 		if oauthSet {
 			bad("sasl.oauth", "is for OAUTHBEARER, not %s", mech)
+		}
+	case MechanismAWSMSKIAM:
+		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet {
+			bad("sasl.aws", "AWS_MSK_IAM takes no user, password or oauth: credentials come from the AWS credential chain")
+		}
+		if s.AWS.Region == "" {
+			bad("sasl.aws.region", "required with AWS_MSK_IAM")
+		}
+		if s.AWS.Profile != "" && s.AWS.RoleARN != "" {
+			bad("sasl.aws", "set profile or role_arn, not both")
+		}
+		if !c.TLS.Enabled {
+			bad("tls.enabled", "AWS_MSK_IAM needs TLS (MSK's IAM listener is SASL_SSL, port 9098)")
 		}
 	case MechanismOAuthBearer:
 		if s.User != "" || s.Password != "" || s.PasswordFile != "" {
@@ -190,6 +233,15 @@ func (c *Config) Describe() string {
 	parts := []string{c.SecurityProtocol()}
 	switch m := strings.ToUpper(c.SASL.Mechanism); m {
 	case "":
+	case MechanismAWSMSKIAM:
+		who := "the AWS credential chain"
+		switch {
+		case c.SASL.AWS.RoleARN != "":
+			who = "role " + c.SASL.AWS.RoleARN
+		case c.SASL.AWS.Profile != "":
+			who = "profile " + c.SASL.AWS.Profile
+		}
+		parts = append(parts, m+" in "+c.SASL.AWS.Region+" as "+who)
 	case MechanismOAuthBearer:
 		if c.SASL.OAuth.TokenFile != "" {
 			parts = append(parts, m+" token from "+c.SASL.OAuth.TokenFile)

@@ -22,9 +22,9 @@ func TestValidate(t *testing.T) {
 		{name: "broker without port", mod: func(c *Config) { c.Brokers = []string{"k"} }, err: `kafka.brokers: "k" is not host:port`},
 		{name: "scram", mod: func(c *Config) { c.SASL = SASL{Mechanism: "scram-sha-512", User: "u", PasswordFile: "/p"} }},
 		{name: "unknown mechanism", mod: func(c *Config) { c.SASL.Mechanism = "GSSAPI" },
-			err: `kafka.sasl.mechanism: "GSSAPI" is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER`},
+			err: `kafka.sasl.mechanism: "GSSAPI" is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM`},
 		{name: "password without mechanism", mod: func(c *Config) { c.SASL.Password = "x" },
-			err: "kafka.sasl.mechanism: credentials are set but no mechanism: want one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"},
+			err: "kafka.sasl.mechanism: credentials are set but no mechanism: want one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM"},
 		{name: "scram without user or password", mod: func(c *Config) { c.SASL.Mechanism = "SCRAM-SHA-256" },
 			err: "kafka.sasl.user: required with SCRAM-SHA-256\nkafka.sasl.password: set exactly one of password and password_file with SCRAM-SHA-256"},
 		{name: "password and file", mod: func(c *Config) { c.SASL = SASL{Mechanism: "PLAIN", User: "u", Password: "p", PasswordFile: "/p"} },
@@ -45,6 +45,13 @@ func TestValidate(t *testing.T) {
 		{name: "oauth settings with scram", mod: func(c *Config) {
 			c.SASL = SASL{Mechanism: "SCRAM-SHA-512", User: "u", Password: "p", OAuth: OAuth{TokenFile: "/t"}}
 		}, err: "kafka.sasl.oauth: is for OAUTHBEARER, not SCRAM-SHA-512"},
+		{name: "msk iam", mod: func(c *Config) {
+			c.TLS.Enabled = true
+			c.SASL = SASL{Mechanism: "aws_msk_iam", AWS: AWS{Region: "eu-west-1", RoleARN: "arn:aws:iam::1:role/tm"}}
+		}},
+		{name: "msk iam without region or TLS", mod: func(c *Config) { c.SASL = SASL{Mechanism: "AWS_MSK_IAM", User: "u"} },
+			err: "kafka.sasl.aws: AWS_MSK_IAM takes no user, password or oauth: credentials come from the AWS credential chain\n" +
+				"kafka.sasl.aws.region: required with AWS_MSK_IAM\nkafka.tls.enabled: AWS_MSK_IAM needs TLS (MSK's IAM listener is SASL_SSL, port 9098)"},
 		{name: "tls file without tls", mod: func(c *Config) { c.TLS.CAFile = "/ca" },
 			err: "kafka.tls: files or options are set but kafka.tls.enabled is false"},
 	} {
@@ -69,6 +76,8 @@ func TestDescribe(t *testing.T) {
 		{Config{SASL: SASL{Mechanism: "SCRAM-SHA-512", User: "app"}}, "SASL_PLAINTEXT, SCRAM-SHA-512 as app"},
 		{Config{TLS: tlsconf.Config{Enabled: true}, SASL: SASL{Mechanism: "OAUTHBEARER", OAuth: OAuth{TokenURL: "https://idp/t", ClientID: "c"}}},
 			"SASL_SSL, OAUTHBEARER from https://idp/t as c"},
+		{Config{TLS: tlsconf.Config{Enabled: true}, SASL: SASL{Mechanism: "AWS_MSK_IAM", AWS: AWS{Region: "us-east-1"}}},
+			"SASL_SSL, AWS_MSK_IAM in us-east-1 as the AWS credential chain"},
 	} {
 		if got := tc.c.Describe(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)

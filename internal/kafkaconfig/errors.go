@@ -98,6 +98,8 @@ func (cl *Client) classify(err error) (kind error, hint string) {
 		return ErrAuthentication, "could not get a token (kafka.sasl.oauth)"
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
 		switch c.SASL.Mechanism {
+		case MechanismAWSMSKIAM:
+			return ErrAuthentication, "the broker rejected the IAM token (the credentials' policy must allow kafka-cluster:Connect on this cluster; check kafka.sasl.aws.region)"
 		case MechanismOAuthBearer:
 			return ErrAuthentication, "the broker rejected the token (expired, or not signed by the issuer or for the audience the broker expects)"
 		default:

@@ -48,48 +48,71 @@ func newTokenProvider(o OAuth, now func() time.Time) (sarama.AccessTokenProvider
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	return &oidcToken{cc: cc, url: o.TokenURL, ext: o.Extensions, now: now,
-		httpc: &http.Client{Timeout: timeout}}, nil
+	httpc := &http.Client{Timeout: timeout}
+	return &refreshingToken{ext: o.Extensions, now: now, fetch: func() (string, time.Time, error) {
+		tok, err := cc.Token(context.WithValue(context.Background(), oauth2.HTTPClient, httpc))
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("token endpoint %s: %s", o.TokenURL, tokenErr(err))
+		}
+		return tok.AccessToken, tok.Expiry, nil
+	}}, nil
 }
 
-// oidcToken is an OIDC client-credentials token source with refresh before expiry: a token is reused until
-// RefreshFraction of its lifetime has passed, then a new one is fetched; if that fails while the old one is still
-// valid, the old one is used (and the fetch retried at the next authentication).
-type oidcToken struct {
-	cc    *clientcredentials.Config
-	url   string
+// ErrNoAWSSigner: AWS_MSK_IAM is configured but the program did not link a signer (AWS.Sign is nil).
+var ErrNoAWSSigner = errors.New("AWS_MSK_IAM needs a signer: this program does not include one (tidemark does; an application sets kafka.sasl.aws.Sign, e.g. with latency/instrument/awsmsk)")
+
+func newAWSTokenProvider(a AWS, now func() time.Time) (sarama.AccessTokenProvider, error) {
+	if a.Sign == nil {
+		return nil, fmt.Errorf("kafka.sasl.mechanism: %w", ErrNoAWSSigner)
+	}
+	return &refreshingToken{now: now, fetch: func() (string, time.Time, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		tok, exp, err := a.Sign(ctx, a)
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("AWS MSK IAM signer (region %s): %w", a.Region, err)
+		}
+		return tok, exp, nil
+	}}, nil
+}
+
+// refreshingToken caches a token from fetch with refresh before expiry: a token is reused until RefreshFraction of
+// its lifetime has passed, then a new one is fetched; if that fails while the old one is still valid, the old one is
+// used (and the fetch retried at the next authentication). An OIDC client-credentials grant and the AWS MSK IAM
+// signer are its two sources.
+type refreshingToken struct {
+	fetch func() (token string, expiry time.Time, err error) // zero expiry: unknown
 	ext   map[string]string
 	now   func() time.Time
-	httpc *http.Client
 
-	mu        sync.Mutex // guards tok, refreshAt; held across a fetch so concurrent connections share it
-	tok       *oauth2.Token
+	mu        sync.Mutex // guards tok, exp, refreshAt; held across a fetch so concurrent connections share it
+	tok       string
+	exp       time.Time
 	refreshAt time.Time
 }
 
 // Token implements sarama.AccessTokenProvider.
-func (t *oidcToken) Token() (*sarama.AccessToken, error) {
+func (t *refreshingToken) Token() (*sarama.AccessToken, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if t.tok != nil && now.Before(t.refreshAt) {
-		return &sarama.AccessToken{Token: t.tok.AccessToken, Extensions: t.ext}, nil
+	if t.tok != "" && now.Before(t.refreshAt) {
+		return &sarama.AccessToken{Token: t.tok, Extensions: t.ext}, nil
 	}
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, t.httpc)
-	tok, err := t.cc.Token(ctx)
+	tok, exp, err := t.fetch()
 	if err != nil {
-		if t.tok != nil && (t.tok.Expiry.IsZero() || now.Before(t.tok.Expiry)) {
-			return &sarama.AccessToken{Token: t.tok.AccessToken, Extensions: t.ext}, nil
+		if t.tok != "" && (t.exp.IsZero() || now.Before(t.exp)) {
+			return &sarama.AccessToken{Token: t.tok, Extensions: t.ext}, nil
 		}
-		return nil, fmt.Errorf("%w: token endpoint %s: %v", ErrToken, t.url, tokenErr(err))
+		return nil, fmt.Errorf("%w: %v", ErrToken, err)
 	}
-	t.tok = tok
-	if tok.Expiry.IsZero() { // no expires_in: fetch again in a minute
+	t.tok, t.exp = tok, exp
+	if exp.IsZero() { // no lifetime given: fetch again in a minute
 		t.refreshAt = now.Add(time.Minute)
 	} else {
-		t.refreshAt = now.Add(time.Duration(RefreshFraction * float64(tok.Expiry.Sub(now))))
+		t.refreshAt = now.Add(time.Duration(RefreshFraction * float64(exp.Sub(now))))
 	}
-	return &sarama.AccessToken{Token: tok.AccessToken, Extensions: t.ext}, nil
+	return &sarama.AccessToken{Token: tok, Extensions: t.ext}, nil
 }
 
 // tokenErr shortens oauth2's errors to the endpoint's answer (its error code and description), which is what a
