@@ -61,7 +61,7 @@ func TestLoadSettings(t *testing.T) {
 		// the parse error is not repeated: it could quote the key
 		{name: "client key that is not PEM", json: `{"address":"ch:9440","tlsEnabled":true}`,
 			secure: map[string]string{"tlsClientCert": "x", "tlsClientKey": "very-secret-key"},
-			err: "Client certificate / Client key: not a PEM certificate and its matching private key (paste the -----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY----- blocks)"},
+			err:    "Client certificate / Client key: not a PEM certificate and its matching private key (paste the -----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY----- blocks)"},
 		{name: "server name without TLS", json: `{"address":"ch:9000","tlsServerName":"ch.internal"}`,
 			err: "Server name is set but TLS is off: turn on TLS or clear it"},
 	} {
