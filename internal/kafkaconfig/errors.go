@@ -131,10 +131,14 @@ func (cl *Client) classify(err error) (kind error, hint string) {
 		if c.SASL.Mechanism == "" {
 			why = append(why, "a SASL listener (kafka.sasl.mechanism is empty)")
 		}
-		if len(why) == 0 {
-			return ErrSecurityProtocol, "the broker closed the connection before answering"
+		hint := "the broker closed the connection before answering"
+		if len(why) > 0 {
+			hint += ": the port may be " + strings.Join(why, " or ")
 		}
-		return ErrSecurityProtocol, "the broker closed the connection before answering: the port may be " + strings.Join(why, " or ")
+		if c.TLS.Enabled { // with TLS 1.3 a refused client certificate can show as a reset at the first read
+			hint += "; or the broker refused the client certificate (kafka.tls.cert_file)"
+		}
+		return ErrSecurityProtocol, hint
 	case errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &ne) && ne.Timeout():
 		return ErrUnreachable, ""
 	}

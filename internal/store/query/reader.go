@@ -100,7 +100,13 @@ func Open(ctx context.Context, cfg Config) (*Reader, error) {
 	}
 	if err := conn.Ping(ctx); err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("connect to clickhouse %v database %s: %w", cfg.Addr, cfg.Database, classify(err))
+		err = classify(err)
+		if (cfg.TLS != nil || cfg.DialContext != nil) && hungUp(err) && !errors.Is(err, ErrTLS) {
+			// With TLS on, a server that resets the handshake is refusing it (OpenSSL often resets instead of
+			// alerting when a required client certificate is missing), not unreachable.
+			err = fmt.Errorf("%w: the server closed the connection during the TLS handshake: %w", ErrTLS, err)
+		}
+		return nil, fmt.Errorf("connect to clickhouse %v database %s: %w", cfg.Addr, cfg.Database, err)
 	}
 	return &Reader{conn: conn}, nil
 }

@@ -47,13 +47,14 @@ func explain(err error, s Settings) (backend.Status, backend.ErrorSource, string
 				"ClickHouse at %s presented a certificate this datasource does not trust (%s): set the CA certificate "+
 					"that signed it, or the Server name the certificate carries", s.Address, rootCause(err))
 		}
-		if strings.Contains(err.Error(), "certificate") {
+		var rhe tls.RecordHeaderError
+		if errors.As(err, &rhe) {
 			return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
-				"ClickHouse at %s refused the TLS handshake (%s): it wants a client certificate signed by a CA it trusts "+
-					"(Client certificate and Client key)", s.Address, rootCause(err))
+				"ClickHouse at %s did not answer TLS (%s): is the address the secure native port (usually 9440)?", s.Address, rootCause(err))
 		}
 		return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
-			"TLS with ClickHouse at %s failed (%s): is the address the secure native port (usually 9440)?", s.Address, rootCause(err))
+			"ClickHouse at %s refused the TLS handshake (%s): it may want a client certificate signed by a CA it trusts "+
+				"(Client certificate and Client key), or the address is not its secure native port (usually 9440)", s.Address, rootCause(err))
 	case errors.Is(err, query.ErrUnreachable):
 		return backend.StatusBadGateway, backend.ErrorSourceDownstream, fmt.Sprintf(
 			"cannot reach ClickHouse at %s (%s): check the address (native protocol port, usually 9000, or 9440 with TLS) "+
