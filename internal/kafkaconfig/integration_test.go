@@ -112,6 +112,14 @@ func TestMechanisms(t *testing.T) {
 	}
 }
 
+// brokersNamed is how an *Error names the brokers that failed alike.
+func brokersNamed(brokers []string) string {
+	if len(brokers) == 1 {
+		return "kafka broker " + brokers[0]
+	}
+	return "kafka brokers " + strings.Join(brokers, ", ")
+}
+
 // check returns the error Check gives for cfg, which must be an *Error of kind.
 func checkFails(t *testing.T, cfg kafkaconfig.Config, kind error) *kafkaconfig.Error {
 	t.Helper()
@@ -143,7 +151,8 @@ func TestNegative(t *testing.T) {
 		cfg := loadBlock(t, s.SCRAMConfig)
 		cfg.SASL.PasswordFile = write("wrong", "not-the-password\n")
 		e := checkFails(t, cfg, kafkaconfig.ErrAuthentication)
-		want := "kafka broker " + s.SASLBrokers[0] + " (SASL_SSL, SCRAM-SHA-512 as tidemark): authentication failed"
+		// every bootstrap broker refuses the same way: one error naming them all
+		want := brokersNamed(cfg.Brokers) + " (SASL_SSL, SCRAM-SHA-512 as tidemark): authentication failed"
 		if !strings.HasPrefix(e.Error(), want) || strings.Contains(e.Error(), "not-the-password") {
 			t.Fatalf("got %q, want prefix %q and no password", e, want)
 		}
