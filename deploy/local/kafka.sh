@@ -113,7 +113,9 @@ logger.server.level = INFO
 CFG
 }
 
-# secure_config: the secure listeners' settings (PEM key store and trust store from secure.sh certs).
+# secure_config: the secure listeners' settings (PEM key store and trust store from secure.sh certs). The OAUTHBEARER
+# listener gives each session the token's remaining lifetime (at most an hour, KIP-368) and closes a connection that
+# is used past it without re-authenticating (as a production OAuth cluster should).
 secure_config() {
   local tls="$TIDEMARK_STATE_DIR/tls"
   cat <<CFG
@@ -132,6 +134,7 @@ listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.ka
 sasl.oauthbearer.jwks.endpoint.url=http://$TIDEMARK_HOST:$OIDC_PORT/jwks
 sasl.oauthbearer.expected.audience=kafka
 sasl.oauthbearer.expected.issuer=http://$TIDEMARK_HOST:$OIDC_PORT
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=3600000
 listener.name.mtls.ssl.client.auth=required
 CFG
 }

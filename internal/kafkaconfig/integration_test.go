@@ -1,11 +1,22 @@
 package kafkaconfig_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,3 +260,117 @@ func TestRotationUnderRunningClient(t *testing.T) {
 		t.Fatalf("after rotating the CA back: %v", err)
 	}
 }
+
+// TestTokenRefreshOnLiveConnection keeps one connection to the OAUTHBEARER listener busy past the expiry of the
+// token it logged in with. The listener gives each session the token's remaining lifetime and closes a connection
+// used past it (connections.max.reauth.ms, KIP-368), so the connection survives only if sarama re-authenticates
+// in time and the token source then hands it a token fetched anew, before the old one expired. The local issuer's
+// client tidemark-short gets 20 s tokens; the test counts the token requests through a proxy in front of it.
+func TestTokenRefreshOnLiveConnection(t *testing.T) {
+	s := testenv.SecureStack(t)
+	t.Parallel() // it waits for a real token to expire (about 20 s): let the package's other tests run meanwhile
+	issuer, err := url.Parse(s.OIDCURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex // guards expiries
+		expiries []time.Time
+	)
+	proxy := httputil.NewSingleHostReverseProxy(issuer)
+	proxy.ModifyResponse = func(r *http.Response) error { // note each token's exp claim (what the broker enforces)
+		if r.Request.URL.Path != "/token" || r.StatusCode != http.StatusOK {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		exp, err := jwtExpiry(body)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		expiries = append(expiries, exp)
+		mu.Unlock()
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	tokens := func() []time.Time { mu.Lock(); defer mu.Unlock(); return slices.Clone(expiries) }
+
+	cfg := loadBlock(t, s.OAuthConfig)
+	cfg.SASL.OAuth.TokenURL, cfg.SASL.OAuth.ClientID = srv.URL+"/token", "tidemark-short"
+	cl, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cl.Sarama()
+	b := sarama.NewBroker(cfg.Brokers[0])
+	if err := b.Open(sc); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	metadata := func() error {
+		_, err := b.GetMetadata(sarama.NewMetadataRequest(sc.Version, []string{}))
+		return err
+	}
+	if err := metadata(); err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	first := tokens()
+	if len(first) != 1 {
+		t.Fatalf("%d token requests for one login, want 1", len(first))
+	}
+	if life := time.Until(first[0]); life <= 0 || life > time.Minute {
+		t.Fatalf("the issuer's tidemark-short token lives %v: want a short positive lifetime (deploy/local/secure.sh)", life)
+	}
+	// A request a second, on the same connection, until it has been used past the first token's expiry. The pace
+	// is the workload; the condition is the real clock passing a real token's expiry.
+	requests := 0
+	for time.Now().Before(first[0].Add(time.Second)) {
+		time.Sleep(time.Second)
+		requests++
+		if err := metadata(); err != nil {
+			t.Fatalf("request %d on the live connection, %v after the first token's expiry: %v (tokens fetched: %d)",
+				requests, time.Since(first[0]).Round(time.Millisecond), err, len(tokens()))
+		}
+	}
+	got := tokens()
+	if len(got) < 2 {
+		t.Fatalf("the connection outlived its token with %d token request(s): no refresh (is connections.max.reauth.ms set on the listener?)", len(got))
+	}
+	if !got[1].After(first[0]) {
+		t.Fatalf("the refreshed token expires at %v, not after the first (%v)", got[1], first[0])
+	}
+	if ok, err := b.Connected(); !ok {
+		t.Fatalf("the connection was closed: %v", err)
+	}
+}
+
+// jwtExpiry returns the exp claim of the access token in a token endpoint's JSON answer.
+func jwtExpiry(body []byte) (time.Time, error) {
+	var resp struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return time.Time{}, err
+	}
+	parts := strings.Split(resp.AccessToken, ".")
+	if len(parts) != 3 {
+		return time.Time{}, fmt.Errorf("access token is not a JWT (%d parts)", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, err
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(claims.Exp, 0), nil
+}
+
