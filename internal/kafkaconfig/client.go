@@ -97,11 +97,11 @@ func (cl *Client) Sarama() *sarama.Config {
 	case MechanismSCRAMSHA256:
 		sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
 		sc.Net.SASL.User, sc.Net.SASL.Password = s.User, cl.password.Reveal()
-		sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA256} }
+		sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA256, file: s.PasswordFile} }
 	case MechanismSCRAMSHA512:
 		sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
 		sc.Net.SASL.User, sc.Net.SASL.Password = s.User, cl.password.Reveal()
-		sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512} }
+		sc.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: scram.SHA512, file: s.PasswordFile} }
 	case MechanismOAuthBearer, MechanismAWSMSKIAM:
 		sc.Net.SASL.Mechanism = sarama.SASLTypeOAuth
 		sc.Net.SASL.TokenProvider = cl.tokens
@@ -109,13 +109,22 @@ func (cl *Client) Sarama() *sarama.Config {
 	return sc
 }
 
-// scramClient adapts xdg-go/scram's client conversation to sarama.SCRAMClient (one per authentication).
+// scramClient adapts xdg-go/scram's client conversation to sarama.SCRAMClient (one per authentication). With a
+// password file it reads the file at each authentication, so a rotated password reaches every new connection (and
+// KIP-368 re-authentication) without a new Resolve; while the file cannot be read it uses the password sarama
+// passes, the one read at Resolve.
 type scramClient struct {
 	hash scram.HashGeneratorFcn
+	file string // kafka.sasl.password_file, or ""
 	conv *scram.ClientConversation
 }
 
 func (s *scramClient) Begin(user, password, authzID string) error {
+	if s.file != "" {
+		if p, err := secret.ReadFile(s.file); err == nil {
+			password = p.Reveal()
+		}
+	}
 	c, err := s.hash.NewClient(user, password, authzID)
 	if err != nil {
 		return err

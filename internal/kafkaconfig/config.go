@@ -57,8 +57,9 @@ type Config struct {
 type SASL struct {
 	// Mechanism is "" (none), PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (case-insensitive).
 	Mechanism string `yaml:"mechanism"`
-	// User and Password (or PasswordFile) authenticate PLAIN and SCRAM. The file is read at every connect attempt,
-	// so a corrected password needs no restart.
+	// User and Password (or PasswordFile) authenticate PLAIN and SCRAM. With SCRAM the file is read at every
+	// authentication, so a rotated password reaches the next connection; with PLAIN (sarama takes a fixed string)
+	// it is read at Resolve, which `tidemark run` calls at every connect attempt.
 	User         string        `yaml:"user"`
 	Password     secret.String `yaml:"password"`
 	PasswordFile string        `yaml:"password_file"`
@@ -93,7 +94,8 @@ type AWSSigner func(ctx context.Context, a AWS) (token string, expiry time.Time,
 type OAuth struct {
 	// TokenURL is the identity provider's token endpoint.
 	TokenURL string `yaml:"token_url"`
-	// ClientID and ClientSecret (or ClientSecretFile) authenticate Tidemark to the token endpoint.
+	// ClientID and ClientSecret (or ClientSecretFile) authenticate Tidemark to the token endpoint; the file is read
+	// at every token request.
 	ClientID         string        `yaml:"client_id"`
 	ClientSecret     secret.String `yaml:"client_secret"`
 	ClientSecretFile string        `yaml:"client_secret_file"`

@@ -374,3 +374,63 @@ func jwtExpiry(body []byte) (time.Time, error) {
 	return time.Unix(claims.Exp, 0), nil
 }
 
+// TestPasswordRotationUnderRunningClient changes a SCRAM user's password in Kafka and then in the password file, as
+// a rotation of a Kubernetes Secret or Strimzi KafkaUser would under a running Tidemark: the resolved client's
+// next connection logs in with the new password, with no new Resolve.
+func TestPasswordRotationUnderRunningClient(t *testing.T) {
+	s := testenv.SecureStack(t)
+	adm, err := sarama.NewClusterAdmin(testenv.Kafka(t), testenv.SaramaConfig(t)) // the PLAINTEXT listener
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	user := testenv.Name(t, "u")
+	setPassword := func(pw string) {
+		t.Helper()
+		res, err := adm.UpsertUserScramCredentials([]sarama.AlterUserScramCredentialsUpsert{{Name: user,
+			Mechanism: sarama.SCRAM_MECHANISM_SHA_512, Iterations: 4096, Salt: []byte(pw + "-salt"), Password: []byte(pw)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.ErrorCode != sarama.ErrNoError {
+				t.Fatalf("set the SCRAM password of %s: %v", user, r.ErrorCode)
+			}
+		}
+	}
+	defer adm.DeleteUserScramCredentials([]sarama.AlterUserScramCredentialsDelete{{Name: user, Mechanism: sarama.SCRAM_MECHANISM_SHA_512}})
+	pwFile := filepath.Join(t.TempDir(), "password")
+	writePassword := func(pw string) { tlstest.WriteFile(t, pwFile, []byte(pw+"\n")) }
+
+	cfg := loadBlock(t, s.SCRAMConfig)
+	cfg.SASL.User, cfg.SASL.PasswordFile = user, pwFile
+	setPassword("first-password-1")
+	writePassword("first-password-1")
+	cl, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The new user reaches every broker through the metadata log: wait until a login succeeds.
+	waitCheck(t, "the new user's first login", func() bool { return cl.Check(ctx) == nil })
+
+	setPassword("second-password-2")
+	// Every broker has the new credential once the old password fails everywhere (Check succeeds at any one).
+	waitCheck(t, "the old password to be refused", func() bool { return errors.Is(cl.Check(ctx), kafkaconfig.ErrAuthentication) })
+	writePassword("second-password-2")
+	if err := cl.Check(ctx); err != nil {
+		t.Fatalf("after rotating the password file: %v", err)
+	}
+}
+
+// waitCheck polls cond (each call is a real login against the cluster) until it holds, failing after a minute.
+func waitCheck(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -42,14 +42,21 @@ func newTokenProvider(o OAuth, now func() time.Time) (sarama.AccessTokenProvider
 	for k, v := range o.Params {
 		params[k] = []string{v}
 	}
-	cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: sec.Reveal(), TokenURL: o.TokenURL,
-		Scopes: o.Scopes, EndpointParams: params}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	httpc := &http.Client{Timeout: timeout}
 	return &refreshingToken{ext: o.Extensions, now: now, fetch: func() (string, time.Time, error) {
+		// The secret file is read at every token request, so a rotated client secret needs no restart; while it
+		// cannot be read, the secret read at Resolve is used.
+		if o.ClientSecretFile != "" {
+			if s, err := secret.ReadFile(o.ClientSecretFile); err == nil {
+				sec = s
+			}
+		}
+		cc := &clientcredentials.Config{ClientID: o.ClientID, ClientSecret: sec.Reveal(), TokenURL: o.TokenURL,
+			Scopes: o.Scopes, EndpointParams: params}
 		tok, err := cc.Token(context.WithValue(context.Background(), oauth2.HTTPClient, httpc))
 		if err != nil {
 			return "", time.Time{}, fmt.Errorf("token endpoint %s: %s", o.TokenURL, tokenErr(err))

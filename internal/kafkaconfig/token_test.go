@@ -99,3 +99,26 @@ func TestTokenFileReread(t *testing.T) {
 		t.Fatal("a missing token file must fail at resolve time")
 	}
 }
+
+// TestClientSecretFileReread: the client secret file is read at every token request, so a corrected or rotated
+// secret is used without a new Resolve.
+func TestClientSecretFileReread(t *testing.T) {
+	_, srv := newIssuer(t)
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, []byte("not-the-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := newTokenProvider(OAuth{TokenURL: srv.URL + "/token", ClientID: "app", ClientSecretFile: f}, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Token(); !errors.Is(err, ErrToken) {
+		t.Fatalf("wrong secret: got %v, want ErrToken", err)
+	}
+	if err := os.WriteFile(f, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := p.Token(); err != nil || tok.Token == "" {
+		t.Fatalf("after correcting the secret file: %v", err)
+	}
+}
