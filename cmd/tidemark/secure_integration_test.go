@@ -233,11 +233,12 @@ func assertNoSecrets(t *testing.T, texts ...string) {
 	}
 }
 
-// TestSecureRunRefused: a wrong password, an expired token, an untrusted broker certificate and a plaintext client
-// on the TLS port each keep `tidemark run` alive and not ready, with /readyz giving one reason naming the broker
-// and the mechanism, and the connection retried with growing backoff. Where the fix is a file (the password, the
-// token, the CA bundle), correcting it makes the same process ready without a restart, and the receipts written
-// meanwhile are all stored: nothing was lost.
+// TestSecureRunRefused: a wrong password, an expired token, an untrusted broker certificate, a password file not
+// mounted yet and a plaintext client on the TLS port each keep `tidemark run` alive and not ready, with /readyz
+// giving one reason naming the broker and the mechanism (the missing file: its key and path), and the connection
+// retried with growing backoff. Where the fix is a file (the password, the token, the CA bundle), correcting it
+// makes the same process ready without a restart, and the receipts written meanwhile are all stored: nothing was
+// lost.
 func TestSecureRunRefused(t *testing.T) {
 	s := testenv.SecureStack(t)
 	dir := t.TempDir()
@@ -276,6 +277,16 @@ func TestSecureRunRefused(t *testing.T) {
 				s.MTLSBrokers[0], write("ca.pem", string(tlstest.NewCA(t, "another CA").PEM)), cert, key)),
 			reason: "kafka broker " + s.MTLSBrokers[0] + " (SSL, client certificate): broker certificate not trusted",
 			fix:    func() { write("ca.pem", string(mustRead(t, s.CA()))) }, good: s.MTLSConfig},
+		{name: "password file missing (Secret not mounted yet)",
+			cfg: kafkaFile("scram-missing.yaml", fmt.Sprintf("kafka: {brokers: [%s], tls: {enabled: true, ca_file: %s}, "+
+				"sasl: {mechanism: SCRAM-SHA-512, user: tidemark, password_file: %s}}\n", s.SASLBrokers[0], s.CA(), filepath.Join(dir, "mounted", "password"))),
+			reason: "kafka.sasl.password_file: read secret file: open " + filepath.Join(dir, "mounted", "password") + ": no such file or directory",
+			fix: func() {
+				if err := os.MkdirAll(filepath.Join(dir, "mounted"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				write(filepath.Join("mounted", "password"), testenv.SecureSCRAMPass+"\n")
+			}, good: s.SCRAMConfig},
 		{name: "plaintext client on the TLS port",
 			cfg: kafkaFile("plain.yaml", fmt.Sprintf("kafka: {brokers: [%s], sasl: {mechanism: SCRAM-SHA-512, user: tidemark, password_file: %s}}\n",
 				s.SASLBrokers[0], write("pw2", testenv.SecureSCRAMPass))),
