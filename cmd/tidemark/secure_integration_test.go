@@ -79,27 +79,7 @@ func startSecureDaemon(t *testing.T, cfgPath string, extraEnv ...string) *secure
 		t.Fatal(err)
 	}
 	d.base = "http://" + httpAddr
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	}()
-	stopped := false
-	d.stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(60 * time.Second):
-			t.Fatal("run did not return within 60s of the stop")
-			return nil
-		}
-	}
-	t.Cleanup(func() { _ = d.stop() })
+	d.stop = runInTest(t, cfg, slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	return d
 }
 
