@@ -3,9 +3,10 @@
 //
 // Certificates rotate without a restart: the CA bundle and the client certificate and key are files that every new
 // connection's handshake reads again (a few KiB; handshakes happen once per connection), parsing them only when
-// their bytes changed, so an in-place rewrite, a rename and a Kubernetes Secret volume's symlink swap all count. A rotation that is half written (a new certificate with the old
-// key) keeps the last good pair until the files agree again. Established connections keep the certificate they
-// were opened with: TLS does not change certificates mid-connection.
+// their bytes changed, so an in-place rewrite, a rename and a Kubernetes Secret volume's symlink swap all count. A
+// rotation that is half written (a new certificate with the old key) keeps the last good pair until the files agree
+// again. Established connections keep the certificate they were opened with: TLS does not change certificates
+// mid-connection.
 package tlsconf
 
 import (
