@@ -371,7 +371,8 @@ func mintToken(t *testing.T, s testenv.Secure, client string) string {
 }
 
 // TestLagWithSecureConfigs is the newcomer's one command: `tidemark lag --config FILE` with each file stack.sh
-// wrote (SCRAM + TLS, OAUTHBEARER, mTLS), as it is, in a shell that also has the plaintext stack's environment.
+// wrote (SCRAM + TLS, OAUTHBEARER, mTLS), as it is, in a shell that also has the plaintext stack's environment;
+// the README's SCRAM + TLS command from flags alone; `lag record` with the SCRAM file; and a wrong password.
 func TestLagWithSecureConfigs(t *testing.T) {
 	s := testenv.SecureStack(t)
 	topic := testenv.CreateTopic(t, "lagsec", testenv.Topic{Partitions: 1})
@@ -397,6 +398,9 @@ func TestLagWithSecureConfigs(t *testing.T) {
 	if err := r.CommitOffsets(context.Background(), group, map[string]map[int32]int64{topic: {0: 2}}); err != nil {
 		t.Fatal(err)
 	}
+	// The plaintext stack's address, which the shell also has, must not be what answers: the commands below reach
+	// the cluster only through the file or the flags.
+	t.Setenv("TIDEMARK_KAFKA_BROKERS", "127.0.0.1:1")
 	for name, path := range map[string]string{"scram": s.SCRAMConfig, "oauth": s.OAuthConfig, "mtls": s.MTLSConfig} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runLag(t, "--config", path, "--group", group)
@@ -408,6 +412,33 @@ func TestLagWithSecureConfigs(t *testing.T) {
 				t.Fatalf("lag output:\n%s", out)
 			}
 		})
+	}
+	// The README's one command: SCRAM over TLS from flags alone, no config file.
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte(testenv.SecureSCRAMPass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLag(t, "--brokers", strings.Join(s.SASLBrokers, ","), "--kafka.tls.enabled", "--kafka.tls.ca_file", s.CA(),
+		"--kafka.sasl.mechanism", "SCRAM-SHA-512", "--kafka.sasl.user", testenv.SecureUser, "--kafka.sasl.password_file", pw,
+		"--group", group)
+	if err != nil {
+		t.Fatalf("lag with SCRAM + TLS flags: %v", err)
+	}
+	if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+		t.Fatalf("lag output with SCRAM + TLS flags:\n%s", out)
+	}
+	// `lag record` reaches the cluster through the same block: one poll recorded over SCRAM + TLS, replayed by
+	// `lag eval`, gives the same row.
+	timeline := filepath.Join(t.TempDir(), "secure.jsonl")
+	if _, err := runLag(t, "record", "--config", s.SCRAMConfig, "--group", group, "--out", timeline, "--count", "1"); err != nil {
+		t.Fatalf("lag record: %v", err)
+	}
+	out, err = runLag(t, "eval", timeline)
+	if err != nil {
+		t.Fatalf("lag eval of the recorded timeline: %v", err)
+	}
+	if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+		t.Fatalf("lag eval of what lag record wrote over SCRAM:\n%s", out)
 	}
 	// A wrong password through the flag: one error naming the broker and the mechanism, and no password.
 	wrong := filepath.Join(t.TempDir(), "pw")
