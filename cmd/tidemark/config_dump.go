@@ -10,7 +10,8 @@ import (
 )
 
 // dumpConfig returns v (a configuration struct) as YAML with its keys as written in a config file: durations as
-// "10s", secrets (secret.String, a TextMarshaler) as "[redacted]", unexported fields (compiled patterns) left out.
+// "10s", secrets (secret.String, a TextMarshaler) as "[redacted]", the values of a `headers:` map (an OTLP
+// exporter's API key or Authorization header) as "[redacted]", unexported fields (compiled patterns) left out.
 // It is what `tidemark run --print-config` prints.
 func dumpConfig(v any) ([]byte, error) { return yaml.Marshal(dumpValue(reflect.ValueOf(v))) }
 
@@ -42,6 +43,10 @@ func dumpValue(v reflect.Value) any {
 			if name == "-" || name == "" {
 				continue
 			}
+			if fv := v.Field(i); fv.Kind() == reflect.Map && name == "headers" {
+				out[name] = redactValues(fv) // tracing.headers carry API keys and bearer tokens
+				continue
+			}
 			out[name] = dumpValue(v.Field(i))
 		}
 		return out
@@ -62,4 +67,13 @@ func dumpValue(v reflect.Value) any {
 		return out
 	}
 	return v.Interface()
+}
+
+// redactValues is a map's keys with every value "[redacted]".
+func redactValues(m reflect.Value) map[string]any {
+	out := map[string]any{}
+	for _, k := range m.MapKeys() {
+		out[k.String()] = "[redacted]"
+	}
+	return out
 }

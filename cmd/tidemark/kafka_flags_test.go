@@ -45,7 +45,8 @@ func TestClickHouseTLSBool(t *testing.T) {
 // TestPrintConfigRedactsSecrets: every secret, from the file or the environment, prints as [redacted].
 func TestPrintConfigRedactsSecrets(t *testing.T) {
 	path := writeConfig(t, "kafka: {brokers: [a:1], sasl: {mechanism: PLAIN, user: u, password: file-secret-1}}\n"+
-		"clickhouse: {password: file-secret-2}\n")
+		"clickhouse: {password: file-secret-2}\n"+
+		"tracing: {enabled: true, endpoint: 'otel:4317', headers: {x-api-key: file-secret-4}}\n")
 	env := func() []string { return []string{"TIDEMARK_CLICKHOUSE__PASSWORD=env-secret-3"} }
 	cfg, err := loadConfig(path, nil, env)
 	if err != nil {
@@ -58,12 +59,15 @@ func TestPrintConfigRedactsSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"file-secret-1", "file-secret-2", "env-secret-3"} {
+	if cfg.Tracing.Headers["x-api-key"] != "file-secret-4" {
+		t.Fatal("tracing header not loaded")
+	}
+	for _, s := range []string{"file-secret-1", "file-secret-2", "env-secret-3", "file-secret-4"} {
 		if strings.Contains(string(out), s) {
 			t.Fatalf("secret %s in the dump:\n%s", s, out)
 		}
 	}
-	for _, want := range []string{"password: '[redacted]'", "poll_interval: 30s", "user: u"} {
+	for _, want := range []string{"password: '[redacted]'", "x-api-key: '[redacted]'", "poll_interval: 30s", "user: u"} {
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("dump lacks %q:\n%s", want, out)
 		}
