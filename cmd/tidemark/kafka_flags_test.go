@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -126,5 +127,22 @@ func TestKafkaMSKBlock(t *testing.T) {
 	want.SetDefaults()
 	if !reflect.DeepEqual(got.Kafka, want) {
 		t.Fatalf("got  %+v\nwant %+v", got.Kafka, want)
+	}
+}
+
+// TestLagKafkaConfigErrors: the one-shot commands read a run config's kafka: block through the same decoder as
+// `tidemark run` (issue 10's per-key errors): one sorted line per bad key, named by its full key, and the same 1 MiB
+// cap on --config.
+func TestLagKafkaConfigErrors(t *testing.T) {
+	p := writeConfig(t, "kafka:\n  brokers: [a:1]\n  sasl: {mechanism: PLAIN, user: u, password: p, zzz: 1, aaa: 2}\n  tls: {enabled: yes-please}\n")
+	_, err := loadKafkaConfig(p, nil, noEnv, "tidemark-lag")
+	want := "config: kafka.sasl.aaa: unknown key (a typo, or an option of another version?)\n" +
+		"kafka.sasl.zzz: unknown key (a typo, or an option of another version?)\n" +
+		"kafka.tls.enabled: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v\nwant prefix %q", err, want)
+	}
+	if _, err := loadKafkaConfig("/dev/zero", nil, noEnv, "tidemark-lag"); !errors.Is(err, errTooLarge) {
+		t.Fatalf("--config /dev/zero: got %v, want errTooLarge", err)
 	}
 }
