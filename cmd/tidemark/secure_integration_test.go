@@ -401,14 +401,15 @@ func TestLagWithSecureConfigs(t *testing.T) {
 	// The plaintext stack's address, which the shell also has, must not be what answers: the commands below reach
 	// the cluster only through the file or the flags.
 	t.Setenv("TIDEMARK_KAFKA_BROKERS", "127.0.0.1:1")
+	// group, type, topic, subtopology, partition 0: committed 2, end 5, lag 3
+	wantRow := regexp.MustCompile(group + `\s+classic\s+` + topic + `\s+-\s+0\s+2\s+5\s+3\s`)
 	for name, path := range map[string]string{"scram": s.SCRAMConfig, "oauth": s.OAuthConfig, "mtls": s.MTLSConfig} {
 		t.Run(name, func(t *testing.T) {
 			out, err := runLag(t, "--config", path, "--group", group)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// committed 2, end 5, lag 3
-			if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+			if !wantRow.MatchString(out) {
 				t.Fatalf("lag output:\n%s", out)
 			}
 		})
@@ -424,7 +425,7 @@ func TestLagWithSecureConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lag with SCRAM + TLS flags: %v", err)
 	}
-	if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+	if !wantRow.MatchString(out) {
 		t.Fatalf("lag output with SCRAM + TLS flags:\n%s", out)
 	}
 	// `lag record` reaches the cluster through the same block: one poll recorded over SCRAM + TLS, replayed by
@@ -437,7 +438,7 @@ func TestLagWithSecureConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("lag eval of the recorded timeline: %v", err)
 	}
-	if !regexp.MustCompile(group + `\s+` + topic + `\s+0\s+2\s+5\s+3\s`).MatchString(out) {
+	if !wantRow.MatchString(out) {
 		t.Fatalf("lag eval of what lag record wrote over SCRAM:\n%s", out)
 	}
 	// A wrong password through the flag: one error naming the broker and the mechanism, and no password.
