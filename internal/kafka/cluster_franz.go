@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"golang.org/x/net/proxy"
 )
 
 // sarama has no share-group (KIP-932) or streams-group (KIP-1071) RPCs. ClusterReader sends those few requests with
@@ -59,6 +61,15 @@ func franzOptions(seeds []string, conf *sarama.Config) ([]kgo.Opt, error) {
 		// Broker.Request adds this to the request's own timeout; the sarama reads bound their reads the same way.
 		kgo.RequestTimeoutOverhead(conf.Net.ReadTimeout),
 	}
+	if conf.Net.Proxy.Enable && conf.Net.Proxy.Dialer != nil {
+		// The kafka: block's TLS is a dialer (internal/kafkaconfig sets it as sarama's proxy dialer, with
+		// Net.TLS off): the kgo connections must go through the same dialer, or they would speak plaintext to a
+		// TLS listener.
+		opts = append(opts, kgo.Dialer(contextDialer(conf.Net.Proxy.Dialer)))
+		if conf.Net.TLS.Enable {
+			return nil, errors.New("franz-go transport: both a proxy dialer and Net.TLS are set")
+		}
+	}
 	if conf.Net.TLS.Enable {
 		tc := conf.Net.TLS.Config
 		if tc == nil {
@@ -95,4 +106,13 @@ func franzOptions(seeds []string, conf *sarama.Config) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// contextDialer adapts sarama's proxy dialer to kgo's: its DialContext when it has one (tlsconf.Dialer does), so a
+// cancelled request stops its handshake, else its Dial.
+func contextDialer(d proxy.Dialer) func(ctx context.Context, network, host string) (net.Conn, error) {
+	if cd, ok := d.(proxy.ContextDialer); ok {
+		return cd.DialContext
+	}
+	return func(_ context.Context, network, host string) (net.Conn, error) { return d.Dial(network, host) }
 }
