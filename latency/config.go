@@ -49,6 +49,11 @@ type Config struct {
 	// ClickHouse, live Prometheus histograms), where the sketches would be the bulk of the engine's memory and
 	// never read. Results (stages, flags, classes, Live) are the same either way.
 	NoSketches bool
+	// FixUnits converts a stamp whose unit is clearly wrong (µs or ns declared as ms, or ns declared as µs: three or
+	// six orders of magnitude too large, and once rescaled within Bounds of the record's anchor) instead of rejecting
+	// it. The stamp is flagged FlagUnitCorrected and counted in Counters.UnitCorrected by reason. Off by default:
+	// such a client is broken and should be fixed, and the rescaled value's precision is its own guess.
+	FixUnits bool
 }
 
 // SetDefaults fills zero fields with the defaults documented on each field.

@@ -42,7 +42,13 @@ const (
 	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
 	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
 	FlagUnsettled                        // a stage across two clocks rests on an offset with no drift fit yet (warm-up) and its uncertainty exceeds the accuracy target: kept out of live percentiles, not blamed as skew
+	FlagProjected                        // the monotone projection moved an end point of a stage by more than the accuracy target: that stage is not trusted (Result.Untrusted)
+	FlagUnitCorrected                    // a stamp declared in ms carried µs or ns (or one declared in µs carried ns) and Config.FixUnits converted it (Result.UnitFixed)
 )
+
+// UntrustFlags are the flags under which some stages of a record are not trusted: a live record carrying one feeds
+// only the stages [Result.Trusted] accepts to the live percentiles.
+const UntrustFlags = FlagSkewSuspected | FlagUnsettled | FlagProjected
 
 // Result is what the engine makes of one record.
 type Result struct {
@@ -63,6 +69,9 @@ type Result struct {
 	Corrected [NumMoments]float64
 	// Invalid gives the rejection reason of each present but rejected stamp (ReasonOK elsewhere).
 	Invalid [NumMoments]Reason
+	// UnitFixed gives, for each stamp Config.FixUnits converted to its real unit, the reason it would otherwise
+	// have been rejected with (ReasonMicros or ReasonNanos; ReasonOK elsewhere). FlagUnitCorrected is set with it.
+	UnitFixed [NumMoments]Reason
 	// SkewHosts lists (deduplicated, NumSkewHosts of them) the hosts blamed for skew in this record.
 	SkewHosts    [NumMoments]HostID
 	NumSkewHosts int
@@ -73,10 +82,12 @@ type Result struct {
 	// skew-suspected nor unsettled, not commit-bounded.
 	Live bool
 	// Untrusted has bit 1<<stage for each present stage that rests on a flagged pair of stamps (skew-suspected or
-	// unsettled). The other stages of a flagged record are still right: a stage between two stamps of one host
-	// (receive → processed) carries none of the offsets' uncertainty, and a cross-clock stage whose own pairs
-	// passed is unaffected by a bad pair elsewhere. A live, flagged record feeds exactly those stages to the live
-	// sketches; use [Result.Trusted] per stage. 0 when the record is not flagged.
+	// unsettled), or whose end point the monotone projection moved by more than the accuracy target
+	// max(2 ms, UncertaintyRatio × stage) (FlagProjected), or, for a stage between two stamps of one clock, whose
+	// value the projection changed at all. The other stages of a flagged record are still right: a stage between two
+	// stamps of one host (receive → processed) carries none of the offsets' uncertainty, and a cross-clock stage whose
+	// own pairs passed and whose ends stayed put is unaffected by a bad pair elsewhere. A live, flagged record feeds
+	// exactly those stages to the live sketches; use [Result.Trusted] per stage. 0 when no flag of UntrustFlags is set.
 	Untrusted uint8
 }
 
@@ -111,6 +122,9 @@ func (r *Result) Trusted(s Stage) bool {
 }
 
 func (r *Result) blame(h HostID) {
+	if h == UnknownHost {
+		return // no clock to blame: the stamp's host could not be named (a record whose leader is not known)
+	}
 	for i := 0; i < r.NumSkewHosts; i++ {
 		if r.SkewHosts[i] == h {
 			return
@@ -123,11 +137,12 @@ func (r *Result) blame(h HostID) {
 // policy is Config's flagging policy in ms; driftMax is MaxDriftPPM as a fraction.
 type policy struct{ tolMs, floorMs, ratio, driftMax float64 }
 
-// unsettledFloorMs replaces UncertaintyFloor for a cross-clock stage whose offset has no drift fit yet: the
-// accuracy target itself (max(2 ms, 2 %), docs/latency.md). Settled bounds are conservative (their true error is a
-// fraction of the bound, so the 5 ms floor is safe); during warm-up the error approaches the bound, so a stage is
-// kept out only when its uncertainty could miss the target.
-const unsettledFloorMs = 2
+// accuracyFloorMs is the floor of the accuracy target max(2 ms, 2 % of the stage) (docs/latency.md). It replaces
+// UncertaintyFloor for a cross-clock stage whose offset has no drift fit yet: settled bounds are conservative (their
+// true error is a fraction of the bound, so the 5 ms floor is safe); during warm-up the error approaches the bound,
+// so a stage is kept out only when its uncertainty could miss the target. It is also how far the monotone
+// projection may move a stage's end point before the stage stops being trusted.
+const accuracyFloorMs = 2
 
 // timeline is one record's valid stamps with their offsets, ready for correction.
 type timeline struct {
@@ -157,7 +172,8 @@ func correct(tl *timeline, pol policy, out *Result) {
 	c := &out.Corrected // corrected time per moment, valid where chain has its bit
 	monotone := true
 	prev := Moment(NumMoments)
-	var bad uint8 // bit m: the pair (previous present moment, m) was flagged
+	var bad uint8     // bit m: the pair (previous present moment, m) was flagged
+	var viaFree uint8 // bit m: that pair has an end whose offset is unknown or ambiguous
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
@@ -173,6 +189,9 @@ func correct(tl *timeline, pol policy, out *Result) {
 		if prev < NumMoments {
 			if checkPair(tl, pol, prev, m, c[m]-c[prev], out) {
 				bad |= 1 << m
+				if tl.res[prev].free() || r.free() {
+					viaFree |= 1 << m
+				}
 			}
 			if c[m] < c[prev] {
 				monotone = false
@@ -230,34 +249,69 @@ func correct(tl *timeline, pol policy, out *Result) {
 		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
 	}
 	out.Stages, out.Has = st, has
-	if bad != 0 {
-		out.Untrusted = untrusted(tl, c, bad, first, end, has)
+	if bad != 0 || !monotone {
+		var moved uint8
+		out.Untrusted, moved = untrusted(tl, pol, c, bad, viaFree, first, end, has, &st)
+		if moved != 0 {
+			out.Flags |= FlagProjected
+		}
 	}
 }
 
-// untrusted returns the stages (bits of has) that span a flagged pair. A stage whose two ends one host stamped is
-// trusted unless the projection changed it: its offsets cancel, whatever their uncertainty.
-func untrusted(tl *timeline, c *[NumMoments]float64, bad uint8, first, end Moment, has uint8) uint8 {
-	var out uint8
+// untrusted returns the stages (bits of has) that cannot be trusted, and of those the ones that only the projection
+// made untrusted (moved). A stage whose two ends one clock stamped is trusted unless the projection changed it: its
+// offsets cancel, whatever their uncertainty. A cross-clock stage is untrusted when an end's offset is unknown or
+// ambiguous, when it spans a flagged pair of two known stamps, when it spans a pair flagged only because of an
+// unknown stamp in between and its own two ends fail the pair rules (checkPair) directly, or when the projection
+// moved one of its end points by more than the accuracy target max(2 ms, ratio × stage): it was moved because of
+// another pair, and its value is then the projection's, not the stamps'.
+func untrusted(tl *timeline, pol policy, c *[NumMoments]float64, bad, viaFree uint8, first, end Moment, has uint8,
+	st *[NumStages]float64) (out, moved uint8) {
 	for s := Stage(0); s < NumStages; s++ {
 		if has&(1<<s) == 0 {
 			continue
 		}
 		x, y := stageEnds(s, first, end)
-		if tl.host[x] == tl.host[y] {
-			raw := (tl.obs[y] - tl.res[y].theta) - (tl.obs[x] - tl.res[x].theta)
-			if raw >= 0 && math.Abs((c[y]-c[x])-raw) <= 1e-9*math.Max(1, raw) {
+		rx, ry := tl.obs[x]-tl.res[x].theta, tl.obs[y]-tl.res[y].theta // before the projection
+		if sameClock(tl.host[x], tl.host[y]) {
+			if raw := ry - rx; raw >= 0 && math.Abs((c[y]-c[x])-raw) <= 1e-9*math.Max(1, raw) {
 				continue
 			}
 			out |= 1 << s
+			if bad&spanBits(x, y) == 0 {
+				moved |= 1 << s
+			}
 			continue
 		}
-		if bad&spanBits(x, y) != 0 {
+		span := spanBits(x, y)
+		if tl.res[x].free() || tl.res[y].free() || bad&^viaFree&span != 0 ||
+			(viaFree&span != 0 && !pairPasses(tl, pol, x, y, ry-rx)) {
 			out |= 1 << s
+			continue
+		}
+		target := math.Max(accuracyFloorMs, pol.ratio*st[s])
+		if math.Abs(c[x]-rx) > target || math.Abs(c[y]-ry) > target {
+			out |= 1 << s
+			moved |= 1 << s
 		}
 	}
-	return out
+	return out, moved
 }
+
+// pairPasses applies checkPair's rules, without flagging or blaming, to two known stamps a < b of different clocks
+// that are not consecutive (an unknown stamp lies between them): stage is c_b − c_a before the projection.
+func pairPasses(tl *timeline, pol policy, a, b Moment, stage float64) bool {
+	ra, rb := &tl.res[a], &tl.res[b]
+	u := ra.unc + rb.unc
+	if -stage > u+pol.tolMs || u > math.Max(pol.floorMs, pol.ratio*stage) {
+		return false
+	}
+	return !((ra.unsettled || rb.unsettled) && u > math.Max(accuracyFloorMs, pol.ratio*stage))
+}
+
+// sameClock reports whether two stamps were read on one clock: the same host, and not UnknownHost (two stamps of
+// unknown hosts may be two different clocks).
+func sameClock(a, b HostID) bool { return a == b && a != UnknownHost }
 
 // stageEnds returns the moments a stage runs between; first is the first append (SourceAppend on a mirrored topic),
 // end is Processed or, commit-bounded, Commit.
@@ -285,7 +339,7 @@ func spanBits(x, y Moment) uint8 { return uint8(1)<<(y+1) - uint8(1)<<(x+1) }
 // its offset cancels in the difference whatever its uncertainty (even unknown); only the clock's rate error over
 // the stage remains, at most MaxDriftPPM × |stage|.
 func stageUnc(tl *timeline, pol policy, a, b Moment, stage float64) float64 {
-	if tl.host[a] == tl.host[b] {
+	if sameClock(tl.host[a], tl.host[b]) {
 		return pol.driftMax * math.Abs(stage)
 	}
 	return tl.res[a].unc + tl.res[b].unc
@@ -298,25 +352,41 @@ func stageUnc(tl *timeline, pol policy, a, b Moment, stage float64) float64 {
 //
 // Rigid runs reduce to plain isotonic regression: with run k starting at y_k, spanning len_k, and L_k the summed
 // spans of the runs before it, the order constraints y_k + len_k <= y_{k+1} are exactly z_k <= z_{k+1} for
-// z_k = y_k − L_k. Each run weighs the sum of its stamps' weights 1/(u² + 0.25) (unknown or ambiguous: ~0).
+// z_k = y_k − L_k. Each run weighs the sum of its stamps' weights 1/(u² + 0.25).
+//
+// A run whose offset is unknown or ambiguous is free: its uncorrected reading says nothing about where it lies on
+// the reference clock, so it takes no part in the weighted fit (it must not pull the known stamps, however
+// uncertain they are) and then moves only as far as order requires: to the nearest end of the interval the
+// projected known runs around it allow, never into the middle of it. Consecutive free runs are first made monotone
+// among themselves (unweighted pool-adjacent-violators; the clamped solution of that is the bounded isotonic fit).
 func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
 	var z, w, span [NumMoments]float64
 	var runOf [NumMoments]int // run index per moment
 	var first [NumMoments]Moment
+	var free [NumMoments]bool
+	var nfree [NumMoments]float64
 	n := -1
 	var prev Moment = NumMoments
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
-		wt := 1e-9 // unknown or ambiguous offsets are as good as infinitely uncertain: they move, the others stay
-		if r.kind != KindUnknown && !r.ambiguous {
-			wt = 1 / (r.unc*r.unc + 0.25)
-		}
-		if n < 0 || tl.host[m] != tl.host[prev] || c[m] < c[prev] {
+		isFree := r.free()
+		if n < 0 || !sameClock(tl.host[m], tl.host[prev]) || c[m] < c[prev] {
 			n++
-			first[n], z[n], w[n], span[n] = m, c[m], 0, 0
+			first[n], z[n], w[n], span[n], free[n], nfree[n] = m, c[m], 0, 0, true, 0
 		}
-		w[n] += wt
+		// A run is free when all its stamps are; its weight is its known stamps' (or, free, how many it has).
+		if isFree {
+			nfree[n]++
+		} else {
+			if free[n] {
+				free[n], w[n] = false, 0
+			}
+			w[n] += 1 / (r.unc*r.unc + 0.25)
+		}
+		if free[n] {
+			w[n] = nfree[n]
+		}
 		span[n] = c[m] - c[first[n]]
 		runOf[m] = n
 		prev = m
@@ -327,7 +397,42 @@ func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
 		z[k] -= lens
 		lens += span[k]
 	}
-	pav(z[:n], w[:n])
+	// The known runs, fitted without the free ones.
+	var fz, fw [NumMoments]float64
+	var fixed [NumMoments]int
+	nf := 0
+	for k := 0; k < n; k++ {
+		if !free[k] {
+			fz[nf], fw[nf], fixed[nf] = z[k], w[k], k
+			nf++
+		}
+	}
+	pav(fz[:nf], fw[:nf])
+	for i := 0; i < nf; i++ {
+		z[fixed[i]] = fz[i]
+	}
+	// Each gap of free runs between two known ones (or the chain's ends): monotone among themselves, then clamped.
+	lo := math.Inf(-1)
+	for k := 0; k < n; {
+		if !free[k] {
+			lo = z[k]
+			k++
+			continue
+		}
+		j := k
+		for j < n && free[j] {
+			j++
+		}
+		hi := math.Inf(1)
+		if j < n {
+			hi = z[j]
+		}
+		pav(z[k:j], w[k:j])
+		for i := k; i < j; i++ {
+			z[i] = math.Min(math.Max(z[i], lo), hi)
+		}
+		k = j
+	}
 	var orig [NumMoments]float64
 	copy(orig[:], c[:])
 	lens = 0
@@ -349,7 +454,7 @@ func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
 func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result) bool {
 	ha, hb := tl.host[a], tl.host[b]
 	u := stageUnc(tl, pol, a, b, stage)
-	if ha == hb {
+	if sameClock(ha, hb) {
 		if -stage > u+pol.tolMs { // one clock went backwards between two of its own stamps: that host is broken
 			out.Flags |= FlagSkewSuspected
 			out.blame(ha)
@@ -364,7 +469,7 @@ func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result
 	}
 	if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
 		-stage > u+pol.tolMs || u > limit) {
-		if (ra.unsettled || rb.unsettled) && u > math.Max(unsettledFloorMs, pol.ratio*stage) {
+		if (ra.unsettled || rb.unsettled) && u > math.Max(accuracyFloorMs, pol.ratio*stage) {
 			out.Flags |= FlagUnsettled
 			return true
 		}

@@ -152,19 +152,50 @@ func (e *Engine) Offset(host HostID, at time.Time) (Offset, error) {
 	if host == RefHost {
 		return Offset{Host: h.name, Kind: KindReference, At: at}, nil
 	}
-	return h.snap.Load().offset(h.name, timeToMs(at)), nil
+	s := h.snap.Load()
+	minDelay := 0.0
+	if s.kind == KindUnknown && s.env.ok && s.env.oneSided != 0 {
+		minDelay = e.minOneWayMs(*e.hosts.Load())
+	}
+	return s.offset(h.name, timeToMs(at), minDelay), nil
 }
 
 // Offsets returns every host's estimate at reference time at, sorted by host name, the reference host included.
 func (e *Engine) Offsets(at time.Time) []Offset {
 	hs := *e.hosts.Load()
+	minDelay := e.minOneWayMs(hs)
+	atMs := timeToMs(at)
 	out := make([]Offset, 0, len(hs))
-	for id := range hs {
-		o, _ := e.Offset(HostID(id), at)
-		out = append(out, o)
+	for id, h := range hs {
+		if HostID(id) == RefHost {
+			out = append(out, Offset{Host: h.name, Kind: KindReference, At: at})
+			continue
+		}
+		out = append(out, h.snap.Load().offset(h.name, atMs, minDelay))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
 	return out
+}
+
+// MinOneWayDelay returns this network's minimum one-way delay as the probe path measures it: half the narrowest
+// probe round trip (send → acknowledgement) in the window of any bracketed broker, the delay NTP's symmetry
+// assumption gives. ok is false when no broker is bracketed. It is what [Offset.Estimate] adds to a one-sided
+// envelope.
+func (e *Engine) MinOneWayDelay() (d time.Duration, ok bool) {
+	ms := e.minOneWayMs(*e.hosts.Load())
+	return msDuration(ms), ms > 0
+}
+
+// minOneWayMs is MinOneWayDelay in ms, 0 when unknown.
+func (e *Engine) minOneWayMs(hs []*hostState) float64 {
+	rtt := math.Inf(1)
+	for _, h := range hs {
+		rtt = math.Min(rtt, h.snap.Load().minRTTMs())
+	}
+	if math.IsInf(rtt, 1) {
+		return 0
+	}
+	return math.Max(rtt, 0) / 2
 }
 
 // Path returns the path of (group, topic, partition), creating it on first use. Keep it only briefly (a batch):
@@ -376,16 +407,29 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 	*res = Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
 	var tl timeline
+	var unit uint8 // bit per moment: a stamp ToMillis took for the wrong unit, decided against the anchor below
+	var declared [NumMoments]float64
+	var guess [NumMoments]Reason
 	for m := Moment(0); m < NumMoments; m++ {
 		s := r.Stamps[m]
 		if !s.Present() {
 			continue
 		}
 		ms, why := ToMillis(s)
-		if why == ReasonOK && (s.Host < 0 || int(s.Host) >= len(hs)) {
+		if why == ReasonOK && s.Host != UnknownHost && (s.Host < 0 || int(s.Host) >= len(hs)) {
 			why = ReasonNegative // a host id this engine never issued: treat as corrupt input
 		}
-		if why != ReasonOK {
+		switch why {
+		case ReasonOK:
+		case ReasonSeconds, ReasonMicros, ReasonNanos:
+			if s.Host == UnknownHost || (s.Host >= 0 && int(s.Host) < len(hs)) {
+				unit |= 1 << m
+				declared[m], guess[m] = float64(s.Value)*msPerUnit[min(s.Unit, Nanos)], why
+				continue
+			}
+			why = ReasonNegative
+			fallthrough
+		default:
 			res.Invalid[m] = why
 			res.Flags |= FlagInvalidStamp
 			continue
@@ -420,8 +464,47 @@ func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 			}
 		}
 	}
+	for v := unit; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
+		ms, why, fixed := e.wrongUnit(m, declared[m], guess[m], anchor < NumMoments, tl.obs[min(anchor, NumMoments-1)])
+		if fixed {
+			tl.valid |= 1 << m
+			tl.obs[m], tl.host[m] = ms, r.Stamps[m].Host
+			res.UnitFixed[m] = why
+			res.Flags |= FlagUnitCorrected
+			continue
+		}
+		res.Invalid[m] = why
+		res.Flags |= FlagInvalidStamp
+	}
 	e.resolve(hs, &tl)
 	correct(&tl, e.pol, res)
+}
+
+// wrongUnit decides a stamp ToMillis took for one in the wrong unit (guess: its reason), declaredMs being its value
+// read in its declared unit. The guess is confirmed only when the rescaled value agrees with the record's anchor
+// (within Bounds): KIP-937's bound is checked first, so a value far in the future that merely looks like µs or ns
+// is ReasonTooNew (and one far in the past that looks like seconds ReasonTooOld), not a unit error. A confirmed µs or
+// ns value is converted (its ms, fixed=true) when Config.FixUnits is on; seconds never are (they lost the
+// milliseconds a stage needs). Without an anchor the guess stands and nothing is converted.
+func (e *Engine) wrongUnit(m Moment, declaredMs float64, guess Reason, hasAnchor bool, anchorMs float64) (ms float64, why Reason, fixed bool) {
+	switch {
+	case !hasAnchor:
+		return 0, guess, false
+	case declaredMs >= maxPlausibleMs*1e3: // six orders too large
+		ms = declaredMs / 1e6
+	case declaredMs >= maxPlausibleMs: // three
+		ms = declaredMs / 1e3
+	default: // seconds: three orders too small
+		ms = declaredMs * 1e3
+	}
+	if e.bounds.check(m, ms, anchorMs) != ReasonOK {
+		if guess == ReasonSeconds {
+			return 0, ReasonTooOld, false
+		}
+		return 0, ReasonTooNew, false
+	}
+	return ms, guess, guess != ReasonSeconds && e.cfg.FixUnits
 }
 
 // finish classifies a prepared result; p.mu must be held.
@@ -473,6 +556,10 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			tl.res[m].kind = KindReference // theta, unc 0: the zero timeline
 			continue
 		}
+		if tl.host[m] == UnknownHost {
+			tl.res[m].kind = KindUnknown // never enveloped: no clock to keep a window for
+			continue
+		}
 		snaps[m] = hs[tl.host[m]].snap.Load()
 		if snaps[m].two.ok {
 			snaps[m].lookup(tl.obs[m], &tl.res[m])
@@ -487,7 +574,7 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 	// Causal envelope: a stamp on a host without a two-sided estimate is bounded by the nearest stamp of a known
 	// host on each side: produce <= append means host − ref >= obs − ref(later); the later-side case mirrors it.
 	for m := Moment(0); m < Commit; m++ {
-		if !tl.has(m) || tl.res[m].kind != KindUnknown {
+		if !tl.has(m) || tl.res[m].kind != KindUnknown || tl.host[m] == UnknownHost {
 			continue
 		}
 		h := hs[tl.host[m]]

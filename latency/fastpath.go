@@ -134,7 +134,7 @@ func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, y Moment, b
 		return true
 	}
 	u, limit := ux+uy, e.pol.ratio*stage
-	if uns && u > limit && u > unsettledFloorMs {
+	if uns && u > limit && u > accuracyFloorMs {
 		*bad |= 1 << y
 	}
 	if limit < e.pol.floorMs {

@@ -34,23 +34,52 @@ func (k OffsetKind) String() string {
 // clock (the cases' convention), so corrected = observed − Offset.
 //
 // For KindBracketed, KindSynced and KindReported the true offset lies within Offset ± Uncertainty (a hard bound when
-// the inputs are true brackets and drift is linear over the window). For KindEnvelope the estimate is the causal
-// bound itself: the true offset is larger (for a host that stamps earlier moments, e.g. a producer) or smaller (a
-// host that stamps later moments) by up to the minimum one-way delay between the two hosts, which no passive
-// measurement can see; Uncertainty then counts only the anchor's uncertainty and drift extrapolation, and
-// LowerBound/UpperBound say which side the bias is on.
+// the inputs are true brackets and drift is linear over the window): [Lower, Upper]. For KindEnvelope the estimate is
+// the causal bound itself, and it bounds one side only: the true offset is larger (for a host that stamps earlier
+// moments, e.g. a producer: Upper is Unbounded) or smaller (a host that stamps later moments: Lower is -Unbounded) by
+// up to the minimum one-way delay between the two hosts, which no passive measurement can see. Uncertainty then
+// counts only how far the bound itself may be off (its anchor's uncertainty and drift extrapolation), not the
+// estimate's error; the honest interval is [Lower, Upper], and [Offset.Estimate] offers MinDelay as a documented
+// estimate of the missing side. (A host stamped between two known ones, e.g. a broker between its producer and its
+// consumer, can get a two-sided envelope: both sides then are causal bounds.)
 type Offset struct {
 	Host        string
 	Kind        OffsetKind
 	At          time.Time     // reference time the estimate is for
 	Offset      time.Duration // host − reference
-	Uncertainty time.Duration // half-width of the interval around Offset
-	DriftPPM    float64       // fitted drift of the host clock against the reference, parts per million
-	LowerBound  bool          // envelope only: the true offset is ≥ Offset
-	UpperBound  bool          // envelope only: the true offset is ≤ Offset
-	Samples     int           // bounds that reached the window since the host was first seen (repeats are skipped)
-	Steps       int           // clock steps detected (each restarted the window)
-	Suspect     bool          // inconsistent bounds are pending: a step may be under way; corrections are flagged
+	Uncertainty time.Duration // half-width of the interval around Offset (envelope: of the bound itself)
+	// Lower and Upper bound the true offset: Lower ≤ θ ≤ Upper. An open side is -Unbounded or Unbounded; both are
+	// open for KindUnknown, both 0 for the reference.
+	Lower, Upper time.Duration
+	// MinDelay is, for a one-sided envelope, this network's minimum one-way delay as the probe path measures it: half
+	// the narrowest probe round trip in the window of any bracketed broker (the NTP symmetry assumption). 0 when no
+	// broker is bracketed, and for every other kind.
+	MinDelay time.Duration
+	DriftPPM float64 // fitted drift of the host clock against the reference, parts per million
+	Samples  int     // bounds that reached the window since the host was first seen (repeats are skipped)
+	Steps    int     // clock steps detected (each restarted the window)
+	Suspect  bool    // inconsistent bounds are pending: a step may be under way; corrections are flagged
+}
+
+// Unbounded is the open side of an [Offset] interval: Upper = Unbounded or Lower = -Unbounded.
+const Unbounded = time.Duration(math.MaxInt64)
+
+// OneSided reports whether the interval is open on exactly one side (a one-sided causal envelope).
+func (o Offset) OneSided() bool { return (o.Lower == -Unbounded) != (o.Upper == Unbounded) }
+
+// Estimate returns the best point estimate of the offset and whether it rests on MinDelay: for a one-sided envelope
+// with a measured minimum delay, the bound moved by MinDelay toward its open side (a producer's true offset is its
+// lower bound plus the smallest produce → append delay in the window, which the probe path's smallest one-way delay
+// estimates; a consumer's mirrors it). It is an estimate, not a bound: the producer's network may be slower than the
+// collector's. Otherwise it is Offset.
+func (o Offset) Estimate() (time.Duration, bool) {
+	switch {
+	case o.MinDelay <= 0 || !o.OneSided():
+		return o.Offset, false
+	case o.Upper == Unbounded:
+		return o.Offset + o.MinDelay, true
+	}
+	return o.Offset - o.MinDelay, true
 }
 
 // Bracket is one probe round trip: the collector sent a record at Send and got the acknowledgement at Ack (both on
@@ -205,6 +234,10 @@ type resolved struct {
 	unsettled  bool // the estimate has no drift fit yet (warm-up): its cross-clock stages are held to the accuracy target
 }
 
+// free reports whether the stamp's reading says nothing about where it lies on the reference clock: its offset is
+// unknown, or it falls in a step's ambiguity. The projection then moves it only as far as order requires.
+func (r *resolved) free() bool { return r.kind == KindUnknown || r.ambiguous }
+
 // lookup returns the offset that applies to a stamp read as obsMs on this host. The reference time of the stamp is
 // approximated by obsMs − θ (offsets are tiny against the window, so one iteration suffices). A stamp before a
 // detected step uses the pre-step fit; a stamp whose host reading could belong to either side is ambiguous.
@@ -237,22 +270,43 @@ func (s *hostSnap) lookup(obsMs float64, r *resolved) {
 	}
 }
 
-// offset renders the snapshot as an Offset at reference time atMs.
-func (s *hostSnap) offset(name string, atMs float64) Offset {
-	o := Offset{Host: name, At: msToTime(atMs), Samples: s.samples, Steps: s.steps, Suspect: !math.IsInf(s.suspectAt, 1)}
+// offset renders the snapshot as an Offset at reference time atMs; minDelayMs is the probe path's minimum one-way
+// delay (ms, 0 when unknown), reported with one-sided envelopes.
+func (s *hostSnap) offset(name string, atMs, minDelayMs float64) Offset {
+	o := Offset{Host: name, At: msToTime(atMs), Samples: s.samples, Steps: s.steps, Suspect: !math.IsInf(s.suspectAt, 1),
+		Lower: -Unbounded, Upper: Unbounded}
 	var seg segment
 	switch {
 	case s.two.ok:
 		seg, o.Kind = s.two, s.kind
 	case s.env.ok:
 		seg, o.Kind = s.env, KindEnvelope
-		o.LowerBound, o.UpperBound = seg.oneSided > 0, seg.oneSided < 0
 	default:
 		return o
 	}
 	th, u := seg.eval(atMs)
-	o.Offset = time.Duration(th * float64(time.Millisecond))
-	o.Uncertainty = time.Duration(u * float64(time.Millisecond))
+	o.Offset = msDuration(th)
+	o.Uncertainty = msDuration(u)
 	o.DriftPPM = seg.slope * 1e6
+	if seg.oneSided <= 0 {
+		o.Upper = msDuration(th + u)
+	}
+	if seg.oneSided >= 0 {
+		o.Lower = msDuration(th - u)
+	}
+	if seg.oneSided != 0 && minDelayMs > 0 {
+		o.MinDelay = msDuration(minDelayMs)
+	}
 	return o
 }
+
+// minRTTMs is the narrowest probe round trip (ms) among the buckets of a bracketed window, +Inf when it has none: a
+// bracket [R − A, R + 1 − S] is A − S + 1 ms wide.
+func (s *hostSnap) minRTTMs() float64 {
+	if s.kind != KindBracketed || !s.two.ok {
+		return math.Inf(1)
+	}
+	return s.two.minWidth - 1
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

@@ -149,7 +149,7 @@ func TestEnvelopeStepDown(t *testing.T) {
 	feed(0, 40*time.Second)
 	o, _ := e.Offset(p, base.Add(40*time.Second))
 	// The envelope is the bound itself: true offset minus the minimum delay (1 ms).
-	if o.Kind != KindEnvelope || !o.LowerBound || math.Abs(durMs(o.Offset)-(theta-1)) > 0.01 {
+	if o.Kind != KindEnvelope || o.Upper != Unbounded || o.Lower == -Unbounded || math.Abs(durMs(o.Offset)-(theta-1)) > 0.01 {
 		t.Fatalf("before the step: %+v, want a lower-bound envelope at %v ms", o, theta-1)
 	}
 	theta -= 500

@@ -194,8 +194,9 @@ func TestSketchRoundTrip(t *testing.T) {
 }
 
 // TestProjectKeepsSameHostGaps: on random timelines, the projection is monotone, keeps every gap between
-// consecutive stamps of one host that did not run backwards, and equals plain pool-adjacent-violators when every
-// stamp has its own host.
+// consecutive stamps of one host that did not run backwards, and, when every stamp has its own host, equals plain
+// pool-adjacent-violators over the known stamps, with each gap of unknown stamps made monotone among themselves
+// and then clamped between the known stamps around it (an unknown stamp moves only as far as order requires).
 func TestProjectKeepsSameHostGaps(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 3))
 	for iter := 0; iter < 20000; iter++ {
@@ -220,16 +221,16 @@ func TestProjectKeepsSameHostGaps(t *testing.T) {
 		orig = c
 		project(&tl, chain, &c)
 		prev := Moment(NumMoments)
-		var y, w []float64
+		var ky, kw []float64 // known stamps
+		var ms []Moment
 		for m := Moment(0); m < Commit; m++ {
 			if chain&(1<<m) == 0 {
 				continue
 			}
-			wt := 1e-9
+			ms = append(ms, m)
 			if tl.res[m].kind != KindUnknown {
-				wt = 1 / (tl.res[m].unc*tl.res[m].unc + 0.25)
+				ky, kw = append(ky, orig[m]), append(kw, 1/(tl.res[m].unc*tl.res[m].unc+0.25))
 			}
-			y, w = append(y, orig[m]), append(w, wt)
 			if prev < NumMoments {
 				if c[m] < c[prev]-1e-9 {
 					t.Fatalf("iter %d: not monotone at %v: %v", iter, m, c)
@@ -241,16 +242,39 @@ func TestProjectKeepsSameHostGaps(t *testing.T) {
 			}
 			prev = m
 		}
-		if distinct {
-			pav(y, w)
-			i := 0
-			for m := Moment(0); m < Commit; m++ {
-				if chain&(1<<m) != 0 {
-					if math.Abs(c[m]-y[i]) > 1e-9 {
-						t.Fatalf("iter %d: distinct hosts: project %v, pav %v", iter, c, y)
-					}
-					i++
-				}
+		if !distinct {
+			continue
+		}
+		pav(ky, kw)
+		want := map[Moment]float64{}
+		ki := 0
+		lo := math.Inf(-1)
+		for i := 0; i < len(ms); {
+			if tl.res[ms[i]].kind != KindUnknown {
+				want[ms[i]], lo = ky[ki], ky[ki]
+				ki++
+				i++
+				continue
+			}
+			j := i
+			var gy, gw []float64
+			for j < len(ms) && tl.res[ms[j]].kind == KindUnknown {
+				gy, gw = append(gy, orig[ms[j]]), append(gw, 1)
+				j++
+			}
+			hi := math.Inf(1)
+			if ki < len(ky) {
+				hi = ky[ki]
+			}
+			pav(gy, gw)
+			for k := i; k < j; k++ {
+				want[ms[k]] = math.Min(math.Max(gy[k-i], lo), hi)
+			}
+			i = j
+		}
+		for _, m := range ms {
+			if math.Abs(c[m]-want[m]) > 1e-9 {
+				t.Fatalf("iter %d: distinct hosts: project %v, want %v", iter, c, want)
 			}
 		}
 	}

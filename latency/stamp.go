@@ -55,6 +55,12 @@ type HostID int32
 // RefHost is the reference clock (the collector's). Stamps taken on it need no correction.
 const RefHost HostID = 0
 
+// UnknownHost stamps a moment whose clock cannot be named: e.g. a LogAppendTime whose partition leader at append time
+// is not known (docs/latency.md, "Whose clock stamped the append"). Its offset is unknown and never estimated (two
+// such stamps may come from two different clocks, so no envelope is fitted and no two of them count as one clock);
+// the projection moves it only as far as order requires, its pairs are skew-suspected and no host is blamed.
+const UnknownHost HostID = -1
+
 // Stamp is one moment as read on one host's clock. Value counts Unit since the Unix epoch on Host's clock. The zero
 // Stamp (Value 0) means "not observed" and is silently absent; Value -1 is Kafka's NO_TIMESTAMP and is invalid.
 type Stamp struct {

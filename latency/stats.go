@@ -24,6 +24,12 @@ type Counters struct {
 	CommitBound   uint64
 	// Unsettled counts records kept out of live percentiles because an offset had no drift fit yet (warm-up).
 	Unsettled uint64
+	// Projected counts records flagged FlagProjected: the monotone projection moved a stage's end point by more
+	// than the accuracy target, so that stage stayed out of live percentiles.
+	Projected uint64
+	// UnitCorrected counts stamps Config.FixUnits converted to their real unit, by moment and by the reason they
+	// would have been rejected with (ReasonMicros, ReasonNanos).
+	UnitCorrected [NumMoments][NumReasons]uint64
 }
 
 func (c *Counters) add(o *Counters) {
@@ -43,6 +49,12 @@ func (c *Counters) add(o *Counters) {
 	c.Envelope += o.Envelope
 	c.CommitBound += o.CommitBound
 	c.Unsettled += o.Unsettled
+	c.Projected += o.Projected
+	for m := range c.UnitCorrected {
+		for r := range c.UnitCorrected[m] {
+			c.UnitCorrected[m][r] += o.UnitCorrected[m][r]
+		}
+	}
 }
 
 // sketches are a path's latency distributions, all in ms; all nil before the path's first record, and always with
@@ -123,13 +135,23 @@ func (p *Path) count(res *Result) bool {
 	if res.Flags&FlagUnsettled != 0 {
 		c.Unsettled++
 	}
+	if res.Flags&FlagProjected != 0 {
+		c.Projected++
+	}
+	if res.Flags&FlagUnitCorrected != 0 {
+		for m, why := range res.UnitFixed {
+			if why != ReasonOK {
+				c.UnitCorrected[m][why]++
+			}
+		}
+	}
 	switch {
 	case res.Class == ClassReplay:
 		if !math.IsNaN(res.SinceRewindMs) && p.sk.kept() {
 			p.sk.sinceRewind.Add(res.SinceRewindMs)
 		}
-	case res.Class != ClassLive || res.Flags&FlagCommitBound != 0 && res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
-	case res.Flags&(FlagSkewSuspected|FlagUnsettled) != 0:
+	case res.Class != ClassLive || res.Flags&FlagCommitBound != 0 && res.Flags&UntrustFlags != 0:
+	case res.Flags&UntrustFlags != 0:
 		// A live record with a flagged pair: its stages that do not rest on that pair are still right.
 		for has := res.Has &^ res.Untrusted; has != 0 && p.sk.kept(); has &= has - 1 {
 			s := bits.TrailingZeros8(has)

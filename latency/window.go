@@ -45,6 +45,7 @@ type segment struct {
 	k              float64 // 1 / (1 + slope), for at
 	c0             float64 // (slope·t0 − mid)·k, for at
 	settled        bool    // the drift is known: fitted from this window, or carried over a step
+	minWidth       float64 // width of the narrowest two-sided bound in the window (+Inf without one)
 }
 
 // at returns the offset that applies to a host reading obs (ms, host clock) and its uncertainty. The reading's
@@ -343,10 +344,14 @@ func (w *window) refit() {
 
 	t0 := to
 	L, H := math.Inf(-1), math.Inf(1)
+	minWidth := math.Inf(1)
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
+		}
+		if !math.IsNaN(k.bestAt) {
+			minWidth = math.Min(minWidth, k.bestHi-k.bestLo)
 		}
 		if !math.IsInf(k.lo, 0) {
 			L = math.Max(L, k.lo+slope*(t0-k.loAt))
@@ -357,7 +362,7 @@ func (w *window) refit() {
 	}
 	slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
 	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: math.Min(slopeErr, w.cfg.extrapRate),
-		k: 1 / (1 + slope), settled: settled}
+		k: 1 / (1 + slope), settled: settled, minWidth: minWidth}
 	driftUnc := slopeErr * (to - from) / 2
 	switch {
 	case !math.IsInf(L, 0) && !math.IsInf(H, 0):

@@ -185,7 +185,7 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 		fed = res.Has
 		rep.Live++
 	case res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 &&
-		res.Flags&(latency.FlagSkewSuspected|latency.FlagUnsettled) != 0:
+		res.Flags&latency.UntrustFlags != 0:
 		fed = res.Has &^ res.Untrusted
 	}
 	if tr.Class != latency.ClassLive {
