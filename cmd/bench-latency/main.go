@@ -1,7 +1,8 @@
 // Command bench-latency runs the latency simulator over fixed named scenarios (package latency/sim), prints a table,
 // and prints as its last line one JSON object with the figures issue 3 asks for: corrected-stage error p99 for
 // bracketed, synced and envelope-only hosts, negative stages, replay precision and recall, and the throughput ratio
-// of the full pipeline against a naive baseline measured in the same run.
+// of the full pipeline against a naive baseline measured in the same run; and issue 16's: the corrected-stage error
+// after a leader failover to a broker whose clock differs by seconds (failover_err_p99_ms).
 //
 //	go run ./cmd/bench-latency [-strict]
 //
@@ -34,14 +35,26 @@ type summary struct {
 	SyncedErrP99Norm         float64 `json:"synced_err_p99_norm"`
 	EnvelopeErrP99MsMinusMin float64 `json:"envelope_err_p99_ms_minus_min_delay"`
 	EnvelopeMinDelayMs       float64 `json:"envelope_min_delay_ms"`
-	NegativeStages           int     `json:"negative_stages"`
-	SumMismatches            int     `json:"sum_mismatches"`
-	ReplayPrecision          float64 `json:"replay_precision"`
-	ReplayRecall             float64 `json:"replay_recall"`
-	ClassAccuracy            float64 `json:"class_accuracy"`
-	FlaggedFraction          float64 `json:"flagged_fraction"`
-	LiveExcludedRatio        float64 `json:"live_excluded_ratio"`
-	LiveStageExcludedRatio   float64 `json:"live_stage_excluded_ratio"`
+	// Failover scenario: error p99 of every stage fed to the live sketches, of records appended from the failover
+	// on and before it; target: after ≤ 2 ms, within the same bound as before.
+	FailoverErrP99Ms        float64 `json:"failover_err_p99_ms"`
+	FailoverErrP99Norm      float64 `json:"failover_err_p99_norm"`
+	PreFailoverErrP99Ms     float64 `json:"pre_failover_err_p99_ms"`
+	FailoverLiveExcludedAft float64 `json:"failover_live_excluded_ratio"`
+	// The same failover with appends attributed to the leader a 30 s metadata cache sees at handling time: the
+	// error of what is still trusted (target ≤ 2 ms: misattributed stamps must be flagged, not trusted) and the share
+	// of live records kept out.
+	StaleLeaderErrP99Ms     float64 `json:"failover_stale_leader_err_p99_ms"`
+	StaleLeaderErrP99Norm   float64 `json:"failover_stale_leader_err_p99_norm"`
+	StaleLeaderLiveExcluded float64 `json:"failover_stale_leader_live_excluded_ratio"`
+	NegativeStages          int     `json:"negative_stages"`
+	SumMismatches           int     `json:"sum_mismatches"`
+	ReplayPrecision         float64 `json:"replay_precision"`
+	ReplayRecall            float64 `json:"replay_recall"`
+	ClassAccuracy           float64 `json:"class_accuracy"`
+	FlaggedFraction         float64 `json:"flagged_fraction"`
+	LiveExcludedRatio       float64 `json:"live_excluded_ratio"`
+	LiveStageExcludedRatio  float64 `json:"live_stage_excluded_ratio"`
 	// LiveExcludedByScenario is live_excluded_ratio per scenario.
 	LiveExcludedByScenario map[string]float64 `json:"live_excluded_ratio_by_scenario"`
 	Records                int                `json:"records"`
@@ -81,7 +94,7 @@ func run(out *os.File) (summary, error) {
 	var s summary
 	var bracketed, synced, envelope, syncedNorm, bracketedNorm []float64
 	var confusion [latency.NumClasses][latency.NumClasses]int
-	flagged, trueLive, liveExcluded, liveStages, stagesExcluded := 0, 0, 0, 0, 0
+	flagged, trueLive, liveExcluded, liveStages, stagesExcluded, counted := 0, 0, 0, 0, 0, 0
 	s.LiveExcludedByScenario = map[string]float64{}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\trecords\tlive\tflagged\twarm-up\tlive excl\tstage excl\treplay\tredeliv\tbackfill\tingest p99\tdelivery p99\te2e p99\tworst norm p99\tneg\tsum≠\tengine\t")
@@ -104,6 +117,14 @@ func run(out *os.File) (summary, error) {
 			}
 		}
 		switch sc.Name {
+		case "failover":
+			s.FailoverErrP99Ms, s.FailoverErrP99Norm = p99(rep.AfterFailover.Abs), p99(rep.AfterFailover.Norm)
+			s.PreFailoverErrP99Ms = p99(rep.BeforeFailover.Abs)
+			s.FailoverLiveExcludedAft = math.Round(rep.LiveExcludedRatio()*1e5) / 1e5
+			synced, syncedNorm = append(synced, pooled...), append(syncedNorm, pooledNorm...)
+		case "failover-stale-leader":
+			s.StaleLeaderErrP99Ms, s.StaleLeaderErrP99Norm = p99(rep.AfterFailover.Abs), p99(rep.AfterFailover.Norm)
+			s.StaleLeaderLiveExcluded = math.Round(rep.LiveExcludedRatio()*1e5) / 1e5
 		case "bracketed":
 			bracketed, bracketedNorm = append(bracketed, pooled...), append(bracketedNorm, pooledNorm...)
 		case "envelope":
@@ -120,11 +141,16 @@ func run(out *os.File) (summary, error) {
 				confusion[t][p] += rep.Confusion[t][p]
 			}
 		}
-		flagged += rep.Flagged
-		trueLive, liveExcluded = trueLive+rep.TrueLive, liveExcluded+rep.LiveExcluded
-		liveStages, stagesExcluded = liveStages+rep.TrueLiveStages, stagesExcluded+rep.LiveStagesExcluded
 		s.LiveExcludedByScenario[sc.Name] = math.Round(rep.LiveExcludedRatio()*1e5) / 1e5
+		if sc.LeaderCacheTTL == 0 { // the stale-leader demonstration is not a deployment to count exclusions over
+			flagged += rep.Flagged
+			trueLive, liveExcluded = trueLive+rep.TrueLive, liveExcluded+rep.LiveExcluded
+			liveStages, stagesExcluded = liveStages+rep.TrueLiveStages, stagesExcluded+rep.LiveStagesExcluded
+		}
 		s.Records += rep.Records
+		if sc.LeaderCacheTTL == 0 {
+			counted += rep.Records
+		}
 		s.NegativeStages += rep.NegativeStages
 		s.SumMismatches += rep.SumMismatch
 		pred := func(c latency.Class) int {
@@ -150,7 +176,7 @@ func run(out *os.File) (summary, error) {
 	s.EnvelopeErrP99MsMinusMin = p99(envelope)
 	s.ReplayPrecision, s.ReplayRecall = precisionRecall(confusion)
 	s.ClassAccuracy = accuracy(confusion)
-	s.FlaggedFraction = float64(flagged) / float64(max(s.Records, 1))
+	s.FlaggedFraction = float64(flagged) / float64(max(counted, 1))
 	s.LiveExcludedRatio = float64(liveExcluded) / float64(max(trueLive, 1))
 	s.LiveStageExcludedRatio = float64(stagesExcluded) / float64(max(liveStages, 1))
 
@@ -173,6 +199,7 @@ func run(out *os.File) (summary, error) {
 		tp.pipeline, tp.baseline, tp.records, tp.rounds)
 
 	s.TargetsMet = s.BracketedErrP99Norm <= 1 && s.SyncedErrP99Norm <= 1 && s.EnvelopeErrP99MsMinusMin <= 2 &&
+		s.FailoverErrP99Norm <= 1 && s.StaleLeaderErrP99Norm <= 1 &&
 		s.NegativeStages == 0 && s.ReplayPrecision >= 0.999 && s.ReplayRecall >= 0.999 && s.ThroughputRatio >= 0.5
 	s.ElapsedSeconds = math.Round(time.Since(began).Seconds()*100) / 100
 	return s, nil

@@ -63,6 +63,7 @@ type Truth struct {
 	Ingest, QueueWait, Processing, Delivery, E2E float64
 	Class                                        latency.Class
 	ProducerHost, BrokerHost, ConsumerHost       int
+	AppendMs                                     float64 // true append time, reference ms
 }
 
 // Flow is a generated scenario: host names, observations in the order the collector sees them, and truths.
@@ -98,8 +99,45 @@ func (f *Flow) TrueOffset(h int, ref float64) float64 { return f.clocks[h].trueO
 type simRecord struct {
 	produce, append float64 // reference ms
 	producer        int
+	broker          int // the host that appended it: the leader of its epoch
 	produceStamp    Stamp
 	appendStamp     int64
+}
+
+// leaderAt returns which broker (index) leads, at reference time t (ms), the partitions broker b leads by
+// preference, and from when they accept appends again if t falls in a failover's election.
+func (f *Flow) leaderAt(b int, t float64) (leader int, availableAt float64) {
+	start := msOf(f.Scenario.Start)
+	for _, fo := range f.Scenario.Failovers {
+		at := start + float64(fo.At)/1e6
+		if fo.From == b && t >= at && t < at+float64(fo.For)/1e6 {
+			return fo.To, at + float64(fo.Election)/1e6
+		}
+	}
+	return b, t
+}
+
+// cachedAt returns when the LeaderCacheTTL cache that answers at reference time t (ms) was last refreshed.
+func (f *Flow) cachedAt(t float64) float64 {
+	sc := f.Scenario
+	ttl := float64(sc.LeaderCacheTTL) / 1e6
+	phase := msOf(sc.Start)
+	if len(sc.Failovers) > 0 {
+		phase += float64(sc.Failovers[0].At)/1e6 - 5000
+	}
+	return phase + math.Floor((t-phase)/ttl)*ttl
+}
+
+// brokerDown reports whether broker b is failed at reference time t (ms): its probes go unanswered.
+func (f *Flow) brokerDown(b int, t float64) bool {
+	start := msOf(f.Scenario.Start)
+	for _, fo := range f.Scenario.Failovers {
+		at := start + float64(fo.At)/1e6
+		if fo.From == b && t >= at && t < at+float64(fo.For)/1e6 {
+			return true
+		}
+	}
+	return false
 }
 
 // Generate builds the scenario's flow deterministically from its seed.
@@ -130,6 +168,14 @@ func Generate(sc Scenario) (*Flow, error) {
 	}
 	for i := 0; i < sc.Brokers; i++ {
 		addHost(RoleBroker, fmt.Sprintf("broker-%d", i))
+		if i < len(sc.BrokerOffsets) {
+			f.clocks[len(f.clocks)-1].offset = float64(sc.BrokerOffsets[i]) / 1e6
+		}
+	}
+	for _, fo := range sc.Failovers {
+		if fo.From < 0 || fo.From >= sc.Brokers || fo.To < 0 || fo.To >= sc.Brokers || fo.From == fo.To {
+			return nil, fmt.Errorf("generate scenario %q: failover from broker %d to %d of %d", sc.Name, fo.From, fo.To, sc.Brokers)
+		}
 	}
 	for i := 0; i < sc.Consumers; i++ {
 		addHost(RoleConsumer, fmt.Sprintf("consumer-%d", i))
@@ -164,6 +210,9 @@ func Generate(sc Scenario) (*Flow, error) {
 		h := hostIndex(RoleBroker, b)
 		for t := start + r.Float64()*float64(sc.ProbeInterval)/1e6; t < end; t += float64(sc.ProbeInterval) / 1e6 {
 			out, back, handle := sc.OneWay.draw(r), sc.OneWay.draw(r), r.Float64()*0.3
+			if f.brokerDown(b, t+out) {
+				continue // failed: the probe goes unanswered (the probe path counts it lost)
+			}
 			remote := int64(math.Floor(f.clocks[h].read(t + out + handle)))
 			ack := t + out + handle + back
 			f.Obs = append(f.Obs, Observation{At: ack, Kind: ObsBracket, Host: h, Send: t, Ack: ack, Remote: remote, Truth: -1})
@@ -242,7 +291,7 @@ func Generate(sc Scenario) (*Flow, error) {
 func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func(Role, int) int,
 	stampOn func(Mode, int, float64, latency.Unit) Stamp) {
 	sc := f.Scenario
-	broker := hostIndex(RoleBroker, p%sc.Brokers)
+	preferred := p % sc.Brokers
 	var recs []simRecord
 	lastAppend := math.Inf(-1)
 	produceUnit := latency.Nanos // instrumented producers write a ns produce-time header
@@ -253,12 +302,18 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 	for t := start + r.ExpFloat64()/sc.Rate*1e3; t < end; t += r.ExpFloat64() / sc.Rate * 1e3 {
 		prod := hostIndex(RoleProducer, r.IntN(sc.Producers))
 		app := math.Max(lastAppend, t+sc.OneWay.draw(r)+r.Float64()*0.3)
+		leader, avail := f.leaderAt(preferred, app)
+		if app < avail { // an election is under way: the producer's retry is appended by the new leader
+			app = avail
+			leader, _ = f.leaderAt(preferred, app)
+		}
+		broker := hostIndex(RoleBroker, leader)
 		lastAppend = app
 		f.MinIngest = math.Min(f.MinIngest, app-t)
 		if sc.Producer == ModeReported {
 			produceReports = append(produceReports, f.reportAt(prod, t))
 		}
-		recs = append(recs, simRecord{produce: t, append: app, producer: prod,
+		recs = append(recs, simRecord{produce: t, append: app, producer: prod, broker: broker,
 			produceStamp: stampOn(sc.Producer, prod, t, produceUnit),
 			appendStamp:  int64(math.Floor(f.clocks[broker].read(app)))})
 	}
@@ -352,7 +407,7 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 		ch := hostIndex(RoleConsumer, cons)
 		tr := Truth{Partition: p, Offset: pos, Ingest: rec.append - rec.produce, QueueWait: recv - rec.append,
 			Processing: proc - recv, Delivery: proc - rec.append, E2E: proc - rec.produce,
-			ProducerHost: rec.producer, BrokerHost: broker, ConsumerHost: ch}
+			ProducerHost: rec.producer, BrokerHost: rec.broker, ConsumerHost: ch, AppendMs: rec.append}
 		switch {
 		case pos >= processedNext && sc.NewGroupAt > 0 && rec.append < groupStart:
 			tr.Class = latency.ClassBackfill
@@ -367,7 +422,11 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 		receiptAt = math.Max(receiptAt, proc+sc.OneWay.draw(r))
 		o := Observation{At: receiptAt, Kind: ObsRecord, Partition: p, Offset: pos, Truth: len(f.Truths)}
 		o.Stamps[latency.Produce] = rec.produceStamp
-		o.Stamps[latency.Append] = Stamp{Host: broker, Value: rec.appendStamp, Unit: latency.Millis}
+		o.Stamps[latency.Append] = Stamp{Host: rec.broker, Value: rec.appendStamp, Unit: latency.Millis}
+		if sc.LeaderCacheTTL > 0 {
+			l, _ := f.leaderAt(preferred, f.cachedAt(receiptAt))
+			o.Stamps[latency.Append].Host = hostIndex(RoleBroker, l)
+		}
 		if sc.WithReceive {
 			o.Stamps[latency.Receive] = stampOn(sc.Consumer, ch, recv, latency.Nanos)
 		}

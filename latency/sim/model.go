@@ -77,6 +77,17 @@ type Rebalance struct {
 	Downtime  time.Duration
 }
 
+// Failover is a partition leader failover: at At broker From fails (its probes go unanswered) and the leadership of
+// every partition it led moves to broker To, after Election during which those partitions accept no append (the
+// producers retry, so records produced meanwhile are appended by To when it takes over). After For, From is back
+// and takes its leaderships again (preferred leader election). Records appended before the failover keep From's
+// append stamp however late they are consumed: they carry From's leader epoch.
+type Failover struct {
+	From, To int
+	At, For  time.Duration
+	Election time.Duration
+}
+
 // Scenario is one simulated deployment.
 type Scenario struct {
 	Name        string
@@ -104,6 +115,14 @@ type Scenario struct {
 	// NewGroupAt > 0 makes the group new: it appears at Start+NewGroupAt with no commit and reads from the earliest
 	// offset, so records appended before that are a backfill.
 	NewGroupAt time.Duration
+	// BrokerOffsets, when set, fixes the brokers' clock offsets at the start (index = broker) instead of drawing them.
+	BrokerOffsets []time.Duration
+	Failovers     []Failover
+	// LeaderCacheTTL > 0 attributes append stamps as collectors did before leader epochs were used: to the leader a
+	// metadata cache refreshed every LeaderCacheTTL sees when the record is handled (the cache is refreshed 5 s
+	// before the first failover, so for LeaderCacheTTL − 5 s after it the new leader's stamps are read as the old
+	// one's). The truth keeps the real leader.
+	LeaderCacheTTL time.Duration
 }
 
 // host is a simulated clock.

@@ -63,6 +63,10 @@ type Report struct {
 	// OffsetErr samples |estimated − true offset| (ms) of every non-reference host once per simulated second, by the
 	// kind of estimate, after a warm-up of the first 10 s.
 	OffsetErr [latency.KindReference + 1]Errors
+	// BeforeFailover and AfterFailover pool the stage errors (as Stage) of records appended before and from the
+	// scenario's first failover on; both empty without one.
+	BeforeFailover, AfterFailover Errors
+	failoverAt                    float64 // reference ms of the first failover, +Inf without one
 }
 
 // Run feeds a flow's observations, in order, into a fresh engine built from cfg, and scores the results.
@@ -79,7 +83,10 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 	for p := range paths {
 		paths[p] = e.Path("sim", "t", int32(p))
 	}
-	rep := &Report{Scenario: f.Scenario.Name, MinIngest: f.MinIngest, Engine: e}
+	rep := &Report{Scenario: f.Scenario.Name, MinIngest: f.MinIngest, Engine: e, failoverAt: math.Inf(1)}
+	for _, fo := range f.Scenario.Failovers {
+		rep.failoverAt = math.Min(rep.failoverAt, msOf(f.Scenario.Start)+float64(fo.At)/1e6)
+	}
 	conv := func(s Stamp) latency.Stamp {
 		if s.Value == 0 {
 			return latency.Stamp{}
@@ -205,8 +212,16 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 			continue
 		}
 		d := math.Abs(v - truth[s])
+		norm := d / math.Max(2, 0.02*truth[s])
 		rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
-		rep.Stage[s].Norm = append(rep.Stage[s].Norm, d/math.Max(2, 0.02*truth[s]))
+		rep.Stage[s].Norm = append(rep.Stage[s].Norm, norm)
+		if !math.IsInf(rep.failoverAt, 1) {
+			side := &rep.BeforeFailover
+			if tr.AppendMs >= rep.failoverAt {
+				side = &rep.AfterFailover
+			}
+			side.Abs, side.Norm = append(side.Abs, d), append(side.Norm, norm)
+		}
 	}
 }
 

@@ -25,7 +25,12 @@ func base(name string, seed uint64) Scenario {
 //   - replay: synced, with two rewinds, two rebalances and a pause of every partition;
 //   - backfill: synced, a new group appears after a minute and reads from the earliest offset;
 //   - reported: producers and consumers sync themselves every 10 s (best of 8) and report offset ± uncertainty in
-//     every header and receipt, the collector's receipts path.
+//     every header and receipt, the collector's receipts path;
+//   - failover: synced; at 60 s broker 0 (clock +1.5 s) fails and its partitions' leadership moves, after a 300 ms
+//     election, to broker 1 (clock −1.5 s: 3 s apart), for a minute; then broker 0 is back and leads again. Append
+//     stamps carry the leader of their epoch, as the collector attributes them;
+//   - failover-stale-leader: the same, with appends attributed to the leader a 30 s metadata cache sees when the
+//     record is handled (what collectors did before leader epochs): those stamps are flagged, never trusted wrong.
 func Scenarios() []Scenario {
 	br := base("bracketed", 1)
 	br.Producer, br.Consumer = ModeReference, ModeReference
@@ -56,5 +61,14 @@ func Scenarios() []Scenario {
 	re.Producer, re.Consumer = ModeReported, ModeReported
 	re.SyncInterval = 10 * time.Second
 
-	return []Scenario{br, sy, en, st, rp, bf, re}
+	fo := base("failover", 8)
+	fo.BrokerOffsets = []time.Duration{1500 * time.Millisecond, -1500 * time.Millisecond, 400 * time.Millisecond}
+	fo.Failovers = []Failover{{From: 0, To: 1, At: 60 * time.Second, For: time.Minute, Election: 300 * time.Millisecond}}
+
+	// The same failover with appends attributed the old way, to the leader a 30 s metadata cache sees at handling
+	// time: for 25 s broker 1's stamps are corrected with broker 0's clock, 3 s off. No trusted stage may show it.
+	fs := fo
+	fs.Name, fs.LeaderCacheTTL = "failover-stale-leader", 30*time.Second
+
+	return []Scenario{br, sy, en, st, rp, bf, re, fo, fs}
 }

@@ -84,3 +84,67 @@ func TestRunFeedsOnlyObservables(t *testing.T) {
 		t.Error("empty scenario accepted")
 	}
 }
+
+// TestFailoverScenario: the failover scenario's flow attributes every append to the leader of its epoch (broker 0
+// before 60 s and after 120 s, broker 1 in between, never during the 300 ms election), so records appended before the
+// failover keep broker 0's stamp however late they are received; and the engine's error after the failover stays
+// within the target, as before it.
+func TestFailoverScenario(t *testing.T) {
+	var sc Scenario
+	for _, s := range Scenarios() {
+		if s.Name == "failover" {
+			sc = s
+		}
+	}
+	if sc.Name == "" {
+		t.Fatal("no failover scenario")
+	}
+	sc.Partitions = 3
+	f, err := Generate(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := msOf(sc.Start)
+	b0, b1 := sc.Producers, sc.Producers+1
+	var early, during, late, crossed int
+	for _, o := range f.Obs {
+		if o.Kind != ObsRecord || o.Partition != 0 {
+			continue
+		}
+		tr := f.Truths[o.Truth]
+		at := tr.AppendMs - start
+		host := o.Stamps[latency.Append].Host
+		want := b0
+		if at >= 60000 && at < 120000 {
+			want = b1
+		}
+		if at >= 60000 && at < 60300 {
+			t.Fatalf("record %d appended during the election, at %.1f ms", o.Offset, at)
+		}
+		if host != want || tr.BrokerHost != want {
+			t.Fatalf("record %d appended at %.1f ms stamped by host %d (truth %d), want %d", o.Offset, at, host, tr.BrokerHost, want)
+		}
+		switch {
+		case at < 60000:
+			early++
+			if o.At-start >= 60000 {
+				crossed++ // appended by broker 0, received after it failed
+			}
+		case at < 120000:
+			during++
+		default:
+			late++
+		}
+	}
+	if early == 0 || during == 0 || late == 0 || crossed == 0 {
+		t.Fatalf("partition 0: %d records before, %d during, %d after the failover, %d across it; want all > 0", early, during, late, crossed)
+	}
+	rep, err := Run(f, latency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.AfterFailover.Abs) == 0 || rep.AfterFailover.NormQuantile(0.99) > 1 || rep.BeforeFailover.NormQuantile(0.99) > 1 {
+		t.Errorf("error p99 before %.3f ms, after %.3f ms (%d samples after); want both within max(2 ms, 2 %%)",
+			rep.BeforeFailover.Quantile(0.99), rep.AfterFailover.Quantile(0.99), len(rep.AfterFailover.Abs))
+	}
+}
