@@ -12,16 +12,24 @@
 #   kafka.sh env                print export lines for a running cluster
 #   kafka.sh stop-node I        stop broker I only (fault tests: leader failover, broker restart)
 #   kafka.sh start-node I       start broker I again on its existing data and wait until the cluster answers
+#   kafka.sh add-node I         format and start a new broker I (> the brokers started) in the running cluster
 #
 # Env: TIDEMARK_KAFKA_VERSION (4.4.0), TIDEMARK_KAFKA_PORT (19092; broker i listens on PORT+i-1),
-#      TIDEMARK_KAFKA_CONTROLLER_PORT (19192), TIDEMARK_KAFKA_SASL_PORT / _OAUTH_PORT / _MTLS_PORT (PORT+200, +300,
-#      +400; broker i on each +i-1), TIDEMARK_STATE_DIR, TIDEMARK_CACHE_DIR.
+#      TIDEMARK_KAFKA_NODE_PORTS (comma-separated PLAINTEXT ports of brokers 1, 2, ...: overrides PORT+i-1 where
+#      given), TIDEMARK_KAFKA_CONTROLLER_PORT (19192), TIDEMARK_KAFKA_SASL_PORT / _OAUTH_PORT / _MTLS_PORT (PORT+200,
+#      +300, +400; broker i on each +i-1), TIDEMARK_STATE_DIR, TIDEMARK_CACHE_DIR,
+#      TIDEMARK_KAFKA_FAKETIME ("I:OFFSET,...", e.g. "2:+3s": broker I runs under libfaketime with its wall clock
+#      shifted by OFFSET, the skewed-broker tests; needs Debian's faketime),
+#      TIDEMARK_KAFKA_RACKS ("I:RACK,...": broker.rack of broker I; rack-aware tests),
+#      TIDEMARK_KAFKA_READY_TIMEOUT (seconds a start waits for readiness, default 90; a faketime'd broker on a busy
+#      machine can take minutes).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
 KAFKA_VERSION="${TIDEMARK_KAFKA_VERSION:-4.4.0}"
 KAFKA_LIB="$TIDEMARK_CACHE_DIR/kafka-$KAFKA_VERSION/lib"
 KDIR="$TIDEMARK_STATE_DIR/kafka"
+READY_TIMEOUT="${TIDEMARK_KAFKA_READY_TIMEOUT:-90}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 need_java() {
@@ -54,15 +62,33 @@ running_count() {
   echo "$n"
 }
 
-bootstrap() { # bootstrap N [BASE]: broker i at BASE + i - 1 (BASE: the PLAINTEXT port)
-  local n=$1 base=${2:-$KAFKA_PORT} out=""
-  for i in $(seq 1 "$n"); do out+="${out:+,}$TIDEMARK_HOST:$((base + i - 1))"; done
+# node_port I: the PLAINTEXT port of broker I (TIDEMARK_KAFKA_NODE_PORTS' I-th entry, else KAFKA_PORT+I-1).
+node_port() {
+  local ports p
+  IFS=, read -r -a ports <<<"${TIDEMARK_KAFKA_NODE_PORTS:-}"
+  p=${ports[$(($1 - 1))]:-}
+  echo "${p:-$((KAFKA_PORT + $1 - 1))}"
+}
+
+# node_setting VAR I: the value for broker I in a "I:VALUE,..." list, empty when none.
+node_setting() {
+  local item
+  IFS=, read -r -a items <<<"${!1:-}"
+  for item in "${items[@]}"; do [[ ${item%%:*} == "$2" ]] && { echo "${item#*:}"; return 0; }; done
+  return 0
+}
+
+bootstrap() { # bootstrap N [BASE]: broker i at BASE + i - 1 (a secure listener's port), else its PLAINTEXT node_port
+  local n=$1 base=${2:-} out=""
+  for i in $(seq 1 "$n"); do
+    if [[ -n $base ]]; then out+="${out:+,}$TIDEMARK_HOST:$((base + i - 1))"; else out+="${out:+,}$TIDEMARK_HOST:$(node_port "$i")"; fi
+  done
   echo "$out"
 }
 
 write_node_config() {
-  local id=$1 dir=$2 roles=$3 secure=$4 listeners advertised protocols
-  listeners="PLAINTEXT://$TIDEMARK_HOST:$((KAFKA_PORT + id - 1))"
+  local id=$1 dir=$2 roles=$3 secure=$4 listeners advertised protocols rack
+  listeners="PLAINTEXT://$TIDEMARK_HOST:$(node_port "$id")"
   advertised=$listeners
   protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
   if [[ $secure -eq 1 ]]; then
@@ -72,13 +98,15 @@ write_node_config() {
     protocols+=",SASL_SSL:SASL_SSL,OAUTH:SASL_SSL,MTLS:SSL"
   fi
   [[ $roles == *controller* ]] && listeners+=",CONTROLLER://$TIDEMARK_HOST:$CONTROLLER_PORT"
+  rack=$(node_setting TIDEMARK_KAFKA_RACKS "$id")
   cat >"$dir/server.properties" <<CFG
 process.roles=$roles
 node.id=$id
 controller.quorum.voters=1@$TIDEMARK_HOST:$CONTROLLER_PORT
 controller.listener.names=CONTROLLER
 listeners=$listeners
-advertised.listeners=$advertised
+advertised.listeners=$advertised${rack:+
+broker.rack=$rack}
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=$protocols
 log.dirs=$dir/data
@@ -168,7 +196,7 @@ start() {
   fi
   install
   require_free_port "$CONTROLLER_PORT" "Kafka controller (TIDEMARK_KAFKA_CONTROLLER_PORT)"
-  for i in $(seq 1 "$n"); do require_free_port $((KAFKA_PORT + i - 1)) "Kafka broker $i (TIDEMARK_KAFKA_PORT)"; done
+  for i in $(seq 1 "$n"); do require_free_port "$(node_port "$i")" "Kafka broker $i (TIDEMARK_KAFKA_PORT)"; done
   local format_args=()
   if [[ $secure -eq 1 ]]; then
     for i in $(seq 1 "$n"); do
@@ -187,6 +215,7 @@ start() {
   cluster_id=$(java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)
   [[ -n "$cluster_id" ]] || die "kafka storage tool could not make a cluster id (is $KAFKA_LIB complete?)"
   echo "$n" >"$KDIR/brokers"
+  echo "$cluster_id" >"$KDIR/cluster-id"
   [[ $secure -eq 1 ]] && touch "$KDIR/secure"
   for i in $(seq 1 "$n"); do
     local dir="$KDIR/node-$i" roles=broker
@@ -199,7 +228,7 @@ start() {
   done
   for i in $(seq 1 "$n"); do launch_node "$i"; done
   log "waiting for $n Kafka broker(s) on $(bootstrap "$n")"
-  if ! wait_until 90 "Kafka brokers" ready "$n"; then
+  if ! wait_until "$READY_TIMEOUT" "Kafka brokers" ready "$n"; then
     for i in $(seq 1 "$n"); do tail -n 5 "$KDIR/node-$i/server.log" "$KDIR/node-$i/stdout.log" >&2 2>/dev/null || true; done
     stop
     die "Kafka did not become ready; logs are in $KDIR"
@@ -208,14 +237,56 @@ start() {
 }
 
 # launch_node I: start the JVM of node I in its own session (so a stop never hits our caller) and record its pid.
+# A node named in TIDEMARK_KAFKA_FAKETIME runs under libfaketime: its wall clock (LogAppendTime) is shifted, its
+# monotonic clock is not (the JVM's timers must keep working).
 launch_node() {
-  local dir="$KDIR/node-$1"
+  local dir="$KDIR/node-$1" shift_by wrap=()
+  shift_by=$(node_setting TIDEMARK_KAFKA_FAKETIME "$1")
+  if [[ -n $shift_by ]]; then
+    # libfaketime preloaded into the JVM itself (not the faketime wrapper, which forks: the pid file must name the
+    # JVM so that stop-node stops it). Monotonic clocks stay real (DONT_FAKE_MONOTONIC is 0.9.10's name for it):
+    # faking them costs the JVM ~15 µs per System.nanoTime and a broker minutes to start. Measured here:
+    # System.currentTimeMillis 0.23 µs plain, 2 µs preloaded like this, 11-17 µs with the MT variant.
+    local lib
+    lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketime\.so') ||
+      die "TIDEMARK_KAFKA_FAKETIME needs libfaketime (Debian: apt-get install faketime)"
+    wrap=(env LD_PRELOAD="$lib" FAKETIME="$shift_by" DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_FAKE_MONOTONIC=1)
+    echo "$shift_by" >"$dir/faketime"
+  else
+    rm -f "$dir/faketime"
+  fi
   # The allowed-URLs property (Kafka >= 3.9.1) limits which JWKS endpoints the OAUTHBEARER validator may fetch.
-  setsid java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+  setsid "${wrap[@]}" java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
       -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="http://$TIDEMARK_HOST:$OIDC_PORT/jwks" \
       -Dlog4j2.configurationFile="file:$dir/log4j2.properties" -cp "$KAFKA_LIB/*" \
       kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
+}
+
+# add_node I: a new broker joins the running cluster: formatted with the cluster's id, started, and counted. In a
+# --secure cluster it gets the secure listeners too (the SCRAM users are already in the cluster's metadata).
+add_node() {
+  local id=$1 n dir="$KDIR/node-$1" secure=0
+  [[ $id =~ ^[1-9]$ ]] || die "add-node takes a node number 1 to 9, got $id"
+  [[ -f "$KDIR/cluster-id" ]] || die "no running cluster in $KDIR to add node $id to"
+  [[ ! -e "$dir" ]] || die "Kafka node $id already exists in $KDIR"
+  n=$(cat "$KDIR/brokers")
+  [[ $id -eq $((n + 1)) ]] || die "add-node $id: the cluster has $n brokers, the next is $((n + 1))"
+  require_free_port "$(node_port "$id")" "Kafka broker $id (TIDEMARK_KAFKA_PORT / TIDEMARK_KAFKA_NODE_PORTS)"
+  if [[ -f "$KDIR/secure" ]]; then
+    secure=1
+    require_free_port $((SASL_PORT + id - 1)) "Kafka SASL_SSL listener $id (TIDEMARK_KAFKA_SASL_PORT)"
+    require_free_port $((OAUTH_PORT + id - 1)) "Kafka OAUTHBEARER listener $id (TIDEMARK_KAFKA_OAUTH_PORT)"
+    require_free_port $((MTLS_PORT + id - 1)) "Kafka mTLS listener $id (TIDEMARK_KAFKA_MTLS_PORT)"
+  fi
+  mkdir -p "$dir/data"
+  write_node_config "$id" "$dir" broker "$secure"
+  java -cp "$KAFKA_LIB/*" kafka.tools.StorageTool format -t "$(cat "$KDIR/cluster-id")" -c "$dir/server.properties" \
+    >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting storage of Kafka node $id failed"; }
+  launch_node "$id"
+  echo "$id" >"$KDIR/brokers"
+  wait_until "$READY_TIMEOUT" "Kafka node $id" ready "$id" || die "Kafka node $id did not join; see $dir/server.log"
+  log "Kafka node $id joined: $(bootstrap "$id")"
 }
 
 stop_node() {
@@ -229,7 +300,7 @@ start_node() {
   launch_node "$1"
   local n
   n=$(cat "$KDIR/brokers")
-  wait_until 90 "Kafka node $1" ready "$n" || die "Kafka node $1 did not rejoin; see $KDIR/node-$1/server.log"
+  wait_until "$READY_TIMEOUT" "Kafka node $1" ready "$n" || die "Kafka node $1 did not rejoin; see $KDIR/node-$1/server.log"
   log "Kafka node $1 is back"
 }
 
@@ -258,5 +329,6 @@ case "${1:-}" in
   env) env_lines ;;
   stop-node) stop_node "${2:?node number}" ;;
   start-node) start_node "${2:?node number}" ;;
-  *) die "usage: kafka.sh install|start [--brokers N] [--secure]|stop|env|stop-node I|start-node I" ;;
+  add-node) add_node "${2:?node number}" ;;
+  *) die "usage: kafka.sh install|start [--brokers N] [--secure]|stop|env|stop-node I|start-node I|add-node I" ;;
 esac
