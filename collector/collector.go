@@ -121,14 +121,20 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	defer conn.prod.Close()
 	defer conn.meta.Close()
+	if conn.admin != nil {
+		defer conn.admin.Close()
+	}
 	c.setup.ok()
 	c.started.Store(true)
 	prod, meta := conn.prod, conn.meta
 	brokers := conn.client.Brokers()
 	c.deps.dlq = &KafkaDeadLetters{Producer: prod, Topic: c.cfg.DeadLetterTopic}
 	c.deps.meta = meta
+	c.deps.appends = conn.appends
+	defer conn.appends.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return conn.appends.Run(gctx) })
 	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
 		g.Go(func() error {
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
@@ -146,6 +152,12 @@ func (c *Collector) Run(ctx context.Context) error {
 		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
 		group(c.cfg.Probe.Group, []string{c.cfg.Probe.Topic}, false, 0, p.HandleBatch, p.Assigned)
 		g.Go(func() error { return p.RunSender(gctx) })
+		if conn.admin != nil {
+			pl := &probePlanner{admin: conn.admin, topic: c.cfg.Probe.Topic, rf: c.cfg.Probe.Replication,
+				interval: c.cfg.Probe.ReconcileInterval, settle: min(30*time.Second, c.cfg.Probe.ReconcileInterval/2),
+				metrics: c.opts.Metrics, log: c.opts.Logger, added: p.rejoin, assigned: p.ensureAssigned}
+			g.Go(func() error { return pl.run(gctx) })
+		}
 	}
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
@@ -198,6 +210,9 @@ type kafkaConn struct {
 	client *kafkaconfig.Client // every consumer and producer's sarama config comes from it
 	prod   *kafka.Producer
 	meta   *kafka.Metadata
+	admin  *kafka.TopicAdmin // nil unless the probe topic planner runs
+	// appends places offsets in leader epochs: whose clock stamped a LogAppendTime.
+	appends *kafka.AppendLeaders
 }
 
 // connect resolves the kafka: block (re-reading its password, secret and certificate files, so a corrected file
@@ -237,7 +252,21 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 		prod.Close()
 		return nil, err
 	}
-	return &kafkaConn{client: kc, prod: prod, meta: meta}, nil
+	conn := &kafkaConn{client: kc, prod: prod, meta: meta}
+	if conn.appends, err = kafka.NewAppendLeaders(brokers, kc.Sarama(), 100*time.Millisecond, 2*time.Second, c.opts.Logger); err != nil {
+		prod.Close()
+		meta.Close()
+		return nil, err
+	}
+	if c.cfg.Probe.Enabled && c.cfg.Probe.ReconcileInterval > 0 {
+		if conn.admin, err = kafka.NewTopicAdmin(brokers, kc.Sarama()); err != nil {
+			prod.Close()
+			meta.Close()
+			conn.appends.Close()
+			return nil, err
+		}
+	}
+	return conn, nil
 }
 
 // Ready returns nil while the collector runs and its sink acknowledges rows; else why not: still connecting to

@@ -83,6 +83,12 @@ type ProbeConfig struct {
 	// Partitions of the probe topic when the collector creates it: 0 means one per broker, each led by a different
 	// broker.
 	Partitions int32 `yaml:"partitions"`
+	// ReconcileInterval is how often the probe topic's layout is reconciled so that every live broker leads one of
+	// its partitions (partitions added, replicas reassigned, preferred leaders elected; default 2m; 0 is the
+	// default, a negative value turns the planner off: the layout then stays as created).
+	ReconcileInterval time.Duration `yaml:"reconcile_interval"`
+	// Replication of the partitions the planner adds (default 3, at most the live brokers).
+	Replication int `yaml:"replication"`
 }
 
 // TapConfig configures the tap path.
@@ -120,6 +126,10 @@ func (c *Config) SetDefaults() {
 	}
 	defd(&c.Probe.Interval, time.Second)
 	defd(&c.Probe.LossTimeout, 10*time.Second)
+	defd(&c.Probe.ReconcileInterval, 2*time.Minute)
+	if c.Probe.Replication == 0 {
+		c.Probe.Replication = 3
+	}
 	if c.Tap.SampleRate == 0 {
 		c.Tap.SampleRate = 1
 	}
@@ -180,6 +190,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Probe.Partitions < 0 {
 		bad("probe.partitions", "must be >= 0, got %d", c.Probe.Partitions)
+	}
+	if c.Probe.ReconcileInterval > 0 && c.Probe.ReconcileInterval < time.Second {
+		bad("probe.reconcile_interval", "must be >= 1s (or negative: off), got %v", c.Probe.ReconcileInterval)
+	}
+	if c.Probe.Replication < 1 || c.Probe.Replication > 32767 {
+		bad("probe.replication", "must be in [1, 32767], got %d", c.Probe.Replication)
 	}
 	if c.Tap.Enabled && len(c.Tap.Topics) == 0 {
 		bad("tap.topics", "the tap is enabled but no topics are listed")

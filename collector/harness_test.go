@@ -160,6 +160,7 @@ type running struct {
 	st      *store.Store
 	metrics *Metrics
 	col     *Collector
+	engine  *latency.Engine
 }
 
 // start runs a collector writing through a store at addr (nil: the server itself) with writer settings mod.
@@ -191,7 +192,7 @@ func (e *env) start(addr []string, mod func(*store.WriterConfig)) *running {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m, col: c}
+	r := &running{cancel: cancel, done: make(chan error, 1), writer: w, st: st, metrics: m, col: c, engine: eng}
 	go func() { r.done <- c.Run(ctx) }()
 	// Run creates the receipts topic first thing; applications started before that would lose receipts.
 	e.waitTopicReady(e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)
@@ -227,6 +228,13 @@ func (e *env) app(n int, pSkew, cSkew, procDelay time.Duration) {
 // appOn is app on another source topic (3 partitions).
 func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration) {
 	e.t.Helper()
+	e.produceApp(source, n, pSkew)
+	e.consumeApp(source, 3, sarama.OffsetOldest, n, cSkew, procDelay)
+}
+
+// produceApp produces n instrumented records to source (producer host p1 with clock skew pSkew).
+func (e *env) produceApp(source string, n int, pSkew time.Duration) {
+	e.t.Helper()
 	pc := testenv.SaramaConfig(e.t)
 	pc.Producer.Interceptors = []sarama.ProducerInterceptor{
 		instrument.NewProducerInterceptor(instrument.ProducerConfig{Host: "p1", Clock: instrument.OffsetClock(time.Now, pSkew)}),
@@ -243,7 +251,13 @@ func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration)
 		e.t.Fatal(err)
 	}
 	_ = prod.Close()
+}
 
+// consumeApp consumes n records of source's first partitions partitions, from offset from (sarama.OffsetOldest: the
+// start) on, as group "app" on host c1 (clock skew cSkew), processing each for procDelay and emitting receipts to
+// the receipts topic.
+func (e *env) consumeApp(source string, partitions int32, from int64, n int, cSkew, procDelay time.Duration) {
+	e.t.Helper()
 	ec := testenv.SaramaConfig(e.t)
 	ec.Producer.Idempotent = true
 	ec.Net.MaxOpenRequests = 1
@@ -266,8 +280,8 @@ func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	got := 0
-	for p := int32(0); p < 3; p++ {
-		pcons, err := cons.ConsumePartition(source, p, sarama.OffsetOldest)
+	for p := int32(0); p < partitions; p++ {
+		pcons, err := cons.ConsumePartition(source, p, from)
 		if err != nil {
 			e.t.Fatal(err)
 		}

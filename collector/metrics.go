@@ -49,6 +49,13 @@ type Metrics struct {
 	ProbeLost          *prometheus.CounterVec   // broker
 	ProbeDup           *prometheus.CounterVec   // broker
 	ProbeLatency       *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
+	// ProbePlanActions counts the probe topic planner's changes: add_partition, reassign, elect.
+	ProbePlanActions *prometheus.CounterVec // action
+	// ProbePlanErrors counts probe topic reconciles that failed (retried at the next interval).
+	ProbePlanErrors prometheus.Counter
+	// AppendLeaderUnknown counts LogAppendTime stamps whose appending broker (the leader of the record's epoch)
+	// could not be known: they are corrected with no broker's clock and flagged.
+	AppendLeaderUnknown prometheus.Counter
 	// E2ELatency is the corrected end-to-end latency (s) of live receipts only (latency.Result.Live), by group and
 	// topic, with trace-id exemplars: what the SLO burn-rate rules in deploy/prometheus read.
 	E2ELatency *prometheus.HistogramVec // group, topic
@@ -145,6 +152,12 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help:    "Probe latency per broker: ingest (send to corrected append), delivery (corrected append to receive), rtt (send to ack).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"broker", "stage"}),
+		ProbePlanActions: cv("tidemark_probe_topic_changes_total",
+			"Changes the probe topic planner made so that every live broker leads a probe partition: add_partition, reassign, elect.", "action"),
+		ProbePlanErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_probe_topic_reconcile_errors_total",
+			Help: "Probe topic reconciles that failed (retried at the next interval)."}),
+		AppendLeaderUnknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_append_leader_unknown_total",
+			Help: "LogAppendTime stamps whose appending broker (the leader of the record's leader epoch) could not be known; their stages are flagged."}),
 		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_e2e_latency_seconds",
 			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.",
@@ -164,7 +177,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
 			reg.MustRegister(c)
 		}
 	}

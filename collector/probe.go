@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -37,10 +38,16 @@ type Probe struct {
 	ready       chan struct{} // closed once the consumer has its first assignment
 	readyOnce   sync.Once
 
-	// mu guards inflight and seq.
+	// mu guards inflight, seq, assigned and restart.
 	mu       sync.Mutex
 	inflight map[probeKey]*probeState
 	seq      uint64
+	// assigned are the probe topic's partitions the consumer was assigned in its current session: only those are
+	// probed (a probe to a partition nobody reads would be counted lost). nil until the first assignment.
+	assigned map[int32]bool
+	// restart ends the consumer's current session (the latest batch's Restart), so that it re-joins and is assigned
+	// partitions the planner added.
+	restart func(error)
 	// leaders is the last partition → leader map the sender could read; only RunSender's goroutine uses it.
 	leaders map[int32]int32
 }
@@ -65,9 +72,40 @@ func newProbe(d *pathDeps, topic string, interval, lossTimeout time.Duration, se
 		ready: make(chan struct{}), inflight: map[probeKey]*probeState{}, seq: uint64(d.clock().UnixMicro())}
 }
 
-// Assigned is the consumer's OnAssigned hook: probes are sent only once the consumer will see them, so the first
-// probes are not counted lost.
-func (p *Probe) Assigned(map[string][]int32) { p.readyOnce.Do(func() { close(p.ready) }) }
+// Assigned is the consumer's OnAssigned hook: probes are sent only once, and only to partitions, the consumer will
+// see, so neither the first probes nor those to a partition just added are counted lost.
+func (p *Probe) Assigned(claims map[string][]int32) {
+	m := make(map[int32]bool, len(claims[p.topic]))
+	for _, part := range claims[p.topic] {
+		m[part] = true
+	}
+	p.mu.Lock()
+	p.assigned = m
+	p.mu.Unlock()
+	p.readyOnce.Do(func() { close(p.ready) })
+}
+
+// ensureAssigned makes the consumer re-join when it was assigned fewer than partitions partitions of the probe
+// topic: partitions the planner added that a session began too early (or on stale metadata) to see.
+func (p *Probe) ensureAssigned(partitions int) {
+	p.mu.Lock()
+	short := p.assigned != nil && len(p.assigned) < partitions
+	p.mu.Unlock()
+	if short {
+		p.rejoin()
+	}
+}
+
+// rejoin makes the probe consumer re-join its group (after the planner added partitions, so that it is assigned
+// them now rather than at sarama's next metadata refresh).
+func (p *Probe) rejoin() {
+	p.mu.Lock()
+	restart := p.restart
+	p.mu.Unlock()
+	if restart != nil {
+		restart(errors.New("probe topic partitions added"))
+	}
+}
 
 // RunSender sends probes every interval and sweeps lost ones until ctx ends.
 func (p *Probe) RunSender(ctx context.Context) error {
@@ -95,18 +133,30 @@ func (p *Probe) RunSender(ctx context.Context) error {
 
 func (p *Probe) sendRound(ctx context.Context) {
 	leaders, err := p.sender.Leaders(p.topic)
-	if err != nil || len(leaders) == 0 {
+	switch {
+	case len(leaders) == 0:
 		// The cluster cannot be read (brokers down): probe the last known leaders anyway. Their sends fail or go
 		// unanswered and count as lost after the loss timeout, so an outage shows as probe loss instead of as a
 		// silence in which nothing is sent and nothing is lost.
 		p.log.Warn("probe leaders; probing the last known ones", "topic", p.topic, "err", err)
 		leaders = p.leaders
-	} else {
+	case err != nil:
+		// Some partitions have no leader (every replica down): the others are probed; a broker that left stops
+		// being probed, and counted lost, once its partitions are led by others.
+		p.log.Warn("probe leaders of some partitions", "topic", p.topic, "err", err)
+		p.leaders = leaders
+	default:
 		p.leaders = leaders
 	}
+	p.mu.Lock()
+	assigned := p.assigned
+	p.mu.Unlock()
 	for part, broker := range leaders {
 		if ctx.Err() != nil {
 			return
+		}
+		if assigned != nil && !assigned[part] {
+			continue // not read by our consumer yet (a partition just added): it would only count as lost
 		}
 		p.mu.Lock()
 		p.seq++
@@ -180,6 +230,11 @@ const probeLen = 1 + 8 + 8
 // HandleBatch is the probe consumer's kafka.BatchHandler.
 func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 	p.metrics.Records.WithLabelValues(PathProbe).Add(float64(len(b.Records)))
+	if b.Restart != nil {
+		p.mu.Lock()
+		p.restart = b.Restart
+		p.mu.Unlock()
+	}
 	var rows store.Rows
 	var bad []kafka.Record
 	var errs []error
@@ -209,6 +264,21 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		appendMs := rec.Timestamp.UnixMilli()
 		st.row.AppendMs, st.row.ReceiveMs, st.row.Status = appendMs, recv.UnixMilli(), store.ProbeOK
 		st.row.E2EMs = recv.Sub(st.send).Milliseconds()
+		// The broker that appended the probe stamped it: the leader of its epoch, which is the leader the sender
+		// read only if leadership did not move in between (the producer follows a failover by itself).
+		p.mu.Unlock()
+		host, _, appender := p.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
+		p.mu.Lock()
+		if appender < 0 {
+			// Whose clock stamped it cannot be known: no bracket (it would bound the wrong broker), no corrected stage.
+			st.row.Flags |= uint32(latency.FlagOffsetUnknown)
+			rows.Probe = append(rows.Probe, st.row)
+			p.mu.Unlock()
+			continue
+		}
+		if appender != st.row.BrokerID {
+			st.row.BrokerID, st.broker = appender, host
+		}
 		// The append happened between send and ack on our clock (or, if the probe came back before the ack was
 		// processed, before the receive): a two-sided bound of the broker's offset.
 		upper := st.ack

@@ -16,7 +16,8 @@ import (
 )
 
 // TopicInfo answers what the paths need to know about source topics (internal/kafka's Metadata satisfies it): the
-// leader broker whose clock stamped a LogAppendTime, and what a topic's timestamps mean. Topic never blocks: a name
+// partition's current leader, and what a topic's timestamps mean. Whose clock stamped a LogAppendTime is not the
+// current leader's but that of the leader of the record's epoch: see appendLeaders. Topic never blocks: a name
 // being looked up answers kafka.TopicPending, and Await's channel closes when its lookup settles.
 type TopicInfo interface {
 	Topic(name string) *kafka.TopicView
@@ -30,6 +31,7 @@ type pathDeps struct {
 	sink    Sink
 	dlq     DeadLetters
 	meta    TopicInfo
+	appends appendLeaders // whose clock stamped a LogAppendTime (nil: unknown)
 	metrics *Metrics
 	clock   func() time.Time
 	log     *slog.Logger
@@ -356,7 +358,7 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			errs = append(errs, err)
 			continue
 		}
-		rb.rows.Latency = p.rows(rb.rows.Latency, part, off, buf, now, &cache, len(b.Records))
+		rb.rows.Latency = p.rows(ctx, rb.rows.Latency, part, off, buf, now, &cache, len(b.Records))
 	}
 	if len(bad) > 0 {
 		if err := p.deadLetter(ctx, PathReceipts, bad, errs); err != nil {
@@ -371,7 +373,7 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 
 // rows appends to dst the rows of the receipts rs decoded from the record at offset of receipts partition part,
 // remembering them until acknowledged (pendingRows). hint sizes a first allocation.
-func (p *Receipts) rows(dst []store.LatencyRow, part int32, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
+func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, part int32, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
 	start := len(dst)
 	for j := range rs {
 		if j == 0 || rs[j].Group != rs[j-1].Group {
@@ -380,7 +382,7 @@ func (p *Receipts) rows(dst []store.LatencyRow, part int32, off int64, rs []inst
 		if dst == nil { // most records of a batch hold as many receipts as the first
 			dst = make([]store.LatencyRow, 0, len(rs)*hint)
 		}
-		dst = append(dst, p.row(&rs[j], now, cache))
+		dst = append(dst, p.row(ctx, &rs[j], now, cache))
 	}
 	p.pending.put(part, off, dst[start:])
 	return dst
@@ -466,7 +468,7 @@ func (rb *receiptBatch) release() bool {
 }
 
 // batchCache keeps, across the receipts of one batch, what consecutive receipts almost always share (they come
-// from one source partition): the engine path, the partition's leader and timestamp type, host ids, and the class
+// from one source partition): the engine path, the topic's timestamp type, host ids, and the class
 // counts, added to the metrics once per batch instead of once per receipt.
 type batchCache struct {
 	group, topic string
@@ -474,9 +476,6 @@ type batchCache struct {
 	valid        bool
 	path         *latency.Path
 	tt           instrument.TimestampType
-	leader       int32
-	broker       string // brokerHost(leader)
-	brokerID     latency.HostID
 	createHost   string // producer@topic
 	live         *liveSeries
 	liveFull     bool             // live is nil because collector.max_live_series pairs have series
@@ -517,12 +516,12 @@ func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicV
 }
 
 // row corrects one receipt.
-func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
+func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
 	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
 		classes, skewed, noMeta, overflow := c.classes, c.skewed, c.noMeta, c.overflow
 		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
 			noMeta: noMeta, overflow: overflow,
-			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, leader: -2}
+			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255}
 	}
 	var rec latency.Record
 	rec.Offset = r.Offset
@@ -556,16 +555,12 @@ func (p *Receipts) row(r *instrument.Receipt, now time.Time, c *batchCache) stor
 	if r.HasRecordTimestamp {
 		switch tt {
 		case instrument.TimestampLogAppend:
-			if c.leader == -2 {
-				c.leader = p.topicView(r, c).Leader(r.Partition)
-				if c.leader >= 0 {
-					c.broker = brokerHost(c.leader)
-					c.brokerID = p.hosts.id(c.broker)
-				}
-			}
-			if c.leader >= 0 {
-				broker = c.broker
-				rec.Stamps[latency.Append] = latency.MillisStamp(c.brokerID, r.RecordTimestampMs)
+			// The broker that appended the record stamped it: the leader of its epoch, not today's leader. Only a
+			// topic the metadata cache knows is asked about (names the cluster does not know stay bounded there).
+			if p.topicView(r, c).State == kafka.TopicKnown {
+				var id latency.HostID
+				id, broker, _ = p.appendHost(ctx, r.Topic, r.Partition, r.Offset)
+				rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
 				raw.append = r.RecordTimestampMs
 			}
 		case instrument.TimestampCreate:

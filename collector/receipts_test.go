@@ -57,6 +57,11 @@ func knownTopic(tt kafka.TimestampType, leader int32) *kafka.TopicView {
 
 var closedAwait = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// fakeAppends attributes every append to broker 1.
+type fakeAppends struct{}
+
+func (fakeAppends) AppendLeader(context.Context, string, int32, int64) int32 { return 1 }
+
 func newTestDeps(t *testing.T, now time.Time) (*pathDeps, *fakeSink, *fakeDLQ) {
 	t.Helper()
 	eng, err := latency.NewEngine(latency.Config{})
@@ -64,7 +69,7 @@ func newTestDeps(t *testing.T, now time.Time) (*pathDeps, *fakeSink, *fakeDLQ) {
 		t.Fatal(err)
 	}
 	sink, dlq := &fakeSink{}, &fakeDLQ{}
-	return &pathDeps{engine: eng, hosts: newHosts(eng), sink: sink, dlq: dlq, meta: fakeMeta{}, metrics: NewMetrics(nil),
+	return &pathDeps{engine: eng, hosts: newHosts(eng), sink: sink, dlq: dlq, meta: fakeMeta{}, appends: fakeAppends{}, metrics: NewMetrics(nil),
 		clock: func() time.Time { return now }, log: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink, dlq
 }
 

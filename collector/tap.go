@@ -80,7 +80,7 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 	if err != nil {
 		return err // ctx ended
 	}
-	tt, leader := view.TimestampType, view.Leader(b.Partition)
+	tt := view.TimestampType
 	path := t.engine.Path(t.group, b.Topic, b.Partition)
 	for i := range b.Records {
 		rec := &b.Records[i]
@@ -112,11 +112,11 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 			ms := rec.Timestamp.UnixMilli()
 			switch tt {
 			case kafka.TimestampLogAppend:
-				if leader >= 0 {
-					broker = brokerHost(leader)
-					lr.Stamps[latency.Append] = latency.MillisStamp(t.hosts.id(broker), ms)
-					raw.append = ms
-				}
+				// Stamped by the leader of the record's epoch (unknown: latency.UnknownHost, flagged).
+				var id latency.HostID
+				id, broker, _ = t.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
+				lr.Stamps[latency.Append] = latency.MillisStamp(id, ms)
+				raw.append = ms
 			case kafka.TimestampCreate:
 				if raw.event == 0 && producer == "" {
 					producer = "producer@" + rec.Topic

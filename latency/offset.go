@@ -59,6 +59,9 @@ type Offset struct {
 	Samples  int     // bounds that reached the window since the host was first seen (repeats are skipped)
 	Steps    int     // clock steps detected (each restarted the window)
 	Suspect  bool    // inconsistent bounds are pending: a step may be under way; corrections are flagged
+	// Settled: the drift is known (a quarter of the window has data, or it carried over a step, or the offset is
+	// reported); until then cross-clock stages are held to the accuracy target (FlagUnsettled).
+	Settled bool
 }
 
 // Unbounded is the open side of an [Offset] interval: Upper = Unbounded or Lower = -Unbounded.
@@ -285,6 +288,7 @@ func (s *hostSnap) offset(name string, atMs, minDelayMs float64) Offset {
 		return o
 	}
 	th, u := seg.eval(atMs)
+	o.Settled = seg.settled
 	o.Offset = msDuration(th)
 	o.Uncertainty = msDuration(u)
 	o.DriftPPM = seg.slope * 1e6

@@ -67,6 +67,9 @@ type latencyConfig struct {
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxPaths bounds the engine's per-(group, topic, partition) state (default 20000; latency.Config.MaxPaths).
 	MaxPaths int `yaml:"max_paths"`
+	// FixUnits converts stamps in a clearly wrong unit (µs or ns declared as ms) instead of dropping them, flagged
+	// and counted by reason (latency.Config.FixUnits; default false).
+	FixUnits bool `yaml:"fix_units"`
 }
 
 type httpConfig struct {
@@ -299,6 +302,7 @@ func (c *runConfig) engineConfig() latency.Config {
 		// The collector's distributions are its rows in ClickHouse and its live Prometheus histograms; the engine's
 		// own sketches would never be read and would be most of its memory (up to ~30 KB a path).
 		NoSketches: true,
+		FixUnits: c.Latency.FixUnits,
 	}
 }
 

@@ -11,13 +11,14 @@ import (
 	"time"
 )
 
-// PrivateKafka is a one-broker Kafka of the test's own, started with the project's deploy/local/kafka.sh on free
-// ports and a temporary state directory, so a test can stop its broker or change its features without touching the
-// shared stack.
+// PrivateKafka is a Kafka (one broker, or a few) of the test's own, started with the project's deploy/local/kafka.sh
+// on free ports and a temporary state directory, so a test can stop its brokers or change their features without
+// touching the shared stack.
 type PrivateKafka struct {
 	t       testing.TB
 	env     []string
-	Brokers []string // bootstrap address
+	Brokers []string // bootstrap addresses of the brokers started
+	ports   []string // of brokers 1, 2, … (those not started yet included)
 }
 
 // StartPrivateKafka starts the broker and stops it when the test ends. It needs what the shared stack needs (Java and
@@ -25,27 +26,49 @@ type PrivateKafka struct {
 // skips, and under CI=true it fails (Kafka).
 func StartPrivateKafka(t testing.TB) *PrivateKafka {
 	t.Helper()
+	return StartPrivateCluster(t, 1, 1)
+}
+
+// StartPrivateCluster starts n brokers of a private cluster with room (free ports) for up to maxBrokers brokers, so
+// that AddNode can make more join. extraEnv are further kafka.sh settings (TIDEMARK_KAFKA_FAKETIME, …).
+func StartPrivateCluster(t testing.TB, n, maxBrokers int, extraEnv ...string) *PrivateKafka {
+	t.Helper()
 	Kafka(t)
 	dir := t.TempDir() // removed after the Cleanup below has stopped the broker (cleanups run last-in first-out)
-	port, controller := FreePort(t), FreePort(t)
-	k := &PrivateKafka{t: t, Brokers: []string{"127.0.0.1:" + strconv.Itoa(port)},
-		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+strconv.Itoa(port),
-			"TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller))}
+	var ports []string
+	for range maxBrokers {
+		ports = append(ports, strconv.Itoa(FreePort(t)))
+	}
+	controller := FreePort(t)
+	k := &PrivateKafka{t: t, ports: ports,
+		env: append(append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+ports[0],
+			"TIDEMARK_KAFKA_NODE_PORTS="+strings.Join(ports, ","), "TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller),
+			"TIDEMARK_KAFKA_READY_TIMEOUT=300"), extraEnv...)}
+	for i := range n {
+		k.Brokers = append(k.Brokers, "127.0.0.1:"+ports[i])
+	}
 	t.Cleanup(func() {
 		at := time.Now()
 		k.Run("stop")
 		t.Logf("private Kafka stopped in %v", time.Since(at).Round(time.Millisecond))
 	})
 	at := time.Now()
-	k.Run("start", "--brokers", "1")
-	t.Logf("private Kafka on %s ready in %v", k.Brokers[0], time.Since(at).Round(time.Millisecond))
+	k.Run("start", "--brokers", strconv.Itoa(n))
+	t.Logf("private Kafka on %v ready in %v", k.Brokers, time.Since(at).Round(time.Millisecond))
 	return k
+}
+
+// AddNode makes broker id (the next one) join the private cluster.
+func (k *PrivateKafka) AddNode(id int) {
+	k.t.Helper()
+	k.Run("add-node", strconv.Itoa(id))
+	k.Brokers = append(k.Brokers, "127.0.0.1:"+k.ports[id-1])
 }
 
 // Run runs kafka.sh with args against the private cluster (each step waits for readiness with a real client call).
 func (k *PrivateKafka) Run(args ...string) {
 	k.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 330*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "kafka.sh"))
 	cmd.Args = append(cmd.Args, args...)

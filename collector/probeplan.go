@@ -1,0 +1,340 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+)
+
+// probePlan is what the probe topic needs so that every live broker leads at least one of its partitions: partitions
+// to add (their replica lists, first the preferred leader), replica reassignments (KIP-455) and preferred leader
+// elections (KIP-460), in that order.
+type probePlan struct {
+	add      [][]int32
+	reassign map[int32][]int32
+	elect    []int32
+}
+
+func (p probePlan) empty() bool { return len(p.add) == 0 && len(p.reassign) == 0 && len(p.elect) == 0 }
+
+// planProbeTopic returns the smallest change to the probe topic's layout (brokers live now, parts as the cluster
+// reports them) after which each live broker is the preferred leader of at least one partition and leads it, with
+// replicas on distinct racks where the cluster has racks. Like kminion's end-to-end topic planner, but it moves as
+// little as it can, in this order of preference for a broker b that leads nothing by preference:
+//
+//  1. a partition that already has b as a replica and whose preferred leader is gone (not live) or prefers more
+//     than one partition: b is moved to the front of its replica list (a reordering: no data moves);
+//  2. a partition whose preferred leader is gone: b replaces it at the front (one replica copies the partition);
+//  3. a new partition with b first and min(rf, live brokers) replicas in all: nothing existing moves.
+//
+// Partitions under reassignment are left alone. A broker that is down keeps its replicas (it may come back; a
+// partition whose preferred leader is gone is led by another in-sync replica meanwhile and is donated to the next
+// broker that joins), so stopping and starting a broker moves nothing: its partition is handed back by a preferred
+// leader election once it is in sync again. Followers are chosen on racks the partition does not use yet, then by
+// fewest replicas, then by id; an existing partition whose live replicas share a rack while a live broker of an
+// unused rack exists has its last such replica moved there. Every partition whose preferred leader is live, in
+// sync and not leading is elected.
+func planProbeTopic(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout, rf int) probePlan {
+	plan := probePlan{reassign: map[int32][]int32{}}
+	rack := make(map[int32]string, len(brokers))
+	racks := map[string]bool{}
+	for _, b := range brokers {
+		rack[b.ID] = b.Rack
+		if b.Rack != "" {
+			racks[b.Rack] = true
+		}
+	}
+	live := func(id int32) bool { _, ok := rack[id]; return ok }
+	if len(brokers) == 0 {
+		return plan
+	}
+	rf = max(1, min(rf, len(brokers)))
+	assign := make(map[int32][]int32, len(parts))
+	load := map[int32]int{}
+	owns := map[int32]int{}
+	for _, p := range parts {
+		assign[p.ID] = slices.Clone(p.Replicas)
+		for _, r := range p.Replicas {
+			load[r]++
+		}
+		if len(p.Replicas) > 0 {
+			owns[p.Replicas[0]]++
+		}
+	}
+	set := func(id int32, rs []int32) {
+		old := assign[id]
+		for _, r := range old {
+			load[r]--
+		}
+		if len(old) > 0 {
+			owns[old[0]]--
+		}
+		for _, r := range rs {
+			load[r]++
+		}
+		owns[rs[0]]++
+		assign[id] = rs
+		plan.reassign[id] = rs
+	}
+	// followers returns n replicas for a partition led by lead: keep (in order) first, then the best others.
+	followers := func(lead int32, keep []int32, n int) []int32 {
+		out := []int32{lead}
+		used := map[string]bool{rack[lead]: true}
+		for _, r := range keep {
+			if len(out) == n+1 || r == lead || !live(r) || slices.Contains(out, r) {
+				continue
+			}
+			out = append(out, r)
+			used[rack[r]] = true
+		}
+		cands := make([]int32, 0, len(brokers))
+		for _, b := range brokers {
+			if !slices.Contains(out, b.ID) {
+				cands = append(cands, b.ID)
+			}
+		}
+		for len(out) < n+1 && len(cands) > 0 {
+			sort.SliceStable(cands, func(i, j int) bool {
+				a, b := cands[i], cands[j]
+				if ua, ub := len(racks) > 1 && used[rack[a]], len(racks) > 1 && used[rack[b]]; ua != ub {
+					return !ua
+				}
+				if load[a] != load[b] {
+					return load[a] < load[b]
+				}
+				return a < b
+			})
+			out = append(out, cands[0])
+			used[rack[cands[0]]] = true
+			cands = cands[1:]
+		}
+		return out[1:]
+	}
+	byID := make([]kafka.PartitionLayout, len(parts))
+	copy(byID, parts)
+	sort.Slice(byID, func(i, j int) bool { return byID[i].ID < byID[j].ID })
+	movable := func(p kafka.PartitionLayout) bool { return !p.Reassigning && len(assign[p.ID]) > 0 }
+	for _, b := range brokers {
+		if owns[b.ID] > 0 {
+			continue
+		}
+		done := false
+		// 1. Reorder a partition b already replicates: its preferred leader is gone, or leads by preference elsewhere too.
+		for pass := 0; pass < 2 && !done; pass++ {
+			for _, p := range byID {
+				rs := assign[p.ID]
+				if !movable(p) || !slices.Contains(rs, b.ID) {
+					continue
+				}
+				pref := rs[0]
+				if (pass == 0 && !live(pref)) || (pass == 1 && live(pref) && owns[pref] > 1) {
+					set(p.ID, append([]int32{b.ID}, slices.DeleteFunc(slices.Clone(rs), func(r int32) bool { return r == b.ID })...))
+					done = true
+					break
+				}
+			}
+		}
+		// 2. Take over a partition whose preferred leader is gone.
+		for _, p := range byID {
+			if done {
+				break
+			}
+			rs := assign[p.ID]
+			if !movable(p) || live(rs[0]) {
+				continue
+			}
+			set(p.ID, append([]int32{b.ID}, followers(b.ID, rs[1:], len(rs)-1)...))
+			done = true
+		}
+		// 3. A new partition.
+		if !done {
+			rs := append([]int32{b.ID}, followers(b.ID, nil, rf-1)...)
+			for _, r := range rs {
+				load[r]++
+			}
+			owns[b.ID]++
+			plan.add = append(plan.add, rs)
+		}
+	}
+	// Rack diversity of existing partitions: at most one live replica per rack while an unused rack has a broker.
+	if len(racks) > 1 {
+		for _, p := range byID {
+			rs := assign[p.ID]
+			if !movable(p) {
+				continue
+			}
+			seen := map[string]bool{}
+			dup := -1
+			for i, r := range rs {
+				if !live(r) {
+					continue
+				}
+				if seen[rack[r]] {
+					dup = i
+				}
+				seen[rack[r]] = true
+			}
+			if dup <= 0 {
+				continue
+			}
+			var best int32 = -1
+			for _, c := range brokers {
+				if seen[c.Rack] || slices.Contains(rs, c.ID) {
+					continue
+				}
+				if best < 0 || load[c.ID] < load[best] {
+					best = c.ID
+				}
+			}
+			if best < 0 {
+				continue
+			}
+			nrs := slices.Clone(rs)
+			nrs[dup] = best
+			set(p.ID, nrs)
+		}
+	}
+	// Elections: the preferred leader of every partition that is live, in sync and not leading. A reassignment that
+	// only reordered takes effect at once; one that adds the preferred replica is elected on a later reconcile,
+	// once that replica is in sync.
+	for _, p := range byID {
+		rs := assign[p.ID]
+		if p.Reassigning || len(rs) == 0 || !live(rs[0]) || p.Leader == rs[0] || !slices.Contains(p.ISR, rs[0]) {
+			continue
+		}
+		if _, moved := plan.reassign[p.ID]; moved && !slices.Contains(p.Replicas, rs[0]) {
+			continue
+		}
+		plan.elect = append(plan.elect, p.ID)
+	}
+	return plan
+}
+
+// probeTopicAdmin is what the planner needs from Kafka (internal/kafka's TopicAdmin satisfies it).
+type probeTopicAdmin interface {
+	Layout(topic string) ([]kafka.BrokerInfo, []kafka.PartitionLayout, error)
+	AddPartitions(topic string, total int32, replicas [][]int32) error
+	Reassign(topic string, moves map[int32][]int32) error
+	ElectPreferred(topic string, partitions []int32) error
+}
+
+// probePlanner reconciles the probe topic's layout every interval (planProbeTopic), so that a broker that joins is
+// probed within one interval and one that leaves stops being probed (its partitions are led by others).
+type probePlanner struct {
+	admin    probeTopicAdmin
+	topic    string
+	rf       int
+	interval time.Duration
+	settle   time.Duration // how long one reconcile waits for new replicas to get in sync before electing them
+	metrics  *Metrics
+	log      *slog.Logger
+	// added is called after partitions were added (the probe consumer re-joins to be assigned them); assigned with
+	// the topic's partition count at every reconcile (the consumer re-joins if it holds fewer).
+	added    func()
+	assigned func(partitions int)
+}
+
+// run reconciles at once and then every interval until ctx ends.
+func (pl *probePlanner) run(ctx context.Context) error {
+	t := time.NewTicker(pl.interval)
+	defer t.Stop()
+	for {
+		if err := pl.reconcile(ctx); err != nil && ctx.Err() == nil {
+			pl.metrics.ProbePlanErrors.Inc()
+			pl.log.Warn("probe topic reconcile", "topic", pl.topic, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile applies one plan. A partition it handed to a broker that was not among its replicas is elected once
+// that replica is in sync: reconcile polls every 500 ms for up to settle, so that the broker leads within this
+// reconcile; later reconciles elect it otherwise.
+func (pl *probePlanner) reconcile(ctx context.Context) error {
+	brokers, parts, err := pl.admin.Layout(pl.topic)
+	if err != nil {
+		return err
+	}
+	if pl.assigned != nil {
+		pl.assigned(len(parts))
+	}
+	plan := planProbeTopic(brokers, parts, pl.rf)
+	if plan.empty() {
+		return nil
+	}
+	err = pl.apply(plan, len(parts))
+	catching := map[int32]int32{} // partition → its new preferred leader, copying data
+	for _, p := range parts {
+		if rs, ok := plan.reassign[p.ID]; ok && !slices.Contains(p.Replicas, rs[0]) {
+			catching[p.ID] = rs[0]
+		}
+	}
+	for deadline := time.Now().Add(pl.settle); len(catching) > 0 && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+		_, now, lerr := pl.admin.Layout(pl.topic)
+		if lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		var elect []int32
+		for _, p := range now {
+			want, ok := catching[p.ID]
+			switch {
+			case !ok:
+			case p.Leader == want:
+				delete(catching, p.ID)
+			case !p.Reassigning && slices.Contains(p.ISR, want):
+				elect = append(elect, p.ID)
+			}
+		}
+		if len(elect) > 0 {
+			err = errors.Join(err, pl.apply(probePlan{elect: elect}, len(now)))
+		}
+	}
+	return err
+}
+
+func (pl *probePlanner) apply(plan probePlan, have int) error {
+	var errs []error
+	if len(plan.add) > 0 {
+		if err := pl.admin.AddPartitions(pl.topic, int32(have+len(plan.add)), plan.add); err != nil {
+			errs = append(errs, err)
+		} else {
+			pl.metrics.ProbePlanActions.WithLabelValues("add_partition").Add(float64(len(plan.add)))
+			pl.log.Info("probe topic: partitions added", "topic", pl.topic, "replicas", fmt.Sprint(plan.add))
+			if pl.added != nil {
+				pl.added()
+			}
+		}
+	}
+	if len(plan.reassign) > 0 {
+		if err := pl.admin.Reassign(pl.topic, plan.reassign); err != nil {
+			errs = append(errs, err)
+		} else {
+			pl.metrics.ProbePlanActions.WithLabelValues("reassign").Add(float64(len(plan.reassign)))
+			pl.log.Info("probe topic: replicas reassigned", "topic", pl.topic, "moves", fmt.Sprint(plan.reassign))
+		}
+	}
+	if len(plan.elect) > 0 {
+		if err := pl.admin.ElectPreferred(pl.topic, plan.elect); err != nil {
+			errs = append(errs, err)
+		} else {
+			pl.metrics.ProbePlanActions.WithLabelValues("elect").Add(float64(len(plan.elect)))
+			pl.log.Info("probe topic: preferred leaders elected", "topic", pl.topic, "partitions", fmt.Sprint(plan.elect))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,373 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AppendLeaders answers, for a record's topic, partition and offset, which broker appended it: the leader of the
+// partition leader epoch the record was written in. That broker's clock stamped its LogAppendTime, and across a
+// leader failover it is not the partition's leader when the record is read (docs/collector.md, "Whose clock stamped
+// the append").
+//
+// Sarama hands out no record batch's partitionLeaderEpoch, so offsets are placed in epochs the way Kafka's own
+// replicas do (KIP-101, KIP-279): a refresh round asks each partition's leader for its log end offset and current
+// leader epoch (ListOffsets v4+; the broker that answers is the epoch's leader), and, when the epoch is new, asks
+// OffsetForLeaderEpoch for where it began (the end offset of the epoch before it). An epoch that began and ended
+// between two rounds (a failover and back) is found the same way and kept with an unknown leader. Only offsets below
+// the last log end offset read are placed; a caller asking for a newer one waits for the next round (at most
+// Interval, bounded by MaxWait). Offsets before the first epoch seen, and those of an epoch whose leader was never
+// seen, have no known leader: -1, never a guess.
+//
+// Safe for concurrent use. Partitions nobody asked about for 10 minutes are forgotten (memory stays bounded).
+type AppendLeaders struct {
+	cl       *kgo.Client
+	interval time.Duration
+	maxWait  time.Duration
+	log      *slog.Logger
+
+	kick chan struct{} // a caller waits for a round
+
+	mu    sync.Mutex // guards parts and round
+	parts map[topicPartition]*epochHistory
+	round chan struct{} // closed when the current refresh round ends
+
+	// Rounds and Errors count refresh rounds and failed requests (for tests and metrics).
+	Rounds, Errors atomic.Uint64
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// epochSpan is one leader epoch of a partition: its leader (-1 unknown) and first offset (-1 not yet known).
+type epochSpan struct {
+	epoch  int32
+	leader int32
+	start  int64
+}
+
+// epochHistory is one partition's epochs, by epoch ascending, and how far they are known to reach.
+type epochHistory struct {
+	spans []epochSpan
+	// placed: every offset in [spans[0].start, placed) lies in a span whose start is known.
+	placed  int64
+	lastUse time.Time
+}
+
+// NewAppendLeaders connects (as sc does: see franzClient) and returns the lookup; Run refreshes it. interval <= 0
+// is 100 ms, maxWait <= 0 is 2 s.
+func NewAppendLeaders(brokers []string, sc *sarama.Config, interval, maxWait time.Duration, log *slog.Logger) (*AppendLeaders, error) {
+	cl, err := franzClient(brokers, sc)
+	if err != nil {
+		return nil, err
+	}
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	if maxWait <= 0 {
+		maxWait = 2 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &AppendLeaders{cl: cl, interval: interval, maxWait: maxWait, log: log, kick: make(chan struct{}, 1),
+		parts: map[topicPartition]*epochHistory{}, round: make(chan struct{})}, nil
+}
+
+// Close releases the connections.
+func (a *AppendLeaders) Close() { a.cl.Close() }
+
+// AppendLeader returns the broker that appended offset of topic/partition, or -1 when it cannot be known (before
+// the first epoch seen, an epoch whose leader was never seen, or no round placed the offset within MaxWait or
+// before ctx ended).
+func (a *AppendLeaders) AppendLeader(ctx context.Context, topic string, partition int32, offset int64) int32 {
+	k := topicPartition{topic, partition}
+	var timer *time.Timer
+	for {
+		a.mu.Lock()
+		h := a.parts[k]
+		if h == nil {
+			h = &epochHistory{placed: -1}
+			a.parts[k] = h
+		}
+		h.lastUse = time.Now()
+		if offset < h.placed {
+			l := h.leaderOf(offset)
+			a.mu.Unlock()
+			return l
+		}
+		round := a.round
+		a.mu.Unlock()
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(a.maxWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-round:
+		case <-timer.C:
+			return -1
+		case <-ctx.Done():
+			return -1
+		}
+	}
+}
+
+// leaderOf is the leader of the span holding offset (below placed), -1 when none does.
+func (h *epochHistory) leaderOf(offset int64) int32 {
+	for i := len(h.spans) - 1; i >= 0; i-- {
+		if s := h.spans[i]; s.start >= 0 && s.start <= offset {
+			return s.leader
+		}
+	}
+	return -1
+}
+
+// Run refreshes the partitions asked about, every interval and whenever a caller waits (but not more often than
+// every interval/4), until ctx ends.
+func (a *AppendLeaders) Run(ctx context.Context) error {
+	t := time.NewTicker(a.interval)
+	defer t.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-a.kick:
+			if wait := a.interval/4 - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+		}
+		last = time.Now()
+		a.refresh(ctx)
+	}
+}
+
+// refresh runs one round over the partitions in use and wakes the callers waiting for it.
+func (a *AppendLeaders) refresh(ctx context.Context) {
+	a.mu.Lock()
+	keys := make([]topicPartition, 0, len(a.parts))
+	for k, h := range a.parts {
+		if time.Since(h.lastUse) > 10*time.Minute {
+			delete(a.parts, k)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	a.mu.Unlock()
+	if len(keys) > 0 {
+		ends := a.listEnds(ctx, keys)
+		for k, end := range ends {
+			a.observe(ctx, k, end)
+		}
+	}
+	a.Rounds.Add(1)
+	a.mu.Lock()
+	close(a.round)
+	a.round = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// logEnd is what one ListOffsets answer says about a partition: its leader (the broker that answered), its
+// current leader epoch and its log end offset.
+type logEnd struct {
+	leader int32
+	epoch  int32
+	end    int64
+}
+
+func (a *AppendLeaders) listEnds(ctx context.Context, keys []topicPartition) map[topicPartition]logEnd {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	byTopic := map[string][]int32{}
+	for _, k := range keys {
+		byTopic[k.topic] = append(byTopic[k.topic], k.partition)
+	}
+	for topic, parts := range byTopic {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1 // latest: the log end offset (read_uncommitted)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	out := map[topicPartition]logEnd{}
+	for _, sh := range a.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			a.fail("list offsets", sh.Err)
+			continue
+		}
+		resp := sh.Resp.(*kmsg.ListOffsetsResponse)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					a.fail("list offsets of "+t.Topic, err)
+					continue
+				}
+				if p.LeaderEpoch < 0 {
+					continue // a broker before KIP-320 (2.1): no epochs to place offsets with
+				}
+				out[topicPartition{t.Topic, p.Partition}] = logEnd{leader: sh.Meta.NodeID, epoch: p.LeaderEpoch, end: p.Offset}
+			}
+		}
+	}
+	return out
+}
+
+// observe folds one log end into k's history, finding the start of a new epoch (and of any epoch missed before it)
+// with OffsetForLeaderEpoch. Only when every epoch from the first seen on has a known start does placed advance.
+func (a *AppendLeaders) observe(ctx context.Context, k topicPartition, e logEnd) {
+	a.mu.Lock()
+	h := a.parts[k]
+	if h == nil {
+		a.mu.Unlock()
+		return
+	}
+	h.add(epochSpan{epoch: e.epoch, leader: e.leader, start: -1})
+	a.mu.Unlock()
+	// Walk back from the newest epoch whose start is unknown: its start is the end offset of the largest epoch
+	// before it; an epoch the answer names that we never saw is added with an unknown leader and walked in turn.
+	for step := 0; step < 16; step++ {
+		a.mu.Lock()
+		ep, ok := h.unknownStart()
+		a.mu.Unlock()
+		if !ok {
+			break
+		}
+		prev, end, err := a.epochEnd(ctx, k, ep-1)
+		if err != nil {
+			a.fail("offset for leader epoch of "+k.topic, err)
+			return
+		}
+		a.mu.Lock()
+		h.setStart(ep, prev, end)
+		a.mu.Unlock()
+	}
+	a.mu.Lock()
+	if h.complete() {
+		h.placed = max(h.placed, e.end)
+	}
+	a.mu.Unlock()
+}
+
+// epochEnd asks k's leader where epoch ended: the largest epoch <= epoch it has, and that epoch's end offset (the
+// first offset of the next). (-1, -1) when it has no epoch that old.
+func (a *AppendLeaders) epochEnd(ctx context.Context, k topicPartition, epoch int32) (int32, int64, error) {
+	if epoch < 0 {
+		return -1, -1, nil
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = k.topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch = k.partition, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	for _, sh := range a.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return 0, 0, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+			for _, p := range t.Partitions {
+				if p.Partition != k.partition {
+					continue
+				}
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return 0, 0, err
+				}
+				return p.LeaderEpoch, p.EndOffset, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("no answer for %s/%d", k.topic, k.partition)
+}
+
+func (a *AppendLeaders) fail(what string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	a.Errors.Add(1)
+	a.log.Warn("leader epoch lookup", "what", what, "err", err)
+}
+
+// add inserts s unless its epoch is known.
+func (h *epochHistory) add(s epochSpan) {
+	i := sort.Search(len(h.spans), func(i int) bool { return h.spans[i].epoch >= s.epoch })
+	if i < len(h.spans) && h.spans[i].epoch == s.epoch {
+		if h.spans[i].leader < 0 {
+			h.spans[i].leader = s.leader
+		}
+		return
+	}
+	h.spans = append(h.spans, epochSpan{})
+	copy(h.spans[i+1:], h.spans[i:])
+	h.spans[i] = s
+}
+
+// unknownStart returns the newest epoch whose start is not known, if any. The first span's start is needed too:
+// offsets before it have no known leader.
+func (h *epochHistory) unknownStart() (int32, bool) {
+	for i := len(h.spans) - 1; i >= 0; i-- {
+		if h.spans[i].start < 0 {
+			return h.spans[i].epoch, true
+		}
+	}
+	return 0, false
+}
+
+// setStart records OffsetForLeaderEpoch's answer for epoch−1: the largest earlier epoch prev the leader has ended at
+// end, which is where epoch began. An earlier epoch we never saw is added with an unknown leader (its own start is
+// found next); none (prev < 0) means epoch is the partition's first: it began at offset 0.
+func (h *epochHistory) setStart(epoch, prev int32, end int64) {
+	i := sort.Search(len(h.spans), func(i int) bool { return h.spans[i].epoch >= epoch })
+	if i == len(h.spans) || h.spans[i].epoch != epoch {
+		return
+	}
+	if prev < 0 || end < 0 {
+		h.spans[i].start = 0
+		return
+	}
+	h.spans[i].start = end
+	// Only the span just before matters: an earlier one already has its start, or is walked next. The very first
+	// span seen needs no predecessor: offsets before it stay unknown.
+	if i == 0 {
+		return
+	}
+	if h.spans[i-1].epoch != prev {
+		h.add(epochSpan{epoch: prev, leader: -1, start: -1})
+	}
+}
+
+// complete reports whether every span has a known start (so that offsets from the first span's start on are placed).
+func (h *epochHistory) complete() bool {
+	for _, s := range h.spans {
+		if s.start < 0 {
+			return false
+		}
+	}
+	return len(h.spans) > 0
+}
