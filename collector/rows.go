@@ -79,8 +79,10 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	switch res.Class {
 	case latency.ClassLive:
 		row.Class = store.ClassLive
-	case latency.ClassReplay, latency.ClassRedelivery:
+	case latency.ClassReplay:
 		row.Class = store.ClassReplay
+	case latency.ClassRedelivery:
+		row.Class = store.ClassRedelivery
 	case latency.ClassBackfill:
 		row.Class = store.ClassBackfill
 	}
@@ -151,6 +153,19 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	return row
 }
 
+func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// boundMs is an interval end in ms, ±Inf for latency.Unbounded.
+func boundMs(d time.Duration) float64 {
+	switch d {
+	case latency.Unbounded:
+		return math.Inf(1)
+	case -latency.Unbounded:
+		return math.Inf(-1)
+	}
+	return durMs(d)
+}
+
 // clockRows converts the engine's current offsets to clock_offsets rows (the reference host and hosts without an
 // estimate are left out).
 func clockRows(offs []latency.Offset) []store.ClockOffsetRow {
@@ -167,12 +182,20 @@ func clockRows(offs []latency.Offset) []store.ClockOffsetRow {
 		default:
 			continue
 		}
-		out = append(out, store.ClockOffsetRow{
+		row := store.ClockOffsetRow{
 			At: o.At, Host: o.Host, Kind: k,
-			OffsetMs:      float64(o.Offset) / float64(time.Millisecond),
-			UncertaintyMs: float64(o.Uncertainty) / float64(time.Millisecond),
+			OffsetMs:      durMs(o.Offset),
+			UncertaintyMs: durMs(o.Uncertainty),
 			Samples:       uint32(max(0, o.Samples)),
-		})
+			LowerMs:       boundMs(o.Lower), UpperMs: boundMs(o.Upper),
+			MinDelayMs: durMs(o.MinDelay),
+		}
+		if o.OneSided() {
+			row.UncertaintyMs = math.Inf(1) // no half-width: the envelope's own small uncertainty is not a precision
+		}
+		est, _ := o.Estimate()
+		row.EstimateMs = durMs(est)
+		out = append(out, row)
 	}
 	return out
 }

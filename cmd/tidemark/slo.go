@@ -121,7 +121,7 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 			in := make([]report.SLOInput, len(rows))
 			for i, row := range rows {
 				in[i] = report.SLOInput{Topic: row.Topic, Group: row.Group, Period: report.Counts(row.Period),
-					Replayed: row.Replayed, Backfill: row.Backfill, SkewFlagged: row.SkewFlagged, Unmeasured: row.Unmeasured}
+					Replayed: row.Replayed, Redelivered: row.Redelivered, Backfill: row.Backfill, SkewFlagged: row.SkewFlagged, Unmeasured: row.Unmeasured}
 				for _, c := range row.Windows {
 					in[i].Windows = append(in[i].Windows, report.Counts(c))
 				}

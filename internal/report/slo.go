@@ -26,9 +26,10 @@ type SLOInput struct {
 	Period Counts
 	// Windows counts the live samples of each trailing window, in the order of the windows given to NewSLOReport.
 	Windows []Counts
-	// Samples left out of the SLO over the period: replays, backfills, live samples with a suspect clock
-	// correction, and live samples without a valid end-to-end latency.
-	Replayed, Backfill, SkewFlagged, Unmeasured uint64
+	// Samples left out of the SLO over the period: replays, redeliveries (the uncommitted tail reprocessed after a
+	// rebalance), backfills, live samples with a suspect clock correction, and live samples without a valid
+	// end-to-end latency.
+	Replayed, Redelivered, Backfill, SkewFlagged, Unmeasured uint64
 }
 
 // SLOReport is an end-to-end latency SLO report: one row per topic and group, ordered by topic then group.
@@ -51,8 +52,8 @@ type SLORow struct {
 	Burn []Burn
 	// Firing lists the multiwindow burn-rate alerts (latency.DefaultBurnWindows) whose long and short windows both
 	// burn at or above the factor at End, e.g. "page 1h/5m".
-	Firing                                      []string
-	Replayed, Backfill, SkewFlagged, Unmeasured uint64
+	Firing                                                   []string
+	Replayed, Redelivered, Backfill, SkewFlagged, Unmeasured uint64
 }
 
 // Burn is one trailing window's burn rate: (1 − good/total)/(1 − target) (latency.Objective.BurnRate); nil Rate
@@ -112,7 +113,7 @@ func NewSLOReport(obj latency.Objective, end time.Time, windows []time.Duration,
 			}
 		}
 		row := SLORow{Topic: s.Topic, Group: s.Group, Live: s.Period.Total, Good: s.Period.Good,
-			Replayed: s.Replayed, Backfill: s.Backfill, SkewFlagged: s.SkewFlagged, Unmeasured: s.Unmeasured}
+			Replayed: s.Replayed, Redelivered: s.Redelivered, Backfill: s.Backfill, SkewFlagged: s.SkewFlagged, Unmeasured: s.Unmeasured}
 		if s.Period.Total > 0 {
 			c := latency.Compliance(float64(s.Period.Good), float64(s.Period.Total))
 			b := obj.ErrorBudgetRemaining(float64(s.Period.Good), float64(s.Period.Total))
@@ -198,7 +199,7 @@ func (r *SLOReport) WriteTable(w io.Writer) error {
 	for _, win := range r.Windows {
 		head = append(head, "BURN "+FormatWindow(win))
 	}
-	head = append(head, "REPLAYED", "BACKFILL", "SKEW-FLAGGED", "UNMEASURED", "FIRING")
+	head = append(head, "REPLAYED", "REDELIVERED", "BACKFILL", "SKEW-FLAGGED", "UNMEASURED", "FIRING")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, row := range r.Rows {
 		f := []string{row.Topic, row.Group, u(row.Live), u(row.Good), ratio(row.Compliance), ratio(row.ErrorBudgetRemaining)}
@@ -213,7 +214,7 @@ func (r *SLOReport) WriteTable(w io.Writer) error {
 		if len(row.Firing) > 0 {
 			firing = strings.Join(row.Firing, ", ")
 		}
-		f = append(f, u(row.Replayed), u(row.Backfill), u(row.SkewFlagged), u(row.Unmeasured), firing)
+		f = append(f, u(row.Replayed), u(row.Redelivered), u(row.Backfill), u(row.SkewFlagged), u(row.Unmeasured), firing)
 		fmt.Fprintln(tw, strings.Join(f, "\t"))
 	}
 	if len(r.Rows) == 0 {
@@ -258,6 +259,7 @@ type jsonRow struct {
 	BurnRates            []jsonBurn `json:"burn_rates"`
 	Firing               []string   `json:"firing"`
 	ReplayedExcluded     uint64     `json:"replayed_excluded"`
+	RedeliveredExcluded  uint64     `json:"redelivered_excluded"`
 	BackfillExcluded     uint64     `json:"backfill_excluded"`
 	SkewFlaggedExcluded  uint64     `json:"skew_flagged_excluded"`
 	Unmeasured           uint64     `json:"unmeasured"`
@@ -278,7 +280,7 @@ func (r *SLOReport) WriteJSON(w io.Writer) error {
 	for _, row := range r.Rows {
 		jr := jsonRow{Topic: row.Topic, Group: row.Group, LiveSamples: row.Live, GoodSamples: row.Good,
 			Compliance: row.Compliance, ErrorBudgetRemaining: row.ErrorBudgetRemaining, Firing: row.Firing,
-			ReplayedExcluded: row.Replayed, BackfillExcluded: row.Backfill, SkewFlaggedExcluded: row.SkewFlagged,
+			ReplayedExcluded: row.Replayed, RedeliveredExcluded: row.Redelivered, BackfillExcluded: row.Backfill, SkewFlaggedExcluded: row.SkewFlagged,
 			Unmeasured: row.Unmeasured, BurnRates: []jsonBurn{}}
 		if jr.Firing == nil {
 			jr.Firing = []string{}

@@ -177,7 +177,7 @@ func exampleReport(t *testing.T) *SLOReport {
 			Windows: w(Counts{}, Counts{}, Counts{}, Counts{0, 10}, Counts{0, 10}, Counts{0, 10}, Counts{0, 10})},
 		{Topic: "orders", Group: "billing", Period: Counts{1008, 1020},
 			Windows:  w(Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{108, 120}),
-			Replayed: 7, Backfill: 4, SkewFlagged: 6, Unmeasured: 2},
+			Replayed: 7, Redelivered: 3, Backfill: 4, SkewFlagged: 6, Unmeasured: 2},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -192,9 +192,9 @@ func TestWriteTable(t *testing.T) {
 	}
 	// Rows sorted by topic; 1008/1020 = 98.8235 %, budget 1 − 11.7647 = −1076.4706 %.
 	want := `SLO: 99.9% of live messages processed within 500ms end to end; period 30d ending 2026-11-29T12:00:00Z
-TOPIC     GROUP    LIVE  GOOD  COMPLIANCE  BUDGET LEFT  BURN 5m  BURN 30m  BURN 1h  BURN 2h  BURN 6h  BURN 1d  BURN 3d  REPLAYED  BACKFILL  SKEW-FLAGGED  UNMEASURED  FIRING
-orders    billing  1020  1008  98.8235%    -1076.4706%  100.00   100.00    100.00   100.00   100.00   100.00   100.00   7         4         6             2           page 1h/5m, page 6h/30m, ticket 1d/2h, ticket 3d/6h
-payments  billing  10    0     0%          -99900%      -        -         -        1000.00  1000.00  1000.00  1000.00  0         0         0             0           ticket 1d/2h, ticket 3d/6h
+TOPIC     GROUP    LIVE  GOOD  COMPLIANCE  BUDGET LEFT  BURN 5m  BURN 30m  BURN 1h  BURN 2h  BURN 6h  BURN 1d  BURN 3d  REPLAYED  REDELIVERED  BACKFILL  SKEW-FLAGGED  UNMEASURED  FIRING
+orders    billing  1020  1008  98.8235%    -1076.4706%  100.00   100.00    100.00   100.00   100.00   100.00   100.00   7         3            4         6             2           page 1h/5m, page 6h/30m, ticket 1d/2h, ticket 3d/6h
+payments  billing  10    0     0%          -99900%      -        -         -        1000.00  1000.00  1000.00  1000.00  0         0            0         0             0           ticket 1d/2h, ticket 3d/6h
 `
 	if b.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -219,6 +219,7 @@ func TestWriteJSON(t *testing.T) {
 			Compliance  *float64 `json:"compliance"`
 			Budget      *float64 `json:"error_budget_remaining"`
 			Replayed    uint64   `json:"replayed_excluded"`
+			Redelivered uint64   `json:"redelivered_excluded"`
 			SkewFlagged uint64   `json:"skew_flagged_excluded"`
 			Firing      []string `json:"firing"`
 			Burn        []struct {
@@ -236,7 +237,7 @@ func TestWriteJSON(t *testing.T) {
 		t.Errorf("header %+v", doc)
 	}
 	o, p := doc.Rows[0], doc.Rows[1]
-	if o.Topic != "orders" || o.Live != 1020 || o.Good != 1008 || !near(*o.Compliance, 1008.0/1020) || o.Replayed != 7 ||
+	if o.Topic != "orders" || o.Live != 1020 || o.Good != 1008 || !near(*o.Compliance, 1008.0/1020) || o.Replayed != 7 || o.Redelivered != 3 ||
 		o.SkewFlagged != 6 || len(o.Firing) != 4 {
 		t.Errorf("orders row %+v", o)
 	}

@@ -45,7 +45,8 @@ var lagColumns = []string{
 	"status", "partition_status", "flags", "group_type", "subtopology", "internal_topic", "ver",
 }
 
-var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples", "ver"}
+var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples",
+	"lower_ms", "upper_ms", "estimate_ms", "min_delay_ms", "ver"}
 
 type latencyBatch []LatencyRow
 type probeBatch []ProbeRow
@@ -157,7 +158,7 @@ func (c *latencyCols) fill(rs []LatencyRow, ver uint64) []any {
 		r := &rs[i]
 		c.recordTime[i], c.observedTime[i] = r.RecordTime(), r.ObservedTime()
 		c.group[i], c.topic[i], c.partition[i], c.offset[i] = r.Group, r.Topic, r.Partition, r.Offset
-		c.class[i], c.source[i] = enum8(int8(r.Class), 4), enum8(int8(r.Source), 4)
+		c.class[i], c.source[i] = enum8(int8(r.Class), 5), enum8(int8(r.Source), 4)
 		c.event[i], c.appendTs[i], c.receive[i], c.processed[i] = r.EventMs, r.AppendMs, r.ReceiveMs, r.ProcessedMs
 		c.ingestNaive[i], c.queueNaive[i], c.processNaive[i], c.e2eNaive[i] = r.IngestNaiveMs, r.QueueNaiveMs, r.ProcessNaiveMs, r.E2ENaiveMs
 		c.ingest[i], c.queue[i], c.process[i], c.e2e[i] = r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs
@@ -246,6 +247,10 @@ func (rs clockBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error 
 		col(rs, func(r *ClockOffsetRow) float64 { return r.OffsetMs }),
 		col(rs, func(r *ClockOffsetRow) float64 { return r.UncertaintyMs }),
 		col(rs, func(r *ClockOffsetRow) uint32 { return r.Samples }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.LowerMs }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.UpperMs }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.EstimateMs }),
+		col(rs, func(r *ClockOffsetRow) float64 { return r.MinDelayMs }),
 		vers(len(rs), ver),
 	})
 }

@@ -15,6 +15,9 @@ const (
 	ClassLive     ReplayClass = 1
 	ClassReplay   ReplayClass = 2 // processed again after the group's committed offset decreased
 	ClassBackfill ReplayClass = 3 // a new group's first pass over old data
+	// ClassRedelivery: processed again below the group's processed position but at or above its highest commit: the
+	// uncommitted tail handed to the next owner after a rebalance (at-least-once), neither live nor a replay.
+	ClassRedelivery ReplayClass = 4
 )
 
 // Source is the collector path a latency row came from (latency_events.source).
@@ -181,7 +184,10 @@ const (
 )
 
 // ClockOffsetRow is one clock-offset estimate: a row of clock_offsets. The true offset (host clock − reference
-// clock) is within OffsetMs ± UncertaintyMs.
+// clock) lies in [LowerMs, UpperMs]; a causal envelope is open on one side (±Inf). For two-sided kinds that is
+// OffsetMs ± UncertaintyMs; for an envelope OffsetMs is the bound and UncertaintyMs is +Inf (no half-width exists).
+// EstimateMs is the point estimate to plot: OffsetMs, or for a one-sided envelope with a probe-measured minimum
+// one-way delay MinDelayMs (> 0), the bound moved by it toward the open side (latency.Offset.Estimate).
 type ClockOffsetRow struct {
 	At            time.Time
 	Host          string
@@ -189,6 +195,10 @@ type ClockOffsetRow struct {
 	OffsetMs      float64
 	UncertaintyMs float64
 	Samples       uint32
+	LowerMs       float64
+	UpperMs       float64
+	EstimateMs    float64
+	MinDelayMs    float64
 }
 
 // Rows is what one Writer.Write call carries: any mix of the four row kinds, acknowledged together.
@@ -229,7 +239,7 @@ const (
 	latencyFixedBytes = 232
 	probeFixedBytes   = 136
 	lagFixedBytes     = 152
-	clockFixedBytes   = 72
+	clockFixedBytes   = 104
 )
 
 func (r *LatencyRow) size() int64 {
@@ -242,7 +252,7 @@ func (r *ClockOffsetRow) size() int64 { return clockFixedBytes + int64(len(r.Hos
 
 // String forms, for logs and errors.
 func (c ReplayClass) String() string {
-	return enumName(int8(c), "unknown", "live", "replay", "backfill")
+	return enumName(int8(c), "unknown", "live", "replay", "backfill", "redelivery")
 }
 func (s Source) String() string { return enumName(int8(s), "unknown", "probe", "receipt", "tap") }
 func (s LagStatus) String() string {

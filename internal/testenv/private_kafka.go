@@ -43,7 +43,7 @@ func StartPrivateCluster(t testing.TB, n, maxBrokers int, extraEnv ...string) *P
 	k := &PrivateKafka{t: t, ports: ports,
 		env: append(append(os.Environ(), "TIDEMARK_STATE_DIR="+dir, "TIDEMARK_KAFKA_PORT="+ports[0],
 			"TIDEMARK_KAFKA_NODE_PORTS="+strings.Join(ports, ","), "TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(controller),
-			"TIDEMARK_KAFKA_READY_TIMEOUT=300"), extraEnv...)}
+			"TIDEMARK_KAFKA_READY_TIMEOUT=540"), extraEnv...)}
 	for i := range n {
 		k.Brokers = append(k.Brokers, "127.0.0.1:"+ports[i])
 	}
@@ -68,7 +68,7 @@ func (k *PrivateKafka) AddNode(id int) {
 // Run runs kafka.sh with args against the private cluster (each step waits for readiness with a real client call).
 func (k *PrivateKafka) Run(args ...string) {
 	k.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 330*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "kafka.sh"))
 	cmd.Args = append(cmd.Args, args...)

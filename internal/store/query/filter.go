@@ -208,11 +208,12 @@ func bucket(column string, step time.Duration) (string, []any) {
 }
 
 // liveSamples is the condition the rollup's materialized view uses for a live, valid sample of a stage
-// (internal/store/migrations/0001_init.sql); includeReplays widens it to replays too.
+// (internal/store/migrations/0001_init.sql, 0004); includeReplays widens it to every reprocessing: replays and
+// redeliveries.
 func liveSamples(w *where, sp stageSpec, includeReplays bool) {
 	w.add("bitAnd(valid, ?) != 0", sp.bit)
 	if includeReplays {
-		w.add("replay_class IN ('live', 'replay')")
+		w.add("replay_class IN ('live', 'replay', 'redelivery')")
 	} else {
 		w.add("replay_class = 'live'")
 	}

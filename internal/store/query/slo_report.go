@@ -42,9 +42,10 @@ type SLOReportRow struct {
 	Topic, Group string
 	Period       SLOCounts
 	Windows      []SLOCounts // in the order of SLOReportQuery.Windows
-	// Replayed counts rows of class replay (reprocessed after a committed-offset decrease, case C30) and Backfill rows
-	// of class backfill (a new group's first pass over old data): never live latency.
-	Replayed, Backfill uint64
+	// Replayed counts rows of class replay (reprocessed after a committed-offset decrease, case C30), Redelivered rows
+	// of class redelivery (the uncommitted tail reprocessed after a rebalance) and Backfill rows of class backfill (a
+	// new group's first pass over old data): never live latency.
+	Replayed, Redelivered, Backfill uint64
 	// SkewFlagged counts live rows whose clock correction was suspect (latency.FlagSkewSuspected): their end-to-end
 	// latency is not trusted, so they are neither good nor bad. The collector never sets a stage's validity bit on
 	// such a row (collector/rows.go), so they are disjoint from the live samples.
@@ -103,10 +104,11 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 	skew := uint32(latency.FlagSkewSuspected)
 	cols = append(cols,
 		"countIf(replay_class = 'replay' AND observed_time >= toDateTime(?))",
+		"countIf(replay_class = 'redelivery' AND observed_time >= toDateTime(?))",
 		"countIf(replay_class = 'backfill' AND observed_time >= toDateTime(?))",
 		"countIf(replay_class = 'live' AND bitAnd(flags, ?) != 0 AND observed_time >= toDateTime(?))",
 		"countIf(replay_class = 'live' AND bitAnd(valid, ?) = 0 AND bitAnd(flags, ?) = 0 AND observed_time >= toDateTime(?))")
-	args = append(args, periodFrom, periodFrom, skew, periodFrom, sp.bit, skew, periodFrom)
+	args = append(args, periodFrom, periodFrom, periodFrom, skew, periodFrom, sp.bit, skew, periodFrom)
 
 	var wh where
 	wh.timeRange("observed_time", time.Unix(since(scanned), 0), q.End)
@@ -129,7 +131,7 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 		for i := range row.Windows {
 			dest = append(dest, &row.Windows[i].Good, &row.Windows[i].Total)
 		}
-		dest = append(dest, &row.Replayed, &row.Backfill, &row.SkewFlagged, &row.Unmeasured)
+		dest = append(dest, &row.Replayed, &row.Redelivered, &row.Backfill, &row.SkewFlagged, &row.Unmeasured)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan SLO report: %w", err)
 		}

@@ -26,7 +26,7 @@ type Message struct {
 	Partition    int32
 	Offset       int64
 	LatencyMs    int64
-	ReplayClass  string // live, replay, backfill
+	ReplayClass  string // live, replay, redelivery, backfill
 	TraceID      string // W3C trace id (32 hex), "" when the message carried none
 	ProducerHost string
 	ConsumerHost string
