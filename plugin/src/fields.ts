@@ -37,6 +37,6 @@ export const VALUE_FIELDS: Partial<Record<QueryType, readonly string[]>> = {
   e2e_distribution: ['latency'],
   consumer_lag: ['lag', 'time_lag', 'expired', 'partitions'],
   slo: ['compliance', 'burn_rate', 'error_budget_remaining', 'good', 'total'],
-  clock_offsets: ['offset', 'uncertainty'],
+  clock_offsets: ['offset', 'estimate', 'lower', 'upper', 'uncertainty'],
   probe_health: ['sent', 'lost', 'loss_ratio', 'duplicates', 'p50', 'p99'],
 };

@@ -147,11 +147,12 @@ func TestQueriesOnCurrentClickHouse(t *testing.T) {
 		"percentiles rollup_1h": fmt.Sprintf(`"%s","c1","[60,60]",2`, ts),
 		"lag":                   fmt.Sprintf(`"%s","g",7,0,1500,2`, ts),
 		"slo":                   fmt.Sprintf(`"%s","t",2,2`, ts),
-		"clock offsets":         fmt.Sprintf(`"%s","c1","bracketed",13,0.5`, ts),
-		"probe health":          fmt.Sprintf(`"%s","1",2,1,0,"[20,20]"`, ts),
-		"list hosts":            "\"b1\"\n\"c1\"\n\"p1\"",
-		"list groups":           `"g"`,
-		"schema version":        "1,1",
+		// c1's rows were written without the interval columns: their defaults give the ± interval and the offset
+		"clock offsets":  fmt.Sprintf(`"%s","c1","bracketed",13,0.5,12.5,13.5,13`, ts),
+		"probe health":   fmt.Sprintf(`"%s","1",2,1,0,"[20,20]"`, ts),
+		"list hosts":     "\"b1\"\n\"c1\"\n\"p1\"",
+		"list groups":    `"g"`,
+		"schema version": "1,1",
 	}
 	type q struct {
 		Name string `json:"name"`

@@ -3,6 +3,7 @@ package query_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -295,8 +296,10 @@ func TestClockOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []query.ClockOffsetPoint{
-		{Time: t0.Add(time.Minute), Host: "b1", Kind: "envelope", OffsetMs: -4, UncertaintyMs: 2},
-		{Time: t0, Host: "c1", Kind: "bracketed", OffsetMs: 13, UncertaintyMs: 0.5}, // the bucket's last estimate
+		// An envelope keeps its open side (-inf) and no half-width (+inf) through ClickHouse.
+		{Time: t0.Add(time.Minute), Host: "b1", Kind: "envelope", OffsetMs: -4, UncertaintyMs: math.Inf(1), LowerMs: math.Inf(-1),
+			UpperMs: -3.9, EstimateMs: -5.5},
+		{Time: t0, Host: "c1", Kind: "bracketed", OffsetMs: 13, UncertaintyMs: 0.5, LowerMs: 12.5, UpperMs: 13.5, EstimateMs: 13}, // the bucket's last estimate
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)

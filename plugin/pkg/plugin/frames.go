@@ -331,6 +331,14 @@ func slowestFrame(msgs []query.Message, q ParsedQuery, tracingUID, traceURL stri
 	return f
 }
 
+// finite is v, or nil for ±Inf and NaN (an open side of an interval).
+func finite(v float64) *float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
 func clockFrames(pts []query.ClockOffsetPoint) data.Frames {
 	frames := data.Frames{}
 	for i := 0; i < len(pts); {
@@ -341,13 +349,20 @@ func clockFrames(pts []query.ClockOffsetPoint) data.Frames {
 		s := pts[i:j]
 		labels := data.Labels{"host": s[0].Host, "kind": s[0].Kind}
 		times := make([]time.Time, len(s))
-		off, unc := make([]float64, len(s)), make([]float64, len(s))
+		off, est := make([]float64, len(s)), make([]float64, len(s))
+		unc, lo, hi := make([]*float64, len(s)), make([]*float64, len(s)), make([]*float64, len(s))
 		for k, p := range s {
-			times[k], off[k], unc[k] = p.Time, p.OffsetMs, p.UncertaintyMs
+			times[k], off[k], est[k] = p.Time, p.OffsetMs, p.EstimateMs
+			unc[k], lo[k], hi[k] = finite(p.UncertaintyMs), finite(p.LowerMs), finite(p.UpperMs)
 		}
+		// An interval's open side (a causal envelope bounds one side only) is null, never a number: no panel may show
+		// a precision the estimate does not have.
 		f := data.NewFrame("clock_offsets",
 			data.NewField("time", nil, times),
 			data.NewField("offset", labels, off).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " offset"}),
+			data.NewField("estimate", labels, est).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " estimate"}),
+			data.NewField("lower", labels, lo).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " lower bound"}),
+			data.NewField("upper", labels, hi).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " upper bound"}),
 			data.NewField("uncertainty", labels, unc).SetConfig(&data.FieldConfig{Unit: "ms", DisplayNameFromDS: s[0].Host + " ± uncertainty"}),
 		)
 		f.Meta = &data.FrameMeta{Type: data.FrameTypeTimeSeriesMulti, TypeVersion: data.FrameTypeVersion{0, 1}}

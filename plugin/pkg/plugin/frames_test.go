@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"flag"
+	"math"
 	"testing"
 	"time"
 
@@ -97,8 +98,9 @@ func TestGoldenSlowest(t *testing.T) {
 
 func TestGoldenClockAndProbe(t *testing.T) {
 	golden(t, "clock_offsets", clockFrames([]query.ClockOffsetPoint{
-		{Time: g0, Host: "b1", Kind: "bracketed", OffsetMs: -4.5, UncertaintyMs: 0.25},
-		{Time: g0, Host: "c1", Kind: "envelope", OffsetMs: 13, UncertaintyMs: 2},
+		{Time: g0, Host: "b1", Kind: "bracketed", OffsetMs: -4.5, UncertaintyMs: 0.25, LowerMs: -4.75, UpperMs: -4.25, EstimateMs: -4.5},
+		// A producer's envelope: at least 13 ms, no upper bound; the estimate adds the probe path's 1.5 ms.
+		{Time: g0, Host: "c1", Kind: "envelope", OffsetMs: 13, UncertaintyMs: math.Inf(1), LowerMs: 12.9, UpperMs: math.Inf(1), EstimateMs: 14.5},
 	}))
 	golden(t, "probe_health", probeFrames([]query.ProbePoint{
 		{Time: g0, Broker: "1", Sent: 8, Lost: 2, Duplicates: 1, P50Ms: 3, P99Ms: 9.5},

@@ -127,9 +127,16 @@ func series(t *testing.T, r backend.DataResponse) []string {
 			var vals []string
 			for i := 0; i < fld.Len(); i++ {
 				// ten significant digits: exact for the fixture's values, blind to float rounding in the last bits
-				if v, ok := fld.At(i).(float64); ok {
+				switch v := fld.At(i).(type) {
+				case float64:
 					vals = append(vals, fmt.Sprintf("%.10g", v))
-				} else {
+				case *float64: // a nullable field: an interval's open side
+					if v == nil {
+						vals = append(vals, "null")
+					} else {
+						vals = append(vals, fmt.Sprintf("%.10g", *v))
+					}
+				default:
 					vals = append(vals, fmt.Sprint(fld.At(i)))
 				}
 			}
@@ -153,6 +160,7 @@ func TestQueryDataOverGRPC(t *testing.T) {
 		dq("L", `{"queryType":"consumer_lag","groupBy":"group"}`),
 		dq("S", `{"queryType":"slo","sloThresholdMs":500,"sloObjective":0.9}`),
 		dq("C", `{"queryType":"clock_offsets","host":"c1"}`),
+		dq("E", `{"queryType":"clock_offsets","host":"b1"}`),
 		dq("H", `{"queryType":"probe_health"}`),
 		dq("D", `{"queryType":"e2e_distribution","topic":"orders","groupBy":"none","stage":"receive_process"}`),
 		dq("F", `{"queryType":"slo","sloThresholdMs":500,"sloObjective":0.9,"fields":["burn_rate"]}`),
@@ -185,7 +193,19 @@ func TestQueryDataOverGRPC(t *testing.T) {
 		}},
 		// an alert rule's query keeps only the number its threshold is about
 		{"F", []string{"slo burn_rate=3.333333333,0"}},
-		{"C", []string{"clock_offsets{host=c1, kind=bracketed} offset=13", "clock_offsets{host=c1, kind=bracketed} uncertainty=0.5"}},
+		// c1's last bracketed estimate in the bucket: 13 ± 0.5, an interval closed on both sides
+		{"C", []string{
+			"clock_offsets{host=c1, kind=bracketed} offset=13", "clock_offsets{host=c1, kind=bracketed} estimate=13",
+			"clock_offsets{host=c1, kind=bracketed} lower=12.5", "clock_offsets{host=c1, kind=bracketed} upper=13.5",
+			"clock_offsets{host=c1, kind=bracketed} uncertainty=0.5",
+		}},
+		// b1's envelope bounds it from above only (at most -3.9 ms): the lower bound and the half-width are null, not a
+		// number, and the estimate is the bound moved by the probe path's 1.5 ms toward the open side
+		{"E", []string{
+			"clock_offsets{host=b1, kind=envelope} offset=-4", "clock_offsets{host=b1, kind=envelope} estimate=-5.5",
+			"clock_offsets{host=b1, kind=envelope} lower=null", "clock_offsets{host=b1, kind=envelope} upper=-3.9",
+			"clock_offsets{host=b1, kind=envelope} uncertainty=null",
+		}},
 		{"H", []string{
 			"probe_health{broker=1} sent=5", "probe_health{broker=1} lost=1", "probe_health{broker=1} loss_ratio=0.2",
 			"probe_health{broker=1} duplicates=1", "probe_health{broker=1} p50=20", "probe_health{broker=1} p99=20",

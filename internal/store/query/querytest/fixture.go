@@ -2,6 +2,7 @@ package querytest
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -29,7 +30,8 @@ func TraceID(topic string, offset int64) string {
 // lag_snapshots (cluster "c"): billing/orders p0 lag 5 then 3, p1 lag 7 then 4 (time lag 2000 and 1500 last);
 // billing/payments p0 lag 100, expired 50, time lag 9000; idle-group/archive p0 lag 1 at T0+1m.
 //
-// clock_offsets: c1 bracketed 12.5±1 at T0+5s then 13±0.5 at T0+50s; b1 envelope −4±2 at T0+61s.
+// clock_offsets: c1 bracketed 12.5±1 at T0+5s then 13±0.5 at T0+50s; b1 an upper envelope at T0+61s: at most −4 ms
+// (upper bound −3.9, no lower bound, uncertainty +inf), estimated −5.5 with the probe path's 1.5 ms.
 //
 // probe_events (topic _tidemark_probe): broker 1 seq 1..4 ok with e2e 20 (seq 2 delivered twice) and seq 5 lost at
 // T0+1s..T0+5s; broker 2 seq 10..11 ok with e2e 40.
@@ -69,7 +71,8 @@ func SeedFixture(t testing.TB, conn driver.Conn) {
 	InsertClockOffsets(t, conn, []ClockOffset{
 		{At: T0.Add(5 * time.Second), Host: "c1", Kind: "bracketed", OffsetMs: 12.5, UncertaintyMs: 1},
 		{At: T0.Add(50 * time.Second), Host: "c1", Kind: "bracketed", OffsetMs: 13, UncertaintyMs: 0.5},
-		{At: T0.Add(61 * time.Second), Host: "b1", Kind: "envelope", OffsetMs: -4, UncertaintyMs: 2},
+		{At: T0.Add(61 * time.Second), Host: "b1", Kind: "envelope", OffsetMs: -4, UncertaintyMs: math.Inf(1),
+			LowerMs: math.Inf(-1), UpperMs: -3.9, Estimate: -5.5},
 	})
 	var probes []Probe
 	for s := uint64(1); s <= 5; s++ {

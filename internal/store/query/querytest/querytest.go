@@ -158,11 +158,13 @@ func InsertLag(t testing.TB, conn driver.Conn, rows []Lag) {
 	}
 }
 
-// ClockOffset is one clock_offsets row.
+// ClockOffset is one clock_offsets row. Lower, Upper and Estimate all zero stand for a row written before migration
+// 0003: they are inserted as the column defaults would make them (OffsetMs ∓ UncertaintyMs, OffsetMs).
 type ClockOffset struct {
-	At                      time.Time
-	Host, Kind              string // kind: bracketed, synced, envelope
-	OffsetMs, UncertaintyMs float64
+	At                         time.Time
+	Host, Kind                 string // kind: bracketed, synced, envelope
+	OffsetMs, UncertaintyMs    float64
+	LowerMs, UpperMs, Estimate float64
 }
 
 // InsertClockOffsets inserts estimates in one batch.
@@ -170,12 +172,17 @@ func InsertClockOffsets(t testing.TB, conn driver.Conn, rows []ClockOffset) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO clock_offsets (at, at_ms, host, kind, offset_ms, uncertainty_ms, samples, ver)")
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO clock_offsets (at, at_ms, host, kind, offset_ms, uncertainty_ms, samples, "+
+		"lower_ms, upper_ms, estimate_ms, ver)")
 	if err != nil {
 		t.Fatalf("prepare clock_offsets: %v", err)
 	}
 	for _, r := range rows {
-		if err := b.Append(r.At, r.At.UnixMilli(), r.Host, r.Kind, r.OffsetMs, r.UncertaintyMs, uint32(1), uint64(1)); err != nil {
+		if r.LowerMs == 0 && r.UpperMs == 0 && r.Estimate == 0 {
+			r.LowerMs, r.UpperMs, r.Estimate = r.OffsetMs-r.UncertaintyMs, r.OffsetMs+r.UncertaintyMs, r.OffsetMs
+		}
+		if err := b.Append(r.At, r.At.UnixMilli(), r.Host, r.Kind, r.OffsetMs, r.UncertaintyMs, uint32(1),
+			r.LowerMs, r.UpperMs, r.Estimate, uint64(1)); err != nil {
 			t.Fatalf("append clock_offsets: %v", err)
 		}
 	}
