@@ -81,8 +81,9 @@ func TestLiveLatencyHistogram(t *testing.T) {
 		receipt(103, 30*time.Millisecond, 501*time.Millisecond, 4),  // just outside it
 		receipt(104, 40*time.Millisecond, 3000*time.Millisecond, 0), // no trace: no exemplar
 	}
-	// Offset 101 processed again after 104: a replay (or redelivery), never live latency, however slow it is.
-	replay := receipt(101, 10*time.Millisecond, 2*time.Second, 5)
+	// Offset 101 processed again after 104 with no commit seen: the uncommitted tail handed out again, a redelivery
+	// (its own class in storage), never live latency, however slow it is.
+	redelivered := receipt(101, 10*time.Millisecond, 2*time.Second, 5)
 	// Processed (C1, synced to ±0.1 ms) 50 ms before the append (broker-1, ±1.5 ms): impossible with the known
 	// offsets, so the sample is skew-suspected and kept out of the live numbers.
 	skewed := receipt(105, 50*time.Millisecond, 15*time.Millisecond, 6)
@@ -90,11 +91,11 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	skewed.RecordTimestampMs += 50
 
 	p := &Receipts{pathDeps: deps}
-	recs := []kafka.Record{receiptRecord(t, 0, live...), receiptRecord(t, 1, replay), receiptRecord(t, 2, skewed)}
+	recs := []kafka.Record{receiptRecord(t, 0, live...), receiptRecord(t, 1, redelivered), receiptRecord(t, 2, skewed)}
 	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: recs}, func(int64) {}); err != nil {
 		t.Fatal(err)
 	}
-	// The seed does what it claims: rows 0-4 live and trusted, row 5 a replay, row 6 skew-suspected.
+	// The seed does what it claims: rows 0-4 live and trusted, row 5 a redelivery, row 6 skew-suspected.
 	rows := sink.rows[0].Latency
 	if len(rows) != 7 {
 		t.Fatalf("%d rows, want 7", len(rows))
@@ -104,8 +105,8 @@ func TestLiveLatencyHistogram(t *testing.T) {
 			t.Fatalf("row %d: class %v e2e %d valid %08b flags %b, want live %d ms", i, rows[i].Class, rows[i].E2EMs, rows[i].Valid, rows[i].Flags, want)
 		}
 	}
-	if rows[5].Class != store.ClassReplay {
-		t.Fatalf("row 5 class %v, want replay", rows[5].Class)
+	if rows[5].Class != store.ClassRedelivery {
+		t.Fatalf("row 5 class %v, want redelivery", rows[5].Class)
 	}
 	if rows[6].Flags&uint32(latency.FlagSkewSuspected) == 0 {
 		t.Fatalf("row 6 flags %b, want skew-suspected", rows[6].Flags)
@@ -164,7 +165,7 @@ tidemark_e2e_latency_seconds_count{group="g",topic="orders"} 5
 			t.Fatalf("exemplars %v, want %v", ex, wantEx)
 		}
 	}
-	// Stages: the five live samples' processing (8 ms each) and nothing of the replay or the skewed sample.
+	// Stages: the five live samples' processing (8 ms each) and nothing of the redelivery or the skewed sample.
 	if n := testutil.CollectAndCount(deps.metrics.StageLatency, "tidemark_stage_latency_seconds"); n != 3 {
 		t.Fatalf("%d stage series, want ingest, queue_wait, processing", n)
 	}

@@ -244,13 +244,16 @@ launch_node() {
   shift_by=$(node_setting TIDEMARK_KAFKA_FAKETIME "$1")
   if [[ -n $shift_by ]]; then
     # libfaketime preloaded into the JVM itself (not the faketime wrapper, which forks: the pid file must name the
-    # JVM so that stop-node stops it). Monotonic clocks stay real (DONT_FAKE_MONOTONIC is 0.9.10's name for it):
-    # faking them costs the JVM ~15 µs per System.nanoTime and a broker minutes to start. Measured here:
-    # System.currentTimeMillis 0.23 µs plain, 2 µs preloaded like this, 11-17 µs with the MT variant.
+    # JVM so that stop-node stops it). Monotonic clocks stay real (FAKETIME_DONT_FAKE_MONOTONIC), and
+    # FAKETIME_FORCE_MONOTONIC_FIX=0: with 0.9.10's default every timed wait of the JVM (LockSupport.parkNanos,
+    # Object.wait) returned at once, so the broker's threads spun and a skewed 3-broker cluster took 8 minutes to
+    # start on a loaded machine, with 14 s probe round trips. Measured here with it off: 200 parks of 1 ms take
+    # 260 ms as without libfaketime (0.4 ms with the default), System.currentTimeMillis costs what it costs without
+    # it, and a 3-broker cluster with one skewed broker starts as fast as a plain one (73 s at load average 50).
     local lib
     lib=$(dpkg -L libfaketime 2>/dev/null | grep -m1 '/libfaketime\.so') ||
       die "TIDEMARK_KAFKA_FAKETIME needs libfaketime (Debian: apt-get install faketime)"
-    wrap=(env LD_PRELOAD="$lib" FAKETIME="$shift_by" DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_FAKE_MONOTONIC=1)
+    wrap=(env LD_PRELOAD="$lib" FAKETIME="$shift_by" FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0)
     echo "$shift_by" >"$dir/faketime"
   else
     rm -f "$dir/faketime"
