@@ -47,7 +47,7 @@ func TestLatencyBuckets(t *testing.T) {
 	}
 }
 
-// TestLiveLatencyHistogram seeds the receipts path with live receipts of known end-to-end latency, a replay of
+// TestLiveLatencyHistogram seeds the receipts path with live receipts of known end-to-end latency, a redelivery of
 // one of them and a receipt whose stamps contradict the known clock offsets (skew-suspected): only the live ones
 // are in tidemark_e2e_latency_seconds, in exactly the buckets their corrected latency falls in, and every
 // observation that carried a trace has an exemplar with its trace id.
