@@ -238,6 +238,15 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 	var rows store.Rows
 	var bad []kafka.Record
 	var errs []error
+	// First every probe of the batch is marked received, under the lock the sweep takes: the append-leader lookups
+	// below may wait for a round (or, while a partition cannot be read, answer at once), and a probe that came back
+	// must never be swept as lost meanwhile.
+	type back struct {
+		rec  *kafka.Record
+		st   *probeState
+		recv time.Time
+	}
+	var got []back
 	for i := range b.Records {
 		rec := &b.Records[i]
 		recv := received(rec, p.clock)
@@ -264,9 +273,14 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		appendMs := rec.Timestamp.UnixMilli()
 		st.row.AppendMs, st.row.ReceiveMs, st.row.Status = appendMs, recv.UnixMilli(), store.ProbeOK
 		st.row.E2EMs = recv.Sub(st.send).Milliseconds()
+		p.mu.Unlock()
+		got = append(got, back{rec, st, recv})
+	}
+	for _, g := range got {
+		rec, st, recv := g.rec, g.st, g.recv
+		appendMs := rec.Timestamp.UnixMilli()
 		// The broker that appended the probe stamped it: the leader of its epoch, which is the leader the sender
 		// read only if leadership did not move in between (the producer follows a failover by itself).
-		p.mu.Unlock()
 		host, _, appender := p.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
 		p.mu.Lock()
 		if appender < 0 {

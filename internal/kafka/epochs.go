@@ -32,16 +32,21 @@ import (
 //
 // Safe for concurrent use. Partitions nobody asked about for 10 minutes are forgotten (memory stays bounded).
 type AppendLeaders struct {
-	cl       *kgo.Client
+	rpc      epochRPC
+	close    func()
 	interval time.Duration
 	maxWait  time.Duration
 	log      *slog.Logger
 
 	kick chan struct{} // a caller waits for a round
 
-	mu    sync.Mutex // guards parts and round
+	mu    sync.Mutex // guards parts, round, done and inRound
 	parts map[topicPartition]*epochHistory
 	round chan struct{} // closed when the current refresh round ends
+	// done counts the rounds that ended; inRound is set while one runs. A caller needs a round that began after it
+	// asked (one already under way may have read the log end before the caller's record was appended).
+	done    uint64
+	inRound bool
 
 	// Rounds and Errors count refresh rounds and failed requests (for tests and metrics).
 	Rounds, Errors atomic.Uint64
@@ -63,8 +68,22 @@ type epochSpan struct {
 type epochHistory struct {
 	spans []epochSpan
 	// placed: every offset in [spans[0].start, placed) lies in a span whose start is known.
-	placed  int64
+	placed int64
+	// failing: the last round could not read the partition (its leader down, an election under way). Callers asking
+	// about offsets beyond placed get -1 at once instead of waiting: a partition that cannot be read must not hold up
+	// every record of it by MaxWait.
+	failing bool
 	lastUse time.Time
+}
+
+// epochRPC is what AppendLeaders asks the cluster (franzEpochs; a fake in tests).
+type epochRPC interface {
+	// listEnds returns each partition's leader, current leader epoch and log end offset; partitions it could not
+	// read are left out (and counted through fail).
+	listEnds(ctx context.Context, keys []topicPartition, fail func(string, error)) map[topicPartition]logEnd
+	// epochEnd returns the largest epoch <= epoch the partition's leader has and that epoch's end offset; (-1, -1)
+	// when it has no epoch that old.
+	epochEnd(ctx context.Context, k topicPartition, epoch int32) (int32, int64, error)
 }
 
 // NewAppendLeaders connects (as sc does: see franzClient) and returns the lookup; Run refreshes it. interval <= 0
@@ -74,6 +93,10 @@ func NewAppendLeaders(brokers []string, sc *sarama.Config, interval, maxWait tim
 	if err != nil {
 		return nil, err
 	}
+	return newAppendLeaders(franzEpochs{cl}, cl.Close, interval, maxWait, log), nil
+}
+
+func newAppendLeaders(rpc epochRPC, closeFn func(), interval, maxWait time.Duration, log *slog.Logger) *AppendLeaders {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
@@ -83,19 +106,26 @@ func NewAppendLeaders(brokers []string, sc *sarama.Config, interval, maxWait tim
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &AppendLeaders{cl: cl, interval: interval, maxWait: maxWait, log: log, kick: make(chan struct{}, 1),
-		parts: map[topicPartition]*epochHistory{}, round: make(chan struct{})}, nil
+	return &AppendLeaders{rpc: rpc, close: closeFn, interval: interval, maxWait: maxWait, log: log, kick: make(chan struct{}, 1),
+		parts: map[topicPartition]*epochHistory{}, round: make(chan struct{})}
 }
 
 // Close releases the connections.
-func (a *AppendLeaders) Close() { a.cl.Close() }
+func (a *AppendLeaders) Close() {
+	if a.close != nil {
+		a.close()
+	}
+}
 
-// AppendLeader returns the broker that appended offset of topic/partition, or -1 when it cannot be known (before
-// the first epoch seen, an epoch whose leader was never seen, or no round placed the offset within MaxWait or
-// before ctx ended).
+// AppendLeader returns the broker that appended offset of topic/partition, or -1 when it cannot be known: before
+// the first epoch seen, in an epoch whose leader was never seen, while the partition cannot be read (the last round
+// failed for it: the answer is then immediate, never a wait), or when no round that began after the call placed
+// the offset (within MaxWait, before ctx ended). A record the caller has read lies below the log end a round begun
+// after the read sees, so one such round is all a healthy partition ever costs.
 func (a *AppendLeaders) AppendLeader(ctx context.Context, topic string, partition int32, offset int64) int32 {
 	k := topicPartition{topic, partition}
 	var timer *time.Timer
+	need := uint64(0) // the round count at which a round begun after this call has ended
 	for {
 		a.mu.Lock()
 		h := a.parts[k]
@@ -108,6 +138,20 @@ func (a *AppendLeaders) AppendLeader(ctx context.Context, topic string, partitio
 			l := h.leaderOf(offset)
 			a.mu.Unlock()
 			return l
+		}
+		if need == 0 {
+			need = a.done + 1
+			if a.inRound {
+				need++
+			}
+		}
+		if h.failing || a.done >= need {
+			a.mu.Unlock()
+			select {
+			case a.kick <- struct{}{}: // a failing partition is retried by the next round, not by this caller
+			default:
+			}
+			return -1
 		}
 		round := a.round
 		a.mu.Unlock()
@@ -122,6 +166,9 @@ func (a *AppendLeaders) AppendLeader(ctx context.Context, topic string, partitio
 		select {
 		case <-round:
 		case <-timer.C:
+			// A round slower than MaxWait (a broker not answering): the partition counts as failing until a round
+			// places it, so its other records do not wait too.
+			a.setFailing(k, true)
 			return -1
 		case <-ctx.Done():
 			return -1
@@ -175,17 +222,36 @@ func (a *AppendLeaders) refresh(ctx context.Context) {
 		}
 		keys = append(keys, k)
 	}
+	a.inRound = true
 	a.mu.Unlock()
+	// A round is bounded like a caller's wait: partitions it did not reach in time are failing until the next.
+	ctx, cancel := context.WithTimeout(ctx, a.maxWait)
+	defer cancel()
 	if len(keys) > 0 {
-		ends := a.listEnds(ctx, keys)
-		for k, end := range ends {
+		ends := a.rpc.listEnds(ctx, keys, a.fail)
+		for _, k := range keys {
+			end, ok := ends[k]
+			if !ok {
+				a.setFailing(k, true)
+				continue
+			}
 			a.observe(ctx, k, end)
 		}
 	}
 	a.Rounds.Add(1)
 	a.mu.Lock()
+	a.inRound = false
+	a.done++
 	close(a.round)
 	a.round = make(chan struct{})
+	a.mu.Unlock()
+}
+
+func (a *AppendLeaders) setFailing(k topicPartition, failing bool) {
+	a.mu.Lock()
+	if h := a.parts[k]; h != nil {
+		h.failing = failing
+	}
 	a.mu.Unlock()
 }
 
@@ -197,7 +263,11 @@ type logEnd struct {
 	end    int64
 }
 
-func (a *AppendLeaders) listEnds(ctx context.Context, keys []topicPartition) map[topicPartition]logEnd {
+// franzEpochs asks the cluster through a franz-go client (sarama has no OffsetForLeaderEpoch and hides the leader
+// epoch ListOffsets answers).
+type franzEpochs struct{ cl *kgo.Client }
+
+func (f franzEpochs) listEnds(ctx context.Context, keys []topicPartition, fail func(string, error)) map[topicPartition]logEnd {
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.ReplicaID = -1
 	byTopic := map[string][]int32{}
@@ -215,16 +285,16 @@ func (a *AppendLeaders) listEnds(ctx context.Context, keys []topicPartition) map
 		req.Topics = append(req.Topics, rt)
 	}
 	out := map[topicPartition]logEnd{}
-	for _, sh := range a.cl.RequestSharded(ctx, req) {
+	for _, sh := range f.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
-			a.fail("list offsets", sh.Err)
+			fail("list offsets", sh.Err)
 			continue
 		}
 		resp := sh.Resp.(*kmsg.ListOffsetsResponse)
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					a.fail("list offsets of "+t.Topic, err)
+					fail("list offsets of "+t.Topic, err)
 					continue
 				}
 				if p.LeaderEpoch < 0 {
@@ -257,9 +327,10 @@ func (a *AppendLeaders) observe(ctx context.Context, k topicPartition, e logEnd)
 		if !ok {
 			break
 		}
-		prev, end, err := a.epochEnd(ctx, k, ep-1)
+		prev, end, err := a.rpc.epochEnd(ctx, k, ep-1)
 		if err != nil {
 			a.fail("offset for leader epoch of "+k.topic, err)
+			a.setFailing(k, true)
 			return
 		}
 		a.mu.Lock()
@@ -269,13 +340,16 @@ func (a *AppendLeaders) observe(ctx context.Context, k topicPartition, e logEnd)
 	a.mu.Lock()
 	if h.complete() {
 		h.placed = max(h.placed, e.end)
+		h.failing = false
+	} else {
+		h.failing = true // an epoch's start is still unknown after the walk's limit
 	}
 	a.mu.Unlock()
 }
 
 // epochEnd asks k's leader where epoch ended: the largest epoch <= epoch it has, and that epoch's end offset (the
 // first offset of the next). (-1, -1) when it has no epoch that old.
-func (a *AppendLeaders) epochEnd(ctx context.Context, k topicPartition, epoch int32) (int32, int64, error) {
+func (f franzEpochs) epochEnd(ctx context.Context, k topicPartition, epoch int32) (int32, int64, error) {
 	if epoch < 0 {
 		return -1, -1, nil
 	}
@@ -287,7 +361,7 @@ func (a *AppendLeaders) epochEnd(ctx context.Context, k topicPartition, epoch in
 	rp.Partition, rp.LeaderEpoch = k.partition, epoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	for _, sh := range a.cl.RequestSharded(ctx, req) {
+	for _, sh := range f.cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
 			return 0, 0, sh.Err
 		}

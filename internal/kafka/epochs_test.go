@@ -1,6 +1,12 @@
 package kafka
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
 
 // TestEpochHistory: how a partition's epochs are placed from what ListOffsets and OffsetForLeaderEpoch answer, one
 // step of a lookup's life per row, and which broker each offset is then attributed to.
@@ -62,5 +68,125 @@ func TestEpochHistory(t *testing.T) {
 	first.setStart(0, -1, -1)
 	if first.spans[0].start != 0 || first.leaderOf(0) != 1 {
 		t.Errorf("first epoch: %+v, want start 0 led by 1", first.spans)
+	}
+}
+
+// fakeEpochs answers AppendLeaders' RPCs from a table: a partition without an end fails ListOffsets. entered, if
+// set, is signalled when listEnds begins and listEnds then waits for release.
+type fakeEpochs struct {
+	mu      sync.Mutex
+	ends    map[topicPartition]logEnd
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f *fakeEpochs) set(k topicPartition, e *logEnd) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e == nil {
+		delete(f.ends, k)
+		return
+	}
+	f.ends[k] = *e
+}
+
+func (f *fakeEpochs) listEnds(_ context.Context, keys []topicPartition, fail func(string, error)) map[topicPartition]logEnd {
+	if f.entered != nil {
+		f.entered <- struct{}{}
+		<-f.release
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[topicPartition]logEnd{}
+	for _, k := range keys {
+		if e, ok := f.ends[k]; ok {
+			out[k] = e
+		} else {
+			fail("list offsets", errors.New("NOT_LEADER_OR_FOLLOWER"))
+		}
+	}
+	return out
+}
+
+// epochEnd: every partition's epoch 0 is its first (no earlier epoch).
+func (f *fakeEpochs) epochEnd(context.Context, topicPartition, int32) (int32, int64, error) { return -1, -1, nil }
+
+// TestAppendLeaderNeverStalls: a record of a healthy partition costs one round begun after the call; a partition
+// whose leader cannot be read answers -1 at once, for every further record, instead of holding each one up by
+// MaxWait (which is an hour here: a call that waited for it would trip the hang guard). The test runs the rounds
+// itself (no Run goroutine), so every wait is on an event it makes happen.
+func TestAppendLeaderNeverStalls(t *testing.T) {
+	healthy, failing := topicPartition{"t", 0}, topicPartition{"t", 1}
+	f := &fakeEpochs{ends: map[topicPartition]logEnd{healthy: {leader: 2, epoch: 0, end: 10}}}
+	a := newAppendLeaders(f, nil, time.Hour, time.Hour, nil)
+	ctx := context.Background()
+	call := func(k topicPartition, offset int64) <-chan int32 {
+		ch := make(chan int32, 1)
+		go func() { ch <- a.AppendLeader(ctx, k.topic, k.partition, offset) }()
+		return ch
+	}
+	got := func(ch <-chan int32) int32 {
+		t.Helper()
+		select {
+		case l := <-ch:
+			return l
+		case <-time.After(time.Minute): // hang guard: correct code answers as soon as the round it waits for ends
+			t.Fatal("AppendLeader still waiting a minute after the round it needed")
+			return 0
+		}
+	}
+	kicked := func() {
+		t.Helper()
+		select {
+		case <-a.kick:
+		case <-time.After(time.Minute):
+			t.Fatal("AppendLeader did not ask for a round")
+		}
+	}
+
+	// A healthy partition: the call asks for a round, and the round places offsets below the log end (10).
+	ch := call(healthy, 5)
+	kicked()
+	a.refresh(ctx)
+	if l := got(ch); l != 2 {
+		t.Fatalf("healthy partition: leader %d, want 2", l)
+	}
+	// A failing one: the round that was asked for cannot read it, so the call answers -1 when it ends; the next
+	// records answer -1 at once, with no round run meanwhile.
+	ch = call(failing, 5)
+	kicked()
+	a.refresh(ctx)
+	if l := got(ch); l != -1 {
+		t.Fatalf("failing partition: leader %d, want -1", l)
+	}
+	for off := int64(6); off < 9; off++ {
+		if l := got(call(failing, off)); l != -1 {
+			t.Fatalf("failing partition, offset %d: leader %d, want -1", off, l)
+		}
+	}
+	// It recovers: the next round places it, and its records are attributed again.
+	f.set(failing, &logEnd{leader: 3, epoch: 0, end: 20})
+	a.refresh(ctx)
+	if l := got(call(failing, 7)); l != 3 {
+		t.Fatalf("recovered partition: leader %d, want 3", l)
+	}
+
+	// A round already under way when a new partition is asked about did not include it: the caller waits for the
+	// next round (it asks for one again after the first ends) rather than answering -1.
+	late := topicPartition{"t", 2}
+	f.set(late, &logEnd{leader: 1, epoch: 0, end: 5})
+	f.entered, f.release = make(chan struct{}), make(chan struct{})
+	roundDone := make(chan struct{})
+	go func() { a.refresh(ctx); close(roundDone) }()
+	<-f.entered // the round is reading log ends, of the partitions it knew when it began
+	ch = call(late, 0)
+	kicked()
+	f.release <- struct{}{}
+	<-roundDone
+	kicked() // woken by the round's end, the offset still unplaced: it asks for another round and waits
+	f.entered = nil
+	a.refresh(ctx)
+	if l := got(ch); l != 1 {
+		t.Fatalf("partition asked about during a round: leader %d, want 1", l)
 	}
 }
