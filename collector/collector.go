@@ -77,6 +77,9 @@ func New(cfg Config, opts Options) (*Collector, error) {
 		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost,
 			opts.Engine.Config(), opts.Metrics), live: liveHistograms{max: cfg.MaxLiveSeries}}
 	c := &Collector{cfg: cfg, opts: opts, deps: d}
+	if cfg.Receipts.Enabled || cfg.Tap.Enabled {
+		d.checkpoints = newReplayCheckpoints(cfg.ReplayStateTopic, opts.Logger)
+	}
 	if cfg.Tap.Enabled {
 		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.Group: true, cfg.Tap.Group: true}
 		c.bounds = newCommitBounds(d, &tapRing{}, func(g string) bool {
@@ -135,6 +138,12 @@ func (c *Collector) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return conn.appends.Run(gctx) })
+	if ck := c.deps.checkpoints; ck != nil {
+		ck.setSender(func(_ context.Context, ms []kafka.Message) error { return prod.SendAll(ms) })
+		n := ck.restore(conn.state, c.opts.Engine, c.cfg.Receipts.Topic, conn.receiptEnds)
+		c.opts.Logger.Info("replay trackers restored", "topic", c.cfg.ReplayStateTopic, "paths", n)
+		g.Go(func() error { return ck.run(gctx) })
+	}
 	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
 		g.Go(func() error {
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
@@ -213,6 +222,9 @@ type kafkaConn struct {
 	admin  *kafka.TopicAdmin // nil unless the probe topic planner runs
 	// appends places offsets in leader epochs: whose clock stamped a LogAppendTime.
 	appends *kafka.AppendLeaders
+	// state is the replay-state topic as read at start, receiptEnds the receipts topic's high watermarks then.
+	state       []kafka.Record
+	receiptEnds map[int32]int64
 }
 
 // connect resolves the kafka: block (re-reading its password, secret and certificate files, so a corrected file
@@ -237,6 +249,27 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 			return nil, fmt.Errorf("ensure receipts topic: %w", err)
 		}
 	}
+	var state []kafka.Record
+	var receiptEnds map[int32]int64
+	if c.deps.checkpoints != nil {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.ReplayStateTopic, Partitions: 1,
+			Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+			return nil, fmt.Errorf("ensure replay state topic: %w", err)
+		}
+		// The trackers are restored before any record is read: read the state topic to its end, and the receipts
+		// topic's ends (a checkpoint beyond one is of an earlier incarnation of the topic).
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		state, err = kafka.ReadTopic(rctx, brokers, kc.Sarama(), c.cfg.ReplayStateTopic)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("read replay state: %w", err)
+		}
+		if c.cfg.Receipts.Enabled {
+			if receiptEnds, err = kafka.EndOffsets(brokers, kc.Sarama(), c.cfg.Receipts.Topic); err != nil {
+				return nil, fmt.Errorf("read receipts topic ends: %w", err)
+			}
+		}
+	}
 	if c.cfg.Probe.Enabled {
 		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
 			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
@@ -252,7 +285,7 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 		prod.Close()
 		return nil, err
 	}
-	conn := &kafkaConn{client: kc, prod: prod, meta: meta}
+	conn := &kafkaConn{client: kc, prod: prod, meta: meta, state: state, receiptEnds: receiptEnds}
 	if conn.appends, err = kafka.NewAppendLeaders(brokers, kc.Sarama(), 100*time.Millisecond, 2*time.Second, c.opts.Logger); err != nil {
 		prod.Close()
 		meta.Close()
@@ -269,6 +302,17 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 	return conn, nil
 }
 
+// BrokerOffset returns broker's clock offset from the collector's (broker − collector) at at, as the probe path
+// brackets it, and its uncertainty (the bracket's half-width, drift included); ok is false unless the probes bracket
+// that broker (lagexporter.BrokerClocks: the lag exporter corrects LogAppendTime record stamps with it).
+func (c *Collector) BrokerOffset(broker int32, at time.Time) (offset, uncertainty time.Duration, ok bool) {
+	o, err := c.opts.Engine.Offset(c.deps.hosts.id(brokerHost(broker)), at)
+	if err != nil || o.Kind != latency.KindBracketed || o.Suspect {
+		return 0, 0, false
+	}
+	return o.Offset, o.Uncertainty, true
+}
+
 // Ready returns nil while the collector runs and its sink acknowledges rows; else why not: still connecting to
 // Kafka at start (with the last error), or the sink failing or stalled (SinkHealth).
 func (c *Collector) Ready() error {
@@ -281,16 +325,23 @@ func (c *Collector) Ready() error {
 	return c.SinkHealth()
 }
 
-// drain waits for the sink to acknowledge what it accepted, so the ending session's commit includes it.
+// drain waits for the sink to acknowledge what it accepted and publishes the replay checkpoints of what it
+// acknowledged, so the ending session's commit includes it.
 func (c *Collector) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	if err := c.opts.Sink.Flush(ctx); err != nil {
 		c.opts.Logger.Warn("drain before commit", "err", err)
 	}
+	if ck := c.deps.checkpoints; ck != nil {
+		if err := ck.publish(ctx); err != nil {
+			c.opts.Logger.Warn("drain before commit: replay checkpoints", "err", err)
+		}
+	}
 }
 
-// writeClockOffsets writes the engine's offset estimates every ClockOffsetInterval.
+// writeClockOffsets writes the engine's offset estimates every ClockOffsetInterval, and refreshes the engine
+// metrics (tidemark_clock_offset_*, tidemark_latency_*) from the same reading.
 func (c *Collector) writeClockOffsets(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.ClockOffsetInterval)
 	defer t.Stop()
@@ -300,7 +351,8 @@ func (c *Collector) writeClockOffsets(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		rows := clockRows(c.opts.Engine.Offsets(c.opts.Clock()))
+		c.opts.Metrics.engine.update(c.opts.Engine, c.opts.Clock())
+		rows := clockRows(c.opts.Metrics.engine.snap.Load().offsets)
 		if len(rows) == 0 {
 			continue
 		}

@@ -80,6 +80,7 @@ type commitKey struct {
 // observe processes one snapshot and writes the rows it yields.
 func (cb *commitBounds) observe(ctx context.Context, s *lagexporter.Snapshot) error {
 	var rows store.Rows
+	var touched []*latency.Path
 	for gi := range s.Groups {
 		g := &s.Groups[gi]
 		if cb.skip(g.Group) {
@@ -99,7 +100,11 @@ func (cb *commitBounds) observe(ctx context.Context, s *lagexporter.Snapshot) er
 				continue // the first sighting has no lower edge; a decrease is a rewind (the engine sees it as a commit)
 			}
 			path := cb.deps.engine.Path(g.Group, p.Topic, p.Partition)
-			for _, t := range cb.ring.between(p.Topic, p.Partition, prev, p.Committed) {
+			tapped := cb.ring.between(p.Topic, p.Partition, prev, p.Committed)
+			if len(tapped) > 0 {
+				touched = append(touched, path)
+			}
+			for _, t := range tapped {
 				rec := t.rec
 				rec.Stamps[latency.Commit] = latency.Stamp{Value: s.Time.UnixNano(), Host: latency.RefHost, Unit: latency.Nanos}
 				raw := t.raw
@@ -115,8 +120,13 @@ func (cb *commitBounds) observe(ctx context.Context, s *lagexporter.Snapshot) er
 		return nil
 	}
 	cb.deps.metrics.Rows.WithLabelValues(PathTap).Add(float64(len(rows.Latency)))
-	// No Kafka offsets ride on these rows: they are derived from a snapshot, so there is nothing to mark.
-	return cb.deps.sink.Write(ctx, rows, nil)
+	// No Kafka offsets ride on these rows: they are derived from a snapshot, so there is nothing to mark; their
+	// paths' checkpoints go out with the next publish.
+	if err := cb.deps.sink.Write(ctx, rows, nil); err != nil {
+		return err
+	}
+	cb.deps.checkpoints.put(touched)
+	return nil
 }
 
 // newCommitBounds returns the commit-bound stage of the tap.

@@ -14,10 +14,14 @@ type Config struct {
 	// ReferenceHost names the collector's own clock, the reference every stamp is mapped onto.
 	ReferenceHost string `yaml:"reference_host"`
 	// DeadLetterTopic receives records that do not decode (default tidemark-dead-letters).
-	DeadLetterTopic string         `yaml:"dead_letter_topic"`
-	Receipts        ReceiptsConfig `yaml:"receipts"`
-	Probe           ProbeConfig    `yaml:"probe"`
-	Tap             TapConfig      `yaml:"tap"`
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	// ReplayStateTopic is the compacted topic the replay trackers' checkpoints are kept in (receipts and commit
+	// bounds), so that a restarted collector classifies re-read records as the first time (default
+	// tidemark-replay-state; created with one partition, cleanup.policy=compact).
+	ReplayStateTopic string         `yaml:"replay_state_topic"`
+	Receipts         ReceiptsConfig `yaml:"receipts"`
+	Probe            ProbeConfig    `yaml:"probe"`
+	Tap              TapConfig      `yaml:"tap"`
 	// ClockOffsetInterval is how often the engine's clock-offset estimates are written to clock_offsets (default 10 s).
 	ClockOffsetInterval time.Duration `yaml:"clock_offset_interval"`
 	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms).
@@ -118,6 +122,7 @@ func (c *Config) SetDefaults() {
 	def(&c.DeadLetterTopic, DefaultDLQTopic)
 	def(&c.Receipts.Topic, "tidemark-receipts")
 	def(&c.Receipts.Group, DefaultReceiptsGrp)
+	def(&c.ReplayStateTopic, DefaultStateTopic)
 	def(&c.Probe.Topic, DefaultProbeTopic)
 	def(&c.Probe.Group, DefaultProbeGroup)
 	def(&c.Tap.Group, DefaultTapGroup)
@@ -240,6 +245,12 @@ func (c *Config) Validate() error {
 	}
 	topic("dead_letter_topic", c.DeadLetterTopic)
 	topic("receipts.topic", c.Receipts.Topic)
+	topic("replay_state_topic", c.ReplayStateTopic)
+	for key, other := range map[string]string{"receipts.topic": c.Receipts.Topic, "dead_letter_topic": c.DeadLetterTopic, "probe.topic": c.Probe.Topic} {
+		if c.ReplayStateTopic == other {
+			bad("replay_state_topic", "must differ from %s (%s)", key, other)
+		}
+	}
 	topic("probe.topic", c.Probe.Topic)
 	for i, tp := range c.Tap.Topics {
 		topic(fmt.Sprintf("tap.topics[%d]", i), tp)

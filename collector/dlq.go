@@ -17,6 +17,7 @@ const (
 	DefaultProbeTopic  = "tidemark-probe"
 	DefaultProbeGroup  = "tidemark-probe"
 	DefaultReceiptsGrp = "tidemark-receipts"
+	DefaultStateTopic  = "tidemark-replay-state"
 	DefaultTapGroup    = "tidemark-tap"
 )
 

@@ -38,7 +38,7 @@ func newEnv(t *testing.T) *env {
 	e := newEnvOn(t, testenv.Kafka(t))
 	adm := testenv.Admin(t)
 	t.Cleanup(func() {
-		for _, topic := range []string{e.cfg.DeadLetterTopic, e.cfg.Receipts.Topic, e.cfg.Probe.Topic} {
+		for _, topic := range []string{e.cfg.DeadLetterTopic, e.cfg.Receipts.Topic, e.cfg.Probe.Topic, e.cfg.ReplayStateTopic} {
 			_ = adm.DeleteTopic(topic)
 		}
 	})
@@ -54,11 +54,12 @@ func newEnvOn(t *testing.T, brokers []string) *env {
 	}
 	e.source = e.createTopic("src", 3, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	e.cfg = Config{
-		DeadLetterTopic: testenv.Name(t, "dlq"),
-		Receipts:        ReceiptsConfig{Enabled: true, Topic: testenv.Name(t, "rc"), Group: testenv.Name(t, "rcg"), Partitions: 3},
-		Probe:           ProbeConfig{Enabled: true, Topic: testenv.Name(t, "pr"), Group: testenv.Name(t, "prg"), Interval: 200 * time.Millisecond, LossTimeout: 5 * time.Second},
-		MaxWait:         50 * time.Millisecond,
-		DrainTimeout:    5 * time.Second,
+		DeadLetterTopic:  testenv.Name(t, "dlq"),
+		ReplayStateTopic: testenv.Name(t, "rs"),
+		Receipts:         ReceiptsConfig{Enabled: true, Topic: testenv.Name(t, "rc"), Group: testenv.Name(t, "rcg"), Partitions: 3},
+		Probe:            ProbeConfig{Enabled: true, Topic: testenv.Name(t, "pr"), Group: testenv.Name(t, "prg"), Interval: 200 * time.Millisecond, LossTimeout: 5 * time.Second},
+		MaxWait:          50 * time.Millisecond,
+		DrainTimeout:     5 * time.Second,
 	}
 	e.db, e.conn = testenv.ClickHouseDB(t)
 	s := e.openStore(nil)
@@ -235,10 +236,22 @@ func (e *env) appOn(source string, n int, pSkew, cSkew, procDelay time.Duration)
 // produceApp produces n instrumented records to source (producer host p1 with clock skew pSkew).
 func (e *env) produceApp(source string, n int, pSkew time.Duration) {
 	e.t.Helper()
+	e.produceWith(source, n, instrument.ProducerConfig{Host: "p1", Clock: instrument.OffsetClock(time.Now, pSkew)})
+}
+
+// exactClock is an instrument.OffsetSource for a producer whose clock is the collector's (the test process's): its
+// offset is 0, known to 0.1 ms.
+type exactClock struct{}
+
+func (exactClock) ClockOffset() instrument.ClockOffset {
+	return instrument.ClockOffset{Uncertainty: 100 * time.Microsecond, Valid: true}
+}
+
+// produceWith produces n records to source through a producer interceptor configured by pcfg.
+func (e *env) produceWith(source string, n int, pcfg instrument.ProducerConfig) {
+	e.t.Helper()
 	pc := testenv.SaramaConfig(e.t)
-	pc.Producer.Interceptors = []sarama.ProducerInterceptor{
-		instrument.NewProducerInterceptor(instrument.ProducerConfig{Host: "p1", Clock: instrument.OffsetClock(time.Now, pSkew)}),
-	}
+	pc.Producer.Interceptors = []sarama.ProducerInterceptor{instrument.NewProducerInterceptor(pcfg)}
 	prod, err := sarama.NewSyncProducer(e.brokers, pc)
 	if err != nil {
 		e.t.Fatal(err)

@@ -70,6 +70,9 @@ type Metrics struct {
 	// HopSpans counts hop spans by stage (ingest, queue_wait) and outcome (emitted; untrusted: the span would be
 	// shifted, so none is made; see hopTracer.untrustedReason).
 	HopSpans *prometheus.CounterVec // path, stage, outcome
+	// engine mirrors the latency engine's clock offsets (as intervals) and counters, refreshed with every
+	// clock_offsets write.
+	engine *engineMetrics
 }
 
 // DefaultSLOThreshold is the end-to-end latency threshold of the default SLO (docs/slo.md: 99.9 % of live messages
@@ -173,11 +176,12 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			"Records with or without trace context by the hop-span sampler's decision (sampled, slow, unsampled, ratio, no_trace).", "path", "decision"),
 		HopSpans: cv("tidemark_collector_hop_spans_total",
 			"Hop spans (ingest, queue_wait) built from corrected stamps, by outcome: emitted, or untrusted (not made: an end's offset is unknown or an order was violated beyond the uncertainty, so the span would be shifted).", "path", "stage", "outcome"),
+		engine: newEngineMetrics(),
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
 	}

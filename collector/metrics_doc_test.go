@@ -2,10 +2,12 @@ package collector
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/latency"
 )
 
 // TestCollectorMetricsDocAgrees: docs/metrics.md's collector table lists exactly the metric families NewMetrics
@@ -36,5 +38,23 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
 	m.TraceDecisions.WithLabelValues("p", "d").Inc()
 	m.HopSpans.WithLabelValues("p", "s", "o").Inc()
+	// The engine mirror: one host with an estimate, one rejected stamp and one converted from µs.
+	eng, err := latency.NewEngine(latency.Config{FixUnits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := eng.ReportOffset(eng.Host("h"), 0, time.Millisecond, now); err != nil {
+		t.Fatal(err)
+	}
+	var r latency.Record
+	r.Stamps[latency.Produce] = latency.Stamp{Value: -5, Unit: latency.Millis}
+	r.Stamps[latency.Processed] = latency.TimeStamp(latency.RefHost, now)
+	eng.Path("g", "t", 0).Observe(r)
+	r.Offset = 1
+	r.Stamps[latency.Produce] = latency.MillisStamp(latency.RefHost, now.UnixMicro()-1000)
+	r.Stamps[latency.Append] = latency.TimeStamp(latency.RefHost, now)
+	eng.Path("g", "t", 0).Observe(r)
+	m.engine.update(eng, now)
 	testenv.MetricsDocAgrees(t, "../docs/metrics.md", "collector", reg)
 }

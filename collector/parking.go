@@ -248,10 +248,15 @@ func (k *parking) process(p *Receipts, r *parkedRecord) {
 	if again, ok := p.pending.get(part, r.offset); ok {
 		rows = again // a copy read in an earlier session was processed meanwhile: same rows
 	} else {
-		rows = p.rows(rb.ctx, nil, part, r.offset, r.receipts, p.clock(), &cache, 1)
+		rows = p.rows(rb.ctx, nil, source{rb.b.Topic, part}, r.offset, r.receipts, p.clock(), &cache, 1)
 		cache.flush(p.metrics, PathReceipts)
 	}
 	rb.mu.Lock()
 	rb.parkedRows = append(rb.parkedRows, rows...)
+	for _, tp := range cache.touched {
+		if !slices.Contains(rb.parkedTouched, tp) {
+			rb.parkedTouched = append(rb.parkedTouched, tp)
+		}
+	}
 	rb.mu.Unlock()
 }

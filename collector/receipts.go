@@ -39,6 +39,8 @@ type pathDeps struct {
 	live    liveHistograms
 	health  health
 	tracer  *hopTracer // nil: tracing off
+	// checkpoints keeps the replay trackers' state durable across restarts (nil: not kept).
+	checkpoints *replayCheckpoints
 	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds), each
 	// with the Unix second it was last seen (*atomic.Int64); groups idle longer than the idle TTL are forgotten.
 	instrumented sync.Map
@@ -320,9 +322,14 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 	)
 	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
 	rb := &receiptBatch{ctx: ctx, b: b, left: 1, from: from, to: to}
+	src := source{b.Topic, part}
 	rb.res = p.reserve(b, func(next int64) {
 		p.stored.advance(part, next)
-		mark(next)
+		if p.checkpoints == nil {
+			mark(next)
+			return
+		}
+		p.checkpoints.marked(src, next, mark) // released once the checkpoints below next are published
 	})
 	now := p.clock()
 	var cache batchCache
@@ -358,13 +365,14 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			errs = append(errs, err)
 			continue
 		}
-		rb.rows.Latency = p.rows(ctx, rb.rows.Latency, part, off, buf, now, &cache, len(b.Records))
+		rb.rows.Latency = p.rows(ctx, rb.rows.Latency, src, off, buf, now, &cache, len(b.Records))
 	}
 	if len(bad) > 0 {
 		if err := p.deadLetter(ctx, PathReceipts, bad, errs); err != nil {
 			return err
 		}
 	}
+	rb.touched = cache.touched
 	if !rb.release() {
 		return nil // records wait for topic metadata: the last of them to be processed hands the batch to the sink
 	}
@@ -373,18 +381,21 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 
 // rows appends to dst the rows of the receipts rs decoded from the record at offset of receipts partition part,
 // remembering them until acknowledged (pendingRows). hint sizes a first allocation.
-func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, part int32, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
+func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
 	start := len(dst)
 	for j := range rs {
 		if j == 0 || rs[j].Group != rs[j-1].Group {
 			p.touchInstrumented(rs[j].Group, now)
+		}
+		if p.checkpoints.done(pathKey{rs[j].Group, rs[j].Topic, rs[j].Partition}, src, off) {
+			continue // processed and stored by the process before a restart, and counted by its checkpoint
 		}
 		if dst == nil { // most records of a batch hold as many receipts as the first
 			dst = make([]store.LatencyRow, 0, len(rs)*hint)
 		}
 		dst = append(dst, p.row(ctx, &rs[j], now, cache))
 	}
-	p.pending.put(part, off, dst[start:])
+	p.pending.put(src.partition, off, dst[start:])
 	return dst
 }
 
@@ -395,6 +406,14 @@ func (p *Receipts) submitBatch(rb *receiptBatch) error {
 	if len(rb.parkedRows) > 0 {
 		rows.Latency = append(rows.Latency, rb.parkedRows...)
 	}
+	// The batch's checkpoints are taken now that every receipt of it, parked or not, went through the engine.
+	touched := rb.touched
+	for _, tp := range rb.parkedTouched {
+		if !slices.Contains(touched, tp) {
+			touched = append(touched, tp)
+		}
+	}
+	p.checkpoints.queue(source{rb.b.Topic, part}, to, touched)
 	return p.submit(rb.ctx, PathReceipts, rb.b, rb.res, rows, func() {
 		p.stored.acked(part, from, to)
 		p.pending.release(part, from, to)
@@ -454,6 +473,9 @@ type receiptBatch struct {
 	left       int                // parked records not yet processed, plus 1 while the handler runs
 	lost       bool               // a parked record was abandoned (its session ended): the batch is never submitted
 	parkedRows []store.LatencyRow // rows of its parked records, processed in their topics' order
+	// touched and parkedTouched are the engine paths the handler's and the parked records' receipts went through
+	// (their replay checkpoints are taken when the batch is complete); parkedTouched is guarded by mu.
+	touched, parkedTouched []*latency.Path
 }
 
 func (rb *receiptBatch) hold() { rb.mu.Lock(); rb.left++; rb.mu.Unlock() }
@@ -485,6 +507,8 @@ type batchCache struct {
 	overflow     int // live observations not recorded: their pair had no series (max_live_series)
 	// noMeta counts receipts that needed their topic's metadata and had none, by the view's state.
 	noMeta [kafka.TopicOverflow + 1]int
+	// touched are the paths the batch's receipts went through, in first-use order (their checkpoints follow).
+	touched []*latency.Path
 }
 
 func (c *batchCache) flush(m *Metrics, path string) {
@@ -518,10 +542,13 @@ func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicV
 // row corrects one receipt.
 func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
 	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
-		classes, skewed, noMeta, overflow := c.classes, c.skewed, c.noMeta, c.overflow
+		classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
 		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
 			noMeta: noMeta, overflow: overflow,
-			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255}
+			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
+		if !slices.Contains(c.touched, c.path) {
+			c.touched = append(c.touched, c.path)
+		}
 	}
 	var rec latency.Record
 	rec.Offset = r.Offset

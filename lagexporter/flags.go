@@ -59,11 +59,20 @@ const (
 	// KIP-1226): the lag counts every record from the share-partition start offset to End, including records after it
 	// already acknowledged or archived, so it is an upper bound.
 	FlagLagUpperBound
+	// FlagClockCorrected: the first unconsumed record's timestamp is a LogAppendTime, stamped by the broker that
+	// appended it (the leader of its epoch), and the time lag is measured from that stamp corrected by the broker's
+	// clock offset as the collector's probes bracket it: a failover to a broker whose clock is off does not move it.
+	FlagClockCorrected
+	// FlagClockUncorrected: the timestamp is a LogAppendTime whose broker's clock offset is not known (no collector
+	// in this process, the broker not probed yet, or the appending broker unknown): the time lag is off by that
+	// broker's clock offset, which after a failover may be another broker's than before.
+	FlagClockUncorrected
 )
 
 // FlagNames names each flag bit, in bit order.
 var FlagNames = []string{"no_commit", "expired", "ahead_of_end", "control_records", "lower_bound", "estimated", "stale",
-	"unavailable", "replay", "future_timestamp", "end_offset_decreased", "unassigned", "compacted", "lag_upper_bound"}
+	"unavailable", "replay", "future_timestamp", "end_offset_decreased", "unassigned", "compacted", "lag_upper_bound",
+	"append_clock_corrected", "append_clock_uncorrected"}
 
 // Has reports whether every flag in f2 is set in f.
 func (f Flags) Has(f2 Flags) bool { return f&f2 == f2 }

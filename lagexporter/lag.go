@@ -103,7 +103,9 @@ type PartitionLag struct {
 // Rules (docs/lag.md): raw lag = max(0, End − Start()) where Start = max(committed, log start) (cases C03, C05,
 // C19); without a commit Start is the log start or End by reset policy (C06); the effective lag subtracts a leading
 // run of records the group will never receive, as found by the probe: with no consumable record up to End it is 0
-// (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21);
+// (transaction markers at the tail, C01). Time lag = Now − probe timestamp when Lag > 0, 0 otherwise (C21), the
+// timestamp of a LogAppendTime record first moved onto the exporter's clock by its broker's offset when known
+// (Probe.AppendClock: FlagClockCorrected, else FlagClockUncorrected);
 // a probe timestamp <= 0 ms is missing (ValidRecordTimestamp, C27) and one after Now leaves the time lag unknown with
 // FlagFutureTimestamp.
 //
@@ -170,13 +172,23 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		return out
 	}
 	if p.FirstOffset >= 0 && p.TimestampOffset >= 0 && ValidRecordTimestamp(p.Timestamp) {
-		if p.Timestamp.After(in.Now) {
+		ts := p.Timestamp
+		if c := p.AppendClock; c != nil {
+			// A LogAppendTime is the appending broker's clock: put it on ours when the probes know that clock.
+			if c.Known {
+				ts = ts.Add(-c.Offset)
+				out.Flags |= FlagClockCorrected
+			} else {
+				out.Flags |= FlagClockUncorrected
+			}
+		}
+		if ts.After(in.Now) {
 			// The producer's clock is ahead of ours (CreateTime) or the stamp is garbage (year 9999): the age of the
 			// backlog is unknown, never 0 while records wait. The evaluator may still interpolate it (estimated).
 			out.Flags |= FlagFutureTimestamp
 			return out
 		}
-		out.TimeLag = in.Now.Sub(p.Timestamp)
+		out.TimeLag = in.Now.Sub(ts)
 		out.TimeLagKnown = true
 		// only compaction (and a first record without a valid timestamp) makes the age a lower bound: markers and
 		// aborted records are not data the group is waiting for

@@ -15,6 +15,10 @@ func TestComputeLag(t *testing.T) {
 		p.GapOffsets = gapOffsets
 		return p
 	}
+	lat := func(p *RecordProbe, broker int32, offset time.Duration, known bool) *RecordProbe {
+		p.AppendClock = &AppendClock{Broker: broker, Known: known, Offset: offset}
+		return p
+	}
 	tests := []struct {
 		name              string
 		in                PartitionInput
@@ -216,6 +220,42 @@ func TestComputeLag(t *testing.T) {
 			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
 				Probe: probe(10, 10, 10, time.UnixMilli(0), 11, false), Now: now},
 			lag: 1, raw: 1,
+		},
+		// Issue 16, item 3: a LogAppendTime is the appending broker's clock. The record was appended 5 s ago (true
+		// time) by a broker whose clock is 3 s ahead of ours: its stamp reads now − 2 s.
+		{
+			name: "LogAppendTime, broker 3 s ahead, offset known",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: lat(probe(10, 10, 10, now.Add(-2*time.Second), 11, false), 2, 3*time.Second, true), Now: now},
+			lag: 1, raw: 1, timeLag: 5 * time.Second, timeKnown: true, flags: FlagClockCorrected,
+		},
+		{
+			// Without the broker's offset: 3 s short, and said so.
+			name: "LogAppendTime, offset unknown",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: lat(probe(10, 10, 10, now.Add(-2*time.Second), 11, false), 2, 0, false), Now: now},
+			lag: 1, raw: 1, timeLag: 2 * time.Second, timeKnown: true, flags: FlagClockUncorrected,
+		},
+		{
+			// Appended 1 s ago by the same broker: the stamp reads 2 s in the future. Uncorrected it is a future
+			// timestamp (unknown time lag); corrected it is 1 s.
+			name: "LogAppendTime in our future, corrected",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: lat(probe(10, 10, 10, now.Add(2*time.Second), 11, false), 2, 3*time.Second, true), Now: now},
+			lag: 1, raw: 1, timeLag: time.Second, timeKnown: true, flags: FlagClockCorrected,
+		},
+		{
+			name: "LogAppendTime in our future, uncorrected",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: lat(probe(10, 10, 10, now.Add(2*time.Second), 11, false), -1, 0, false), Now: now},
+			lag: 1, raw: 1, flags: FlagClockUncorrected | FlagFutureTimestamp,
+		},
+		{
+			// A broker 3 s behind: appended 1 s ago, stamped now − 4 s; corrected 1 s, not 4.
+			name: "LogAppendTime, broker 3 s behind",
+			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 11, LastStable: 11,
+				Probe: lat(probe(10, 10, 10, now.Add(-4*time.Second), 11, false), 1, -3*time.Second, true), Now: now},
+			lag: 1, raw: 1, timeLag: time.Second, timeKnown: true, flags: FlagClockCorrected,
 		},
 	}
 	for _, tc := range tests {

@@ -36,6 +36,10 @@ type Loop struct {
 	// record, when set, receives every cycle's observation (tidemark lag record).
 	record func(*Observation) error
 
+	// clocks, when set, answers brokers' clock offsets (the collector's probes): LogAppendTime record reads are
+	// corrected with them.
+	clocks BrokerClocks
+
 	mu   sync.Mutex // guards subs
 	subs map[chan *Snapshot]struct{}
 }
@@ -126,6 +130,10 @@ func (l *Loop) Health() Health {
 
 // SetRecorder makes every cycle hand its observation to fn (e.g. to append it to a timeline file). Call before Run.
 func (l *Loop) SetRecorder(fn func(*Observation) error) { l.record = fn }
+
+// SetBrokerClocks makes every cycle read, for each LogAppendTime record it uses, the appending broker's clock
+// offset from fn (RecordProbe.AppendClock; docs/lag.md, "Time lag across a failover"). Call before Run.
+func (l *Loop) SetBrokerClocks(fn BrokerClocks) { l.clocks = fn }
 
 // Latest returns the last published snapshot, or nil before the first cycle completed.
 func (l *Loop) Latest() *Snapshot { return l.latest.Load() }
@@ -509,7 +517,17 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 			delete(l.cache, k)
 			continue
 		}
-		obs.Records = append(obs.Records, e.RecordProbe)
+		rp := e.RecordProbe
+		if rp.AppendClock != nil && l.clocks != nil {
+			// The offset is read afresh every cycle (a cached answer says only whose clock it was), and recorded
+			// with the observation so that lag eval, which has no clocks, sees what this cycle saw.
+			c := AppendClock{Broker: rp.AppendClock.Broker}
+			if c.Broker >= 0 {
+				c.Offset, c.Uncertainty, c.Known = l.clocks(c.Broker, obs.Time)
+			}
+			rp.AppendClock = &c
+		}
+		obs.Records = append(obs.Records, rp)
 	}
 	return invalid
 }

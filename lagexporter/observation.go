@@ -295,10 +295,31 @@ type RecordProbe struct {
 	GapOffsets int64 `json:"gap_offsets,omitempty"`
 	// MissingTimestamps and WrongUnitTimestamps count the records from FirstOffset to TimestampOffset whose timestamp
 	// was skipped as invalid (ClassifyRecordTimestamp): no timestamp (-1, or <= 0 ms), or one in the wrong unit.
-	MissingTimestamps   int    `json:"missing_timestamps,omitempty"`
-	WrongUnitTimestamps int    `json:"wrong_unit_timestamps,omitempty"`
-	Error               string `json:"error,omitempty"`
+	MissingTimestamps   int `json:"missing_timestamps,omitempty"`
+	WrongUnitTimestamps int `json:"wrong_unit_timestamps,omitempty"`
+	// AppendClock is set when Timestamp is a LogAppendTime: the appending broker's clock stamped it, not the
+	// exporter's (nil for CreateTime and when no timestamp was found).
+	AppendClock *AppendClock `json:"append_clock,omitempty"`
+	Error       string       `json:"error,omitempty"`
 }
+
+// AppendClock says whose clock stamped a LogAppendTime and how far that clock is from the exporter's, so that the
+// time lag is measured on one clock (docs/lag.md, "Time lag across a failover"). A record's LogAppendTime is the
+// clock of the broker that appended it: the leader of its batch's partition leader epoch, which after a failover is
+// not the partition's leader any more.
+type AppendClock struct {
+	// Broker is the broker that appended the record (the leader of the batch's epoch), -1 when not known.
+	Broker int32 `json:"broker"`
+	// Known: Offset (broker clock − exporter clock) and its Uncertainty are the collector's probe-bracketed estimate
+	// for Broker, read in this cycle. Without it the time lag is flagged append_clock_uncorrected.
+	Known       bool          `json:"known,omitempty"`
+	Offset      time.Duration `json:"offset,omitempty"`
+	Uncertainty time.Duration `json:"uncertainty,omitempty"`
+}
+
+// BrokerClocks answers a broker's clock offset from the exporter's clock (broker − exporter) at a time, and its
+// uncertainty; ok is false when it is not known (the collector's probes have not bracketed that broker).
+type BrokerClocks func(broker int32, at time.Time) (offset, uncertainty time.Duration, ok bool)
 
 func strictUnmarshal(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))

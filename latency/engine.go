@@ -359,6 +359,21 @@ func (p *Path) Replay() ReplayState {
 	return p.tracker.State()
 }
 
+// Checkpoint returns the path's replay-tracker state (see ReplayCheckpoint).
+func (p *Path) Checkpoint() ReplayCheckpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tracker.Checkpoint()
+}
+
+// Restore replaces the path's replay-tracker state with c: at start, before the path sees a record, from a
+// checkpoint an earlier process took, so that records it re-reads keep their classification.
+func (p *Path) Restore(c ReplayCheckpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tracker.Restore(c)
+}
+
 // Observe validates, corrects and classifies one processed record, updates the sketches and counters, and returns
 // the result. Records of a path should be fed in processing order (receipts keyed by source partition keep it).
 func (p *Path) Observe(r Record) Result {

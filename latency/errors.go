@@ -15,3 +15,7 @@ var ErrConfig = errors.New("invalid latency config")
 // ErrImplausibleOffset is returned by Engine.ReportOffset for a claimed clock offset larger in magnitude than
 // Config.Bounds.MaxSkew: no correction is applied from it (a forged or corrupt receipt must not move a host's clock).
 var ErrImplausibleOffset = errors.New("reported clock offset beyond max skew")
+
+// ErrBadCheckpoint is returned by ReplayCheckpoint.UnmarshalBinary for bytes it did not write (another length or
+// version): the checkpoint is ignored, never half-restored.
+var ErrBadCheckpoint = errors.New("malformed replay checkpoint")

@@ -1,6 +1,10 @@
 package latency
 
-import "math"
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
 
 // Class is what a processed record means for latency: only ClassLive feeds live end-to-end percentiles.
 type Class uint8
@@ -119,4 +123,61 @@ func (t *ReplayTracker) State() ReplayState {
 		Replaying: t.replaying, BoundaryOffset: t.boundary, RewindAtMs: t.rewindAtMs, RewindObserved: t.rewindKnown,
 		ProcessedNext: t.processedNext, Committed: t.committed, NewGroup: t.newGroup,
 	}
+}
+
+// ReplayCheckpoint is everything a [ReplayTracker] knows, so that its classification survives a restart of the
+// process: a tracker restored from the checkpoint classifies every later record (and commit) exactly as the
+// tracker it was taken from would have. Encode it with MarshalBinary.
+type ReplayCheckpoint struct {
+	ProcessedNext, Committed, HighCommit, Boundary int64
+	RewindAtMs, BornMs                             float64
+	RewindKnown, Replaying, SeenCommit, NewGroup   bool
+}
+
+// Checkpoint returns the tracker's state.
+func (t *ReplayTracker) Checkpoint() ReplayCheckpoint {
+	return ReplayCheckpoint{ProcessedNext: t.processedNext, Committed: t.committed, HighCommit: t.highCommit,
+		Boundary: t.boundary, RewindAtMs: t.rewindAtMs, BornMs: t.bornMs, RewindKnown: t.rewindKnown,
+		Replaying: t.replaying, SeenCommit: t.seenCommit, NewGroup: t.newGroup}
+}
+
+// Restore replaces the tracker's state with c.
+func (t *ReplayTracker) Restore(c ReplayCheckpoint) {
+	*t = ReplayTracker{processedNext: c.ProcessedNext, committed: c.Committed, highCommit: c.HighCommit,
+		boundary: c.Boundary, rewindAtMs: c.RewindAtMs, bornMs: c.BornMs, rewindKnown: c.RewindKnown,
+		replaying: c.Replaying, seenCommit: c.SeenCommit, newGroup: c.NewGroup}
+}
+
+// replayCheckpointLen is MarshalBinary's length: a version byte, four int64s, two float64s and a flags byte.
+const replayCheckpointLen = 1 + 4*8 + 2*8 + 1
+
+// MarshalBinary encodes c in 50 bytes (version 1, big-endian).
+func (c ReplayCheckpoint) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, replayCheckpointLen)
+	b = append(b, 1)
+	for _, v := range []int64{c.ProcessedNext, c.Committed, c.HighCommit, c.Boundary} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.RewindAtMs))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.BornMs))
+	var f byte
+	for i, on := range []bool{c.RewindKnown, c.Replaying, c.SeenCommit, c.NewGroup} {
+		if on {
+			f |= 1 << i
+		}
+	}
+	return append(b, f), nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote; any other length or version is an error (ErrBadCheckpoint).
+func (c *ReplayCheckpoint) UnmarshalBinary(b []byte) error {
+	if len(b) != replayCheckpointLen || b[0] != 1 {
+		return fmt.Errorf("replay checkpoint of %d bytes (version %v): %w", len(b), b[:min(1, len(b))], ErrBadCheckpoint)
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
+	c.ProcessedNext, c.Committed, c.HighCommit, c.Boundary = int64(u(0)), int64(u(1)), int64(u(2)), int64(u(3))
+	c.RewindAtMs, c.BornMs = math.Float64frombits(u(4)), math.Float64frombits(u(5))
+	f := b[replayCheckpointLen-1]
+	c.RewindKnown, c.Replaying, c.SeenCommit, c.NewGroup = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+	return nil
 }

@@ -220,6 +220,24 @@ func (p *Path) snapshot(reset bool) PathSnapshot {
 	return s
 }
 
+// Totals returns every path's counters summed, without copying a sketch (what a metrics snapshot needs). Each path
+// is read under its own lock.
+func (e *Engine) Totals() Counters {
+	e.mu.Lock()
+	paths := make([]*Path, 0, len(e.paths))
+	for _, p := range e.paths {
+		paths = append(paths, p)
+	}
+	e.mu.Unlock()
+	var c Counters
+	for _, p := range paths {
+		p.mu.Lock()
+		c.add(&p.counters)
+		p.mu.Unlock()
+	}
+	return c
+}
+
 // Snapshot is the engine-wide view: every path's snapshot, plus totals with merged sketches.
 type Snapshot struct {
 	Paths         []PathSnapshot // sorted by group, topic, partition

@@ -501,9 +501,10 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 	}
 	m := collector.NewMetrics(nil)
 	c, err := collector.New(collector.Config{
-		DeadLetterTopic: "bench-dlq-" + topic,
-		Receipts:        collector.ReceiptsConfig{Enabled: true, Topic: topic, Group: "bench-pipe-" + topic},
-		MaxBatch:        10,
+		DeadLetterTopic:  "bench-dlq-" + topic,
+		ReplayStateTopic: "bench-state-" + topic,
+		Receipts:         collector.ReceiptsConfig{Enabled: true, Topic: topic, Group: "bench-pipe-" + topic},
+		MaxBatch:         10,
 	}, collector.Options{Kafka: kafka.ClientConfig{Brokers: brokers}, Engine: eng, Sink: w, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

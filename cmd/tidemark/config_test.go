@@ -52,7 +52,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 		Latency: latencyConfig{Window: 3 * time.Minute, EnvelopeWindow: 90 * time.Second, SkewTolerance: 3 * time.Millisecond,
 			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour, MaxPaths: 5000, FixUnits: true},
 		Collector: collector.Config{
-			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
+			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ReplayStateTopic: "tm-replay-state", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
 			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second, SLOThresholds: []time.Duration{250 * time.Millisecond, time.Second},
 			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
 			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,

@@ -233,6 +233,8 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 			return err
 		}
 		defer cluster.Close()
+		// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from ours.
+		loop.SetBrokerClocks(col.BrokerOffset)
 		lagMetrics = promexport.NewHandler(promexport.NewCollector(&cfg.Lag, loop), reg)
 		metrics.set(lagMetrics)
 	}

@@ -92,10 +92,11 @@ func TestRunWaitsForClickHouse(t *testing.T) {
 clickhouse: {addr: [%s], database: %s, dial_timeout: 1s}
 collector:
   dead_letter_topic: %s
+  replay_state_topic: %s
   receipts: {enabled: true, topic: %s, group: %s, partitions: 1}
 lag_enabled: false
 http: {listen: "%s"}
-`, strings.Join(brokers, ", "), chAddr, db, testenv.Name(t, "dlq"), testenv.Name(t, "rc"), testenv.Name(t, "g"), httpAddr)
+`, strings.Join(brokers, ", "), chAddr, db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), testenv.Name(t, "rc"), testenv.Name(t, "g"), httpAddr)
 		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -95,11 +95,12 @@ clickhouse:
   writer: {batch_rows: 500, flush_interval: 100ms}
 collector:
   dead_letter_topic: %s
+  replay_state_topic: %s
   max_batch: 4
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
 lag_enabled: false
 http: {listen: "127.0.0.1:0"}
-`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, receipts, testenv.Name(t, "g"))
+`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, testenv.Name(t, "rs"), receipts, testenv.Name(t, "g"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -59,12 +59,16 @@ SELECT 'consumer' AS role, consumer_host AS host, count() AS rows,
 FROM latency_events FINAL WHERE replay_class = 'live' AND source = 'receipt' GROUP BY consumer_host
 ORDER BY role DESC, host"
 
-title "Clock offsets: Tidemark's estimate vs the injected truth (ms; host clock - collector clock)"
+title "Clock offsets: Tidemark's interval and estimate vs the injected truth (ms; host clock - collector clock)"
+echo "A probe bracket or a time sync bounds a clock from both sides; a causal envelope from one side only (the other is"
+echo "inf): its estimate adds the probe path's minimum one-way delay toward the open side, an estimate, not a bound."
 ch --format PrettyCompactMonoBlock --query "
-SELECT host, kind, estimated_ms, plus_minus_ms, injected_ms, round(estimated_ms - injected_ms, 1) AS error_ms
+SELECT host, kind, round(lo, 1) AS lower_ms, round(hi, 1) AS upper_ms, round(est, 1) AS estimate_ms, injected_ms,
+       round(est - injected_ms, 1) AS estimate_error_ms,
+       if(isNaN(injected_ms), '-', if(injected_ms >= lo AND injected_ms <= hi, 'yes', 'NO')) AS truth_in_interval
 FROM (
-  SELECT host, argMax(kind, at_ms) AS kind,
-         round(argMax(offset_ms, at_ms), 1) AS estimated_ms, round(argMax(uncertainty_ms, at_ms), 1) AS plus_minus_ms,
+  SELECT host, argMax(kind, at_ms) AS kind, argMax(lower_ms, at_ms) AS lo, argMax(upper_ms, at_ms) AS hi,
+         argMax(estimate_ms, at_ms) AS est,
          if(startsWith(host, 'broker-'), 0., transform(host, [$NAMES], [$VALS], nan)) AS injected_ms
   FROM clock_offsets GROUP BY host
 ) ORDER BY host"

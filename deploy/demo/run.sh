@@ -54,6 +54,7 @@ clickhouse:
     flush_interval: 500ms
 collector:
   dead_letter_topic: demo-dlq-$RUN
+  replay_state_topic: demo-replay-state-$RUN
   clock_offset_interval: 5s
   receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
   probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}

@@ -62,6 +62,7 @@ type ClusterReader struct {
 	brokers    map[int32]*sarama.Broker                 // open connections by broker id
 	addrs      map[int32]string                         // broker addresses from the last metadata
 	leaders    map[tp]int32                             // partition leaders from the last metadata
+	epochs     leaderEpochs                             // who led each leader epoch seen (LogAppendTime's clock)
 	coordOf    map[string]int32                         // group -> coordinator, from the last ListGroups
 	typeOf     map[string]string                        // group -> group type, from the last ListGroups
 	lastGroups map[int32][]lagexporter.GroupObservation // last listing per coordinator, kept when one fails
@@ -228,9 +229,13 @@ func (c *ClusterReader) Metadata(ctx context.Context) ([]lagexporter.TopicObserv
 			}
 			to.Partitions = append(to.Partitions, lagexporter.PartitionObservation{Partition: p.ID, Leader: leader})
 			c.leaders[tp{t.Name, p.ID}] = leader
+			c.epochs.observe(tp{t.Name, p.ID}, p.LeaderEpoch, leader)
 		}
 		sort.Slice(to.Partitions, func(i, j int) bool { return to.Partitions[i].Partition < to.Partitions[j].Partition })
 		out = append(out, to)
+	}
+	if len(cerrs) == 0 { // a complete answer: forget partitions that are gone
+		c.epochs.retain(func(k tp) bool { _, ok := c.leaders[k]; return ok })
 	}
 	c.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })

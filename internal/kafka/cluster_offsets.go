@@ -222,6 +222,19 @@ func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*la
 		{sarama.OffsetNewest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.HighWatermark = o }},
 	}
 	var errs lagexporter.CycleErrors
+	// The leader epochs the answers carry (the answering broker leads them), recorded after the reads.
+	type epochOf struct {
+		k     tp
+		epoch int32
+	}
+	var seen []epochOf
+	defer func() {
+		c.mu.Lock()
+		for _, s := range seen {
+			c.epochs.observe(s.k, s.epoch, id)
+		}
+		c.mu.Unlock()
+	}()
 	for _, q := range queries {
 		if err := ctx.Err(); err != nil {
 			return append(errs, failAll(err)...)
@@ -246,6 +259,9 @@ func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*la
 				err = blk.Err
 			default:
 				q.set(p, blk.Offset)
+				if q.time == sarama.OffsetNewest && q.iso == sarama.ReadUncommitted {
+					seen = append(seen, epochOf{tp{names[p], p.Partition}, blk.LeaderEpoch})
+				}
 				continue
 			}
 			if p.Error == "" {

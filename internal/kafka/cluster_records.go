@@ -144,7 +144,7 @@ func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexport
 				}
 				rq := reqs[i]
 				rq.Offset = from[i]
-				p := scanBatches(rq, batches, blk.AbortedTransactions)
+				p, epoch := scanBatches(rq, batches, blk.AbortedTransactions)
 				if prev, ok := partial[i]; ok {
 					p = continueProbe(prev, p)
 				}
@@ -155,6 +155,11 @@ func (c *ClusterReader) fetchProbes(ctx context.Context, id int32, iso lagexport
 				}
 				delete(partial, i)
 				out[i] = finishProbe(p, reqs[i].End)
+				if out[i].AppendClock != nil {
+					c.mu.Lock()
+					out[i].AppendClock.Broker = c.epochs.leaderOf(k, epoch)
+					c.mu.Unlock()
+				}
 			}
 			if len(rest) == 0 {
 				delete(pending, k)
@@ -183,7 +188,7 @@ func continueProbe(prev, next lagexporter.RecordProbe) lagexporter.RecordProbe {
 	out.ScannedTo = next.ScannedTo
 	out.MissingTimestamps += next.MissingTimestamps
 	out.WrongUnitTimestamps += next.WrongUnitTimestamps
-	out.TimestampOffset, out.Timestamp = next.TimestampOffset, next.Timestamp
+	out.TimestampOffset, out.Timestamp, out.AppendClock = next.TimestampOffset, next.Timestamp, next.AppendClock
 	if prev.FirstOffset < 0 {
 		out.FirstOffset = next.FirstOffset
 		out.Gap = prev.Gap || next.Gap
@@ -193,8 +198,9 @@ func continueProbe(prev, next lagexporter.RecordProbe) lagexporter.RecordProbe {
 }
 
 // probeBatches is scanBatches with the answer finished (finishProbe).
-func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
-	return finishProbe(scanBatches(r, batches, aborted), r.End)
+func probeBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) (lagexporter.RecordProbe, int32) {
+	p, epoch := scanBatches(r, batches, aborted)
+	return finishProbe(p, r.End), epoch
 }
 
 // finishProbe clamps the scanned range to the request's end and, when no consumable record was found in a scan that
@@ -211,10 +217,13 @@ func finishProbe(p lagexporter.RecordProbe, end int64) lagexporter.RecordProbe {
 // after r.Offset and the first valid timestamp from there, the way a consumer with r.Isolation would see them:
 // control batches (transaction markers) are never delivered; for read_committed, data batches of a producer inside an
 // aborted transaction (from the Fetch response's aborted list, until that producer's marker) are skipped. Offsets
-// missing inside or between batches before the first consumable record are compaction gaps. A pure function.
-func scanBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) lagexporter.RecordProbe {
-	p := lagexporter.RecordProbe{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset,
+// missing inside or between batches before the first consumable record are compaction gaps. When the timestamp found
+// is a LogAppendTime, the probe's AppendClock is set (Broker -1, to be resolved by the caller) and epoch is the
+// partition leader epoch of the batch that carries it: its leader's clock stamped it (-1 otherwise). A pure function.
+func scanBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, aborted []*sarama.AbortedTransaction) (p lagexporter.RecordProbe, epoch int32) {
+	p = lagexporter.RecordProbe{Topic: r.Topic, TopicID: r.TopicID, Partition: r.Partition, Offset: r.Offset,
 		Isolation: r.Isolation, FirstOffset: -1, TimestampOffset: -1, ScannedTo: r.Offset}
+	epoch = -1
 	ab := make([]*sarama.AbortedTransaction, 0, len(aborted))
 	for _, a := range aborted {
 		if a != nil {
@@ -276,7 +285,10 @@ func scanBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, abo
 				}
 				p.TimestampOffset, p.Timestamp = off, ts
 				p.ScannedTo = last + 1
-				return p
+				if b.LogAppendTime {
+					p.AppendClock, epoch = &lagexporter.AppendClock{Broker: -1}, b.PartitionLeaderEpoch
+				}
+				return p, epoch
 			}
 			if p.FirstOffset < 0 && last+1 > from {
 				p.Gap = true // a data batch compaction emptied (its offsets are kept, its records are not)
@@ -289,5 +301,5 @@ func scanBatches(r lagexporter.RecordRequest, batches []*sarama.RecordBatch, abo
 			break
 		}
 	}
-	return p
+	return p, epoch
 }

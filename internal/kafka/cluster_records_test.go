@@ -68,7 +68,7 @@ func TestProbeBatches(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := probeBatches(tc.req, tc.batches, tc.aborted)
+			p, _ := probeBatches(tc.req, tc.batches, tc.aborted)
 			if p.FirstOffset != tc.first || p.TimestampOffset != tc.tsOff || p.ScannedTo != tc.scanned || p.Gap != tc.gap ||
 				p.GapOffsets != tc.gapOffsets {
 				t.Fatalf("probe = first %d ts@%d scanned %d gap %v (%d offsets), want %d %d %d %v (%d)", p.FirstOffset,
@@ -102,7 +102,7 @@ func TestProbeBatchesInvalidTimestamps(t *testing.T) {
 	noTS := &sarama.RecordBatch{FirstOffset: 10, Records: []*sarama.Record{{}}}
 	secs := &sarama.RecordBatch{FirstOffset: 11, FirstTimestamp: time.UnixMilli(t0.Unix()), Records: []*sarama.Record{{}}} // seconds as ms
 	micros := &sarama.RecordBatch{FirstOffset: 12, FirstTimestamp: time.UnixMilli(t0.UnixMicro()), Records: []*sarama.Record{{}}}
-	p := probeBatches(lagexporter.RecordRequest{Offset: 10, End: 14}, []*sarama.RecordBatch{noTS, secs, micros, data(13, 1, -1, false)}, nil)
+	p, _ := probeBatches(lagexporter.RecordRequest{Offset: 10, End: 14}, []*sarama.RecordBatch{noTS, secs, micros, data(13, 1, -1, false)}, nil)
 	if p.FirstOffset != 10 || p.TimestampOffset != 13 || p.MissingTimestamps != 1 || p.WrongUnitTimestamps != 2 {
 		t.Fatalf("first %d ts@%d missing %d wrong unit %d, want 10, 13, 1, 2", p.FirstOffset, p.TimestampOffset,
 			p.MissingTimestamps, p.WrongUnitTimestamps)
@@ -112,15 +112,48 @@ func TestProbeBatchesInvalidTimestamps(t *testing.T) {
 func TestProbeBatchesTimestamps(t *testing.T) {
 	// record 10 has no timestamp (a batch whose first timestamp is -1 decodes as zero); record 11's is used.
 	noTS := &sarama.RecordBatch{FirstOffset: 10, Records: []*sarama.Record{{}}}
-	p := probeBatches(lagexporter.RecordRequest{Offset: 10, End: 12}, []*sarama.RecordBatch{noTS, data(11, 1, -1, false)}, nil)
+	p, epoch := probeBatches(lagexporter.RecordRequest{Offset: 10, End: 12}, []*sarama.RecordBatch{noTS, data(11, 1, -1, false)}, nil)
 	if p.FirstOffset != 10 || p.TimestampOffset != 11 {
 		t.Fatalf("first %d ts@%d, want 10 and 11 (C27)", p.FirstOffset, p.TimestampOffset)
 	}
-	// LogAppendTime: every record carries the batch's max timestamp.
+	if p.AppendClock != nil || epoch != -1 {
+		t.Fatalf("CreateTime: append clock %+v, epoch %d; want none", p.AppendClock, epoch)
+	}
+	// LogAppendTime: every record carries the batch's max timestamp, stamped by the leader of the batch's epoch.
 	lat := data(20, 3, -1, false)
-	lat.LogAppendTime, lat.MaxTimestamp = true, t0.Add(time.Hour)
-	p = probeBatches(lagexporter.RecordRequest{Offset: 21, End: 23}, []*sarama.RecordBatch{lat}, nil)
+	lat.LogAppendTime, lat.MaxTimestamp, lat.PartitionLeaderEpoch = true, t0.Add(time.Hour), 7
+	p, epoch = probeBatches(lagexporter.RecordRequest{Offset: 21, End: 23}, []*sarama.RecordBatch{lat}, nil)
 	if !p.Timestamp.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("LogAppendTime stamp %v, want the batch max timestamp", p.Timestamp)
+	}
+	if p.AppendClock == nil || p.AppendClock.Broker != -1 || epoch != 7 {
+		t.Fatalf("LogAppendTime: append clock %+v, epoch %d; want one to resolve, epoch 7", p.AppendClock, epoch)
+	}
+}
+
+// TestLeaderEpochs: the epoch → leader history the record reads resolve a LogAppendTime's broker with.
+func TestLeaderEpochs(t *testing.T) {
+	var h leaderEpochs
+	k := tp{"t", 0}
+	h.observe(k, 5, 2)
+	h.observe(k, 7, 1) // a failover from 2 to 1 (epoch 6 never seen: a failover and back between two reads)
+	h.observe(k, 5, 3) // a late answer naming another leader for epoch 5 changes nothing
+	h.observe(k, -1, 4)
+	for _, c := range []struct {
+		epoch, want int32
+	}{{5, 2}, {6, -1}, {7, 1}, {8, -1}, {-1, -1}} {
+		if got := h.leaderOf(k, c.epoch); got != c.want {
+			t.Errorf("epoch %d: leader %d, want %d", c.epoch, got, c.want)
+		}
+	}
+	for e := int32(100); e < 100+maxEpochsKept; e++ {
+		h.observe(k, e, 9)
+	}
+	if got := h.leaderOf(k, 5); got != -1 || len(h.m[k]) != maxEpochsKept {
+		t.Errorf("after %d more epochs: epoch 5 led by %d, %d kept; want forgotten, %d", maxEpochsKept, got, len(h.m[k]), maxEpochsKept)
+	}
+	h.retain(func(tp) bool { return false })
+	if len(h.m) != 0 {
+		t.Errorf("retain kept %v", h.m)
 	}
 }

@@ -109,7 +109,9 @@ func (f *fakeEpochs) listEnds(_ context.Context, keys []topicPartition, fail fun
 }
 
 // epochEnd: every partition's epoch 0 is its first (no earlier epoch).
-func (f *fakeEpochs) epochEnd(context.Context, topicPartition, int32) (int32, int64, error) { return -1, -1, nil }
+func (f *fakeEpochs) epochEnd(context.Context, topicPartition, int32) (int32, int64, error) {
+	return -1, -1, nil
+}
 
 // TestAppendLeaderNeverStalls: a record of a healthy partition costs one round begun after the call; a partition
 // whose leader cannot be read answers -1 at once, for every further record, instead of holding each one up by

@@ -1,0 +1,191 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
+)
+
+// stateTopic is a fake compacted topic: what publish sent, in order, failing while fail is set.
+type stateTopic struct {
+	recs []kafka.Record
+	fail bool
+}
+
+func (s *stateTopic) send(_ context.Context, ms []kafka.Message) error {
+	if s.fail {
+		return errors.New("broker down")
+	}
+	for _, m := range ms {
+		s.recs = append(s.recs, kafka.Record{Topic: m.Topic, Offset: int64(len(s.recs)), Key: m.Key, Value: m.Value})
+	}
+	return nil
+}
+
+// TestReplayClassesSurviveRestart (issue 16, item 5): the receipts path of a first process handles a group's first
+// pass over source offsets 0..9 and the start of its replay (reset to earliest), then dies; a second process
+// restores the trackers and handles what the group re-delivers from the receipts commit on.
+//
+// Receipts topic rc, partition 0, one receipt per record: the first pass at records 100..109, the replay of source
+// offsets 0..9 at 110..119. Batch 1 (100..109) is stored, and its offset (110) is released for commit only once its
+// checkpoint is published; the group's commit of 10 and its rewind to 0 are observed next. Batch 2 (110..112) is
+// stored, but the checkpoint publish fails (the broker refuses it), so 113 waits, and is released by the retry.
+// Batch 3 (113..114) is stored but dies with the process before its checkpoint goes out. The second process
+// resumes at 113 from the checkpoint taken at 113: 113 and 114 are classified again by a tracker in exactly the
+// state the first one had, so they make the same rows (replays, the same keys), and so does the rest of the replay.
+func TestReplayClassesSurviveRestart(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	rec := func(pos int64, source int64, processed time.Time) kafka.Record {
+		return receiptRecord(t, pos, instrument.Receipt{Group: "app", Topic: "orders", Partition: 0, Offset: source,
+			ProcessedNs: processed.UnixNano(), Host: "c1"})
+	}
+	batch := func(from, to int64, firstSource int64, processed time.Time) kafka.Batch {
+		b := kafka.Batch{Topic: "rc", Partition: 0, Generation: 1}
+		for pos := from; pos < to; pos++ {
+			b.Records = append(b.Records, rec(pos, firstSource+pos-from, processed))
+		}
+		return b
+	}
+	topic := &stateTopic{}
+	process := func() (*Receipts, *fakeSink, *replayCheckpoints) {
+		deps, sink, _ := newTestDeps(t, now)
+		ck := newReplayCheckpoints("state", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ck.setSender(topic.send)
+		deps.checkpoints = ck
+		return &Receipts{pathDeps: deps}, sink, ck
+	}
+	ctx := context.Background()
+	var committed int64 = 100 // the receipts group's committed offset
+	commit := func(n int64) { committed = n }
+
+	// The first process.
+	p1, sink1, ck1 := process()
+	path := p1.engine.Path("app", "orders", 0)
+	if err := p1.HandleBatch(ctx, batch(100, 110, 0, now), commit); err != nil {
+		t.Fatal(err)
+	}
+	path.ObserveCommit(10, now.Add(time.Second))  // the group committed its first pass
+	path.ObserveCommit(0, now.Add(2*time.Second)) // and was reset to earliest: a rewind
+	sink1.acks[0](nil)
+	if committed != 100 {
+		t.Fatalf("receipts offset %d released before its checkpoint was published", committed)
+	}
+	if err := ck1.publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if committed != 110 {
+		t.Fatalf("after the publish the receipts offset is %d, want 110", committed)
+	}
+	// The replay's first 5 receipts, in two batches: the first (110..112) stored and published, but the broker
+	// refuses the checkpoint publish, so 113 is not released; the second (113..114) stored, never marked.
+	replayAt := now.Add(3 * time.Second)
+	if err := p1.HandleBatch(ctx, batch(110, 113, 0, replayAt), commit); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.HandleBatch(ctx, batch(113, 115, 3, replayAt), commit); err != nil {
+		t.Fatal(err)
+	}
+	sink1.acks[1](nil)
+	topic.fail = true
+	if err := ck1.publish(ctx); err == nil || committed != 110 {
+		t.Fatalf("a failed publish: err %v, committed %d; want an error and 110 kept", err, committed)
+	}
+	topic.fail = false
+	if err := ck1.publish(ctx); err != nil || committed != 113 {
+		t.Fatalf("publish retried: err %v, committed %d; want 113", err, committed)
+	}
+	sink1.acks[2](nil) // stored, but the process dies before its checkpoint is published
+	first := map[store.ReplayClass]int{}
+	for _, rs := range sink1.rows {
+		for _, r := range rs.Latency {
+			first[r.Class]++
+		}
+	}
+	if first[store.ClassLive] != 10 || first[store.ClassReplay] != 5 {
+		t.Fatalf("first process classes %v, want 10 live, 5 replays", first)
+	}
+
+	// The second process: restores, then the group re-delivers from 113, and the replay goes on to 119.
+	p2, sink2, ck2 := process()
+	if n := ck2.restore(topic.recs, p2.engine, "rc", map[int32]int64{0: 120}); n != 1 {
+		t.Fatalf("restored %d paths, want 1", n)
+	}
+	if err := p2.HandleBatch(ctx, batch(committed, 120, committed-110, replayAt), commit); err != nil {
+		t.Fatal(err)
+	}
+	var got []store.ReplayClass
+	for _, r := range sink2.rows[0].Latency {
+		got = append(got, r.Class)
+	}
+	// Receipts 113..119 (source offsets 3..9): 113 and 114 were stored by the first process but not counted by the
+	// checkpoint at 113, so they go through the restored tracker again and make the same rows (same key: replay);
+	// every one is a replay, none live.
+	want := slices.Repeat([]store.ReplayClass{store.ClassReplay}, 7)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the restart: classes %v, want %v", got, want)
+	}
+	// Without the checkpoint the same re-delivery makes live rows, overwriting the first pass's (same key).
+	p3, sink3, _ := process()
+	p3.checkpoints = nil
+	if err := p3.HandleBatch(ctx, batch(113, 120, 3, replayAt), func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	if c := sink3.rows[0].Latency[0].Class; c != store.ClassLive {
+		t.Fatalf("without checkpoints the first re-read receipt is %v; the test would prove nothing", c)
+	}
+}
+
+// TestReplayCheckpointSkipsStoredReceipts: a checkpoint published for a position beyond the receipts commit (the
+// process died after the publish, before the group committed) counts receipts whose rows are stored: after a
+// restart they are skipped, not classified a second time; a position on another receipts topic, or beyond its
+// partition's end (the topic was re-created), skips nothing.
+func TestReplayCheckpointSkipsStoredReceipts(t *testing.T) {
+	eng, err := latency.NewEngine(latency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := eng.Path("app", "orders", 0).Checkpoint()
+	k := pathKey{"app", "orders", 0}
+	mk := func(k pathKey, pos position) kafka.Record {
+		return kafka.Record{Key: encodePathKey(k), Value: encodeCheckpoint(checkpoint{state: cp, pos: pos})}
+	}
+	recs := []kafka.Record{
+		mk(k, position{"rc", 0, 50}),
+		mk(pathKey{"app", "orders", 1}, position{"old-rc", 0, 50}),
+		mk(pathKey{"app", "orders", 2}, position{"rc", 1, 500}),
+		{Key: []byte("garbage"), Value: []byte{9}},
+	}
+	ck := newReplayCheckpoints("state", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if n := ck.restore(recs, eng, "rc", map[int32]int64{0: 60, 1: 100}); n != 3 {
+		t.Fatalf("restored %d, want 3 (the garbage record skipped)", n)
+	}
+	for _, c := range []struct {
+		k      pathKey
+		src    source
+		offset int64
+		want   bool
+	}{
+		{k, source{"rc", 0}, 49, true},                            // counted by the checkpoint
+		{k, source{"rc", 1}, 10, false},                           // another receipts partition
+		{pathKey{"app", "orders", 1}, source{"rc", 0}, 10, false}, // its position was on another topic
+		{pathKey{"app", "orders", 2}, source{"rc", 1}, 10, false}, // beyond the partition's end
+		{k, source{"rc", 0}, 50, false},                           // past the position
+		{k, source{"rc", 0}, 49, false},                           // and the entry is gone after that
+	} {
+		if got := ck.done(c.k, c.src, c.offset); got != c.want {
+			t.Errorf("done(%v, %v, %d) = %v, want %v", c.k, c.src, c.offset, got, c.want)
+		}
+	}
+	if ck.hasRestored.Load() {
+		t.Error("every restored position passed, but the fast path is still off")
+	}
+}
