@@ -89,11 +89,28 @@ func New(cfg Config, opts Options) (*Collector, error) {
 	return c, nil
 }
 
-// ObserveSnapshot feeds a lag-exporter snapshot: for groups that send no receipts, records the tap saw between two
-// successive commits of the group get a commit-bounded row (see commitBounds). Safe to call concurrently with Run;
-// a no-op when the tap is disabled.
+// ObserveSnapshot feeds a lag-exporter snapshot, after its commits were given to the engine (Engine.ObserveCommit):
+// the commits go into the replay checkpoints of the paths that have one, so a rewind is durable before any replayed
+// receipt is handled (replayCheckpoints.committed); and for groups that send no receipts, records the tap saw
+// between two successive commits of the group get a commit-bounded row (see commitBounds; not when the tap is
+// disabled). Safe to call concurrently with Run.
 func (c *Collector) ObserveSnapshot(ctx context.Context, s *lagexporter.Snapshot) error {
-	if c.bounds == nil || s == nil {
+	if s == nil {
+		return nil
+	}
+	if ck := c.deps.checkpoints; ck != nil {
+		var obs []commitObservation
+		for gi := range s.Groups {
+			g := &s.Groups[gi]
+			for pi := range g.Partitions {
+				if p := &g.Partitions[pi]; p.HasCommit {
+					obs = append(obs, commitObservation{pathKey{g.Group, p.Topic, p.Partition}, p.Committed, s.Time})
+				}
+			}
+		}
+		ck.committed(obs)
+	}
+	if c.bounds == nil {
 		return nil
 	}
 	return c.bounds.observe(ctx, s)

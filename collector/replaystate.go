@@ -48,6 +48,9 @@ type replayCheckpoints struct {
 	queued map[source][]queuedCheckpoint
 	// pending are the checkpoints to publish next, the newest per path.
 	pending map[pathKey]checkpoint
+	// published is, per path, the last checkpoint published (or restored): the durable state a commit observation
+	// is applied to when nothing newer waits (committed).
+	published map[pathKey]checkpoint
 	// marks are the receipts offsets waiting for the next publish, per partition (the latest call wins: a new
 	// session's marks replace an ended one's).
 	marks map[source]pendingMark
@@ -97,7 +100,7 @@ type pendingMark struct {
 
 func newReplayCheckpoints(topic string, log *slog.Logger) *replayCheckpoints {
 	return &replayCheckpoints{topic: topic, log: log, queued: map[source][]queuedCheckpoint{},
-		pending: map[pathKey]checkpoint{}, marks: map[source]pendingMark{}, restored: map[pathKey]position{},
+		pending: map[pathKey]checkpoint{}, published: map[pathKey]checkpoint{}, marks: map[source]pendingMark{}, restored: map[pathKey]position{},
 		restoredEnd: map[source]int64{}}
 }
 
@@ -136,6 +139,7 @@ func (c *replayCheckpoints) restore(recs []kafka.Record, engine *latency.Engine,
 		}
 		engine.Path(k.group, k.topic, k.partition).Restore(cp.state)
 		n++
+		c.published[k] = cp
 		if end, ok := ends[cp.pos.source]; cp.pos.topic == receiptsTopic && cp.pos.source >= 0 && ok && cp.pos.next <= end {
 			c.restored[k] = cp.pos
 			src := source{cp.pos.topic, cp.pos.source}
@@ -214,6 +218,61 @@ func (c *replayCheckpoints) marked(src source, next int64, mark func(int64)) {
 	c.mu.Unlock()
 }
 
+// commitObservation is a group's committed offset on a path, as the lag exporter read it at At (reference clock).
+type commitObservation struct {
+	path   pathKey
+	offset int64
+	at     time.Time
+}
+
+// committed applies commit observations the engine's paths were just given to the checkpoints of those paths, so
+// that a commit (and the rewind it may start) is durable even when no receipt of the path is handled after it: a
+// group that committed its first pass and was reset to earliest is replaying, and a restart before its first
+// replayed receipt is checkpointed must not forget that. Each observation goes into every checkpoint of the path
+// not yet published (queued and pending: taken before the engine saw it) and, when none is pending, into the last
+// published one, which is published again at its position if the commit changed it. Only paths that have a
+// checkpoint are followed: the others have no receipts history to keep. Observations with offset < 0 (no commit)
+// are ignored, as the engine is only given commits.
+func (c *replayCheckpoints) committed(obs []commitObservation) {
+	if c == nil || len(obs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var queued map[pathKey][]*latency.ReplayCheckpoint
+	for _, qs := range c.queued {
+		for i := range qs {
+			for j, p := range qs[i].paths {
+				if queued == nil {
+					queued = map[pathKey][]*latency.ReplayCheckpoint{}
+				}
+				g, t, part := p.Key()
+				k := pathKey{g, t, part}
+				queued[k] = append(queued[k], &qs[i].cps[j])
+			}
+		}
+	}
+	for _, o := range obs {
+		if o.offset < 0 {
+			continue
+		}
+		for _, cp := range queued[o.path] {
+			*cp = cp.WithCommit(o.offset, o.at)
+		}
+		if cp, ok := c.pending[o.path]; ok {
+			cp.state = cp.state.WithCommit(o.offset, o.at)
+			c.pending[o.path] = cp
+			continue
+		}
+		cp, ok := c.published[o.path]
+		if !ok || cp.state.SeenCommit && cp.state.Committed == o.offset {
+			continue // not followed, or nothing changes
+		}
+		cp.state = cp.state.WithCommit(o.offset, o.at)
+		c.pending[o.path] = cp
+	}
+}
+
 // put records checkpoints not tied to receipts offsets (the commit bounds' paths), published next.
 func (c *replayCheckpoints) put(paths []*latency.Path) {
 	if c == nil {
@@ -260,6 +319,11 @@ func (c *replayCheckpoints) publish(ctx context.Context) error {
 			return fmt.Errorf("publish %d replay checkpoints to %s: %w", len(msgs), c.topic, err)
 		}
 		c.Published.Add(uint64(len(msgs)))
+		c.mu.Lock()
+		for k, cp := range pending {
+			c.published[k] = cp
+		}
+		c.mu.Unlock()
 	}
 	for _, m := range marks {
 		m.mark(m.next)

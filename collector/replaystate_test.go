@@ -189,3 +189,77 @@ func TestReplayCheckpointSkipsStoredReceipts(t *testing.T) {
 		t.Error("every restored position passed, but the fast path is still off")
 	}
 }
+
+// TestReplayCommitsSurviveRestart: a group's commits are durable even when no receipt of the path follows them. The
+// first process stores and publishes the group's first pass (source offsets 0..9, receipts 100..109); the group
+// commits 10 and is reset to earliest; the process dies before any replayed receipt is handled. The second process
+// restores and handles the replay (receipts 110..119): every record is a replay, boundary 10. Without the commits in
+// the checkpoint the restored tracker knows the records were processed but not that they were committed, and takes
+// the whole replay for a redelivery.
+func TestReplayCommitsSurviveRestart(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	batch := func(from, to int64, firstSource int64, processed time.Time) kafka.Batch {
+		b := kafka.Batch{Topic: "rc", Partition: 0, Generation: 1}
+		for pos := from; pos < to; pos++ {
+			b.Records = append(b.Records, receiptRecord(t, pos, instrument.Receipt{Group: "app", Topic: "orders",
+				Partition: 0, Offset: firstSource + pos - from, ProcessedNs: processed.UnixNano(), Host: "c1"}))
+		}
+		return b
+	}
+	k := pathKey{"app", "orders", 0}
+	for _, durable := range []bool{true, false} {
+		topic := &stateTopic{}
+		process := func() (*Receipts, *fakeSink, *replayCheckpoints) {
+			deps, sink, _ := newTestDeps(t, now)
+			ck := newReplayCheckpoints("state", slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ck.setSender(topic.send)
+			deps.checkpoints = ck
+			return &Receipts{pathDeps: deps}, sink, ck
+		}
+		ctx := context.Background()
+		p1, sink1, ck1 := process()
+		if err := p1.HandleBatch(ctx, batch(100, 110, 0, now), func(int64) {}); err != nil {
+			t.Fatal(err)
+		}
+		sink1.acks[0](nil)
+		if err := ck1.publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+		path := p1.engine.Path(k.group, k.topic, k.partition)
+		for i, c := range []int64{10, 10, 0} { // the first pass committed (seen twice), then a reset to earliest
+			at := now.Add(time.Duration(i+1) * time.Second)
+			path.ObserveCommit(c, at)
+			if durable {
+				ck1.committed([]commitObservation{{k, c, at}, {pathKey{"other", "orders", 0}, 5, at}})
+			}
+		}
+		before := ck1.Published.Load()
+		if err := ck1.publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ck1.Published.Load()-before, map[bool]uint64{true: 1, false: 0}[durable]; got != want {
+			t.Fatalf("durable=%v: %d checkpoints published for the commits, want %d (only the followed path)", durable, got, want)
+		}
+
+		p2, sink2, ck2 := process()
+		if n := ck2.restore(topic.recs, p2.engine, "rc", map[int32]int64{0: 120}); n != 1 {
+			t.Fatalf("restored %d paths, want 1", n)
+		}
+		p2.engine.Path(k.group, k.topic, k.partition).ObserveCommit(0, now.Add(5*time.Second)) // the restarted exporter's first read
+		if err := p2.HandleBatch(ctx, batch(110, 120, 0, now.Add(6*time.Second)), func(int64) {}); err != nil {
+			t.Fatal(err)
+		}
+		want := store.ClassReplay
+		if !durable {
+			want = store.ClassRedelivery
+		}
+		for _, r := range sink2.rows[0].Latency {
+			if r.Class != want {
+				t.Fatalf("durable=%v: source offset %d after the restart is %v, want %v", durable, r.Offset, r.Class, want)
+			}
+		}
+		if st := p2.engine.Path(k.group, k.topic, k.partition).Replay(); durable && (!st.Replaying || st.BoundaryOffset != 10) {
+			t.Fatalf("restored replay state %+v, want replaying to boundary 10", st)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Class is what a processed record means for latency: only ClassLive feeds live end-to-end percentiles.
@@ -146,6 +147,16 @@ func (t *ReplayTracker) Restore(c ReplayCheckpoint) {
 	*t = ReplayTracker{processedNext: c.ProcessedNext, committed: c.Committed, highCommit: c.HighCommit,
 		boundary: c.Boundary, rewindAtMs: c.RewindAtMs, bornMs: c.BornMs, rewindKnown: c.RewindKnown,
 		replaying: c.Replaying, seenCommit: c.SeenCommit, newGroup: c.NewGroup}
+}
+
+// WithCommit returns c with a commit observation applied (offset, read at reference time at), as
+// [ReplayTracker.ObserveCommit] would apply it to the tracker c was taken from. Applying the same observation twice
+// changes nothing.
+func (c ReplayCheckpoint) WithCommit(offset int64, at time.Time) ReplayCheckpoint {
+	var t ReplayTracker
+	t.Restore(c)
+	t.ObserveCommit(offset, timeToMs(at))
+	return t.Checkpoint()
 }
 
 // replayCheckpointLen is MarshalBinary's length: a version byte, four int64s, two float64s and a flags byte.
