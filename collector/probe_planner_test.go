@@ -211,7 +211,8 @@ func commitAt(t *testing.T, brokers []string, group, topic string, partition int
 	if err != nil {
 		t.Fatal(err)
 	}
-	pom.ResetOffset(offset, "")
+	pom.MarkOffset(offset, "")  // forward only
+	pom.ResetOffset(offset, "") // backward only
 	om.Commit()
 	_ = pom.Close()
 	if err := om.Close(); err != nil {

@@ -87,6 +87,7 @@ func TestRunSIGKILLedLosesNothing(t *testing.T) {
 	db, conn := testenv.ClickHouseDB(t)
 	receipts := testenv.CreateTopic(t, "rc", testenv.Topic{Partitions: 3})
 	dlq := testenv.CreateTopic(t, "dlq", testenv.Topic{Partitions: 1})
+	state := testenv.CreateTopic(t, "rs", testenv.Topic{Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}})
 	cfgPath := filepath.Join(t.TempDir(), "run.yaml")
 	cfg := fmt.Sprintf(`kafka: {brokers: [%s]}
 clickhouse:
@@ -100,7 +101,7 @@ collector:
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
 lag_enabled: false
 http: {listen: "127.0.0.1:0"}
-`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, testenv.Name(t, "rs"), receipts, testenv.Name(t, "g"))
+`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, state, receipts, testenv.Name(t, "g"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +176,197 @@ http: {listen: "127.0.0.1:0"}
 		t.Fatal("tidemark run did not stop within 60s of SIGTERM")
 	}
 	t.Logf("physical rows %d for %d keys (re-read rows collapse by key)", queryCount(t, conn, raw), n)
+}
+
+// TestRunSIGKILLedKeepsReplayClasses (issue 16, item 5): restarts do not change history. A group processed its
+// first pass over 3 partitions × 6000 records and committed the end; it is then reset to earliest (the commit
+// falls to 0) and processes everything again. `tidemark run` is SIGKILLed in the middle of that replay and started
+// again; the group's receipts topic is read again from its committed offsets. Every re-read receipt must keep its
+// first classification: the first pass stays live (its rows keep their first processed times, no replay receipt
+// replaces one as a second "live" processing of the same key), and every replay receipt is a replay, none live or
+// redelivered, each stored once by key.
+func TestRunSIGKILLedKeepsReplayClasses(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	db, conn := testenv.ClickHouseDB(t)
+	const parts, perPart = 3, 6000
+	const n = parts * perPart
+	source := testenv.CreateTopic(t, "orders", testenv.Topic{Partitions: parts})
+	receipts := testenv.CreateTopic(t, "rc", testenv.Topic{Partitions: parts})
+	dlq := testenv.CreateTopic(t, "dlq", testenv.Topic{Partitions: 1})
+	state := testenv.CreateTopic(t, "rs", testenv.Topic{Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}})
+	group := testenv.Name(t, "app")
+	cfgPath := filepath.Join(t.TempDir(), "run.yaml")
+	cfg := fmt.Sprintf(`kafka: {brokers: [%s]}
+clickhouse:
+  addr: [%s]
+  database: %s
+  writer: {batch_rows: 500, flush_interval: 100ms}
+collector:
+  dead_letter_topic: %s
+  replay_state_topic: %s
+  max_batch: 4
+  receipts: {enabled: true, topic: %s, group: %s, partitions: %d}
+lag:
+  poll_interval: 300ms
+  group_allow: [%s]
+http: {listen: "127.0.0.1:0"}
+`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, state, receipts, testenv.Name(t, "g"), parts, group)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The application's topic holds the records (so the lag exporter reads its end offsets and the group's
+	// commits); the receipts say when each was processed: the first pass at t0 + offset µs, the replay 10 s
+	// later, keyed by source partition as the instrumentation's emitter keys them.
+	pc := testenv.SaramaConfig(t)
+	pc.Producer.Partitioner = sarama.NewManualPartitioner
+	prod, err := sarama.NewSyncProducer(brokers, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var recs []*sarama.ProducerMessage
+	for p := int32(0); p < parts; p++ {
+		for i := 0; i < perPart; i++ {
+			recs = append(recs, &sarama.ProducerMessage{Topic: source, Partition: p, Value: sarama.StringEncoder("order")})
+		}
+	}
+	if err := prod.SendMessages(recs); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Truncate(time.Millisecond)
+	t1 := t0.Add(10 * time.Second)
+	pass := func(at time.Time) {
+		t.Helper()
+		var msgs []*sarama.ProducerMessage
+		for p := int32(0); p < parts; p++ {
+			for first := int64(0); first < perPart; first += 50 {
+				rs := make([]instrument.Receipt, 50)
+				for j := range rs {
+					off := first + int64(j)
+					rs[j] = instrument.Receipt{Group: group, Topic: source, Partition: p, Offset: off,
+						ProcessedNs: at.Add(time.Duration(off) * time.Microsecond).UnixNano(), Host: "c1"}
+				}
+				v, err := instrument.AppendReceiptBatch(nil, rs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msgs = append(msgs, &sarama.ProducerMessage{Topic: receipts, Partition: p, Value: sarama.ByteEncoder(v)})
+			}
+		}
+		if err := prod.SendMessages(msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func(offset int64) {
+		t.Helper()
+		client, err := sarama.NewClient(brokers, testenv.SaramaConfig(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close()
+		om, err := sarama.NewOffsetManagerFromClient(group, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var poms []sarama.PartitionOffsetManager
+		for p := int32(0); p < parts; p++ {
+			pom, err := om.ManagePartition(source, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pom.MarkOffset(offset, "")  // forward only
+			pom.ResetOffset(offset, "") // backward only
+			poms = append(poms, pom)
+		}
+		om.Commit()
+		for _, pom := range poms {
+			_ = pom.Close()
+		}
+		if err := om.Close(); err != nil {
+			t.Fatal(err)
+		}
+		adm := testenv.Admin(t)
+		got, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{source: {0, 1, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := int32(0); p < parts; p++ {
+			if b := got.GetBlock(source, p); b == nil || b.Offset != offset {
+				t.Fatalf("%s committed %+v on %s/%d, want %d", group, b, source, p, offset)
+			}
+		}
+	}
+	class := func(c string) string {
+		return fmt.Sprintf("SELECT count() FROM latency_events FINAL WHERE topic = '%s' AND replay_class = '%s'", source, c)
+	}
+	// Snapshots of the group at a committed offset: the engine has then seen the commit too (it is fed from them).
+	sawCommit := func(offset int64) {
+		t.Helper()
+		q := fmt.Sprintf("SELECT count() FROM lag_snapshots WHERE consumer_group = '%s' AND committed = %d", group, offset)
+		if got := waitRows(t, conn, q, parts, 60*time.Second); got < parts {
+			t.Fatalf("the lag exporter did not see %s commit %d on every partition within 60s", group, offset)
+		}
+	}
+
+	pass(t0)
+	first := startDaemon(t, cfgPath)
+	if got := waitRows(t, conn, class("live"), n, 90*time.Second); got != n {
+		t.Fatalf("first pass: %d live rows, want %d", got, n)
+	}
+	commit(perPart) // the first pass is committed...
+	sawCommit(perPart)
+	commit(0) // ...and the group reset to earliest
+	sawCommit(0)
+	pass(t1)
+	if got := waitRows(t, conn, class("replay"), n/6, 90*time.Second); got < n/6 {
+		t.Fatalf("the replay stored %d rows in 90s", got)
+	}
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = first.Process.Wait()
+	atKill := queryCount(t, conn, class("replay"))
+	t.Logf("killed after %d of %d replay rows", atKill, n)
+	if atKill >= n {
+		t.Fatalf("the first run stored the whole replay before it was killed: the test proves nothing")
+	}
+
+	second := startDaemon(t, cfgPath)
+	if got := waitRows(t, conn, class("replay"), n, 120*time.Second); got != n {
+		rows, err := conn.Query(context.Background(), fmt.Sprintf("SELECT partition, toString(replay_class), count(), min(offset), max(offset) FROM latency_events FINAL WHERE topic = '%s' GROUP BY partition, replay_class ORDER BY partition, replay_class", source))
+		if err == nil {
+			for rows.Next() {
+				var p int32
+				var c string
+				var k uint64
+				var lo, hi int64
+				_ = rows.Scan(&p, &c, &k, &lo, &hi)
+				t.Logf("partition %d %s: %d rows, offsets %d..%d", p, c, k, lo, hi)
+			}
+		}
+		t.Fatalf("after the restart: %d replay rows, want %d", got, n)
+	}
+	if got := queryCount(t, conn, class("live")); got != n {
+		t.Errorf("%d live rows, want %d (one per first processing)", got, n)
+	}
+	for _, c := range []string{"redelivery", "backfill", "unknown"} {
+		if got := queryCount(t, conn, class(c)); got != 0 {
+			t.Errorf("%d %s rows, want 0", got, c)
+		}
+	}
+	// No live row was overwritten by a replay receipt taken for a first processing: every live row still has its
+	// first-pass processed time, every replay row its own.
+	if got := queryCount(t, conn, fmt.Sprintf("SELECT count() FROM latency_events FINAL WHERE topic = '%s' AND "+
+		"(replay_class = 'live' AND processed_ts_ms >= %d OR replay_class = 'replay' AND processed_ts_ms < %d)", source,
+		t1.UnixMilli(), t1.UnixMilli())); got != 0 {
+		t.Errorf("%d rows whose class and processing time disagree", got)
+	}
+	if got := queryCount(t, conn, fmt.Sprintf("SELECT uniqExact(partition, offset, replay_class) FROM latency_events WHERE topic = '%s'", source)); got != 2*n {
+		t.Errorf("%d distinct keys, want %d", got, 2*n)
+	}
+	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = second.Process.Wait()
 }
