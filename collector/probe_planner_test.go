@@ -265,9 +265,13 @@ func (r *timeLagReader) check(when, topic string, sent, acked time.Time) {
 	defer cancel()
 	part := func(l *lagexporter.Loop) (lagexporter.PartitionLag, time.Time) {
 		r.t.Helper()
-		// Cycle until the record read is answered (a leader move can fail one read; the loop retries next cycle).
+		// Cycle until the record read is answered, at a poll interval of 250 ms as a running exporter would: a
+		// leader move fails cycles (a stopped broker's connections, a moving group coordinator) until the reader's
+		// metadata follows it.
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
 		for i := 0; ; i++ {
-			snap, _ := l.Cycle(ctx)
+			snap, err := l.Cycle(ctx)
 			if g := snap.Group(r.group); g != nil {
 				for _, p := range g.Partitions {
 					if p.Topic == topic && p.Partition == 0 && p.TimeLagKnown && p.Flags&lagexporter.FlagEstimated == 0 ||
@@ -276,8 +280,10 @@ func (r *timeLagReader) check(when, topic string, sent, acked time.Time) {
 					}
 				}
 			}
-			if i == 20 || ctx.Err() != nil {
-				r.t.Fatalf("%s: no record-based time lag for %s after %d cycles: %+v", when, r.group, i+1, snap.Group(r.group))
+			select {
+			case <-ctx.Done():
+				r.t.Fatalf("%s: no record-based time lag for %s after %d cycles: %+v (last error: %v)", when, r.group, i+1, snap.Group(r.group), err)
+			case <-tick.C:
 			}
 		}
 	}
