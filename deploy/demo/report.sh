@@ -19,7 +19,12 @@ done <"$INJECTED"
 NAMES=$(IFS=,; echo "${names[*]}")
 VALS=$(IFS=,; echo "${vals[*]}")
 
+# Warm-up: the first 30 s after the collector's first probe, while no clock has a drift fit yet (docs/latency.md,
+# "What is excluded from live percentiles"); steady state is the rest. Records are placed by their append time.
+WARM_END=$(ch --query "SELECT min(send_ts_ms) + 30000 FROM probe_events")
 title "Stages of live processings reported by instrumented consumers (ms): naive (raw clocks) vs corrected"
+echo "flagged: stages kept out of percentiles; _warm/_steady: their share of the present stages of records appended in"
+echo "the first 30 s after the collector started (warm-up) and after it (steady state)."
 ch --format PrettyCompactMonoBlock --query "
 SELECT stage,
        countIf(has_naive) AS naive_n,
@@ -30,9 +35,11 @@ SELECT stage,
        if(countIf(ok) = 0, '-', toString(round(quantileExactIf(0.5)(corr, ok)))) AS corrected_p50,
        if(countIf(ok) = 0, '-', toString(round(quantileExactIf(0.99)(corr, ok)))) AS corrected_p99,
        countIf(corr < 0 AND ok) AS corrected_negative,
-       count() - countIf(ok) AS flagged
+       count() - countIf(ok) AS flagged,
+       round(countIf(NOT ok AND warm AND has_naive) / greatest(countIf(warm AND has_naive), 1), 3) AS flagged_warm,
+       round(countIf(NOT ok AND NOT warm AND has_naive) / greatest(countIf(NOT warm AND has_naive), 1), 3) AS flagged_steady
 FROM (
-  SELECT arrayJoin([
+  SELECT append_ts_ms < $WARM_END AS warm, arrayJoin([
            ('1 ingest (produce>append)', ingest_naive_ms, ingest_ms, bitAnd(valid, 16) != 0, bitAnd(valid, 1) != 0),
            ('2 queue (append>receive)', queue_naive_ms, queue_ms, bitAnd(valid, 32) != 0, bitAnd(valid, 2) != 0),
            ('3 process (receive>done)', process_naive_ms, process_ms, bitAnd(valid, 64) != 0, bitAnd(valid, 4) != 0),
@@ -58,6 +65,18 @@ SELECT 'consumer' AS role, consumer_host AS host, count() AS rows,
        if(countIf(bitAnd(valid, 4) != 0) = 0, '-', toString(round(quantileExactIf(0.5)(process_ms, bitAnd(valid, 4) != 0)))) AS corrected_p50
 FROM latency_events FINAL WHERE replay_class = 'live' AND source = 'receipt' GROUP BY consumer_host
 ORDER BY role DESC, host"
+
+title "Ingest by producer, warm-up vs steady state: why samples are kept out of percentiles (flags of the untrusted)"
+ch --format PrettyCompactMonoBlock --query "
+SELECT producer_host AS host, if(append_ts_ms < $WARM_END, '1 warm-up', '2 steady') AS phase, count() AS samples,
+       round(countIf(bitAnd(valid, 1) = 0) / count(), 3) AS flagged_share,
+       countIf(bitAnd(valid, 1) = 0 AND bitAnd(flags, 64) != 0) AS unsettled,
+       countIf(bitAnd(valid, 1) = 0 AND bitAnd(flags, 2) != 0) AS skew_suspected,
+       countIf(bitAnd(valid, 1) = 0 AND bitAnd(flags, 128) != 0) AS projected,
+       countIf(bitAnd(valid, 1) = 0 AND bitAnd(flags, 4) != 0) AS offset_unknown
+FROM latency_events FINAL
+WHERE replay_class = 'live' AND source = 'receipt' AND producer_host != '' AND bitAnd(valid, 16) != 0
+GROUP BY host, phase ORDER BY host, phase"
 
 title "Clock offsets: Tidemark's interval and estimate vs the injected truth (ms; host clock - collector clock)"
 echo "A probe bracket or a time sync bounds a clock from both sides; a causal envelope from one side only (the other is"
