@@ -10,7 +10,13 @@ import (
 // leader epoch, which across a failover is not the partition's leader when the record is read (internal/kafka's
 // AppendLeaders satisfies it). -1 means it cannot be known.
 type appendLeaders interface {
+	// AppendLeader waits, at most one refresh round, for offset to be placed (the tap and probe paths).
 	AppendLeader(ctx context.Context, topic string, partition int32, offset int64) int32
+	// Placed answers without waiting: -1 when offset is not placed yet.
+	Placed(topic string, partition int32, offset int64) int32
+	// Await returns nil when Placed can answer now, else a channel closed once a round begun after the call ended
+	// (the receipts path parks the record on it instead of waiting on its record path).
+	Await(topic string, partition int32, offset int64) <-chan struct{}
 }
 
 // appendHost returns the engine host and the broker_host name of the clock that stamped offset's LogAppendTime, and
@@ -21,6 +27,19 @@ func (d *pathDeps) appendHost(ctx context.Context, topic string, partition int32
 	if d.appends != nil {
 		leader = d.appends.AppendLeader(ctx, topic, partition, offset)
 	}
+	return d.leaderHost(leader)
+}
+
+// placedHost is appendHost without waiting (for a record whose offset Await said was placed, or whose wait is over).
+func (d *pathDeps) placedHost(topic string, partition int32, offset int64) (latency.HostID, string, int32) {
+	leader := int32(-1)
+	if d.appends != nil {
+		leader = d.appends.Placed(topic, partition, offset)
+	}
+	return d.leaderHost(leader)
+}
+
+func (d *pathDeps) leaderHost(leader int32) (latency.HostID, string, int32) {
 	if leader < 0 {
 		d.metrics.AppendLeaderUnknown.Inc()
 		return latency.UnknownHost, "", -1

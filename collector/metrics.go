@@ -26,7 +26,7 @@ type Metrics struct {
 	// BadTraceParent counts records whose traceparent header is present but malformed (W3C Trace Context); they are
 	// kept, without trace context.
 	BadTraceParent *prometheus.CounterVec // path
-	// Parked is the number of receipts parked until their topic's metadata is known (kafka.Metadata lookups run
+	// Parked is the number of receipts parked until their topic's metadata (or append leader) is known (lookups run
 	// in the background; see parking).
 	Parked prometheus.Gauge
 	// WithoutMetadata counts receipts whose append stamp needed their topic's metadata and that were stored

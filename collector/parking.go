@@ -16,8 +16,10 @@ import (
 // cluster answers metadata lookups far slower than receipts arrive.
 const maxParkedReceipts = 1 << 16
 
-// parking holds the receipt records that must wait for a topic's metadata, so that a lookup never blocks the record
-// path (issue 10: one writer of receipts naming made-up topics froze the receipts path for minutes).
+// parking holds the receipt records that must wait for a topic's metadata, or for the append leaders to place their
+// append stamps' offsets in a leader epoch (up to one refresh round, kafka.AppendLeaders.Await), so that a lookup
+// never blocks the record path (issue 10: one writer of receipts naming made-up topics froze the receipts path for
+// minutes).
 //
 // Records are parked per topic, in arrival order: a record is queued on every topic its receipts name, and it is
 // processed only once it is at the head of each of those queues and none of the topics it waits for is still being
@@ -38,11 +40,13 @@ type parking struct {
 
 	count atomic.Int64 // records parked: lets busy skip the lock while nothing is parked
 
-	mu       sync.Mutex // guards the fields below
-	queues   map[string][]*parkedRecord
-	waiting  map[string]bool // topics with a waiter
-	receipts int             // receipts parked, ≤ maxParkedReceipts (or one record above it)
-	room     chan struct{}   // closed (signalLocked) when a record leaves its queues or a lookup settles
+	mu      sync.Mutex // guards the fields below
+	queues  map[string][]*parkedRecord
+	waiting map[string]bool // topics with a waiter
+	// leaderWaiting maps each append-leader round channel with a waiter to the topics of the records parked on it.
+	leaderWaiting map[<-chan struct{}][]string
+	receipts      int           // receipts parked, ≤ maxParkedReceipts (or one record above it)
+	room          chan struct{} // closed (signalLocked) when a record leaves its queues or a lookup settles
 }
 
 // parkedRecord is one receipt record waiting in parking.
@@ -52,7 +56,11 @@ type parkedRecord struct {
 	receipts []instrument.Receipt
 	topics   []string // every topic its receipts name
 	waitOn   []string // those being looked up when it was read
-	taken    bool     // being processed (still at the head of its queues until done)
+	// leaderWait, when not nil, closes once the append leaders can place its append stamps (Receipts.leaderWait),
+	// asked once every topic it waits on has settled (leaderChecked).
+	leaderWait    <-chan struct{}
+	leaderChecked bool
+	taken         bool // being processed (still at the head of its queues until done)
 }
 
 // busy reports whether a record naming topics must queue behind parked ones.
@@ -86,13 +94,14 @@ func (k *parking) admit(ctx context.Context, r *parkedRecord, p *Receipts) (bool
 		for _, t := range r.waitOn {
 			lookup = lookup || p.meta.Topic(t).State == kafka.TopicPending
 		}
+		lookup = lookup || (r.leaderWait != nil && !isClosed(r.leaderWait))
 		if !busy && !lookup {
 			k.mu.Unlock()
 			return false, nil
 		}
 		// Park when a lookup is involved (r's own, or any parked record's: one of those may be ahead of r), or
 		// there is room; else wait for the queues to move.
-		if lookup || len(k.waiting) > 0 {
+		if lookup || len(k.waiting) > 0 || len(k.leaderWaiting) > 0 {
 			if k.receipts == 0 || k.receipts+len(r.receipts) <= maxParkedReceipts {
 				break
 			}
@@ -121,8 +130,55 @@ func (k *parking) admit(ctx context.Context, r *parkedRecord, p *Receipts) (bool
 	for _, t := range r.waitOn {
 		k.waitLocked(t, p)
 	}
+	if r.leaderWait != nil {
+		k.waitLeaderLocked(r.leaderWait, r.topics, p)
+	}
 	k.mu.Unlock()
 	return true, nil
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitLeaderLocked starts ch's waiter unless it has one, and adds topics to those it releases. One waiter per
+// round channel (there are at most two: the round under way's and the next), however many records wait on it.
+// Caller holds k.mu.
+func (k *parking) waitLeaderLocked(ch <-chan struct{}, topics []string, p *Receipts) {
+	if k.leaderWaiting == nil {
+		k.leaderWaiting = map[<-chan struct{}][]string{}
+	}
+	ts, ok := k.leaderWaiting[ch]
+	for _, t := range topics {
+		if !slices.Contains(ts, t) {
+			ts = append(ts, t)
+		}
+	}
+	k.leaderWaiting[ch] = ts
+	if ok {
+		return
+	}
+	ctx := k.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	go func() {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		k.mu.Lock()
+		ts := k.leaderWaiting[ch]
+		delete(k.leaderWaiting, ch)
+		k.signalLocked()
+		k.mu.Unlock()
+		k.release(p, ts)
+	}()
 }
 
 // signalLocked wakes the handlers waiting in admit: a record left its queues or a lookup settled. Caller holds k.mu.
@@ -170,6 +226,14 @@ func (k *parking) readyLocked(r *parkedRecord, p *Receipts) bool {
 			k.waitLocked(t, p)
 			ok = false
 		}
+	}
+	if ok && !r.leaderChecked { // its topics are known now: which stamps are append stamps is too
+		r.leaderChecked = true
+		r.leaderWait = p.leaderWait(r.receipts)
+	}
+	if r.leaderWait != nil && !isClosed(r.leaderWait) {
+		k.waitLeaderLocked(r.leaderWait, r.topics, p)
+		ok = false
 	}
 	return ok
 }

@@ -125,7 +125,7 @@ func TestParkedTopicDoesNotHoldThePartition(t *testing.T) {
 		t.Fatalf("parked batch wrote %d rows, want 2", len(w.Latency))
 	}
 	for _, r := range w.Latency {
-		want := map[string]string{"new-topic": "broker-5", "known": "broker-3"}[r.Topic]
+		want := "broker-1" // the leader of the record's epoch (fakeAppends), not the topic's current leader
 		if r.BrokerHost != want || r.AppendMs != at.UnixMilli() {
 			t.Fatalf("row %s/%d: broker %q append %d, want %s and the append stamp", r.Topic, r.Offset, r.BrokerHost, r.AppendMs, want)
 		}
@@ -234,5 +234,126 @@ func TestUnknownTopicReceipts(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(deps.metrics.DeadLetters.WithLabelValues(PathReceipts, "unknown_topic")); v != 1 {
 		t.Fatalf("dead letters {unknown_topic} %v, want 1", v)
+	}
+}
+
+// stagedAppends is an appendLeaders whose offsets are unplaced until place: Await hands out one round channel.
+type stagedAppends struct {
+	mu     sync.Mutex
+	leader int32 // -1 until placed
+	round  chan struct{}
+	asked  int
+}
+
+func (a *stagedAppends) AppendLeader(context.Context, string, int32, int64) int32 {
+	panic("the receipts path must not wait for an append leader on its record path")
+}
+
+func (a *stagedAppends) Placed(string, int32, int64) int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.leader
+}
+
+func (a *stagedAppends) Await(string, int32, int64) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked++
+	if a.leader >= 0 {
+		return nil
+	}
+	return a.round
+}
+
+func (a *stagedAppends) place(leader int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.leader = leader
+	close(a.round)
+}
+
+// TestAppendLeaderWaitIsParked: issue 16's append-leader lookup keeps issue 10's non-blocking record path. A
+// receipt whose offset no round has placed in its leader epoch yet is parked (the handler returns at once, and
+// never calls the waiting AppendLeader: the fake panics), a later batch of another topic is written meanwhile, and
+// once the round ends the parked receipt is written attributed to its epoch's leader (broker 7, not the topic's
+// current leader 3), offsets marked in read order. A receipt of a topic whose metadata was pending is asked about
+// only once that settles (its timestamp type says whether it has an append stamp), and parked on the round too.
+func TestAppendLeaderWaitIsParked(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, at.Add(time.Second))
+	meta := newStagedMeta()
+	meta.settle("known", knownTopic(kafka.TimestampLogAppend, 3))
+	meta.settle("created", knownTopic(kafka.TimestampCreate, 3))
+	deps.meta = meta
+	appends := &stagedAppends{leader: -1, round: make(chan struct{})}
+	deps.appends = appends
+	p := newReceipts(t.Context(), deps)
+	var mu sync.Mutex
+	var marks []int64
+	mark := func(n int64) { mu.Lock(); marks = append(marks, n); mu.Unlock() }
+
+	unknownType := appendReceipt("late", 11, at)
+	unknownType.TimestampType = instrument.TimestampUnknown
+	b1 := kafka.Batch{Topic: "rc", Records: []kafka.Record{
+		receiptRecord(t, 0, appendReceipt("known", 7, at)),
+		receiptRecord(t, 1, unknownType),
+	}}
+	if err := p.HandleBatch(t.Context(), b1, mark); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sink.writes()); n != 0 {
+		t.Fatalf("%d writes while the batch waits for its append leader, want 0", n)
+	}
+	if v := testutil.ToFloat64(deps.metrics.Parked); v != 2 {
+		t.Fatalf("parked receipts %v, want 2", v)
+	}
+	created := appendReceipt("created", 4, at)
+	created.TimestampType = instrument.TimestampCreate
+	b2 := kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 2, created)}}
+	if err := p.HandleBatch(t.Context(), b2, mark); err != nil {
+		t.Fatal(err)
+	}
+	if w := sink.writes(); len(w) != 1 || w[0].Latency[0].Topic != "created" {
+		t.Fatalf("the CreateTime batch was not written while the first waits: %+v", w)
+	}
+	appends.mu.Lock()
+	asked := appends.asked
+	appends.mu.Unlock()
+	if asked != 1 {
+		t.Fatalf("append leaders asked %d times, want 1: late's type is not known until its metadata settles", asked)
+	}
+	// late's metadata settles: LogAppendTime, so its record waits for the round as well.
+	meta.settle("late", knownTopic(kafka.TimestampLogAppend, 3))
+	waitUntil(t, "late's record asking the append leaders", func() bool {
+		appends.mu.Lock()
+		defer appends.mu.Unlock()
+		return appends.asked == 2
+	})
+	if n := len(sink.writes()); n != 1 {
+		t.Fatalf("%d writes before the round placed the offsets, want 1", n)
+	}
+	appends.place(7)
+	waitUntil(t, "the parked batch's write", func() bool { return len(sink.writes()) == 2 })
+	w := sink.writes()[1]
+	if len(w.Latency) != 2 {
+		t.Fatalf("parked batch wrote %d rows, want 2", len(w.Latency))
+	}
+	for _, r := range w.Latency {
+		if r.BrokerHost != "broker-7" || r.AppendMs != at.UnixMilli() {
+			t.Fatalf("row %s/%d: broker %q append %d, want broker-7 (its epoch's leader) and the append stamp", r.Topic, r.Offset, r.BrokerHost, r.AppendMs)
+		}
+	}
+	sink.mu.Lock()
+	acks := append([]store.Ack(nil), sink.acks...)
+	sink.mu.Unlock()
+	acks[0](nil)
+	acks[1](nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(marks) != 1 || marks[0] != 3 {
+		t.Fatalf("marks %v, want [3]: both batches in one in-order mark", marks)
+	}
+	if v := testutil.ToFloat64(deps.metrics.AppendLeaderUnknown); v != 0 {
+		t.Fatalf("append leader unknown %v, want 0", v)
 	}
 }

@@ -447,10 +447,55 @@ func (p *Receipts) needs(rs []instrument.Receipt, off int64) (*parkedRecord, err
 				r.Topic, errUnknownTopic)
 		}
 	}
-	if len(waitOn) == 0 && !p.park.busy(topics) {
+	// The append leaders are asked about once the topics' metadata is known (it says which stamps are append stamps).
+	var lw <-chan struct{}
+	if len(waitOn) == 0 {
+		lw = p.leaderWait(rs)
+	}
+	if len(waitOn) == 0 && lw == nil && !p.park.busy(topics) {
 		return nil, nil
 	}
-	return &parkedRecord{offset: off, topics: topics, waitOn: waitOn}, nil
+	return &parkedRecord{offset: off, topics: topics, waitOn: waitOn, leaderWait: lw, leaderChecked: len(waitOn) == 0}, nil
+}
+
+// leaderWait returns nil when the leader of every append stamp among rs is known now (kafka.AppendLeaders.Await),
+// else the channel to wait on before processing them: the record is parked on it, so that placing an offset in its
+// leader epoch (up to one refresh round) never holds up the receipts partition. Only receipts of topics the metadata
+// cache knows are asked about (as in row). Caller has checked no topic of rs is being looked up.
+func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
+	if p.appends == nil {
+		return nil
+	}
+	var (
+		wait   <-chan struct{}
+		view   *kafka.TopicView
+		last   = -1
+		topicT string
+	)
+	for j := range rs {
+		r := &rs[j]
+		if !r.HasRecordTimestamp || r.TimestampType == instrument.TimestampCreate {
+			continue
+		}
+		if last >= 0 && r.Topic == rs[last].Topic && r.Partition == rs[last].Partition && r.Offset <= rs[last].Offset {
+			continue // below an offset already asked about: placed with it
+		}
+		if view == nil || topicT != r.Topic {
+			view, topicT = p.meta.Topic(r.Topic), r.Topic
+		}
+		if view.State != kafka.TopicKnown {
+			continue
+		}
+		if r.TimestampType == instrument.TimestampUnknown && view.TimestampType != kafka.TimestampLogAppend {
+			continue
+		}
+		last = j
+		// Channels close in round order, so the last one returned is the latest: waiting for it covers every receipt.
+		if ch := p.appends.Await(r.Topic, r.Partition, r.Offset); ch != nil {
+			wait = ch
+		}
+	}
+	return wait
 }
 
 // needsMetadata reports whether a receipt's stamps depend on its topic's metadata: a record timestamp that is an
@@ -586,7 +631,7 @@ func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time
 			// topic the metadata cache knows is asked about (names the cluster does not know stay bounded there).
 			if p.topicView(r, c).State == kafka.TopicKnown {
 				var id latency.HostID
-				id, broker, _ = p.appendHost(ctx, r.Topic, r.Partition, r.Offset)
+				id, broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
 				rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
 				raw.append = r.RecordTimestampMs
 			}

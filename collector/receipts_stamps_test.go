@@ -25,6 +25,11 @@ func (a appendsAt) AppendLeader(_ context.Context, _ string, _ int32, offset int
 	return -1
 }
 
+func (a appendsAt) Placed(_ string, _ int32, offset int64) int32 {
+	return a.AppendLeader(context.Background(), "", 0, offset)
+}
+func (a appendsAt) Await(string, int32, int64) <-chan struct{} { return nil }
+
 // TestReceiptRecordTimestampMeaning: what the record timestamp of a receipt becomes depends on the topic's
 // timestamp type (case C28): on LogAppendTime the append stamp of the broker that led the record's epoch (broker 7,
 // though broker 1 leads today; none when that leader is unknown), the produce stamp of an unnamed producer on

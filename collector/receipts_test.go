@@ -61,6 +61,8 @@ var closedAwait = func() chan struct{} { c := make(chan struct{}); close(c); ret
 type fakeAppends struct{}
 
 func (fakeAppends) AppendLeader(context.Context, string, int32, int64) int32 { return 1 }
+func (fakeAppends) Placed(string, int32, int64) int32                        { return 1 }
+func (fakeAppends) Await(string, int32, int64) <-chan struct{}               { return nil }
 
 func newTestDeps(t *testing.T, now time.Time) (*pathDeps, *fakeSink, *fakeDLQ) {
 	t.Helper()

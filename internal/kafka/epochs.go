@@ -40,9 +40,11 @@ type AppendLeaders struct {
 
 	kick chan struct{} // a caller waits for a round
 
-	mu    sync.Mutex // guards parts, round, done and inRound
+	mu    sync.Mutex // guards parts, round, after, done and inRound
 	parts map[topicPartition]*epochHistory
 	round chan struct{} // closed when the current refresh round ends
+	// after, when not nil, is closed when the round after the one under way ends (Await's answer during a round).
+	after chan struct{}
 	// done counts the rounds that ended; inRound is set while one runs. A caller needs a round that began after it
 	// asked (one already under way may have read the log end before the caller's record was appended).
 	done    uint64
@@ -176,6 +178,57 @@ func (a *AppendLeaders) AppendLeader(ctx context.Context, topic string, partitio
 	}
 }
 
+// Placed is AppendLeader without waiting: the broker that appended offset if a round has placed it, else -1. A
+// caller that must not block (the receipts path) first waits, off its record path, on Await's channel.
+func (a *AppendLeaders) Placed(topic string, partition int32, offset int64) int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.parts[topicPartition{topic, partition}]
+	if h == nil || offset >= h.placed {
+		return -1
+	}
+	h.lastUse = time.Now()
+	return h.leaderOf(offset)
+}
+
+// Await returns nil when Placed can answer for offset now (it is placed, or its partition cannot be read: -1 at
+// once), else a channel closed when a round begun after this call has ended, after which Placed answers as
+// AppendLeader would have (-1 if that round did not place it). It never blocks, and it asks the runner for a round.
+func (a *AppendLeaders) Await(topic string, partition int32, offset int64) <-chan struct{} {
+	k := topicPartition{topic, partition}
+	a.mu.Lock()
+	h := a.parts[k]
+	if h == nil {
+		h = &epochHistory{placed: -1}
+		a.parts[k] = h
+	}
+	h.lastUse = time.Now()
+	if offset < h.placed {
+		a.mu.Unlock()
+		return nil
+	}
+	var ch chan struct{}
+	switch {
+	case h.failing: // answered at once (-1); the next round retries the partition
+	case a.inRound: // the round under way may have read the log end before offset was appended
+		if a.after == nil {
+			a.after = make(chan struct{})
+		}
+		ch = a.after
+	default:
+		ch = a.round
+	}
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	if ch == nil {
+		return nil
+	}
+	return ch
+}
+
 // leaderOf is the leader of the span holding offset (below placed), -1 when none does.
 func (h *epochHistory) leaderOf(offset int64) int32 {
 	for i := len(h.spans) - 1; i >= 0; i-- {
@@ -243,7 +296,11 @@ func (a *AppendLeaders) refresh(ctx context.Context) {
 	a.inRound = false
 	a.done++
 	close(a.round)
-	a.round = make(chan struct{})
+	a.round = a.after
+	if a.round == nil {
+		a.round = make(chan struct{})
+	}
+	a.after = nil
 	a.mu.Unlock()
 }
 

@@ -192,3 +192,69 @@ func TestAppendLeaderNeverStalls(t *testing.T) {
 		t.Fatalf("partition asked about during a round: leader %d, want 1", l)
 	}
 }
+
+// TestAwaitNeverBlocks: Await answers at once, with nil when Placed can answer now (placed, or the partition is
+// failing) and otherwise with a channel that closes only when a round begun after the call ends; a round already
+// under way when it is called does not close it (it may have read the log end before the record). The test runs
+// the rounds itself, so every channel state it checks follows from an event it made happen.
+func TestAwaitNeverBlocks(t *testing.T) {
+	healthy, failing := topicPartition{"t", 0}, topicPartition{"t", 1}
+	f := &fakeEpochs{ends: map[topicPartition]logEnd{healthy: {leader: 2, epoch: 0, end: 10}}}
+	a := newAppendLeaders(f, nil, time.Hour, time.Hour, nil)
+	ctx := context.Background()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+
+	ch := a.Await(healthy.topic, healthy.partition, 5)
+	if ch == nil || closed(ch) {
+		t.Fatal("an offset no round placed: Await must return an open channel")
+	}
+	if l := a.Placed(healthy.topic, healthy.partition, 5); l != -1 {
+		t.Fatalf("Placed before any round: %d, want -1", l)
+	}
+	a.refresh(ctx)
+	if !closed(ch) {
+		t.Fatal("the round after Await ended: its channel must be closed")
+	}
+	if l := a.Placed(healthy.topic, healthy.partition, 5); l != 2 {
+		t.Fatalf("Placed after the round: %d, want 2", l)
+	}
+	if a.Await(healthy.topic, healthy.partition, 9) != nil {
+		t.Fatal("a placed offset: Await must return nil")
+	}
+
+	// A partition the round cannot read: once it failed, Await answers nil at once and Placed -1.
+	ch = a.Await(failing.topic, failing.partition, 3)
+	a.refresh(ctx)
+	if !closed(ch) {
+		t.Fatal("the round after Await ended: its channel must be closed")
+	}
+	if a.Await(failing.topic, failing.partition, 4) != nil || a.Placed(failing.topic, failing.partition, 4) != -1 {
+		t.Fatal("a failing partition: Await must return nil and Placed -1")
+	}
+
+	// Called during a round: the channel is the next round's.
+	late := topicPartition{"t", 2}
+	f.set(late, &logEnd{leader: 1, epoch: 0, end: 5})
+	f.entered, f.release = make(chan struct{}), make(chan struct{})
+	roundDone := make(chan struct{})
+	go func() { a.refresh(ctx); close(roundDone) }()
+	<-f.entered
+	ch = a.Await(late.topic, late.partition, 0)
+	f.release <- struct{}{}
+	<-roundDone
+	if ch == nil || closed(ch) {
+		t.Fatal("Await during a round: its channel must stay open until the next round ends")
+	}
+	f.entered = nil
+	a.refresh(ctx)
+	if !closed(ch) || a.Placed(late.topic, late.partition, 0) != 1 {
+		t.Fatal("the next round placed the offset: channel closed, Placed 1")
+	}
+}
