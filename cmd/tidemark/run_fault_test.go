@@ -128,9 +128,10 @@ clickhouse:
   writer: {batch_rows: 200, flush_interval: 100ms, stall_timeout: 2s, insert_timeout: 5s, retry_max: 500ms}
 collector:
   dead_letter_topic: %s
+  replay_state_topic: %s
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
 lag_enabled: false
-`, strings.Join(brokers, ", "), px.Addr(), db, testenv.Name(t, "dlq"), receipts, testenv.Name(t, "g")))
+`, strings.Join(brokers, ", "), px.Addr(), db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), receipts, testenv.Name(t, "g")))
 	waitStatus(t, d.base+"/readyz", http.StatusOK, 60*time.Second)
 	now := time.Now()
 	const n = 3000
@@ -230,7 +231,8 @@ func metricValue(t *testing.T, body, name string) float64 {
 // consumer groups reach a running `tidemark run`. Before the fix every (group, topic) kept about 51 series forever
 // (10k groups: 511k series, 60 MB scrapes). Now at most collector.max_live_series pairs have histograms (40 here),
 // the other groups' live observations are counted as overflow while every receipt is still stored in ClickHouse,
-// and after collector.idle_ttl without receipts the series and the engine's paths are gone.
+// and after collector.idle_ttl without receipts the series and the engine's paths are gone. Its replay state topic
+// is its own: with the default one it restores the paths other runs on the cluster checkpointed (3 more evicted).
 func TestReceiptsOfManyGroupsKeepSeriesBounded(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	db, conn := testenv.ClickHouseDB(t)
@@ -242,11 +244,12 @@ clickhouse:
   writer: {batch_rows: 500, flush_interval: 100ms}
 collector:
   dead_letter_topic: %s
+  replay_state_topic: %s
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
   max_live_series: 40
   idle_ttl: 3s
 lag_enabled: false
-`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, testenv.Name(t, "dlq"), receipts, testenv.Name(t, "g")))
+`, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), receipts, testenv.Name(t, "g")))
 	const groups, perGroup = 400, 4
 	at := time.Now()
 	// One record per group: 4 receipts of one source partition, produced and processed on the same host, so the

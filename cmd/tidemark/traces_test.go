@@ -89,13 +89,14 @@ clickhouse: {addr: [%s], database: %s, writer: {flush_interval: 200ms}}
 latency: {window: 20s, envelope_window: 20s}
 collector:
   dead_letter_topic: %s
+  replay_state_topic: %s
   max_wait: 50ms
   receipts: {enabled: true, topic: %s, group: %s, partitions: 1}
   probe: {enabled: true, topic: %s, group: %s, interval: 200ms}
 lag_enabled: false
 http: {listen: "%s", shutdown_timeout: 5s}
 tracing: {enabled: true, protocol: %s, endpoint: "%s", batch_timeout: 100ms, timeout: 2s%s}
-`, strings.Join(r.brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, r.receipts, testenv.Name(t, "rcg"), probe,
+`, strings.Join(r.brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, testenv.Name(t, "rs"), r.receipts, testenv.Name(t, "rcg"), probe,
 		testenv.Name(t, "prg"), r.addr, protocol, otlpEndpoint, extra)
 	p := filepath.Join(t.TempDir(), "run.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
