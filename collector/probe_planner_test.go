@@ -271,8 +271,12 @@ func (r *timeLagReader) check(when, topic string, sent, acked time.Time) {
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; ; i++ {
-			snap, err := l.Cycle(ctx)
-			if g := snap.Group(r.group); g != nil {
+			snap, err := l.Cycle(ctx) // a failed cycle returns no snapshot
+			var g *lagexporter.GroupLag
+			if snap != nil {
+				g = snap.Group(r.group)
+			}
+			if g != nil {
 				for _, p := range g.Partitions {
 					if p.Topic == topic && p.Partition == 0 && p.TimeLagKnown && p.Flags&lagexporter.FlagEstimated == 0 ||
 						p.Topic == topic && p.Partition == 0 && p.Flags&lagexporter.FlagFutureTimestamp != 0 {
@@ -282,7 +286,7 @@ func (r *timeLagReader) check(when, topic string, sent, acked time.Time) {
 			}
 			select {
 			case <-ctx.Done():
-				r.t.Fatalf("%s: no record-based time lag for %s after %d cycles: %+v (last error: %v)", when, r.group, i+1, snap.Group(r.group), err)
+				r.t.Fatalf("%s: no record-based time lag for %s after %d cycles: %+v (last error: %v)", when, r.group, i+1, g, err)
 			case <-tick.C:
 			}
 		}
