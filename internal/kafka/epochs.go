@@ -52,6 +52,21 @@ type AppendLeaders struct {
 
 	// Rounds and Errors count refresh rounds and failed requests (for tests and metrics).
 	Rounds, Errors atomic.Uint64
+
+	// logMu guards logged: per kind of failure, when it was last logged and how many failures went unlogged since.
+	// A lookup that keeps failing (a broker down, an ACL missing) fails every round, 10 times a second by default;
+	// one warning per kind per failLogEvery says so without flooding the log.
+	logMu  sync.Mutex
+	logged map[string]*failLog
+	now    func() time.Time
+}
+
+// failLogEvery is the least time between two warnings about the same kind of lookup failure.
+const failLogEvery = time.Minute
+
+type failLog struct {
+	at         time.Time
+	suppressed uint64
 }
 
 type topicPartition struct {
@@ -109,7 +124,7 @@ func newAppendLeaders(rpc epochRPC, closeFn func(), interval, maxWait time.Durat
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &AppendLeaders{rpc: rpc, close: closeFn, interval: interval, maxWait: maxWait, log: log, kick: make(chan struct{}, 1),
-		parts: map[topicPartition]*epochHistory{}, round: make(chan struct{})}
+		parts: map[topicPartition]*epochHistory{}, round: make(chan struct{}), logged: map[string]*failLog{}, now: time.Now}
 }
 
 // Close releases the connections.
@@ -442,7 +457,24 @@ func (a *AppendLeaders) fail(what string, err error) {
 		return
 	}
 	a.Errors.Add(1)
-	a.log.Warn("leader epoch lookup", "what", what, "err", err)
+	key := what + ": " + err.Error()
+	a.logMu.Lock()
+	now, l := a.now(), a.logged[key]
+	if l != nil && now.Sub(l.at) < failLogEvery {
+		l.suppressed++
+		a.logMu.Unlock()
+		return
+	}
+	var suppressed uint64
+	if l != nil {
+		suppressed = l.suppressed
+	}
+	if len(a.logged) >= 1024 { // bounded: kinds are few (request × topic × error), but topics are the user's
+		clear(a.logged)
+	}
+	a.logged[key] = &failLog{at: now}
+	a.logMu.Unlock()
+	a.log.Warn("leader epoch lookup", "what", what, "err", err, "repeated_since_last_warning", suppressed)
 }
 
 // add inserts s unless its epoch is known.

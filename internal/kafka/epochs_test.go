@@ -1,11 +1,16 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TestEpochHistory: how a partition's epochs are placed from what ListOffsets and OffsetForLeaderEpoch answer, one
@@ -256,5 +261,36 @@ func TestAwaitNeverBlocks(t *testing.T) {
 	a.refresh(ctx)
 	if !closed(ch) || a.Placed(late.topic, late.partition, 0) != 1 {
 		t.Fatal("the next round placed the offset: channel closed, Placed 1")
+	}
+}
+
+// TestFailureWarningsAreThrottled: a lookup failing every round (10 a second by default) warns once per kind per
+// failLogEvery, and the next warning says how many failures it stood for; every failure is still counted.
+func TestFailureWarningsAreThrottled(t *testing.T) {
+	var buf bytes.Buffer
+	a := newAppendLeaders(&fakeEpochs{}, nil, time.Hour, time.Hour, slog.New(slog.NewTextHandler(&buf, nil)))
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	a.now = func() time.Time { return clock }
+	down := errors.New("connection refused")
+	for i := 0; i < 600; i++ { // one minute of rounds, minus the last tenth of a second
+		a.fail("list offsets", down)
+		a.fail("list offsets of t", kerr.TopicAuthorizationFailed)
+		clock = clock.Add(100 * time.Millisecond)
+	}
+	if got := strings.Count(buf.String(), "leader epoch lookup"); got != 2 {
+		t.Fatalf("%d warnings in the first minute, want 2 (one per kind):\n%s", got, buf.String())
+	}
+	buf.Reset()
+	a.fail("list offsets", down) // 60.0 s after the first warning
+	out := buf.String()
+	if !strings.Contains(out, "repeated_since_last_warning=599") || strings.Count(out, "leader epoch lookup") != 1 {
+		t.Fatalf("warning after a minute: %q, want one with repeated_since_last_warning=599", out)
+	}
+	if got := a.Errors.Load(); got != 1201 {
+		t.Fatalf("Errors = %d, want 1201: every failure is counted", got)
+	}
+	a.fail("list offsets", context.Canceled) // a stopping process is not a failure
+	if got := a.Errors.Load(); got != 1201 {
+		t.Fatalf("Errors = %d after a cancellation, want 1201", got)
 	}
 }
