@@ -77,7 +77,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 		Tracing: tracing.Config{Enabled: true, Protocol: "http", Endpoint: "otel-collector:4318", URLPath: "/otlp/v1/traces",
 			Headers: map[string]string{"x-tenant": "payments"}, Compression: "none", Timeout: 5 * time.Second, QueueSize: 4096,
 			BatchSize: 256, BatchTimeout: 2 * time.Second, ServiceName: "tidemark-eu",
-			TLS: tracing.TLSConfig{Enabled: true, CAFile: "/etc/tidemark/otel-ca.pem", CertFile: "/etc/tidemark/otel.pem", KeyFile: "/etc/tidemark/otel.key"}},
+			TLS: tlsconf.Config{Enabled: true, CAFile: "/etc/tidemark/otel-ca.pem", CertFile: "/etc/tidemark/otel.pem", KeyFile: "/etc/tidemark/otel.key"}},
 	}
 	// The lag config compiles its patterns in Validate (unexported fields); do the same to the expected value.
 	want.setDefaults()

@@ -16,6 +16,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/tlsconf"
 )
 
 // Config is the `tracing:` block. The zero value is tracing off.
@@ -29,8 +31,9 @@ type Config struct {
 	Endpoint string `yaml:"endpoint"`
 	// URLPath is the OTLP/HTTP path (default /v1/traces); not used with gRPC.
 	URLPath string `yaml:"url_path"`
-	// TLS encrypts and verifies the connection (default off: plaintext, e.g. to a collector sidecar on loopback).
-	TLS TLSConfig `yaml:"tls"`
+	// TLS encrypts and verifies the connection (default off: plaintext, e.g. to a collector sidecar on loopback): the
+	// same `tls:` block as the Kafka and ClickHouse settings, CA and client certificate re-read when they rotate.
+	TLS tlsconf.Config `yaml:"tls"`
 	// Headers are sent with every export (an API key, a tenant id).
 	Headers map[string]string `yaml:"headers"`
 	// Compression is "gzip" (default) or "none".
@@ -45,20 +48,6 @@ type Config struct {
 	BatchTimeout time.Duration `yaml:"batch_timeout"`
 	// ServiceName is the service.name resource attribute of Tidemark's spans (default "tidemark").
 	ServiceName string `yaml:"service_name"`
-}
-
-// TLSConfig is the TLS client setting of the OTLP connection, the same keys as the `tls:` blocks of the Kafka and
-// ClickHouse settings. It is kept minimal on purpose: when the shared TLS type lands, this becomes that type.
-type TLSConfig struct {
-	// Enabled turns TLS on. Setting a file or option below without it is an error (it would silently not be used).
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle to verify the backend with (default: the system roots).
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a client certificate and key for mutual TLS; both or neither.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// InsecureSkipVerify accepts any server certificate (tests only).
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // SetDefaults fills zero fields with their documented defaults.
@@ -128,11 +117,8 @@ func (c *Config) Validate() error {
 	if c.BatchTimeout <= 0 {
 		bad("batch_timeout", "must be > 0, got %v", c.BatchTimeout)
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		bad("tls", "cert_file and key_file must be set together")
-	}
-	if !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.CertFile != "" || c.TLS.InsecureSkipVerify) {
-		bad("tls", "files or options are set but tracing.tls.enabled is false")
+	if err := c.TLS.Validate("tracing.tls"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -3,10 +3,8 @@ package tracing
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -84,11 +82,14 @@ func NewProvider(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Prov
 // newExporter returns the OTLP exporter of cfg's protocol; its own retries stop at the export timeout.
 func newExporter(cfg Config) (sdktrace.SpanExporter, error) {
 	var tc *tls.Config
-	if cfg.TLS.Enabled {
-		var err error
-		if tc, err = cfg.TLS.clientConfig(); err != nil {
-			return nil, err
-		}
+	d, err := cfg.TLS.NewDialer() // nil when TLS is off; reads every file now, so a bad one is an error at start
+	if err != nil {
+		return nil, fmt.Errorf("tracing.tls: %w", err)
+	}
+	if d != nil {
+		// One configuration for every connection to the endpoint; its handshakes read the CA bundle and the client
+		// certificate again, so rotated files are used without a restart.
+		tc = d.ClientConfig(cfg.Endpoint)
 	}
 	ctx := context.Background() // the exporters connect lazily; ctx only bounds what New does
 	switch cfg.Protocol {
@@ -121,27 +122,4 @@ func newExporter(cfg Config) (sdktrace.SpanExporter, error) {
 		}
 		return otlptracegrpc.New(ctx, opts...)
 	}
-}
-
-// clientConfig reads the TLS files once (they are small; a rotated file is read at the next start).
-func (c TLSConfig) clientConfig() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // opt-in for tests
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read tracing.tls.ca_file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tracing.tls.ca_file %s: no PEM certificates", c.CAFile)
-		}
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("read tracing.tls cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/tidemark/tidemark/internal/tlsconf"
 )
 
 // fakeExporter records batches; while gate is not nil, ExportSpans waits on it (a hung backend) or ctx.
@@ -147,7 +149,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad protocol", Config{Enabled: true, Endpoint: "c:4317", Protocol: "thrift"}, `tracing.protocol: "thrift" is not one of grpc, http`},
 		{"endpoint without port", Config{Enabled: true, Endpoint: "collector"}, `tracing.endpoint: want host:port (e.g. otel-collector:4317), got "collector"`},
 		{"batch over queue", Config{Enabled: true, Endpoint: "c:4317", QueueSize: 10, BatchSize: 11}, "tracing.batch_size: must be in [1, queue_size (10)], got 11"},
-		{"tls files with tls off", Config{Enabled: true, Endpoint: "c:4317", TLS: TLSConfig{CAFile: "ca.pem"}},
+		{"tls files with tls off", Config{Enabled: true, Endpoint: "c:4317", TLS: tlsconf.Config{CAFile: "ca.pem"}},
 			"tracing.tls: files or options are set but tracing.tls.enabled is false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
