@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -79,7 +80,14 @@ type ReceiptsConfig struct {
 type ProbeConfig struct {
 	Enabled bool   `yaml:"enabled"`
 	Topic   string `yaml:"topic"` // default tidemark-probe
-	Group   string `yaml:"group"` // default tidemark-probe
+	// Group is the prefix of the probe consumer group: each replica consumes as Group + "-" + InstanceID (see
+	// GroupID), reading every probe partition, as kminion's end-to-end monitor does (default tidemark-probe).
+	Group string `yaml:"group"`
+	// InstanceID names this replica of `tidemark run` (default: the host name). It travels in every probe record, and
+	// a replica measures only its own probes, so N replicas sharing one probe topic report no false loss and no
+	// duplicates. Replicas must have distinct ids; a restarted replica may keep its id. 1 to 128 characters of
+	// [a-zA-Z0-9._-].
+	InstanceID string `yaml:"instance_id"`
 	// Interval between probe rounds, one probe per partition each (default 1 s).
 	Interval time.Duration `yaml:"interval"`
 	// LossTimeout: a probe not received this long after it was sent is lost (default 10 s).
@@ -125,6 +133,9 @@ func (c *Config) SetDefaults() {
 	def(&c.ReplayStateTopic, DefaultStateTopic)
 	def(&c.Probe.Topic, DefaultProbeTopic)
 	def(&c.Probe.Group, DefaultProbeGroup)
+	if c.Probe.InstanceID == "" {
+		c.Probe.InstanceID = defaultInstanceID()
+	}
 	def(&c.Tap.Group, DefaultTapGroup)
 	if c.Receipts.Partitions == 0 {
 		c.Receipts.Partitions = 6
@@ -157,6 +168,49 @@ func (c *Config) SetDefaults() {
 		c.MaxLiveSeries = 1000
 	}
 	c.Traces.setDefaults(c.SLOThresholds)
+}
+
+// GroupID is the probe consumer group of this replica: Group + "-" + InstanceID. Every replica reads all probe
+// partitions in its own group (a shared group would split them, and each replica would miss its own probes on the
+// partitions another one holds: false loss).
+func (c *ProbeConfig) GroupID() string { return c.Group + "-" + c.InstanceID }
+
+// defaultInstanceID is the host name with every character outside [a-zA-Z0-9._-] replaced by '_', or "tidemark" when
+// the host name cannot be read. In Kubernetes it is the pod name, distinct per replica.
+func defaultInstanceID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "tidemark"
+	}
+	b := []byte(h)
+	for i, c := range b {
+		if !idChar(c) {
+			b[i] = '_'
+		}
+	}
+	if len(b) > maxInstanceID {
+		b = b[:maxInstanceID]
+	}
+	return string(b)
+}
+
+// maxInstanceID is the longest instance id, in bytes: its length travels in one byte of the probe record.
+const maxInstanceID = 128
+
+func idChar(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
+}
+
+func validInstanceID(id string) error {
+	if id == "" || len(id) > maxInstanceID {
+		return fmt.Errorf("instance id %q must be 1 to %d characters long", id, maxInstanceID)
+	}
+	for i := 0; i < len(id); i++ {
+		if !idChar(id[i]) {
+			return fmt.Errorf("instance id %q: character %q is not allowed (only a-z, A-Z, 0-9, '.', '_', '-')", id, id[i])
+		}
+	}
+	return nil
 }
 
 // ValidTopicName reports whether name is a legal Kafka topic name: 1 to 249 characters of [a-zA-Z0-9._-], and
@@ -192,6 +246,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Probe.LossTimeout <= c.Probe.Interval {
 		bad("probe.loss_timeout", "must be longer than probe.interval (%v), got %v", c.Probe.Interval, c.Probe.LossTimeout)
+	}
+	if err := validInstanceID(c.Probe.InstanceID); err != nil {
+		bad("probe.instance_id", "%v", err)
 	}
 	if c.Probe.Partitions < 0 {
 		bad("probe.partitions", "must be >= 0, got %d", c.Probe.Partitions)

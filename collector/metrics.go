@@ -45,10 +45,13 @@ type Metrics struct {
 	// EnginePathsEvicted counts those evicted, idle for collector.idle_ttl or least recently used at the bound.
 	EnginePaths        prometheus.Gauge
 	EnginePathsEvicted prometheus.Counter
-	ProbeSent          *prometheus.CounterVec   // broker
-	ProbeLost          *prometheus.CounterVec   // broker
-	ProbeDup           *prometheus.CounterVec   // broker
-	ProbeLatency       *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
+	ProbeSent          *prometheus.CounterVec // broker
+	ProbeLost          *prometheus.CounterVec // broker
+	ProbeDup           *prometheus.CounterVec // broker
+	// ProbeForeign counts probe records of other replicas (another instance id, or a version-1 probe without one),
+	// which this replica reads and skips.
+	ProbeForeign prometheus.Counter
+	ProbeLatency *prometheus.HistogramVec // broker, stage (ingest, delivery, rtt)
 	// ProbePlanActions counts the probe topic planner's changes: add_partition, reassign, elect.
 	ProbePlanActions *prometheus.CounterVec // action
 	// ProbePlanErrors counts probe topic reconciles that failed (retried at the next interval).
@@ -150,6 +153,8 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		ProbeSent: cv("tidemark_probe_sent_total", "Probe records sent.", "broker"),
 		ProbeLost: cv("tidemark_probe_lost_total", "Probe records not received within the loss timeout.", "broker"),
 		ProbeDup:  cv("tidemark_probe_duplicates_total", "Extra deliveries of probe records.", "broker"),
+		ProbeForeign: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_probe_foreign_total",
+			Help: "Probe records of other replicas (another instance id), read and skipped: each replica measures its own probes."}),
 		ProbeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_probe_latency_seconds",
 			Help:    "Probe latency per broker: ingest (send to corrected append), delivery (corrected append to receive), rtt (send to ack).",
@@ -181,7 +186,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
 	}

@@ -15,9 +15,44 @@ import (
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
-// probeVersion is the first byte of a probe record value: version 1 = uint64 seq, int64 send time (collector clock,
-// ns), 17 bytes.
-const probeVersion = 1
+// probeVersion is the first byte of a probe record value. Version 2 (what this build sends): uint64 seq, int64 send
+// time (collector clock, ns), uint8 length n of the sender's instance id, the id's n bytes: 18+n bytes, big-endian.
+// Version 1 (17 bytes, no instance id) came from builds that ran one replica; it decodes, and belongs to no
+// instance of this build.
+const (
+	probeVersion   = 2
+	probeVersionV1 = 1
+)
+
+// encodeProbe returns the version-2 value of a probe.
+func encodeProbe(seq uint64, send time.Time, instance string) []byte {
+	val := make([]byte, 0, 18+len(instance))
+	val = append(val, probeVersion)
+	val = binary.BigEndian.AppendUint64(val, seq)
+	val = binary.BigEndian.AppendUint64(val, uint64(send.UnixNano()))
+	val = append(val, byte(len(instance)))
+	return append(val, instance...)
+}
+
+// decodeProbe returns a probe value's sequence number and sender instance ("" for version 1), or an error naming
+// what is wrong with it, wrapping instrument.ErrUnsupportedVersion or ErrMalformed (the dead-letter reason).
+func decodeProbe(v []byte) (seq uint64, instance string, err error) {
+	switch {
+	case len(v) == 17 && v[0] == probeVersionV1:
+		return binary.BigEndian.Uint64(v[1:9]), "", nil
+	case len(v) >= 18 && v[0] == probeVersion:
+		if n := int(v[17]); len(v) != 18+n {
+			return 0, "", fmt.Errorf("probe record of %d bytes, want %d for an instance id of %d bytes: %w", len(v), 18+n, n, instrument.ErrMalformed)
+		}
+		return binary.BigEndian.Uint64(v[1:9]), string(v[18:]), nil
+	case len(v) == 0:
+		return 0, "", fmt.Errorf("empty probe record: %w", instrument.ErrMalformed)
+	case v[0] != probeVersion && v[0] != probeVersionV1:
+		return 0, "", fmt.Errorf("probe record version %d, this collector reads versions %d and %d: %w", v[0], probeVersionV1, probeVersion, instrument.ErrUnsupportedVersion)
+	}
+	return 0, "", fmt.Errorf("probe record of %d bytes with version %d, want %d (version 1) or 18 + instance id (version 2): %w",
+		len(v), v[0], 17, instrument.ErrMalformed)
+}
 
 // ProbeSender is the producer the probe path sends with (internal/kafka's Producer satisfies it).
 type ProbeSender interface {
@@ -32,6 +67,7 @@ type ProbeSender interface {
 type Probe struct {
 	*pathDeps
 	topic       string
+	instance    string // ProbeConfig.InstanceID: probes carrying another id are another replica's
 	interval    time.Duration
 	lossTimeout time.Duration
 	sender      ProbeSender
@@ -65,10 +101,10 @@ type probeState struct {
 	received bool
 }
 
-// newProbe returns the probe path. Sequence numbers start at the start time in µs so a restarted collector never
-// reuses one (probe_events is keyed by topic, partition, seq).
-func newProbe(d *pathDeps, topic string, interval, lossTimeout time.Duration, sender ProbeSender) *Probe {
-	return &Probe{pathDeps: d, topic: topic, interval: interval, lossTimeout: lossTimeout, sender: sender,
+// newProbe returns the probe path of the replica named instance. Sequence numbers start at the start time in µs so a
+// restarted replica never reuses one (probe_events is keyed by topic, partition, seq, instance).
+func newProbe(d *pathDeps, topic, instance string, interval, lossTimeout time.Duration, sender ProbeSender) *Probe {
+	return &Probe{pathDeps: d, topic: topic, instance: instance, interval: interval, lossTimeout: lossTimeout, sender: sender,
 		ready: make(chan struct{}), inflight: map[probeKey]*probeState{}, seq: uint64(d.clock().UnixMicro())}
 }
 
@@ -162,14 +198,11 @@ func (p *Probe) sendRound(ctx context.Context) {
 		p.seq++
 		seq := p.seq
 		p.mu.Unlock()
-		val := make([]byte, 0, 17)
-		val = append(val, probeVersion)
-		val = binary.BigEndian.AppendUint64(val, seq)
 		now := p.clock()
-		val = binary.BigEndian.AppendUint64(val, uint64(now.UnixNano()))
+		val := encodeProbe(seq, now, p.instance)
 		bh := brokerHost(broker)
 		p.metrics.ProbeSent.WithLabelValues(bh).Inc()
-		st := &probeState{broker: p.hosts.id(bh), send: now, row: store.ProbeRow{Topic: p.topic, Partition: part, Seq: seq,
+		st := &probeState{broker: p.hosts.id(bh), send: now, row: store.ProbeRow{Topic: p.topic, Partition: part, Seq: seq, Instance: p.instance,
 			BrokerID: broker, SendMs: now.UnixMilli(), AppendMs: -1, ReceiveMs: -1, AckMs: -1}}
 		// Register before sending: the consumer may see the probe before Send returns.
 		p.mu.Lock()
@@ -209,24 +242,6 @@ func (p *Probe) sweep() []store.ProbeRow {
 	return lost
 }
 
-// checkProbe says what is wrong with a probe record's value, nil when it is a version-1 probe: a version byte this
-// collector does not know (a newer collector shares the topic) wraps instrument.ErrUnsupportedVersion, a wrong length
-// instrument.ErrMalformed, so the dead-letter counter tells them apart.
-func checkProbe(v []byte) error {
-	switch {
-	case len(v) == 0:
-		return fmt.Errorf("empty probe record, want %d bytes: %w", probeLen, instrument.ErrMalformed)
-	case v[0] != probeVersion:
-		return fmt.Errorf("probe record version %d, this collector reads version %d: %w", v[0], probeVersion, instrument.ErrUnsupportedVersion)
-	case len(v) != probeLen:
-		return fmt.Errorf("probe record of %d bytes, want %d for version %d: %w", len(v), probeLen, probeVersion, instrument.ErrMalformed)
-	}
-	return nil
-}
-
-// probeLen is a version-1 probe's length: version, seq, send time.
-const probeLen = 1 + 8 + 8
-
 // HandleBatch is the probe consumer's kafka.BatchHandler.
 func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 	p.metrics.Records.WithLabelValues(PathProbe).Add(float64(len(b.Records)))
@@ -250,12 +265,18 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 	for i := range b.Records {
 		rec := &b.Records[i]
 		recv := received(rec, p.clock)
-		if err := checkProbe(rec.Value); err != nil {
+		seq, instance, err := decodeProbe(rec.Value)
+		if err != nil {
 			bad = append(bad, *rec)
 			errs = append(errs, err)
 			continue
 		}
-		seq := binary.BigEndian.Uint64(rec.Value[1:9])
+		if instance != p.instance {
+			// Another replica's probe (each replica reads every probe partition in its own group): that replica
+			// measures it; here it is neither received nor a duplicate of anything.
+			p.metrics.ProbeForeign.Inc()
+			continue
+		}
 		p.mu.Lock()
 		st, ok := p.inflight[probeKey{rec.Partition, seq}]
 		if !ok {

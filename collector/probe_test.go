@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 )
@@ -47,7 +49,7 @@ func TestProbeOutageCountsAsLoss(t *testing.T) {
 	deps, _, _ := newTestDeps(t, t0)
 	deps.clock = func() time.Time { return now }
 	fs := &fakeSender{now: &now, rtt: 4 * time.Millisecond, lead: map[int32]int32{0: 1}}
-	p := newProbe(deps, "probe", time.Second, 3*time.Second, fs)
+	p := newProbe(deps, "probe", "r1", time.Second, 3*time.Second, fs)
 	p.sendRound(context.Background()) // cluster up: learns partition 0 → broker 1
 	fs.leadErr, fs.sendErr = errors.New("client has run out of available brokers"), errors.New("broker down")
 	for i := 1; i <= 2; i++ {
@@ -81,7 +83,7 @@ func TestProbeLossDuplicatesAndBrackets(t *testing.T) {
 	deps, sink, dlq := newTestDeps(t, t0)
 	deps.clock = func() time.Time { return now }
 	fs := &fakeSender{now: &now, rtt: 4 * time.Millisecond, lead: map[int32]int32{0: 1, 1: 2}}
-	p := newProbe(deps, "probe", time.Second, 10*time.Second, fs)
+	p := newProbe(deps, "probe", "r1", time.Second, 10*time.Second, fs)
 	p.sendRound(context.Background())
 	if len(fs.sent) != 2 {
 		t.Fatalf("%d probes sent, want one per partition", len(fs.sent))
@@ -108,7 +110,7 @@ func TestProbeLossDuplicatesAndBrackets(t *testing.T) {
 		t.Fatalf("%d writes, want 2", len(sink.rows))
 	}
 	first, again := sink.rows[0].Probe[0], sink.rows[1].Probe[0]
-	if first.Status != store.ProbeOK || first.BrokerID != 1 || first.RTTMs != 4 || first.E2EMs != 5 || first.Duplicates != 0 {
+	if first.Status != store.ProbeOK || first.Instance != "r1" || first.BrokerID != 1 || first.RTTMs != 4 || first.E2EMs != 5 || first.Duplicates != 0 {
 		t.Fatalf("first delivery %+v", first)
 	}
 	// The engine's broker-1 estimate comes from this one bracket: its uncertainty is half the bracket's width.
@@ -147,30 +149,96 @@ func TestProbeLossDuplicatesAndBrackets(t *testing.T) {
 	}
 }
 
-// TestCheckProbe: a probe of another version and a probe of the wrong length get different, true messages (a
-// version-2 probe of 17 bytes read "probe record of 17 bytes, want 17 with version 1") and dead-letter reasons.
-func TestCheckProbe(t *testing.T) {
-	v1 := make([]byte, 17)
-	v1[0] = 1
-	v2 := make([]byte, 17)
-	v2[0] = 2
-	for _, tt := range []struct {
-		name  string
-		value []byte
-		want  string
-		why   string
+// TestProbeCodec: what decodeProbe accepts and refuses. A version-1 probe (older builds, one replica) decodes with
+// no instance; every malformed value gets an error for the dead-letter topic.
+func TestProbeCodec(t *testing.T) {
+	send := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	v1 := append([]byte{1}, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, 7), uint64(send.UnixNano()))...)
+	long := strings.Repeat("x", maxInstanceID)
+	tests := []struct {
+		name     string
+		value    []byte
+		seq      uint64
+		instance string
+		reason   string // the dead-letter reason of the error; "" when it decodes
 	}{
-		{"version 1", v1, "", ""},
-		{"version 2", v2, "probe record version 2, this collector reads version 1", "unsupported_version"},
-		{"short", v1[:12], "probe record of 12 bytes, want 17 for version 1", "malformed"},
-		{"empty", nil, "empty probe record, want 17 bytes", "malformed"},
-	} {
-		err := checkProbe(tt.value)
-		switch {
-		case tt.want == "" && err != nil:
-			t.Errorf("%s: %v", tt.name, err)
-		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want) || reason(err) != tt.why):
-			t.Errorf("%s: %v (reason %q), want %q (%s)", tt.name, err, reason(err), tt.want, tt.why)
+		{name: "v2", value: encodeProbe(42, send, "pod-a"), seq: 42, instance: "pod-a"},
+		{name: "v2 longest id", value: encodeProbe(43, send, long), seq: 43, instance: long},
+		{name: "v1 has no instance", value: v1, seq: 7},
+		{name: "empty", value: nil, reason: "malformed"},
+		// The id's length byte says 5, but only 4 bytes follow: a truncated record, not a shorter id.
+		{name: "v2 truncated id", value: encodeProbe(1, send, "pod-a")[:22], reason: "malformed"},
+		{name: "v2 trailing bytes", value: append(encodeProbe(1, send, "pod-a"), 0), reason: "malformed"},
+		{name: "v1 wrong length", value: v1[:16], reason: "malformed"},
+		// A newer collector sharing the topic: told apart from garbage in the dead-letter counter.
+		{name: "unknown version", value: append([]byte{3}, v1[1:]...), reason: "unsupported_version"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seq, inst, err := decodeProbe(tc.value)
+			if (err != nil) != (tc.reason != "") || (err != nil && reason(err) != tc.reason) {
+				t.Fatalf("err %v (reason %q), want reason %q", err, reason(err), tc.reason)
+			}
+			if err == nil && (seq != tc.seq || inst != tc.instance) {
+				t.Fatalf("decoded seq %d instance %q, want %d %q", seq, inst, tc.seq, tc.instance)
+			}
+		})
+	}
+}
+
+// TestProbeReplicasOwnTheirProbes: two replicas started in the same microsecond probe the same partition, so their
+// sequence numbers coincide. Each reads both probes (its own group reads every partition); each counts its own as
+// received and the other's as foreign: no duplicate, and after the loss timeout no loss, on either.
+func TestProbeReplicasOwnTheirProbes(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)
+	now := t0
+	type replica struct {
+		p    *Probe
+		fs   *fakeSender
+		sink *fakeSink
+		m    *Metrics
+	}
+	mk := func(id string) replica {
+		deps, sink, _ := newTestDeps(t, t0)
+		deps.clock = func() time.Time { return now }
+		fs := &fakeSender{now: &now, rtt: 2 * time.Millisecond, lead: map[int32]int32{0: 1}}
+		return replica{p: newProbe(deps, "probe", id, time.Second, 3*time.Second, fs), fs: fs, sink: sink, m: deps.metrics}
+	}
+	a, b := mk("pod-a"), mk("pod-b")
+	a.p.sendRound(context.Background())
+	b.p.sendRound(context.Background())
+	sa, _, _ := decodeProbe(a.fs.sent[0].Value)
+	sb, _, _ := decodeProbe(b.fs.sent[0].Value)
+	if sa != sb {
+		t.Fatalf("sequences %d and %d: the test needs them equal", sa, sb)
+	}
+	// Both probes land on partition 0, A's first; both replicas read both.
+	recs := []kafka.Record{
+		{Topic: "probe", Partition: 0, Offset: 0, Value: a.fs.sent[0].Value, Timestamp: t0.Add(time.Millisecond), Received: t0.Add(3 * time.Millisecond)},
+		{Topic: "probe", Partition: 0, Offset: 1, Value: b.fs.sent[0].Value, Timestamp: t0.Add(time.Millisecond), Received: t0.Add(3 * time.Millisecond)},
+	}
+	for _, r := range []replica{a, b} {
+		if err := r.p.HandleBatch(context.Background(), kafka.Batch{Topic: "probe", Records: recs}, func(int64) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = t0.Add(5 * time.Second)
+	for name, r := range map[string]replica{"pod-a": a, "pod-b": b} {
+		if lost := r.p.sweep(); len(lost) != 0 {
+			t.Fatalf("%s: %d probes lost, want 0", name, len(lost))
+		}
+		var rows []store.ProbeRow
+		for _, w := range r.sink.rows {
+			rows = append(rows, w.Probe...)
+		}
+		if len(rows) != 1 || rows[0].Instance != name || rows[0].Duplicates != 0 || rows[0].Status != store.ProbeOK {
+			t.Fatalf("%s: rows %+v, want its own probe once, received", name, rows)
+		}
+		if got := testutil.ToFloat64(r.m.ProbeForeign); got != 1 {
+			t.Fatalf("%s: %v foreign probes, want 1", name, got)
+		}
+		if got := testutil.ToFloat64(r.m.ProbeDup.WithLabelValues(brokerHost(1))); got != 0 {
+			t.Fatalf("%s: %v duplicates, want 0", name, got)
 		}
 	}
 }

@@ -342,7 +342,7 @@ var defaultedStrings = []string{
 	"kafka.client_id",
 	"clickhouse.database", "clickhouse.user", "clickhouse.dialect",
 	"collector.reference_host", "collector.dead_letter_topic", "collector.receipts.topic", "collector.receipts.group",
-	"collector.probe.topic", "collector.probe.group", "collector.tap.group",
+	"collector.probe.topic", "collector.probe.group", "collector.probe.instance_id", "collector.tap.group",
 	"lag.cluster", "lag.granularity",
 	"tracing.protocol", "tracing.url_path", "tracing.compression", "tracing.service_name",
 	"http.listen", "log.level", "log.format",

@@ -55,7 +55,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ReplayStateTopic: "tm-replay-state", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
 			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second, SLOThresholds: []time.Duration{250 * time.Millisecond, time.Second},
 			Receipts: collector.ReceiptsConfig{Enabled: true, Topic: "tm-receipts", Group: "tm-receipts-g", Partitions: 12},
-			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", Interval: 500 * time.Millisecond,
+			Probe: collector.ProbeConfig{Enabled: true, Topic: "tm-probe", Group: "tm-probe-g", InstanceID: "tm-replica-0", Interval: 500 * time.Millisecond,
 				LossTimeout: 15 * time.Second, Partitions: 6, ReconcileInterval: 5 * time.Minute, Replication: 2},
 			Tap:     collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25, FromBeginning: true},
 			Traces:  collector.TracesConfig{SampleRatio: &ratio, KeepOver: 2 * time.Second},

@@ -36,7 +36,7 @@ var probeColumns = []string{
 	"record_time", "topic", "partition", "seq", "broker_id",
 	"send_ts_ms", "append_ts_ms", "ack_ts_ms", "receive_ts_ms",
 	"ingest_ms", "delivery_ms", "rtt_ms", "e2e_ms", "broker_offset_ms", "uncertainty_ms",
-	"status", "duplicates", "flags", "trace_id", "ver",
+	"status", "duplicates", "flags", "trace_id", "instance", "ver",
 }
 
 var lagColumns = []string{
@@ -210,6 +210,7 @@ func (rs probeBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error 
 		col(rs, func(r *ProbeRow) uint32 { return r.Duplicates }),
 		col(rs, func(r *ProbeRow) uint32 { return r.Flags }),
 		col(rs, func(r *ProbeRow) string { return r.TraceID }),
+		col(rs, func(r *ProbeRow) string { return r.Instance }),
 		vers(len(rs), ver),
 	})
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -73,7 +75,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := s.conn.Exec(ctx, stmt); err != nil {
+			if err := s.conn.Exec(ctx, stmt); err != nil && !ColumnAlreadyAdded(stmt, err) {
 				return res, fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -207,4 +209,17 @@ func (s *Store) recordMigration(ctx context.Context, m Migration, d Dialect) err
 		return fmt.Errorf("record migration %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// ColumnAlreadyAdded reports whether err is ClickHouse refusing stmt, an ALTER TABLE ... ADD COLUMN, because the
+// column exists: the statement was applied before and the migration not recorded (a crash in between, or two
+// concurrent migrates). ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so this is how such a migration stays
+// idempotent; a migration's ALTER applies all its commands or none (one metadata change), so nothing is half done.
+// Codes: 44 ILLEGAL_COLUMN ("column with this name already exists", 18.16), 15 DUPLICATE_COLUMN (current releases).
+func ColumnAlreadyAdded(stmt string, err error) bool {
+	var ex *clickhouse.Exception
+	if !errors.As(err, &ex) || (ex.Code != 44 && ex.Code != 15) || !strings.Contains(ex.Message, "already exists") {
+		return false
+	}
+	return strings.HasPrefix(stmt, "ALTER TABLE ") && strings.Contains(stmt, " ADD COLUMN ")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // TestParseApplied covers what schema_migrations may hold: rows Tidemark wrote, and rows it never writes.
@@ -45,7 +47,7 @@ func TestParseApplied(t *testing.T) {
 		{name: "renamed migration", rows: []appliedMigration{row(1, "0001_other", "legacy", m1.Checksum)}, err: ErrChecksumMismatch,
 			msg: `"0001_other"`},
 		{name: "newer build", rows: []appliedMigration{row(1, m1.Name, "legacy", m1.Checksum), row(uint32(len(ms)+1), "9999_future", "legacy", "")},
-			err: ErrSchemaNewer, msg: fmt.Sprintf("version %d", len(ms)+1)},
+			err: ErrSchemaNewer, msg: fmt.Sprintf("at schema version %d,", len(ms)+1)},
 		// the largest UInt32 must not overflow anything
 		{name: "max uint32", rows: []appliedMigration{row(^uint32(0), "x", "modern", "")}, err: ErrSchemaNewer},
 	} {
@@ -96,4 +98,29 @@ func FuzzParseApplied(f *testing.F) {
 			t.Fatalf("version %d beyond %d migrations verified", st.version, len(ms))
 		}
 	})
+}
+
+// TestColumnAlreadyAdded: only an ADD COLUMN refused because the column exists counts as applied.
+func TestColumnAlreadyAdded(t *testing.T) {
+	add := "ALTER TABLE probe_events ADD COLUMN instance String AFTER trace_id, MODIFY ORDER BY (topic, partition, seq, instance)"
+	exists18 := &clickhouse.Exception{Code: 44, Message: "Cannot add column instance: column with this name already exists"}
+	for _, tc := range []struct {
+		name string
+		stmt string
+		err  error
+		want bool
+	}{
+		{"18.16 duplicate column", add, exists18, true},
+		{"current release duplicate column", add, &clickhouse.Exception{Code: 15, Message: "Cannot add column `instance`: column with this name already exists"}, true},
+		// the same code for another reason (a default expression in a new sorting key) is a real failure
+		{"illegal column otherwise", add, &clickhouse.Exception{Code: 44, Message: "Newly added column instance has a default expression"}, false},
+		{"not an ADD COLUMN", "CREATE TABLE IF NOT EXISTS x (a Int8) ENGINE = Memory", exists18, false},
+		{"not a server error", add, errors.New("connection reset: already exists"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ColumnAlreadyAdded(tc.stmt, tc.err); got != tc.want {
+				t.Fatalf("ColumnAlreadyAdded = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

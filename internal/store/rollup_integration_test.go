@@ -255,7 +255,8 @@ func TestHourlyRollupCountsAndQuantiles(t *testing.T) {
 }
 
 // TestMigrateFromVersion1 upgrades a database that a build with only 0001_init migrated: Migrate applies 0002 on,
-// the hourly tier starts empty for rows written before it, and RebuildRollup fills their day.
+// an old probe row keeps its key (an empty instance after 0005_probe_instance), the hourly tier starts empty for rows
+// written before it, and RebuildRollup fills their day.
 func TestMigrateFromVersion1(t *testing.T) {
 	db, conn := testenv.ClickHouseDB(t)
 	ctx := testCtx(t)
@@ -287,13 +288,31 @@ func TestMigrateFromVersion1(t *testing.T) {
 			ObservedMs: ms, E2EMs: 3, Valid: ValidE2E, ConsumerHost: "c"})
 	}
 	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Latency: rows})
+	// A probe row of the one-replica schema (no instance column yet).
+	if err := s.conn.Exec(ctx, "INSERT INTO probe_events (record_time, topic, partition, seq, ver) SELECT toDateTime(?, 'UTC'), 'pt', 0, 5, 1", day); err != nil {
+		t.Fatal(err)
+	}
 
 	res, err := s.Migrate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.From != 1 || res.To != CurrentSchemaVersion || len(res.Applied) != CurrentSchemaVersion-1 || res.Applied[0] != "0002_latency_1h" {
-		t.Fatalf("upgrade: %+v, want from 1 to %d applying 0002_latency_1h first", res, CurrentSchemaVersion)
+	if res.From != 1 || res.To != CurrentSchemaVersion || len(res.Applied) != CurrentSchemaVersion-1 || res.Applied[0] != "0002_latency_1h" ||
+		res.Applied[len(res.Applied)-1] != "0005_probe_instance" {
+		t.Fatalf("upgrade: %+v, want from 1 to %d applying 0002_latency_1h first, 0005_probe_instance last", res, CurrentSchemaVersion)
+	}
+	// 0005: the old probe row reads instance ''; a replica's probe with the same (topic, partition, seq) is a
+	// different row, not a newer version of it.
+	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Probe: []ProbeRow{{Topic: "pt", Partition: 0, Seq: 5, Instance: "pod-a",
+		SendMs: day.UnixMilli(), AppendMs: -1, AckMs: -1, ReceiveMs: -1}}})
+	var probes []struct {
+		Instance string `ch:"instance"`
+	}
+	if err := s.conn.Select(ctx, &probes, "SELECT instance FROM probe_events FINAL WHERE topic = 'pt' AND seq = 5 ORDER BY instance"); err != nil {
+		t.Fatal(err)
+	}
+	if len(probes) != 2 || probes[0].Instance != "" || probes[1].Instance != "pod-a" {
+		t.Fatalf("probe rows after 0005: %+v, want instances '' and pod-a", probes)
 	}
 	hourly := func() uint64 {
 		t.Helper()

@@ -125,13 +125,15 @@ func (r *LatencyRow) ObservedTime() time.Time {
 }
 
 // ProbeRow is one probe record: a row of probe_events. Send, ack and receive stamps are on the collector's clock,
-// the append stamp on the broker's; all Unix ms, -1 when unknown. Seq must be unique per (Topic, Partition) over the
-// retention period.
+// the append stamp on the broker's; all Unix ms, -1 when unknown. Seq must be unique per (Topic, Partition, Instance)
+// over the retention period.
 type ProbeRow struct {
 	Topic     string
 	Partition int32
 	Seq       uint64
-	BrokerID  int32
+	// Instance is the replica of `tidemark run` that sent the probe (collector.probe.instance_id; migration 0005).
+	Instance string
+	BrokerID int32
 
 	SendMs, AppendMs, AckMs, ReceiveMs int64
 
@@ -246,7 +248,9 @@ func (r *LatencyRow) size() int64 {
 	return latencyFixedBytes + int64(len(r.Group)+len(r.Topic)+len(r.ProducerHost)+len(r.BrokerHost)+
 		len(r.ConsumerHost)+len(r.TraceID)+len(r.SpanID))
 }
-func (r *ProbeRow) size() int64       { return probeFixedBytes + int64(len(r.Topic)+len(r.TraceID)) }
+func (r *ProbeRow) size() int64 {
+	return probeFixedBytes + int64(len(r.Topic)+len(r.TraceID)+len(r.Instance))
+}
 func (r *LagRow) size() int64         { return lagFixedBytes + int64(len(r.Cluster)+len(r.Group)+len(r.Topic)) }
 func (r *ClockOffsetRow) size() int64 { return clockFixedBytes + int64(len(r.Host)) }
 

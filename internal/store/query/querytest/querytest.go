@@ -6,12 +6,9 @@ package querytest
 import (
 	"cmp"
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tidemark/tidemark/internal/store"
@@ -54,12 +51,9 @@ func SchemaAt(t testing.TB, conn driver.Conn, version int) {
 		if exists == 1 {
 			break
 		}
-		if err := conn.Exec(ctx, stmt); err != nil {
-			// staged twice in one database: CREATE ... IF NOT EXISTS is a no-op, but ClickHouse 18.16 has no
-			// ADD COLUMN IF NOT EXISTS, so a column a later migration adds is already there (code 44)
-			if ex, ok := errors.AsType[*clickhouse.Exception](err); ok && ex.Code == 44 && strings.HasPrefix(strings.TrimSpace(stmt), "ALTER TABLE") {
-				continue
-			}
+		// staged twice in one database: CREATE ... IF NOT EXISTS is a no-op, and a column a later migration adds is
+		// already there (18.16 has no ADD COLUMN IF NOT EXISTS)
+		if err := conn.Exec(ctx, stmt); err != nil && !store.ColumnAlreadyAdded(stmt, err) {
 			t.Fatalf("create schema: %v\n%s", err, stmt)
 		}
 	}

@@ -1,0 +1,75 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestTwoReplicasOwnTheirProbes runs two collectors (replicas of `tidemark run`) on the real servers, sharing one
+// probe topic of 2 partitions, one probe group prefix and one ClickHouse database. Each consumes every probe
+// partition in its own group and measures only its own probes, so neither reports a loss or a duplicate, and
+// probe_events keeps both replicas' rows apart by instance. With one shared group (the first release) the
+// partitions were split between the replicas and each lost the probes it sent to the other's partition.
+func TestTwoReplicasOwnTheirProbes(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Probe.Partitions = 2
+	replicas := map[string]*running{}
+	for _, id := range []string{"replica-a", "replica-b"} {
+		e.cfg.Probe.InstanceID = id
+		replicas[id] = e.start(nil, nil)
+	}
+	stopped := false
+	stopAll := func() {
+		if !stopped {
+			stopped = true
+			for _, r := range replicas {
+				r.stop(t)
+			}
+		}
+	}
+	t.Cleanup(stopAll)
+
+	// Run until each replica's received probes span the loss timeout plus two rounds: by then every probe it sent
+	// in the first rounds has either come back or been swept as lost and written.
+	span := uint64((e.cfg.Probe.LossTimeout + 2*e.cfg.Probe.Interval).Milliseconds())
+	spanQ := "SELECT toUInt64(max(send_ts_ms) - min(send_ts_ms)) FROM probe_events FINAL WHERE topic = ? AND instance = ? AND status = 'ok'"
+	for id := range replicas {
+		if got := e.waitCount(span, 90*time.Second, spanQ, e.cfg.Probe.Topic, id); got < span {
+			t.Fatalf("%s: received probes span %d ms, want >= %d", id, got, span)
+		}
+	}
+	stopAll() // the writers flush: every row either replica produced is in ClickHouse
+	for id, r := range replicas {
+		if lost := e.count("SELECT count() FROM probe_events FINAL WHERE topic = ? AND instance = ? AND status = 'lost'", e.cfg.Probe.Topic, id); lost != 0 {
+			t.Errorf("%s: %d probes stored as lost, want 0", id, lost)
+		}
+		if dups := e.count("SELECT count() FROM probe_events FINAL WHERE topic = ? AND instance = ? AND duplicates > 0", e.cfg.Probe.Topic, id); dups != 0 {
+			t.Errorf("%s: %d probes stored with duplicates, want 0", id, dups)
+		}
+		// Both partitions' probes came back to each replica.
+		if parts := e.count("SELECT uniqExact(partition) FROM probe_events FINAL WHERE topic = ? AND instance = ? AND status = 'ok'", e.cfg.Probe.Topic, id); parts != 2 {
+			t.Errorf("%s: probes received on %d partitions, want 2", id, parts)
+		}
+		lost, dup := 0.0, 0.0
+		for _, b := range []int32{1, 2, 3} {
+			lost += testutil.ToFloat64(r.metrics.ProbeLost.WithLabelValues(brokerHost(b)))
+			dup += testutil.ToFloat64(r.metrics.ProbeDup.WithLabelValues(brokerHost(b)))
+		}
+		if lost != 0 || dup != 0 {
+			t.Errorf("%s: counters lost %v duplicates %v, want 0 and 0", id, lost, dup)
+		}
+		// It read the other replica's probes too, and skipped them.
+		if foreign := testutil.ToFloat64(r.metrics.ProbeForeign); foreign == 0 {
+			t.Errorf("%s: no foreign probes read; the replicas did not share the probe topic", id)
+		}
+	}
+	// No row of one replica replaced the other's: every stored (partition, seq) pair belongs to one instance
+	// unless both replicas happened to use it, and each instance's rows are all there.
+	total := e.count("SELECT count() FROM probe_events FINAL WHERE topic = ?", e.cfg.Probe.Topic)
+	byInstance := e.count("SELECT sum(c) FROM (SELECT count() AS c FROM probe_events FINAL WHERE topic = ? GROUP BY instance)", e.cfg.Probe.Topic)
+	if total != byInstance || e.count("SELECT countIf(instance = '') FROM probe_events WHERE topic = ?", e.cfg.Probe.Topic) != 0 {
+		t.Errorf("probe rows: %d in total, %d by instance, some without an instance", total, byInstance)
+	}
+}
