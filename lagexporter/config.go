@@ -87,6 +87,8 @@ type Config struct {
 	// HistorySize is the number of (time, high watermark) points kept per partition for the interpolation fallback.
 	// Default 64.
 	HistorySize int `yaml:"history_size" json:"history_size,omitempty"`
+	// Election elects one active exporter among replicas (election.go). Off by default.
+	Election ElectionConfig `yaml:"election" json:"election,omitzero"`
 
 	groupAllow, groupDeny, topicAllow, topicDeny []*regexp.Regexp
 	compiled                                     bool
@@ -113,6 +115,7 @@ func (c *Config) SetDefaults() {
 	if c.HistorySize == 0 {
 		c.HistorySize = 64
 	}
+	c.Election.setDefaults(c.Cluster)
 	s := &c.Status
 	if s.Window == 0 {
 		s.Window = 10
@@ -200,6 +203,7 @@ func (c *Config) validate(key func(string) string) error {
 			bad(d.k, "must be >= 0 (0 disables), got %d", d.v)
 		}
 	}
+	c.Election.validate(bad)
 	if c.HistorySize < 2 {
 		bad("history_size", "must be >= 2, got %d", c.HistorySize)
 	}

@@ -343,7 +343,7 @@ var defaultedStrings = []string{
 	"clickhouse.database", "clickhouse.user", "clickhouse.dialect",
 	"collector.reference_host", "collector.dead_letter_topic", "collector.receipts.topic", "collector.receipts.group",
 	"collector.probe.topic", "collector.probe.group", "collector.probe.instance_id", "collector.tap.group",
-	"lag.cluster", "lag.granularity",
+	"lag.cluster", "lag.granularity", "lag.election.group", "lag.election.topic",
 	"tracing.protocol", "tracing.url_path", "tracing.compression", "tracing.service_name",
 	"http.listen", "log.level", "log.format",
 }

@@ -71,6 +71,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 				ErrTimeLag: 5 * time.Minute, WarnOffsetLag: 1000, ErrOffsetLag: 100000, SimpleConsumerWindow: 90 * time.Second,
 				AheadReads: 3},
 			ReadRecordTimestamps: &f, KafkaExporterCompat: true, HistorySize: 32,
+			Election: lagexporter.ElectionConfig{Enabled: true, Group: "tm-lag-elect", Topic: "tm-lag-lease", SessionTimeout: 15 * time.Second},
 		},
 		HTTP: httpConfig{Listen: "127.0.0.1:9400", ShutdownTimeout: 3 * time.Second, Pprof: true},
 		Log:  logConfig{Level: "debug", Format: "json"},

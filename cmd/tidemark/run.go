@@ -227,6 +227,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 
 	var loop *lagexporter.Loop
 	var lagMetrics *promexport.Handler
+	activity := lagexporter.NewActivity(cfg.Lag.Election.Enabled)
 	if *cfg.LagEnabled {
 		var cluster *kafka.ClusterReader
 		if loop, cluster, err = startLag(sctx, cfg, log, &st); err != nil {
@@ -235,7 +236,8 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		defer cluster.Close()
 		// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from ours.
 		loop.SetBrokerClocks(col.BrokerOffset)
-		lagMetrics = promexport.NewHandler(promexport.NewCollector(&cfg.Lag, loop), reg)
+		// A standby replica (lag.election) serves the health series only: ActiveSource hides its snapshots.
+		lagMetrics = promexport.NewHandler(promexport.NewCollector(&cfg.Lag, lagexporter.ActiveSource{Loop: loop, Activity: activity}), reg)
 		metrics.set(lagMetrics)
 	}
 
@@ -247,8 +249,11 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		rendered, cancelRender := loop.Subscribe(1)
 		defer cancelRender()
 		g.Go(func() error { return loop.Run(gctx) })
-		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col) })
+		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col, activity) })
 		g.Go(func() error { lagMetrics.Follow(gctx, rendered); return nil })
+		if cfg.Lag.Election.Enabled {
+			g.Go(func() error { return runLease(gctx, cfg, activity, log) })
+		}
 	}
 	// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
 	st.setCheck(col.Ready)
@@ -317,13 +322,17 @@ func runLagExporter(ctx, sctx context.Context, cfg *runConfig, log *slog.Logger,
 		return err
 	}
 	defer cluster.Close()
-	h := promexport.NewHandler(promexport.NewCollector(&cfg.Lag, loop), reg)
+	activity := lagexporter.NewActivity(cfg.Lag.Election.Enabled)
+	h := promexport.NewHandler(promexport.NewCollector(&cfg.Lag, lagexporter.ActiveSource{Loop: loop, Activity: activity}), reg)
 	metrics.set(h)
 	snaps, cancelSub := loop.Subscribe(1)
 	defer cancelSub()
 	g, gctx := errgroup.WithContext(sctx)
 	g.Go(func() error { return loop.Run(gctx) })
 	g.Go(func() error { h.Follow(gctx, snaps); return nil })
+	if cfg.Lag.Election.Enabled {
+		g.Go(func() error { return runLease(gctx, cfg, activity, log) })
+	}
 	st.setCheck(lagReady(loop, &cfg.Lag, time.Now))
 	log.Info("tidemark running as a lag exporter (no clickhouse block, so no collector)", "brokers", cfg.Kafka.Brokers)
 	err = g.Wait()
@@ -411,10 +420,23 @@ func (r *readiness) notReady() string {
 	return ""
 }
 
-// forwardLag writes every lag snapshot to lag_snapshots, feeds its committed offsets to the latency engine (a
-// decreasing commit marks a replay boundary) and to the collector (commit bounds of uninstrumented groups).
+// runLease runs the lag exporter's election (lag.election) until ctx ends, recording its outcome in activity.
+func runLease(ctx context.Context, cfg *runConfig, activity *lagexporter.Activity, log *slog.Logger) error {
+	sc, err := cfg.Kafka.Sarama()
+	if err != nil {
+		return err
+	}
+	e := cfg.Lag.Election
+	defer activity.Set(false)
+	return kafka.RunLease(ctx, kafka.LeaseConfig{Brokers: cfg.Kafka.Brokers, Sarama: sc, Group: e.Group, Topic: e.Topic,
+		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
+}
+
+// forwardLag writes every lag snapshot to lag_snapshots (on the active replica only), feeds its committed offsets to
+// the latency engine (a decreasing commit marks a replay boundary) and to the collector (commit bounds of
+// uninstrumented groups).
 func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine *latency.Engine, w *store.Writer,
-	col *collector.Collector) error {
+	col *collector.Collector, activity *lagexporter.Activity) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -429,7 +451,7 @@ func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine 
 					}
 				}
 			}
-			if len(rows) > 0 {
+			if len(rows) > 0 && activity.Active() {
 				if err := w.Write(ctx, store.Rows{Lag: rows}, nil); err != nil {
 					return nil // ctx ended
 				}

@@ -20,6 +20,12 @@ type SnapshotSource interface {
 	Health() lagexporter.Health
 }
 
+// ActiveReporter is a SnapshotSource of a replica that may be standby (lagexporter.ActiveSource): the collector then
+// emits tidemark_lag_exporter_active, and a standby's Latest is nil, so it serves the health series only.
+type ActiveReporter interface {
+	Active() bool
+}
+
 // Collector is a prometheus.Collector that mirrors the latest lagexporter.Snapshot as constant metrics (the
 // client_golang pattern for state mirrored from elsewhere): a scrape only reads the immutable snapshot, never Kafka.
 // Series of groups and partitions absent from the snapshot are absent from the scrape (case C15). Every metric is
@@ -50,6 +56,7 @@ type fams struct {
 	groupLag, groupSeconds, groupStatus, groupState, groupMembers, groupSimple, memberInfo   *family
 	logStart, highWatermark, lastStable                                                      *family
 	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
+	active                                                                                   *family // ActiveReporter sources only
 	// issue 11: anomalies as numbers, partial failure, retention risk, catch-up
 	partAhead, partControl, partCompacted, partStale, partRetentionSeconds, partRetentionBytes *family
 	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes            *family
@@ -61,9 +68,10 @@ type fams struct {
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
 
-// Register registers a Collector for loop's snapshots with reg (never the default registry outside cmd).
-func Register(reg prometheus.Registerer, cfg *lagexporter.Config, loop *lagexporter.Loop) error {
-	if err := reg.Register(NewCollector(cfg, loop)); err != nil {
+// Register registers a Collector for src's snapshots (a *lagexporter.Loop, or a lagexporter.ActiveSource on a
+// replica that may be standby) with reg (never the default registry outside cmd).
+func Register(reg prometheus.Registerer, cfg *lagexporter.Config, src SnapshotSource) error {
+	if err := reg.Register(NewCollector(cfg, src)); err != nil {
 		return fmt.Errorf("register lag collector: %w", err)
 	}
 	return nil
@@ -120,6 +128,7 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		lastSuccess:        n("tidemark_lag_exporter_last_success_timestamp_seconds", "Unix time at which the last successful cycle published its snapshot.", cl),
 		snapshotTime:       n("tidemark_lag_exporter_snapshot_timestamp_seconds", "Unix time of the observation the served snapshot was computed from.", cl),
 		groupPartitions:    n("tidemark_lag_exporter_group_partitions", "Group-partitions in the served snapshot.", cl),
+		active:             n("tidemark_lag_exporter_active", "1 while this replica is the cluster's active lag exporter (it holds the election's lease, or there is no election), 0 while standby; a standby serves no lag series.", cl),
 
 		partAhead:             n("tidemark_lag_partition_ahead_offsets", "Committed offset minus End when the commit is past End (flag ahead_of_end); the lag stays 0. Emitted only when > 0.", gp),
 		partControl:           n("tidemark_lag_partition_control_offsets", "Transaction markers and (read_committed) aborted records at the head of the backlog: the part of raw minus effective lag that is not compaction. Emitted only when > 0.", gp),
@@ -191,6 +200,9 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
 	add(f.evalDuration, h.LastEvaluation.Seconds(), cl)
 	add(f.requests, float64(h.Requests), cl)
+	if ar, ok := c.src.(ActiveReporter); ok {
+		add(f.active, b2f(ar.Active()), cl)
+	}
 	if !h.LastSuccess.IsZero() {
 		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
 	}

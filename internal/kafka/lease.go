@@ -1,0 +1,134 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// LeaseConfig configures RunLease.
+type LeaseConfig struct {
+	Brokers []string
+	// Sarama is the client config (version, TLS, SASL); RunLease sets the consumer-group fields it needs on it and
+	// it must not be shared with another client.
+	Sarama *sarama.Config
+	// Group is the election's consumer group; Topic the lease topic (created with one partition when missing).
+	Group, Topic string
+	// SessionTimeout is the group session timeout: how long a dead holder keeps the lease. Heartbeats go every
+	// tenth of it.
+	SessionTimeout time.Duration
+	// OnChange is called with true when this member is assigned the lease partition, with false when the session
+	// that held it ends (rebalance, lost heartbeats, shutdown). Calls are sequential.
+	OnChange func(held bool)
+	Logger   *slog.Logger
+}
+
+// RunLease holds a membership in cfg.Group until ctx ends: the member that the group assigns the lease topic's single
+// partition holds the lease (Kafka's group protocol is the coordinator; nothing else is). The sticky assignor keeps
+// the lease on its holder when other members join or leave. When the holder dies the coordinator expires its session
+// after SessionTimeout and the next rebalance hands the partition to another member; an old holder that loses its
+// session learns it when its heartbeats fail and calls OnChange(false). Nothing is read from or committed to the
+// lease topic. While Kafka cannot be reached it retries; it returns nil when ctx ends, or an error when the lease
+// topic exists with more than one partition.
+func RunLease(ctx context.Context, cfg LeaseConfig) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	sc := cfg.Sarama
+	if sc == nil {
+		sc = sarama.NewConfig()
+		sc.Version = sarama.V4_0_0_0
+	}
+	sc.Consumer.Return.Errors = true
+	sc.Consumer.Offsets.AutoCommit.Enable = false
+	sc.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+	if cfg.SessionTimeout > 0 {
+		sc.Consumer.Group.Session.Timeout = cfg.SessionTimeout
+		// A member learns of a rebalance on its next heartbeat: frequent ones keep the failover near the session
+		// timeout (expiry of the dead holder) rather than a third more.
+		sc.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 10
+	}
+	// Kafka down at start is waited for (0.5 s doubling to 30 s); a lease topic of several partitions is an error.
+	var cg sarama.ConsumerGroup
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		parts, err := EnsureTopic(cfg.Brokers, sc, TopicSpec{Name: cfg.Topic, Partitions: 1})
+		if err == nil && parts != 1 {
+			return fmt.Errorf("lease topic %s has %d partitions, want 1: every member would hold a lease", cfg.Topic, parts)
+		}
+		if err == nil {
+			if cg, err = sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc); err == nil {
+				break
+			}
+		}
+		cfg.Logger.Warn("lag exporter election cannot reach Kafka; retrying", "group", cfg.Group, "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+	go func() {
+		for err := range cg.Errors() {
+			cfg.Logger.Warn("lease group error", "group", cfg.Group, "err", err)
+		}
+	}()
+	h := &leaseHandler{cfg: cfg}
+	for ctx.Err() == nil {
+		if err := cg.Consume(ctx, []string{cfg.Topic}, h); err != nil {
+			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				break
+			}
+			cfg.Logger.Warn("lease group session", "group", cfg.Group, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if err := cg.Close(); err != nil { // leaves the group: the next holder need not wait for the session timeout
+		return fmt.Errorf("leave lease group %s: %w", cfg.Group, err)
+	}
+	return nil
+}
+
+// leaseHandler is the sarama handler of one lease membership; sarama calls Setup and Cleanup sequentially.
+type leaseHandler struct {
+	cfg  LeaseConfig
+	held bool // whether the current session holds the lease partition
+}
+
+func (h *leaseHandler) Setup(sess sarama.ConsumerGroupSession) error {
+	h.held = len(sess.Claims()[h.cfg.Topic]) > 0
+	if h.held {
+		h.cfg.Logger.Info("lease acquired", "group", h.cfg.Group, "member", sess.MemberID(), "generation", sess.GenerationID())
+		h.cfg.OnChange(true)
+	}
+	return nil
+}
+
+func (h *leaseHandler) Cleanup(sess sarama.ConsumerGroupSession) error {
+	if h.held {
+		h.held = false
+		h.cfg.Logger.Info("lease released", "group", h.cfg.Group, "member", sess.MemberID(), "generation", sess.GenerationID())
+		h.cfg.OnChange(false)
+	}
+	return nil
+}
+
+// ConsumeClaim holds the claim until the session ends; the lease topic carries no records (any are ignored).
+func (h *leaseHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case <-sess.Context().Done():
+			return nil
+		case _, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+		}
+	}
+}
