@@ -421,3 +421,58 @@ func waitFor(want int64, timeout time.Duration, f func() int64) int64 {
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// produceReceipts writes n receipts of group "app" on topic "orders" (3 source partitions), source offsets from/3 to
+// (from+n)/3 on each, to the receipts topic in records of 50 keyed by source partition as the instrumentation's
+// emitter keys them.
+func (e *env) produceReceipts(from, n int) {
+	e.t.Helper()
+	if _, err := kafka.EnsureTopic(e.brokers, testenv.SaramaConfig(e.t), kafka.TopicSpec{Name: e.cfg.Receipts.Topic, Partitions: e.cfg.Receipts.Partitions}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitTopicReady(e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)
+	pc := testenv.SaramaConfig(e.t)
+	pc.Producer.Partitioner = sarama.NewManualPartitioner
+	prod, err := sarama.NewSyncProducer(e.brokers, pc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer prod.Close()
+	now := time.Now()
+	var msgs []*sarama.ProducerMessage
+	for p := int32(0); p < 3; p++ {
+		for first := int64(from / 3); first < int64((from+n)/3); first += 50 {
+			rs := make([]instrument.Receipt, 50)
+			for j := range rs {
+				off := first + int64(j)
+				rs[j] = instrument.Receipt{Group: "app", Topic: "orders", Partition: p, Offset: off,
+					ProcessedNs: now.Add(time.Duration(off) * time.Millisecond).UnixNano(), Host: "c1"}
+			}
+			v, err := instrument.AppendReceiptBatch(nil, rs)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: e.cfg.Receipts.Topic, Partition: p % e.cfg.Receipts.Partitions, Value: sarama.ByteEncoder(v)})
+		}
+	}
+	if err := prod.SendMessages(msgs); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitGroupMembers waits (up to 60 s) until the consumer group has n members.
+func (e *env) waitGroupMembers(group string, n int) {
+	e.t.Helper()
+	adm := testenv.Admin(e.t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ds, err := adm.DescribeConsumerGroups([]string{group})
+		if err == nil && len(ds) == 1 && len(ds[0].Members) == n && ds[0].State == "Stable" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("group %s: not %d stable members after 60s (%v)", group, n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

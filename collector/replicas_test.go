@@ -73,3 +73,53 @@ func TestTwoReplicasOwnTheirProbes(t *testing.T) {
 		t.Errorf("probe rows: %d in total, %d by instance, some without an instance", total, byInstance)
 	}
 }
+
+// TestReplicasShareReceiptsAcrossRebalances: two collectors share the receipts group on the real servers. Replica A
+// reads a first backlog alone; replica B joins (a rebalance splits the 3 partitions) and both read a second one; A
+// stops (a second rebalance hands B everything) and B reads a third. Each receipt is stored exactly once by key and
+// in one replay class, and both replicas did part of the work.
+func TestReplicasShareReceiptsAcrossRebalances(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Probe.Enabled = false
+	const per = 9000 // receipts per phase
+	final := "SELECT count() FROM latency_events FINAL WHERE topic = 'orders'"
+	// Records consumed: counted before the rows are handed to the writer, so before ClickHouse shows them.
+	consumed := func(r *running) float64 { return testutil.ToFloat64(r.metrics.Records.WithLabelValues(PathReceipts)) }
+
+	e.produceReceipts(0, per)
+	e.cfg.Probe.InstanceID = "replica-a"
+	a := e.start(nil, nil)
+	aStopped := false
+	t.Cleanup(func() {
+		if !aStopped {
+			a.stop(t)
+		}
+	})
+	if got := e.waitCount(per, 60*time.Second, final); got != per {
+		t.Fatalf("phase 1: %d rows, want %d", got, per)
+	}
+	e.cfg.Probe.InstanceID = "replica-b"
+	b := e.start(nil, nil)
+	t.Cleanup(func() { b.stop(t) })
+	e.waitGroupMembers(e.cfg.Receipts.Group, 2)
+	e.produceReceipts(per, per)
+	if got := e.waitCount(2*per, 60*time.Second, final); got != 2*per {
+		t.Fatalf("phase 2: %d rows, want %d", got, 2*per)
+	}
+	if consumed(b) == 0 {
+		t.Fatal("replica B stored nothing of phase 2: the group did not share the receipts partitions")
+	}
+	a.stop(t) // leaves the group: B gets every partition
+	aStopped = true
+	e.produceReceipts(2*per, per)
+	if got := e.waitCount(3*per, 60*time.Second, final); got != 3*per {
+		t.Fatalf("phase 3: %d rows, want %d", got, 3*per)
+	}
+	if keys := e.count("SELECT uniqExact(partition, offset) FROM latency_events FINAL WHERE topic = 'orders'"); keys != 3*per {
+		t.Fatalf("%d distinct keys, want %d", keys, 3*per)
+	}
+	if live := e.count("SELECT count() FROM latency_events FINAL WHERE topic = 'orders' AND replay_class = 'live'"); live != 3*per {
+		t.Fatalf("%d live rows, want %d (each receipt processed once, in order)", live, 3*per)
+	}
+	t.Logf("receipt records consumed: A %v, B %v; physical rows %d", consumed(a), consumed(b), e.count("SELECT count() FROM latency_events WHERE topic = 'orders'"))
+}
