@@ -1,6 +1,7 @@
 package promexport
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -56,5 +57,32 @@ func TestStandbyServesHealthOnly(t *testing.T) {
 	reg.MustRegister(NewCollector(c.cfg, src))
 	if n, err := testutil.GatherAndCount(reg, "tidemark_lag_exporter_active"); err != nil || n != 0 {
 		t.Fatalf("plain source: %d active series (%v), want 0", n, err)
+	}
+}
+
+// TestHandlerFollowsActivity: the pre-rendering Handler renders again when the replica turns standby or active,
+// without waiting for the next snapshot.
+func TestHandlerFollowsActivity(t *testing.T) {
+	c, snap := caseCollector(t, "c06_no_commit.jsonl", 0, nil)
+	a := NewActivity(true)
+	h := NewHandler(NewCollector(c.cfg, ActiveSource{Loop: fixedSource{snap}, Activity: a}), nil)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	activeLine := `tidemark_lag_exporter_active{cluster="` + c.cfg.Cluster + `"} `
+	for _, step := range []struct {
+		active bool
+		want   string
+	}{{false, "0"}, {true, "1"}, {false, "0"}} {
+		a.Set(step.active)
+		body := scrape()
+		if !strings.Contains(body, activeLine+step.want+"\n") {
+			t.Fatalf("active %v: exposition lacks %q", step.active, activeLine+step.want)
+		}
+		if got := strings.Contains(body, "tidemark_lag_partition_offsets{"); got != step.active {
+			t.Fatalf("active %v: lag series served %v", step.active, got)
+		}
 	}
 }

@@ -54,6 +54,7 @@ type exposition struct {
 type renderKey struct {
 	seq    uint64
 	cycles uint64
+	active bool // an ActiveReporter source's state: a replica turning standby or active renders again at once
 }
 
 // NewHandler returns a handler for c's series plus extra's.
@@ -160,6 +161,9 @@ func (h *Handler) render() {
 	defer h.renderMu.Unlock()
 	s, hl := h.c.src.Latest(), h.c.src.Health()
 	k := renderKey{cycles: hl.Cycles}
+	if ar, ok := h.c.src.(ActiveReporter); ok {
+		k.active = ar.Active()
+	}
 	if s != nil {
 		k.seq = s.Seq
 	}
