@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,7 +84,8 @@ func New(cfg Config, opts Options) (*Collector, error) {
 	if cfg.Tap.Enabled {
 		own := map[string]bool{cfg.Receipts.Group: true, cfg.Probe.GroupID(): true, cfg.Tap.Group: true}
 		c.bounds = newCommitBounds(d, &tapRing{}, func(g string) bool {
-			return own[g] || d.isInstrumented(g)
+			// Every replica's probe group (probe.group-<instance id>) is Tidemark's own, not only this one's.
+			return own[g] || strings.HasPrefix(g, cfg.Probe.Group+"-") || d.isInstrumented(g)
 		})
 	}
 	return c, nil
@@ -161,18 +163,25 @@ func (c *Collector) Run(ctx context.Context) error {
 		c.opts.Logger.Info("replay trackers restored", "topic", c.cfg.ReplayStateTopic, "paths", n)
 		g.Go(func() error { return ck.run(gctx) })
 	}
-	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
+	groupWith := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32),
+		prepare func(context.Context, map[string][]int32) error) {
 		g.Go(func() error {
 			return kafka.RunGroup(gctx, kafka.GroupConfig{
 				Brokers: brokers, Sarama: conn.client.Sarama(), Group: name, Topics: topics, Oldest: oldest,
 				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
-				OnAssigned: onAssigned, BeforeCommit: c.drain, Now: c.opts.Clock,
+				OnAssigned: onAssigned, Prepare: prepare, BeforeCommit: c.drain, Now: c.opts.Clock,
 			}, h)
 		})
 	}
+	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
+		groupWith(name, topics, oldest, buffer, h, onAssigned, nil)
+	}
 	if c.cfg.Receipts.Enabled {
 		// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
-		group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(gctx, c.deps).HandleBatch, nil)
+		groupWith(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(gctx, c.deps).HandleBatch, nil,
+			func(ctx context.Context, claims map[string][]int32) error {
+				return c.receiptsAssigned(ctx, conn.client, claims)
+			})
 	}
 	if c.cfg.Probe.Enabled {
 		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.InstanceID, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
@@ -214,6 +223,7 @@ func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
 			swept = now
 			m.LiveEvicted.Add(float64(d.live.sweep(m, now, ttl)))
 			c.opts.Engine.EvictIdle(now, ttl)
+			d.checkpoints.trim(c.opts.Engine.Has)
 			cut := now.Add(-ttl).Unix()
 			d.instrumented.Range(func(g, seen any) bool {
 				if seen.(*atomic.Int64).Load() < cut {
@@ -277,6 +287,12 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 			Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
 			return nil, fmt.Errorf("ensure replay state topic: %w", err)
 		}
+		// Checkpoints are this deployment's: keyed by the receipts group and the cluster's id.
+		id, err := kafka.ClusterID(brokers, kc.Sarama())
+		if err != nil {
+			return nil, err
+		}
+		c.deps.checkpoints.setOwner(c.cfg.Receipts.Group, id)
 		// The trackers are restored before any record is read: read the state topic to its end, and the receipts
 		// topic's ends (a checkpoint beyond one is of an earlier incarnation of the topic).
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -344,6 +360,36 @@ func (c *Collector) Ready() error {
 		return errors.New("connecting to Kafka")
 	}
 	return c.SinkHealth()
+}
+
+// receiptsAssigned moves the per-path replay state with the receipts partitions at the start of every receipts
+// session (replayCheckpoints.reassigned): paths of partitions another replica now holds are dropped, paths of
+// partitions newly held are restored from the state topic as a restarted process restores them, before any of
+// their receipts is read.
+func (c *Collector) receiptsAssigned(ctx context.Context, kc *kafkaconfig.Client, claims map[string][]int32) error {
+	ck := c.deps.checkpoints
+	if ck == nil {
+		return nil
+	}
+	read := func(ctx context.Context) ([]kafka.Record, map[int32]int64, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		state, err := kafka.ReadTopic(rctx, kc.Brokers(), kc.Sarama(), c.cfg.ReplayStateTopic)
+		if err != nil {
+			return nil, nil, err
+		}
+		ends, err := kafka.EndOffsets(kc.Brokers(), kc.Sarama(), c.cfg.Receipts.Topic)
+		return state, ends, err
+	}
+	gained, lost, err := ck.reassigned(ctx, c.cfg.Receipts.Topic, claims[c.cfg.Receipts.Topic], c.opts.Engine, read)
+	if err != nil {
+		return err
+	}
+	if gained > 0 || lost > 0 {
+		c.opts.Logger.Info("replay trackers moved with the receipts partitions", "partitions", claims[c.cfg.Receipts.Topic],
+			"restored", gained, "dropped", lost)
+	}
+	return nil
 }
 
 // drain waits for the sink to acknowledge what it accepted and publishes the replay checkpoints of what it

@@ -37,6 +37,10 @@ const CheckpointInterval = time.Second
 type replayCheckpoints struct {
 	topic string
 	log   *slog.Logger
+	// owner names the deployment whose checkpoints these are: the receipts group and the Kafka cluster id
+	// (setOwner). Every key carries it, and restore reads only its own, so two deployments sharing the state topic
+	// (a default name, a mirrored cluster) never load each other's trackers.
+	owner string
 	// Published and Errors count checkpoints published and failed publish rounds (tests and logs).
 	Published, Errors atomic.Uint64
 
@@ -61,6 +65,10 @@ type replayCheckpoints struct {
 	// partition can be skipped, and its entries are dropped at once.
 	restoredEnd map[source]int64
 	hasRestored atomic.Bool
+	// held are the receipts partitions this replica's current receipts session holds, heldKnown false before the
+	// first session (at start every restored path counts as held until the first assignment says otherwise).
+	held      map[source]bool
+	heldKnown bool
 }
 
 type pathKey struct {
@@ -101,7 +109,14 @@ type pendingMark struct {
 func newReplayCheckpoints(topic string, log *slog.Logger) *replayCheckpoints {
 	return &replayCheckpoints{topic: topic, log: log, queued: map[source][]queuedCheckpoint{},
 		pending: map[pathKey]checkpoint{}, published: map[pathKey]checkpoint{}, marks: map[source]pendingMark{}, restored: map[pathKey]position{},
-		restoredEnd: map[source]int64{}}
+		restoredEnd: map[source]int64{}, held: map[source]bool{}}
+}
+
+// setOwner sets the deployment's identity, the receipts group and the Kafka cluster id, before restore.
+func (c *replayCheckpoints) setOwner(group, clusterID string) {
+	c.mu.Lock()
+	c.owner = group + "@" + clusterID
+	c.mu.Unlock()
 }
 
 // setSender sets how checkpoints are published.
@@ -117,24 +132,38 @@ func (c *replayCheckpoints) setSender(send func(context.Context, []kafka.Message
 // is one beyond its partition's end (an earlier incarnation of the topic, deleted and created again). Records that do not
 // decode are logged and skipped: the path then starts without history, as before checkpoints existed.
 func (c *replayCheckpoints) restore(recs []kafka.Record, engine *latency.Engine, receiptsTopic string, ends map[int32]int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.restoreLocked(recs, engine, receiptsTopic, ends, nil)
+}
+
+// restoreLocked is restore limited, when only is not nil, to the checkpoints positioned on those receipts
+// partitions. Checkpoints of other owners, and keys of the version before owners, are skipped (counted in the log).
+func (c *replayCheckpoints) restoreLocked(recs []kafka.Record, engine *latency.Engine, receiptsTopic string, ends map[int32]int64,
+	only map[source]bool) int {
 	last := map[string]*kafka.Record{}
 	for i := range recs {
 		last[string(recs[i].Key)] = &recs[i]
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
+	n, foreign := 0, 0
 	for _, r := range last {
 		if r.Value == nil {
 			continue
 		}
-		k, err := decodePathKey(r.Key)
+		owner, k, err := decodePathKey(r.Key)
+		if err == nil && owner != c.owner {
+			foreign++
+			continue
+		}
 		var cp checkpoint
 		if err == nil {
 			cp, err = decodeCheckpoint(r.Value)
 		}
 		if err != nil {
 			c.log.Warn("skipping a replay checkpoint that does not decode", "topic", c.topic, "offset", r.Offset, "err", err)
+			continue
+		}
+		if only != nil && !only[source{cp.pos.topic, cp.pos.source}] {
 			continue
 		}
 		engine.Path(k.group, k.topic, k.partition).Restore(cp.state)
@@ -147,6 +176,136 @@ func (c *replayCheckpoints) restore(recs []kafka.Record, engine *latency.Engine,
 		}
 	}
 	c.hasRestored.Store(len(c.restored) > 0)
+	if foreign > 0 {
+		c.log.Info("replay checkpoints of other deployments skipped", "topic", c.topic, "owner", c.owner, "skipped", foreign)
+	}
+	return n
+}
+
+// reassigned is the receipts group's new assignment (parts of receiptsTopic, at the start of a session): the
+// per-path state moves with the partition. A path belongs to the receipts partition its receipts arrive on (the
+// instrumentation keys receipts by source topic/partition, so all of a path's receipts share one). For a partition
+// this replica no longer holds, its paths' trackers are removed from engine and their checkpoints forgotten (the
+// new holder restores them; this replica must neither publish a stale one nor apply commits to it). For a partition
+// newly held, read returns the state topic and the receipts topic's ends as of now, and the paths checkpointed on it
+// are restored exactly as a restarted process restores them (restore): the replica that held it before published
+// its checkpoints before its last commit, so receipts re-read below a checkpoint are skipped and the rest are
+// classified by the tracker the previous holder had. An error from read leaves nothing changed for the newly held
+// partitions but the revocations done; the caller ends the session and retries.
+func (c *replayCheckpoints) reassigned(ctx context.Context, receiptsTopic string, parts []int32, engine *latency.Engine,
+	read func(context.Context) ([]kafka.Record, map[int32]int64, error)) (gained, lost int, err error) {
+	if c == nil {
+		return 0, 0, nil
+	}
+	now := map[source]bool{}
+	for _, p := range parts {
+		now[source{receiptsTopic, p}] = true
+	}
+	c.mu.Lock()
+	var revoked []source
+	if c.heldKnown {
+		for s := range c.held {
+			if !now[s] {
+				revoked = append(revoked, s)
+			}
+		}
+	} else {
+		// First session: paths restored at start on partitions another replica holds are that replica's.
+		seen := map[source]bool{}
+		for _, cp := range c.published {
+			if s := (source{cp.pos.topic, cp.pos.source}); cp.pos.source >= 0 && !now[s] && !seen[s] {
+				seen[s] = true
+				revoked = append(revoked, s)
+			}
+		}
+	}
+	for _, s := range revoked {
+		lost += c.dropLocked(s, engine)
+	}
+	newly := map[source]bool{}
+	for s := range now {
+		if !c.heldKnown || !c.held[s] {
+			newly[s] = true
+		}
+	}
+	c.held, c.heldKnown = now, true
+	c.mu.Unlock()
+	if len(newly) == 0 || read == nil {
+		return 0, lost, nil
+	}
+	recs, ends, err := read(ctx)
+	if err != nil {
+		c.mu.Lock()
+		for s := range newly {
+			delete(c.held, s) // not restored: the next session restores it
+		}
+		c.mu.Unlock()
+		return 0, lost, fmt.Errorf("read replay state for receipts partitions newly assigned: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s := range newly {
+		// Whatever this replica still has of a newly held partition's paths is older than what the previous holder
+		// published: start from the checkpoints alone.
+		c.dropLocked(s, engine)
+	}
+	return c.restoreLocked(recs, engine, receiptsTopic, ends, newly), lost, nil
+}
+
+// dropLocked forgets the paths checkpointed on receipts partition s: removed from engine, their checkpoints (queued,
+// pending, published, restored positions) dropped. It returns how many paths it removed.
+func (c *replayCheckpoints) dropLocked(s source, engine *latency.Engine) int {
+	gone := map[pathKey]bool{}
+	for _, q := range c.queued[s] {
+		for _, p := range q.paths {
+			g, t, part := p.Key()
+			gone[pathKey{g, t, part}] = true
+		}
+	}
+	delete(c.queued, s)
+	delete(c.marks, s)
+	for k, cp := range c.pending {
+		if cp.pos.topic == s.topic && cp.pos.source == s.partition {
+			gone[k] = true
+		}
+	}
+	for k, cp := range c.published {
+		if cp.pos.topic == s.topic && cp.pos.source == s.partition {
+			gone[k] = true
+		}
+	}
+	for k, pos := range c.restored {
+		if pos.topic == s.topic && pos.source == s.partition {
+			gone[k] = true
+		}
+	}
+	for k := range gone {
+		delete(c.pending, k)
+		delete(c.published, k)
+		delete(c.restored, k)
+		engine.RemovePath(k.group, k.topic, k.partition)
+	}
+	delete(c.restoredEnd, s)
+	c.hasRestored.Store(len(c.restored) > 0)
+	return len(gone)
+}
+
+// trim forgets the published checkpoints of paths the engine no longer has (evicted idle or over its bound, or
+// removed): a later path of the same key starts afresh, so applying commits to its old checkpoint would publish a
+// state no tracker has. Called after the collector's housekeeping evicts paths.
+func (c *replayCheckpoints) trim(has func(group, topic string, partition int32) bool) int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k := range c.published {
+		if _, pend := c.pending[k]; !pend && !has(k.group, k.topic, k.partition) {
+			delete(c.published, k)
+			n++
+		}
+	}
 	return n
 }
 
@@ -300,7 +459,7 @@ func (c *replayCheckpoints) publish(ctx context.Context) error {
 	if len(pending) > 0 {
 		msgs := make([]kafka.Message, 0, len(pending))
 		for k, cp := range pending {
-			msgs = append(msgs, kafka.Message{Topic: c.topic, Partition: -1, Key: encodePathKey(k), Value: encodeCheckpoint(cp)})
+			msgs = append(msgs, kafka.Message{Topic: c.topic, Partition: -1, Key: encodePathKey(c.owner, k), Value: encodeCheckpoint(cp)})
 		}
 		if err := send(ctx, msgs); err != nil {
 			c.Errors.Add(1)
@@ -347,22 +506,26 @@ func (c *replayCheckpoints) run(ctx context.Context) error {
 	}
 }
 
-// Wire formats (version 1). Key: uvarint length + group, uvarint length + topic, partition (int32, big-endian).
-// Value: version byte, uvarint length + receipts topic (empty: no position), its partition (int32, -1: none), next
-// offset (int64), latency.ReplayCheckpoint's 50 bytes.
+// Wire formats. Key (version 2): 0x00, 0x02, uvarint length + owner (receipts group "@" Kafka cluster id), uvarint
+// length + group, uvarint length + topic, partition (int32, big-endian). Version 1 keys (no marker, no owner) were
+// written before owners: they are another deployment's as far as restore knows (a restart after the upgrade
+// starts those paths without history once). Value (version 1): version byte, uvarint length + receipts topic (empty:
+// no position), its partition (int32, -1: none), next offset (int64), latency.ReplayCheckpoint's 50 bytes.
 
-func encodePathKey(k pathKey) []byte {
-	b := make([]byte, 0, 2*binary.MaxVarintLen16+len(k.group)+len(k.topic)+4)
-	b = binary.AppendUvarint(b, uint64(len(k.group)))
-	b = append(b, k.group...)
-	b = binary.AppendUvarint(b, uint64(len(k.topic)))
-	b = append(b, k.topic...)
+func encodePathKey(owner string, k pathKey) []byte {
+	b := make([]byte, 0, 2+3*binary.MaxVarintLen16+len(owner)+len(k.group)+len(k.topic)+4)
+	b = append(b, 0, 2)
+	for _, s := range []string{owner, k.group, k.topic} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
 	return binary.BigEndian.AppendUint32(b, uint32(k.partition))
 }
 
 var errBadStateRecord = errors.New("malformed replay state record")
 
-func decodePathKey(b []byte) (pathKey, error) {
+// decodePathKey returns a key's owner and path; a version-1 key decodes with owner "\x00v1" (nobody's).
+func decodePathKey(b []byte) (string, pathKey, error) {
 	var k pathKey
 	str := func() (string, bool) {
 		n, w := binary.Uvarint(b)
@@ -373,14 +536,20 @@ func decodePathKey(b []byte) (pathKey, error) {
 		b = b[w+int(n):]
 		return s, true
 	}
+	owner := "\x00v1"
+	var ok0 = true
+	if len(b) >= 2 && b[0] == 0 && b[1] == 2 {
+		b = b[2:]
+		owner, ok0 = str()
+	}
 	var ok1, ok2 bool
 	k.group, ok1 = str()
 	k.topic, ok2 = str()
-	if !ok1 || !ok2 || len(b) != 4 {
-		return pathKey{}, fmt.Errorf("key: %w", errBadStateRecord)
+	if !ok0 || !ok1 || !ok2 || len(b) != 4 {
+		return "", pathKey{}, fmt.Errorf("key: %w", errBadStateRecord)
 	}
 	k.partition = int32(binary.BigEndian.Uint32(b))
-	return k, nil
+	return owner, k, nil
 }
 
 func encodeCheckpoint(cp checkpoint) []byte {

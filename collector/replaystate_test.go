@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestReplayCheckpointSkipsStoredReceipts(t *testing.T) {
 	cp := eng.Path("app", "orders", 0).Checkpoint()
 	k := pathKey{"app", "orders", 0}
 	mk := func(k pathKey, pos position) kafka.Record {
-		return kafka.Record{Key: encodePathKey(k), Value: encodeCheckpoint(checkpoint{state: cp, pos: pos})}
+		return kafka.Record{Key: encodePathKey("", k), Value: encodeCheckpoint(checkpoint{state: cp, pos: pos})}
 	}
 	recs := []kafka.Record{
 		mk(k, position{"rc", 0, 50}),
@@ -261,5 +262,157 @@ func TestReplayCommitsSurviveRestart(t *testing.T) {
 		if st := p2.engine.Path(k.group, k.topic, k.partition).Replay(); durable && (!st.Replaying || st.BoundaryOffset != 10) {
 			t.Fatalf("restored replay state %+v, want replaying to boundary 10", st)
 		}
+	}
+}
+
+// TestReplayStateMovesWithThePartition (issue 13): replica A holds receipts partitions rc/0 and rc/1 and handles
+// a group's first pass on both (paths app/orders/0 and /1, source offsets 0..9); the group commits 10 and is reset
+// to earliest. Then a rebalance hands rc/0 to replica B. A drops the path of rc/0 (engine state and checkpoints:
+// it must neither publish nor follow commits on it), B restores it from the state topic, and B's rows for the
+// replay on rc/0 equal, field for field, what one replica holding both partitions throughout makes of the same
+// receipts: every one a replay, with the same rewind. A deployment of another owner loads none of these checkpoints.
+func TestReplayStateMovesWithThePartition(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	batch := func(part int32, from, to int64, firstSource int64, processed time.Time) kafka.Batch {
+		b := kafka.Batch{Topic: "rc", Partition: part, Generation: 1}
+		for pos := from; pos < to; pos++ {
+			b.Records = append(b.Records, receiptRecord(t, pos, instrument.Receipt{Group: "app", Topic: "orders",
+				Partition: part, Offset: firstSource + pos - from, ProcessedNs: processed.Add(time.Duration(pos) * time.Millisecond).UnixNano(), Host: "c1"}))
+		}
+		return b
+	}
+	topic := &stateTopic{}
+	read := func(context.Context) ([]kafka.Record, map[int32]int64, error) {
+		return slices.Clone(topic.recs), map[int32]int64{0: 120, 1: 120}, nil
+	}
+	ctx := context.Background()
+	process := func(owner string) (*Receipts, *fakeSink, *replayCheckpoints) {
+		deps, sink, _ := newTestDeps(t, now)
+		ck := newReplayCheckpoints("state", slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ck.setOwner("tidemark-receipts", owner)
+		ck.setSender(topic.send)
+		deps.checkpoints = ck
+		return &Receipts{pathDeps: deps}, sink, ck
+	}
+	store1 := func(p *Receipts, sink *fakeSink, ck *replayCheckpoints, b kafka.Batch) {
+		t.Helper()
+		if err := p.HandleBatch(ctx, b, func(int64) {}); err != nil {
+			t.Fatal(err)
+		}
+		sink.acks[len(sink.acks)-1](nil)
+		if err := ck.publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewind := func(p *Receipts, ck *replayCheckpoints, parts ...int32) {
+		for _, part := range parts {
+			k := pathKey{"app", "orders", part}
+			for i, c := range []int64{10, 0} {
+				at := now.Add(time.Duration(i+1) * time.Second)
+				p.engine.Path(k.group, k.topic, k.partition).ObserveCommit(c, at)
+				ck.committed([]commitObservation{{k, c, at}})
+			}
+		}
+		if err := ck.publish(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replayAt := now.Add(5 * time.Second)
+
+	// One replica alone: the figures the moved path must keep.
+	one, oneSink, oneCk := process("cluster-x")
+	topic = &stateTopic{}
+	if _, _, err := oneCk.reassigned(ctx, "rc", []int32{0, 1}, one.engine, read); err != nil {
+		t.Fatal(err)
+	}
+	store1(one, oneSink, oneCk, batch(0, 100, 110, 0, now))
+	store1(one, oneSink, oneCk, batch(1, 100, 110, 0, now))
+	rewind(one, oneCk, 0, 1)
+	store1(one, oneSink, oneCk, batch(0, 110, 120, 0, replayAt))
+	want := oneSink.rows[len(oneSink.rows)-1].Latency
+
+	// Two replicas: A holds both partitions, B none; then rc/0 moves to B.
+	a, aSink, aCk := process("cluster-x")
+	b, bSink, bCk := process("cluster-x")
+	if _, _, err := aCk.reassigned(ctx, "rc", []int32{0, 1}, a.engine, read); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bCk.reassigned(ctx, "rc", nil, b.engine, read); err != nil {
+		t.Fatal(err)
+	}
+	store1(a, aSink, aCk, batch(0, 100, 110, 0, now))
+	store1(a, aSink, aCk, batch(1, 100, 110, 0, now))
+	rewind(a, aCk, 0, 1)
+	b.engine.Path("app", "orders", 0).ObserveCommit(0, now.Add(2*time.Second)) // B's own lag exporter sees the commits too
+	if _, lost, err := aCk.reassigned(ctx, "rc", []int32{1}, a.engine, read); err != nil || lost != 1 {
+		t.Fatalf("A on losing rc/0: dropped %d paths (err %v), want 1", lost, err)
+	}
+	if a.engine.Has("app", "orders", 0) || !a.engine.Has("app", "orders", 1) {
+		t.Fatal("A kept the path of the partition it lost, or dropped the one it kept")
+	}
+	published := aCk.Published.Load()
+	aCk.committed([]commitObservation{{pathKey{"app", "orders", 0}, 3, now.Add(3 * time.Second)}})
+	if err := aCk.publish(ctx); err != nil || aCk.Published.Load() != published {
+		t.Fatalf("A published a checkpoint of a path it no longer holds (err %v)", err)
+	}
+	if gained, _, err := bCk.reassigned(ctx, "rc", []int32{0}, b.engine, read); err != nil || gained != 1 {
+		t.Fatalf("B on gaining rc/0: restored %d paths (err %v), want 1", gained, err)
+	}
+	store1(b, bSink, bCk, batch(0, 110, 120, 0, replayAt))
+	got := bSink.rows[len(bSink.rows)-1].Latency
+	if len(got) != 10 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("B's rows for the moved path differ from one replica's:\n got %+v\nwant %+v", got, want)
+	}
+	for _, r := range got {
+		if r.Class != store.ClassReplay {
+			t.Fatalf("source offset %d after the move is %v, want replay", r.Offset, r.Class)
+		}
+	}
+	// Without the move of state B would have taken the replay for first processing.
+	c, cSink, cCk := process("cluster-x")
+	cCk.held, cCk.heldKnown = map[source]bool{{"rc", 0}: true}, true
+	store1(c, cSink, cCk, batch(0, 110, 120, 0, replayAt))
+	if cl := cSink.rows[0].Latency[0].Class; cl != store.ClassLive {
+		t.Fatalf("without the restore the first re-read receipt is %v; the test would prove nothing", cl)
+	}
+
+	// Another deployment (another cluster id) sharing the state topic loads nothing of this one's.
+	o, _, oCk := process("cluster-y")
+	if n := oCk.restore(topic.recs, o.engine, "rc", map[int32]int64{0: 120, 1: 120}); n != 0 {
+		t.Fatalf("a deployment of another cluster restored %d paths, want 0", n)
+	}
+}
+
+// TestReplayCheckpointsTrimEvicted: a path the engine evicted has its published checkpoint forgotten, so a commit
+// observed later is not applied to (and published from) a state no tracker has any more.
+func TestReplayCheckpointsTrimEvicted(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	topic := &stateTopic{}
+	deps, sink, _ := newTestDeps(t, now)
+	ck := newReplayCheckpoints("state", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ck.setSender(topic.send)
+	deps.checkpoints = ck
+	p := &Receipts{pathDeps: deps}
+	ctx := context.Background()
+	b := kafka.Batch{Topic: "rc", Partition: 0, Generation: 1, Records: []kafka.Record{receiptRecord(t, 0,
+		instrument.Receipt{Group: "app", Topic: "orders", Offset: 0, ProcessedNs: now.UnixNano(), Host: "c1"})}}
+	if err := p.HandleBatch(ctx, b, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	sink.acks[0](nil)
+	if err := ck.publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := ck.trim(p.engine.Has); n != 0 {
+		t.Fatalf("trimmed %d checkpoints of a live path", n)
+	}
+	p.engine.RemovePath("app", "orders", 0)
+	if n := ck.trim(p.engine.Has); n != 1 || len(ck.published) != 0 {
+		t.Fatalf("trimmed %d, %d left; want 1 and none", n, len(ck.published))
+	}
+	before := ck.Published.Load()
+	ck.committed([]commitObservation{{pathKey{"app", "orders", 0}, 1, now}})
+	if err := ck.publish(ctx); err != nil || ck.Published.Load() != before {
+		t.Fatalf("a commit on an evicted path published a checkpoint (err %v)", err)
 	}
 }

@@ -1,10 +1,14 @@
 package collector
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/latency"
 )
 
 // TestTwoReplicasOwnTheirProbes runs two collectors (replicas of `tidemark run`) on the real servers, sharing one
@@ -122,4 +126,95 @@ func TestReplicasShareReceiptsAcrossRebalances(t *testing.T) {
 		t.Fatalf("%d live rows, want %d (each receipt processed once, in order)", live, 3*per)
 	}
 	t.Logf("receipt records consumed: A %v, B %v; physical rows %d", consumed(a), consumed(b), e.count("SELECT count() FROM latency_events WHERE topic = 'orders'"))
+}
+
+// TestReplicasMoveReplayState (issue 13): the per-path replay state moves with the receipts partition. Replica A
+// alone stores a group's first pass (3000 source offsets on each of 3 partitions); the group commits its end and is
+// reset to earliest, which both replicas' lag exporters observe. Replica B joins (a rebalance moves receipts
+// partitions, and their paths, to B) and the first half of the replay is read; A stops (B gets every partition)
+// and the second half is read. One replica alone classifies this as 3000 live rows and 3000 replays per partition;
+// two replicas must make exactly that, on the paths that moved as on the others: no replay taken for a first
+// processing (live) or for a redelivery. (TestReplayStateMovesWithThePartition checks the moved path's rows field
+// for field against one replica's.)
+func TestReplicasMoveReplayState(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Probe.Enabled = false
+	const per = 9000 // receipts per pass, 3000 per source partition
+	final := "SELECT count() FROM latency_events FINAL WHERE topic = 'orders'"
+	commits := func(at time.Time, off int64, rs ...*running) {
+		s := &lagexporter.Snapshot{Time: at, Groups: []lagexporter.GroupLag{{Group: "app"}}}
+		for p := int32(0); p < 3; p++ {
+			s.Groups[0].Partitions = append(s.Groups[0].Partitions, lagexporter.PartitionLag{Topic: "orders", Partition: p, HasCommit: true, Committed: off})
+		}
+		for _, r := range rs { // as forwardLag does: the engine first, then the collector's checkpoints
+			for _, p := range s.Groups[0].Partitions {
+				r.engine.ObserveCommit(latency.CommitObservation{Group: "app", Topic: "orders", Partition: p.Partition, Offset: p.Committed, At: at})
+			}
+			if err := r.col.ObserveSnapshot(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.produceReceipts(0, per)
+	e.cfg.Probe.InstanceID = "replica-a"
+	a := e.start(nil, nil)
+	aStopped := false
+	t.Cleanup(func() {
+		if !aStopped {
+			a.stop(t)
+		}
+	})
+	if got := e.waitCount(per, 60*time.Second, final); got != per {
+		t.Fatalf("first pass: %d rows, want %d", got, per)
+	}
+	e.cfg.Probe.InstanceID = "replica-b"
+	b := e.start(nil, nil)
+	t.Cleanup(func() { b.stop(t) })
+	first := time.Now().Truncate(time.Millisecond)
+	commits(first, per/3, a, b)
+	rewindAt := first.Add(time.Second)
+	commits(rewindAt, 0, a, b) // reset to earliest: a rewind
+	// The commits are durable in A's checkpoints (published every second) before B can be handed a partition.
+	published := a.col.deps.checkpoints.Published.Load()
+	for a.col.deps.checkpoints.Published.Load() < published+3 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.waitGroupMembers(e.cfg.Receipts.Group, 2)
+	e.produceReceipts(0, per/2)
+	if got := e.waitCount(per+per/2, 60*time.Second, final); got != per+per/2 {
+		t.Fatalf("first half of the replay: %d rows, want %d", got, per+per/2)
+	}
+	if testutil.ToFloat64(b.metrics.Records.WithLabelValues(PathReceipts)) == 0 {
+		t.Fatal("replica B read nothing: no partition moved")
+	}
+	a.stop(t)
+	aStopped = true
+	e.produceReceipts(per/2, per/2)
+	if got := e.waitCount(2*per, 60*time.Second, final); got != 2*per {
+		t.Fatalf("second half of the replay: %d rows, want %d", got, 2*per)
+	}
+	classes := map[string]uint64{}
+	rows, err := e.conn.Query(context.Background(), "SELECT toString(replay_class), count() FROM latency_events FINAL WHERE topic = 'orders' GROUP BY replay_class")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var c string
+		var n uint64
+		if err := rows.Scan(&c, &n); err != nil {
+			t.Fatal(err)
+		}
+		classes[c] = n
+	}
+	if len(classes) != 2 || classes["live"] != per || classes["replay"] != per {
+		t.Fatalf("classes %v, want %d live and %d replay, nothing else", classes, per, per)
+	}
+	// Per source partition (one receipts partition each, moved or not): its first pass live, its replay a replay.
+	for p := 0; p < 3; p++ {
+		for _, c := range []string{"live", "replay"} {
+			if n := e.count("SELECT count() FROM latency_events FINAL WHERE topic = 'orders' AND partition = ? AND replay_class = ?", p, c); n != per/3 {
+				t.Errorf("partition %d: %d %s rows, want %d", p, n, c, per/3)
+			}
+		}
+	}
 }

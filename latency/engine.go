@@ -270,6 +270,14 @@ func (e *Engine) PathStats() (paths int, evicted uint64) {
 	return len(e.paths), e.evicted.Load()
 }
 
+// Has reports whether the engine holds the path (it was neither evicted nor removed since its last use).
+func (e *Engine) Has(group, topic string, partition int32) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.paths[pathKey{group, topic, partition}]
+	return ok
+}
+
 // RemovePath forgets a path (a deleted topic or group, a partition no longer watched) so that its state and
 // sketches can be collected; a later Path call starts it afresh. It reports whether the path existed. Callers that
 // still hold the *Path may keep using it, but it no longer appears in snapshots.

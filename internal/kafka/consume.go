@@ -90,6 +90,10 @@ type GroupConfig struct {
 	Now func() time.Time
 	// OnAssigned, if set, is called with the claimed partitions at the start of every session (after a rebalance).
 	OnAssigned func(claims map[string][]int32)
+	// Prepare, if set, is called like OnAssigned, before any record of the session is handed to the handler, with
+	// the session's context. An error ends the session before it reads anything (logged; the group rejoins a second
+	// later): the place to load state the new partitions' records need.
+	Prepare func(ctx context.Context, claims map[string][]int32) error
 	// BeforeCommit, if set, is called when a session ends (shutdown or rebalance), after the handlers returned and
 	// before the session's final commit: the place to wait for in-flight batches to be acknowledged so their marks
 	// make it into that commit instead of being re-read.
@@ -186,6 +190,9 @@ type groupHandler struct {
 func (g *groupHandler) Setup(sess sarama.ConsumerGroupSession) error {
 	if g.cfg.OnAssigned != nil {
 		g.cfg.OnAssigned(sess.Claims())
+	}
+	if g.cfg.Prepare != nil {
+		return g.cfg.Prepare(sess.Context(), sess.Claims())
 	}
 	return nil
 }
