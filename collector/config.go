@@ -83,7 +83,8 @@ type ProbeConfig struct {
 	// Group is the prefix of the probe consumer group: each replica consumes as Group + "-" + InstanceID (see
 	// GroupID), reading every probe partition, as kminion's end-to-end monitor does (default tidemark-probe).
 	Group string `yaml:"group"`
-	// InstanceID names this replica of `tidemark run` (default: the host name). It travels in every probe record, and
+	// InstanceID names this replica of `tidemark run` (default: the environment variable TIDEMARK_INSTANCE_ID, e.g.
+	// the pod name from Kubernetes' downward API, else the host name). It travels in every probe record, and
 	// a replica measures only its own probes, so N replicas sharing one probe topic report no false loss and no
 	// duplicates. Replicas must have distinct ids; a restarted replica may keep its id. 1 to 128 characters of
 	// [a-zA-Z0-9._-].
@@ -175,9 +176,16 @@ func (c *Config) SetDefaults() {
 // partitions another one holds: false loss).
 func (c *ProbeConfig) GroupID() string { return c.Group + "-" + c.InstanceID }
 
-// defaultInstanceID is the host name with every character outside [a-zA-Z0-9._-] replaced by '_', or "tidemark" when
+// InstanceIDEnv is the environment variable that names the replica when collector.probe.instance_id is not set
+// (deploy/kubernetes sets it to the pod name through the downward API).
+const InstanceIDEnv = "TIDEMARK_INSTANCE_ID"
+
+// defaultInstanceID is $TIDEMARK_INSTANCE_ID when set (validated like the config key), else the host name with every character outside [a-zA-Z0-9._-] replaced by '_', or "tidemark" when
 // the host name cannot be read. In Kubernetes it is the pod name, distinct per replica.
 func defaultInstanceID() string {
+	if id := os.Getenv(InstanceIDEnv); id != "" {
+		return id
+	}
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		return "tidemark"

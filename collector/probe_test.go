@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -240,5 +241,33 @@ func TestProbeReplicasOwnTheirProbes(t *testing.T) {
 		if got := testutil.ToFloat64(r.m.ProbeDup.WithLabelValues(brokerHost(1))); got != 0 {
 			t.Fatalf("%s: %v duplicates, want 0", name, got)
 		}
+	}
+}
+
+// TestInstanceIDDefault: without collector.probe.instance_id a replica is named by $TIDEMARK_INSTANCE_ID (the pod
+// name in deploy/kubernetes), else by its host name; a bad value from the environment fails validation like the key.
+func TestInstanceIDDefault(t *testing.T) {
+	t.Setenv(InstanceIDEnv, "tidemark-7d9f-abcde")
+	var c Config
+	c.SetDefaults()
+	if c.Probe.InstanceID != "tidemark-7d9f-abcde" || c.Probe.GroupID() != DefaultProbeGroup+"-tidemark-7d9f-abcde" {
+		t.Fatalf("instance %q group %q, want the environment's pod name", c.Probe.InstanceID, c.Probe.GroupID())
+	}
+	c = Config{Probe: ProbeConfig{InstanceID: "set-in-config"}}
+	c.SetDefaults()
+	if c.Probe.InstanceID != "set-in-config" {
+		t.Fatalf("instance %q, want the config key to win over the environment", c.Probe.InstanceID)
+	}
+	t.Setenv(InstanceIDEnv, "bad id")
+	c = Config{}
+	c.SetDefaults()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "probe.instance_id") {
+		t.Fatalf("a bad id from the environment: %v, want a probe.instance_id error", err)
+	}
+	t.Setenv(InstanceIDEnv, "")
+	c = Config{}
+	c.SetDefaults()
+	if h, err := os.Hostname(); err == nil && c.Probe.InstanceID == "" || (err == nil && len(h) <= maxInstanceID && validInstanceID(h) == nil && c.Probe.InstanceID != h) {
+		t.Fatalf("instance %q without the environment, want the host name %q", c.Probe.InstanceID, h)
 	}
 }

@@ -18,7 +18,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	k8syaml "sigs.k8s.io/yaml"
+
+	"github.com/tidemark/tidemark/collector"
 )
 
 var update = flag.Bool("update", false, "rewrite prometheus-operator/prometheusrule.yaml from deploy/prometheus/tidemark.rules.yml")
@@ -94,6 +97,7 @@ func load(t *testing.T, dir string) []obj {
 var apiVersions = map[string]string{
 	"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "CronJob": "batch/v1",
 	"ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1",
+	"PodDisruptionBudget": "policy/v1",
 }
 
 func byKind(objs []obj) map[string]obj {
@@ -479,11 +483,12 @@ func TestPrometheusRuleMatchesRules(t *testing.T) {
 // misspelt or misplaced field (which kubectl would reject, or worse, a lenient tool would drop) fails here.
 func TestManifestsStrictSchema(t *testing.T) {
 	types := map[string]func() any{
-		"Namespace":  func() any { return &corev1.Namespace{} },
-		"ConfigMap":  func() any { return &corev1.ConfigMap{} },
-		"Service":    func() any { return &corev1.Service{} },
-		"Deployment": func() any { return &appsv1.Deployment{} },
-		"CronJob":    func() any { return &batchv1.CronJob{} },
+		"Namespace":           func() any { return &corev1.Namespace{} },
+		"ConfigMap":           func() any { return &corev1.ConfigMap{} },
+		"Service":             func() any { return &corev1.Service{} },
+		"Deployment":          func() any { return &appsv1.Deployment{} },
+		"CronJob":             func() any { return &batchv1.CronJob{} },
+		"PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
 	}
 	n := 0
 	for _, o := range load(t, ".") {
@@ -502,5 +507,60 @@ func TestManifestsStrictSchema(t *testing.T) {
 	}
 	if n != len(types) {
 		t.Errorf("decoded %d core manifests, want %d", n, len(types))
+	}
+}
+
+// TestReplicasManifests (issue 13): two replicas that roll one at a time with no gap (maxSurge 1, maxUnavailable 0),
+// a PodDisruptionBudget over the same pods keeping one available, each pod's instance id its own name (downward
+// API, the variable the collector reads), and the lag-exporter election on in the config (else both replicas would
+// export and store the same lag). Decoded with the Kubernetes API types, so a misspelt field fails here.
+func TestReplicasManifests(t *testing.T) {
+	k := byKind(load(t, "."))
+	decode := func(o obj, into any) {
+		t.Helper()
+		b, err := yaml.Marshal(o.m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k8syaml.UnmarshalStrict(b, into); err != nil {
+			t.Fatalf("%s: %v", o.file, err)
+		}
+	}
+	var dep appsv1.Deployment
+	var pdb policyv1.PodDisruptionBudget
+	decode(k["Deployment"], &dep)
+	decode(k["PodDisruptionBudget"], &pdb)
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("Deployment replicas %v, want 2", dep.Spec.Replicas)
+	}
+	ru := dep.Spec.Strategy.RollingUpdate
+	if dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge == nil || ru.MaxSurge.String() != "1" ||
+		ru.MaxUnavailable == nil || ru.MaxUnavailable.String() != "0" {
+		t.Errorf("strategy %+v, want RollingUpdate with maxSurge 1, maxUnavailable 0", dep.Spec.Strategy)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.String() != "1" || pdb.Spec.MaxUnavailable != nil {
+		t.Errorf("PodDisruptionBudget minAvailable %v maxUnavailable %v, want minAvailable 1 only", pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable)
+	}
+	if pdb.Spec.Selector == nil || !subset(pdb.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) || len(pdb.Spec.Selector.MatchLabels) == 0 {
+		t.Errorf("PodDisruptionBudget selector %v does not select the Deployment's pods %v", pdb.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	var id *corev1.EnvVar
+	for i, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == collector.InstanceIDEnv {
+			id = &dep.Spec.Template.Spec.Containers[0].Env[i]
+		}
+	}
+	if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("container env %s = %+v, want the pod name (fieldRef metadata.name)", collector.InstanceIDEnv, id)
+	}
+	cfg := checkConfig(t, k["ConfigMap"].str("data", "tidemark.yaml"))
+	lag, _ := cfg["lag"].(map[string]any)
+	el, _ := lag["election"].(map[string]any)
+	if el["enabled"] != true {
+		t.Errorf("lag.election.enabled = %v, want true with two replicas", el["enabled"])
+	}
+	probe, _ := cfg["collector"].(map[string]any)["probe"].(map[string]any)
+	if _, set := probe["instance_id"]; set {
+		t.Errorf("collector.probe.instance_id is set in the ConfigMap: every pod would share it; the pod name is the id")
 	}
 }
