@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -421,10 +422,21 @@ func (r *readiness) notReady() string {
 }
 
 // runLease runs the lag exporter's election (lag.election) until ctx ends, recording its outcome in activity.
+// The kafka: block is resolved like the collector's (TLS, SASL), and retried while a file it names cannot be read
+// (a Secret not mounted yet): the replica stays standby meanwhile.
 func runLease(ctx context.Context, cfg *runConfig, activity *lagexporter.Activity, log *slog.Logger) error {
-	sc, err := cfg.Kafka.Sarama()
-	if err != nil {
-		return err
+	var sc *sarama.Config
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		var err error
+		if sc, err = cfg.Kafka.Sarama(); err == nil {
+			break
+		}
+		log.Warn("lag exporter election cannot resolve the kafka block; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
 	}
 	e := cfg.Lag.Election
 	defer activity.Set(false)

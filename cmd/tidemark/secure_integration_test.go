@@ -159,13 +159,15 @@ func runApp(t *testing.T, cfgPath, topic, receipts string, n int) {
 
 // TestSecureRun runs `tidemark run` with each mechanism's config file (SCRAM-SHA-512, OAUTHBEARER with client
 // credentials, mTLS; ClickHouse over TLS with a client certificate and a password file): all three collector paths
-// and the lag exporter work, and an application instrumented through latency/instrument with the same file is
+// and the lag exporter (with its election's lease group) work, and an application instrumented through latency/instrument with the same file is
 // measured end to end.
 func TestSecureRun(t *testing.T) {
 	s := testenv.SecureStack(t)
 	for name, path := range map[string]string{"scram": s.SCRAMConfig, "oauth": s.OAuthConfig, "mtls": s.MTLSConfig} {
 		t.Run(name, func(t *testing.T) {
-			d := startSecureDaemon(t, path)
+			// The lag exporter's election on too: its lease group logs in through the same kafka: block.
+			d := startSecureDaemon(t, path, "TIDEMARK_LAG__ELECTION__ENABLED=true", "TIDEMARK_LAG__ELECTION__GROUP="+testenv.Name(t, "elect"),
+				"TIDEMARK_LAG__ELECTION__TOPIC="+testenv.Name(t, "lease"), "TIDEMARK_LAG__ELECTION__SESSION_TIMEOUT=6s")
 			waitStatus(t, d.base+"/readyz", http.StatusOK, 90*time.Second)
 			const n = 40
 			runApp(t, path, d.topics.orders, d.topics.receipts, n)
@@ -181,6 +183,10 @@ func TestSecureRun(t *testing.T) {
 			}
 			if got := waitRows(t, conn, "SELECT count() FROM lag_snapshots WHERE topic = '"+d.topics.orders+"'", 1, 60*time.Second); got < 1 {
 				t.Fatalf("lag exporter wrote no snapshot of %s", d.topics.orders)
+			}
+			// Snapshots are written by the active replica only: the lease was taken over SASL/TLS.
+			if v := scrape(strings.TrimPrefix(d.base, "http://"), "tidemark_lag_exporter_active{"); len(v) != 1 || v[0] != "1" {
+				t.Fatalf("tidemark_lag_exporter_active = %v, want one series at 1", v)
 			}
 			if err := d.stop(); err != nil {
 				t.Fatalf("graceful stop: %v", err)
