@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // KafkaLib returns the directory of Kafka's cached jars (TIDEMARK_KAFKA_LIB, exported by deploy/local/kafka.sh): the
@@ -153,8 +158,59 @@ func (p *JavaProcess) Wait(timeout time.Duration) {
 	}
 }
 
-// Pause freezes the process (SIGSTOP): it stops consuming and heartbeating, but its connections stay open.
-func (p *JavaProcess) Pause() { p.signal(syscall.SIGSTOP) }
+// Pause freezes the process (SIGSTOP) and returns once every one of its threads has stopped: it then stops consuming,
+// acknowledging and heartbeating, but its connections stay open. kill(2) only queues the signal; a thread that is
+// running (the client's network thread on the other core, say) goes on until it next enters the kernel, and a thread
+// in an uninterruptible sleep until it wakes. The kernel completes the group stop when the last thread stops and only
+// then reports the child stopped to its parent (waitid WSTOPPED), so that report is the synchronisation. Each thread
+// is then checked in /proc/<pid>/task/*/stat (state T).
+func (p *JavaProcess) Pause() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+	pid := p.cmd.Process.Pid
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			p.t.Fatalf("wait for %s (pid %d) to stop: %v", p.name, pid, err)
+		}
+		break
+	}
+	if err := allThreadsStopped(pid); err != nil {
+		p.t.Fatalf("%s reported stopped: %v", p.name, err)
+	}
+}
+
+// allThreadsStopped returns an error naming any thread of pid whose /proc state is not T (stopped by a signal).
+func allThreadsStopped(pid int) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var running []string
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return err
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return fmt.Errorf("unparsable %s/%s/stat: %q", dir, task.Name(), b)
+		}
+		if st := b[i+2]; st != 'T' {
+			running = append(running, fmt.Sprintf("%s (%c)", task.Name(), st))
+		}
+	}
+	if len(running) > 0 {
+		return fmt.Errorf("%d of %d threads not stopped: %s", len(running), len(tasks), strings.Join(running, ", "))
+	}
+	return nil
+}
 
 // Resume thaws a paused process (SIGCONT).
 func (p *JavaProcess) Resume() { p.signal(syscall.SIGCONT) }
