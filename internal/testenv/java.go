@@ -122,24 +122,40 @@ func (p *JavaProcess) Lines() int {
 // out first.
 func (p *JavaProcess) WaitLine(s string, timeout time.Duration) {
 	p.t.Helper()
+	i := 0
+	p.waitFor(fmt.Sprintf("print %q", s), timeout, func() bool {
+		for ; i < len(p.lines); i++ {
+			if strings.Contains(p.lines[i], s) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// WaitLines waits (up to timeout) until the process has printed at least n stdout lines (a console consumer: n
+// records); the test fails if the process exits or the time runs out first.
+func (p *JavaProcess) WaitLines(n int, timeout time.Duration) {
+	p.t.Helper()
+	p.waitFor(fmt.Sprintf("print %d lines", n), timeout, func() bool { return len(p.lines) >= n })
+}
+
+// waitFor waits until ok (called with p.mu held) holds, the process exits or timeout passes.
+func (p *JavaProcess) waitFor(what string, timeout time.Duration, ok func() bool) {
+	p.t.Helper()
 	deadline := time.AfterFunc(timeout, func() { p.mu.Lock(); p.cond.Broadcast(); p.mu.Unlock() })
 	defer deadline.Stop()
 	end := time.Now().Add(timeout)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := 0; ; {
-		for ; i < len(p.lines); i++ {
-			if strings.Contains(p.lines[i], s) {
-				return
-			}
-		}
+	for !ok() {
 		select {
 		case <-p.done:
-			p.t.Fatalf("%s exited (%v) before printing %q; stderr:\n%s", p.name, p.err, s, tail(p.errb.String()))
+			p.t.Fatalf("%s exited (%v) before it did %s (%d lines); stderr:\n%s", p.name, p.err, what, len(p.lines), tail(p.errb.String()))
 		default:
 		}
 		if !time.Now().Before(end) {
-			p.t.Fatalf("%s did not print %q within %s; stderr:\n%s", p.name, s, timeout, tail(p.errb.String()))
+			p.t.Fatalf("%s did not %s within %s (%d lines); stderr:\n%s", p.name, what, timeout, len(p.lines), tail(p.errb.String()))
 		}
 		p.cond.Wait()
 	}
