@@ -98,6 +98,35 @@ func (e *env) createTopic(prefix string, partitions int32, configs map[string]st
 	return name
 }
 
+// brokerCount returns how many brokers e's cluster has now.
+func (e *env) brokerCount() int {
+	e.t.Helper()
+	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer client.Close()
+	return len(client.Brokers())
+}
+
+// partitions returns how many partitions topic has now.
+func (e *env) partitions(topic string) int {
+	e.t.Helper()
+	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer client.Close()
+	if err := client.RefreshMetadata(topic); err != nil {
+		e.t.Fatal(err)
+	}
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(parts)
+}
+
 // waitTopicReady waits (up to 30 s) until topic has n partitions on e's cluster, each with a leader.
 func (e *env) waitTopicReady(topic string, n int32) {
 	e.t.Helper()
