@@ -24,44 +24,74 @@ type groupsResult struct {
 
 // Groups lists the groups every broker coordinates (ListGroups) and describes them (DescribeGroups), one request
 // each per broker. A broker whose listing fails keeps its previous listing, each group marked with Error so that
-// the loop shows it stale instead of dropping its series for one cycle.
+// the loop shows it stale instead of dropping its series for one cycle, except the groups another broker listed
+// this cycle: their coordinator moved (the failed broker stopped, its __consumer_offsets partitions were led
+// elsewhere), and the new coordinator's answer is the group (see mergeListings).
 func (c *ClusterReader) Groups(ctx context.Context) ([]lagexporter.GroupObservation, error) {
 	ids := c.Brokers()
 	if len(ids) == 0 {
 		return nil, errors.New("list groups: no brokers known (read metadata first)")
 	}
 	res := perBroker(ids, func(id int32) groupsResult { return c.brokerGroups(ctx, id) })
-	var out []lagexporter.GroupObservation
 	var errs lagexporter.CycleErrors
-	c.mu.Lock()
-	c.coordOf, c.typeOf = map[string]int32{}, map[string]string{}
 	for _, id := range ids {
-		r := res[id]
-		errs = append(errs, r.errs...)
-		if !r.ok {
-			for _, g := range c.lastGroups[id] {
-				g.Error = "coordinator " + brokerSubject(id) + " did not answer ListGroups"
-				r.groups = append(r.groups, g)
-			}
-		} else {
-			c.lastGroups[id] = slices.Clone(r.groups)
-		}
-		for _, g := range r.groups {
-			c.coordOf[g.Group], c.typeOf[g.Group] = id, g.Type()
-		}
-		out = append(out, r.groups...)
+		errs = append(errs, res[id].errs...)
 	}
-	for id := range c.lastGroups {
-		if !slices.Contains(ids, id) {
-			delete(c.lastGroups, id)
-		}
-	}
+	c.mu.Lock()
+	var out []lagexporter.GroupObservation
+	out, c.coordOf, c.typeOf = mergeListings(ids, res, c.lastGroups)
 	c.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	if len(errs) > 0 {
 		return out, errs
 	}
 	return out, nil
+}
+
+// mergeListings merges this cycle's listings res of brokers ids into the groups of the cycle, sorted by name, with
+// each group's coordinator and type, and updates last (each answering broker's listing, kept for when it fails).
+// A broker that did not answer contributes its last listing, marked with Error, without the groups another broker
+// listed: one group, one coordinator. last forgets brokers no longer in ids. A pure function of its arguments.
+func mergeListings(ids []int32, res map[int32]groupsResult, last map[int32][]lagexporter.GroupObservation) (
+	out []lagexporter.GroupObservation, coordOf map[string]int32, typeOf map[string]string) {
+	listed := map[string]bool{} // groups an answering broker coordinates
+	for _, id := range ids {
+		if r := res[id]; r.ok {
+			for _, g := range r.groups {
+				listed[g.Group] = true
+			}
+		}
+	}
+	coordOf, typeOf = map[string]int32{}, map[string]string{}
+	for _, id := range ids {
+		r := res[id]
+		groups := r.groups
+		if !r.ok {
+			kept := last[id][:0]
+			groups = nil
+			for _, g := range last[id] {
+				if listed[g.Group] {
+					continue // moved to a coordinator that answered
+				}
+				kept = append(kept, g)
+				g.Error = "coordinator " + brokerSubject(id) + " did not answer ListGroups"
+				groups = append(groups, g)
+			}
+			last[id] = kept
+		} else {
+			last[id] = slices.Clone(r.groups)
+		}
+		for _, g := range groups {
+			coordOf[g.Group], typeOf[g.Group] = id, g.Type()
+		}
+		out = append(out, groups...)
+	}
+	for id := range last {
+		if !slices.Contains(ids, id) {
+			delete(last, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, coordOf, typeOf
 }
 
 func (c *ClusterReader) brokerGroups(ctx context.Context, id int32) groupsResult {
