@@ -101,6 +101,12 @@ func TestSkewedClusterChanges(t *testing.T) {
 
 	// A group committed at 0: its first unconsumed record is the first one, appended by broker 2.
 	lagGroup := testenv.Name(t, "lagging")
+	if cl, err := sarama.NewClient(k.Brokers, testenv.SaramaConfig(t)); err == nil { // for the log: a stopped coordinator moves the group
+		if b, err := cl.Coordinator(lagGroup); err == nil {
+			t.Logf("group %s coordinated by broker %d", lagGroup, b.ID())
+		}
+		_ = cl.Close()
+	}
 	commitAt(t, k.Brokers, lagGroup, src, 0, 0)
 	timeLag := newTimeLagReader(t, k.Brokers, lagGroup, r.col)
 	timeLag.check("before the failover", src, sent, acked)
@@ -228,6 +234,7 @@ type timeLagReader struct {
 	corrected, plain *lagexporter.Loop
 	last             *lagexporter.Observation // the corrected loop's last observation
 	col              *Collector
+	cycleObs         *lagexporter.Observation // the observation of the cycle under way (either loop)
 }
 
 func newTimeLagReader(t *testing.T, brokers []string, group string, col *Collector) *timeLagReader {
@@ -252,7 +259,8 @@ func newTimeLagReader(t *testing.T, brokers []string, group string, col *Collect
 	}
 	r.corrected, r.plain = mk(), mk()
 	r.corrected.SetBrokerClocks(col.BrokerOffset)
-	r.corrected.SetRecorder(func(o *lagexporter.Observation) error { r.last = o; return nil })
+	r.corrected.SetRecorder(func(o *lagexporter.Observation) error { r.last = o; r.cycleObs = o; return nil })
+	r.plain.SetRecorder(func(o *lagexporter.Observation) error { r.cycleObs = o; return nil })
 	return r
 }
 
@@ -270,11 +278,57 @@ func (r *timeLagReader) check(when, topic string, sent, acked time.Time) {
 		// metadata follows it.
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
+		prev := ""
 		for i := 0; ; i++ {
+			cs := time.Now()
+			r.cycleObs = nil
 			snap, err := l.Cycle(ctx) // a failed cycle returns no snapshot
 			var g *lagexporter.GroupLag
 			if snap != nil {
 				g = snap.Group(r.group)
+			}
+			{ // every distinct outcome is logged: a cycle that fails to answer says why
+				out := fmt.Sprintf("err=%v", err)
+				if snap != nil {
+					n := 0
+					for _, gg := range snap.Groups {
+						if gg.Group == r.group {
+							n++
+							out += fmt.Sprintf(" [gerr=%q parts=%d]", gg.Error, len(gg.Partitions))
+						}
+					}
+					out += fmt.Sprintf(" entries=%d", n)
+				}
+				if g != nil {
+					for _, p := range g.Partitions {
+						if p.Topic == topic && p.Partition == 0 {
+							out += fmt.Sprintf(" part known=%v tlk=%v flags=%s lag=%d", p.Known, p.TimeLagKnown, p.Flags, p.Lag)
+						}
+					}
+				} else {
+					out += " g=nil"
+				}
+				if o := r.cycleObs; o != nil {
+					for _, e := range o.Errors {
+						out += " | cerr " + e.Error()
+					}
+					for _, tt := range o.Topics {
+						if tt.Topic == topic {
+							for _, pp := range tt.Partitions {
+								out += fmt.Sprintf(" | po leader=%d err=%q code=%s hw=%d", pp.Leader, pp.Error, pp.ErrorCode, pp.HighWatermark)
+							}
+						}
+					}
+					for _, rec := range o.Records {
+						if rec.Topic == topic {
+							out += fmt.Sprintf(" | rec off=%d first=%d tso=%d err=%q", rec.Offset, rec.FirstOffset, rec.TimestampOffset, rec.Error)
+						}
+					}
+				}
+				if out != prev {
+					r.t.Logf("%s: cycle %d (%v): %s", when, i, time.Since(cs).Round(time.Millisecond), out)
+					prev = out
+				}
 			}
 			if g != nil {
 				for _, p := range g.Partitions {
