@@ -32,6 +32,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ func main() {
 	perRecord := flag.Int("per-record", 256, "receipts per Kafka record (the emitter's default batch)")
 	flag.IntVar(&writerConfig.BatchRows, "batch-rows", writerConfig.BatchRows, "the pipeline writer's batch_rows")
 	flag.IntVar(&writerConfig.MaxRows, "max-rows", writerConfig.MaxRows, "the pipeline writer's max_rows")
+	flag.IntVar(&memoryLimitMB, "memory-limit-mb", memoryLimitMB, "the Go soft memory limit (MB) the pipeline runs under")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
 	chAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
@@ -86,12 +88,49 @@ type result struct {
 	MemoryLimitMB     int     `json:"memory_limit_mb"`
 	// PipelineStartupSeconds is from Run to the first consumed record (topic checks, connections, group join).
 	PipelineStartupSeconds float64 `json:"pipeline_startup_seconds"`
+	// ClickHouse's own account of the INSERTs into latency_events (system.query_log, when the server logs queries:
+	// deploy/local's does) per phase: INSERTs, and server CPU (user + system) per row in µs. Equal CPU per row
+	// means ClickHouse does the same work for the writer's rows and the baseline's: same table, same views.
+	RawPipelineInserts    int     `json:"raw_pipeline_inserts,omitempty"`
+	RawPipelineCHCPUUsRow float64 `json:"raw_pipeline_ch_cpu_us_per_row,omitempty"`
+	PipelineInserts       int     `json:"pipeline_inserts,omitempty"`
+	PipelineCHCPUUsRow    float64 `json:"pipeline_ch_cpu_us_per_row,omitempty"`
+	// PipelineGCCPUSeconds is the Go garbage collector's CPU in the pipeline phase (runtime/metrics), which the
+	// memory limit drives: the collector's main cost besides ClickHouse (docs/performance.md).
+	PipelineGCCPUSeconds float64 `json:"pipeline_gc_cpu_s"`
+}
+
+// insertStats returns ClickHouse's count of INSERTs into latency_events that started in [from, to] and their
+// server CPU (user + system) per inserted row in µs, from system.query_log; zeros when the server logs no queries.
+func insertStats(ctx context.Context, st *store.Store, from, to time.Time) (inserts int, usPerRow float64) {
+	_ = st.Conn().Exec(ctx, "SYSTEM FLUSH LOGS")
+	var n, rows, us uint64
+	err := st.Conn().QueryRow(ctx, `SELECT count(), sum(written_rows),
+		sum(ProfileEvents.Values[indexOf(ProfileEvents.Names, 'UserTimeMicroseconds')] +
+		    ProfileEvents.Values[indexOf(ProfileEvents.Names, 'SystemTimeMicroseconds')])
+		FROM system.query_log
+		WHERE type = 2 AND query LIKE 'INSERT INTO latency_events%' AND query_start_time >= ? AND query_start_time <= ?`,
+		from.Truncate(time.Second), to).Scan(&n, &rows, &us)
+	if err != nil || rows == 0 {
+		return 0, 0
+	}
+	return int(n), float64(us) / float64(rows)
+}
+
+// gcCPUSeconds is the garbage collector's CPU so far (runtime/metrics /cpu/classes/gc/total:cpu-seconds).
+func gcCPUSeconds() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
 }
 
 // memoryLimitMB is the Go soft memory limit the pipeline runs under: the value docs/collector.md recommends for
 // `tidemark run` (memory_limit_mb) on a 300 MB budget. The GC then works harder near the limit instead of letting
 // the heap double.
-const memoryLimitMB = 250
+var memoryLimitMB = 250
 
 func saramaConfig() *sarama.Config {
 	c := sarama.NewConfig()
@@ -163,9 +202,12 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	fmt.Fprintf(os.Stderr, "peak RSS %.0f MB\n", peakRSSMB())
 	quiesce()
 	fmt.Fprintln(os.Stderr, "raw pipeline...")
+	time.Sleep(1100 * time.Millisecond) // query_log's start times have 1 s resolution: phases get seconds of their own
+	rawFrom := time.Now()
 	if res.RawPipelineSecs, err = rawPipeline(ctx, brokers, topic, chAddr, db, n, writerConfig.BatchRows, writerConfig.MaxRows); err != nil {
 		return err
 	}
+	res.RawPipelineInserts, res.RawPipelineCHCPUUsRow = insertStats(ctx, st, rawFrom, time.Now())
 	if err := st.Conn().Exec(ctx, "TRUNCATE TABLE latency_events"); err != nil {
 		return fmt.Errorf("truncate after the raw pipeline: %w", err)
 	}
@@ -177,10 +219,14 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	runtime.GC()
 	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	debug.SetMemoryLimit(memoryLimitMB << 20)
+	debug.SetMemoryLimit(int64(memoryLimitMB) << 20)
+	time.Sleep(1100 * time.Millisecond)
+	pipeFrom, gc0 := time.Now(), gcCPUSeconds()
 	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n, records); err != nil {
 		return err
 	}
+	res.PipelineGCCPUSeconds = gcCPUSeconds() - gc0
+	res.PipelineInserts, res.PipelineCHCPUUsRow = insertStats(ctx, st, pipeFrom, time.Now())
 	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
 	res.RawInsertPerS = float64(n) / res.RawInsertSeconds
 	res.PipelineRowsPerS = float64(n) / res.PipelineSeconds
