@@ -517,6 +517,54 @@ func TestHandlerFollowsLoop(t *testing.T) {
 	}
 }
 
+// TestScrapeServesFinishedRendering: a scrape that arrives while the next snapshot is being rendered serves the last
+// finished rendering at once instead of waiting for the new one; the next scrape after the rendering serves it.
+func TestScrapeServesFinishedRendering(t *testing.T) {
+	tl, err := timeline.ReadFile(filepath.Join(caseDir, "c05_log_start.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	player := timeline.NewPlayer(tl)
+	cfg := caseConfig(t, tl)
+	loop, err := NewLoop(cfg, player, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(NewCollector(cfg, loop), nil)
+	scrape := func() (seq uint64, body string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		h.mu.RLock()
+		defer h.mu.RUnlock()
+		return h.cur.key.seq, rec.Body.String()
+	}
+	player.Advance()
+	s1, err := loop.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, first := scrape()
+	if seq != s1.Seq || !strings.Contains(first, "tidemark_lag_partition_offsets") {
+		t.Fatalf("first scrape: rendering of snapshot %d (want %d), body has partition lag: %v", seq, s1.Seq,
+			strings.Contains(first, "tidemark_lag_partition_offsets"))
+	}
+	player.Advance()
+	s2, err := loop.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.renderMu.Lock() // a rendering of s2 is being built (by Follow, in the daemon)
+	seq, during := scrape()
+	h.renderMu.Unlock()
+	if seq != s1.Seq || during != first {
+		t.Fatalf("scrape during a rendering served snapshot %d's (want the finished %d's), same body %v", seq, s1.Seq,
+			during == first)
+	}
+	if seq, _ = scrape(); seq != s2.Seq {
+		t.Fatalf("scrape after the rendering served snapshot %d, want %d", seq, s2.Seq)
+	}
+}
+
 // TestPartitionLagSeriesBudget pins granularity partition_lag's budget (docs/metrics.md): for the case C16 group (1
 // topic, 6 partitions, 3 members, flags set) exactly P + 1 + 4 = 11 series: the lag per partition, the lag sum of its
 // topic, and the group's lag, time lag, status and group-type info; the values are those of granularity partition.
