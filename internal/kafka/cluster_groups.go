@@ -344,9 +344,15 @@ func (c *ClusterReader) offsetFetch(ctx context.Context, id int32, groups []stri
 	}
 	out := make([]lagexporter.GroupObservation, 0, len(groups))
 	names := map[string]string{} // one copy of each topic name for all groups of the response
+	// The response's groups by id, indexed once: sarama's GetGroup scans them, which made a 10,000-group response
+	// cost 50 M string comparisons (a quarter of the exporter's CPU at 500k group-partitions).
+	byID := make(map[string]*sarama.OffsetFetchResponseGroup, len(resp.Groups))
+	for i := range resp.Groups {
+		byID[resp.Groups[i].GroupId] = &resp.Groups[i]
+	}
 	for _, name := range groups {
 		g := lagexporter.GroupObservation{Group: name}
-		rg := resp.GetGroup(name)
+		rg := byID[name]
 		switch {
 		case rg == nil:
 			g.Error = "group missing from OffsetFetch response"
