@@ -6,7 +6,7 @@ STACK := bash deploy/local/stack.sh
 # Go test flags; CI runs everything with the race detector.
 GOTESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-cardinality bench-plugin
+.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-cardinality bench-plugin bench-scale
 
 help:
 	@echo "make test     start real Kafka (with its SASL_SSL, OAUTHBEARER and mTLS listeners) + ClickHouse + Jaeger"
@@ -16,7 +16,7 @@ help:
 	@echo "              secure listeners, the OIDC issuer and ClickHouse's TLS port; 'make env' prints its env"
 	@echo "make plugin   build the Grafana plugin into plugin/dist"
 	@echo "make stress   repeat the tests (-race, -count, -cpu) to find flaky ones; prints failures per test (docs/testing.md)"
-	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-cardinality|bench-plugin   benchmarks (ratios against same-run baselines)"
+	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-cardinality|bench-plugin|bench-scale   benchmarks (ratios against same-run baselines)"
 
 install:
 	$(STACK) install
@@ -79,8 +79,14 @@ bench-lag:
 bench-lag-large:
 	$(STACK) with -- $(GO) run ./cmd/bench-lag -groups 25000 -peer-groups 1000
 
+# bench-collector: BENCH_REPLICAS=2 adds one and two `tidemark run` processes on the same receipts (docs/performance.md).
 bench-collector:
-	$(STACK) with -- $(GO) run ./cmd/bench-collector
+	$(STACK) with -- $(GO) run ./cmd/bench-collector $(if $(BENCH_REPLICAS),-replicas $(BENCH_REPLICAS))
+
+# bench-scale: two `tidemark run` replicas, load, one SIGKILLed mid-run; counts from ClickHouse and Kafka's tools
+# (docs/performance.md). One broker: the replicas, the load and ClickHouse already share the two cores.
+bench-scale:
+	$(STACK) with --brokers 1 -- $(GO) run ./cmd/bench-scale
 
 bench-cardinality:
 	$(STACK) with -- $(GO) run ./cmd/bench-cardinality
