@@ -17,6 +17,11 @@
 // encoding cost), pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.7); rss_mb is the pipeline's
 // peak RSS (VmHWM, target ≤ 300). The last line printed is the JSON result. Run it with `make bench-collector`
 // (starts the stack); BENCH_CPUPROFILE / BENCH_HEAPPROFILE write the pipeline's profiles (docs/performance.md).
+//
+// -replicas 2 (BENCH_REPLICAS=2, `make bench-collector BENCH_REPLICAS=2`) then runs the shipped binary on the same
+// receipts: one `tidemark run` process, then two sharing one receipts group (replicas.go), each with a user's
+// configuration, measured from outside; the JSON line adds their throughput, the ratio two / one and each
+// process's peak RSS.
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -58,14 +64,23 @@ func main() {
 	flag.IntVar(&writerConfig.BatchRows, "batch-rows", writerConfig.BatchRows, "the pipeline writer's batch_rows")
 	flag.IntVar(&writerConfig.MaxRows, "max-rows", writerConfig.MaxRows, "the pipeline writer's max_rows")
 	flag.IntVar(&memoryLimitMB, "memory-limit-mb", memoryLimitMB, "the Go soft memory limit (MB) the pipeline runs under")
+	defReplicas := 0
+	if v, err := strconv.Atoi(os.Getenv("BENCH_REPLICAS")); err == nil {
+		defReplicas = v
+	}
+	replicas := flag.Int("replicas", defReplicas, "also run 1 and this many `tidemark run` processes sharing the receipts group (0: none; env BENCH_REPLICAS)")
 	flag.Parse()
+	if *replicas == 1 || *replicas < 0 {
+		fmt.Fprintln(os.Stderr, "bench-collector: -replicas is 0 (off) or the number of replicas to compare with one, >= 2")
+		os.Exit(2)
+	}
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
 	chAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
 	if brokers[0] == "" || chAddr == "" {
 		fmt.Fprintln(os.Stderr, "bench-collector: TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR must be set (make bench-collector sets them)")
 		os.Exit(2)
 	}
-	if err := bench(brokers, chAddr, *n, *perRecord); err != nil {
+	if err := bench(brokers, chAddr, *n, *perRecord, *replicas); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-collector:", err)
 		os.Exit(1)
 	}
@@ -98,6 +113,8 @@ type result struct {
 	// PipelineGCCPUSeconds is the Go garbage collector's CPU in the pipeline phase (runtime/metrics), which the
 	// memory limit drives: the collector's main cost besides ClickHouse (docs/performance.md).
 	PipelineGCCPUSeconds float64 `json:"pipeline_gc_cpu_s"`
+	// With -replicas N: the shipped binary, 1 process then N (replicas.go).
+	Replicas *replicaResult `json:"replicas,omitempty"`
 }
 
 // insertStats returns ClickHouse's count of INSERTs into latency_events that started in [from, to] and their
@@ -138,7 +155,7 @@ func saramaConfig() *sarama.Config {
 	return c
 }
 
-func bench(brokers []string, chAddr string, n, perRecord int) error {
+func bench(brokers []string, chAddr string, n, perRecord, replicas int) error {
 	ctx := context.Background()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	topic := "bench-receipts-" + run
@@ -233,10 +250,16 @@ func bench(brokers []string, chAddr string, n, perRecord int) error {
 	res.RawPipelinePerS = float64(n) / res.RawPipelineSecs
 	res.PipelineRatio = res.PipelineRowsPerS / min(res.RawConsumePerS, res.RawInsertPerS)
 	res.PipelineVsRaw = res.PipelineRowsPerS / res.RawPipelinePerS
+	res.RSSMB = peakRSSMB()
+	if replicas > 0 {
+		debug.SetMemoryLimit(math.MaxInt64) // the bench process only watches from here on
+		if res.Replicas, err = replicaPhases(ctx, st, brokers, chAddr, topic, n, replicas, quiesce); err != nil {
+			return err
+		}
+	}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
-	res.RSSMB = peakRSSMB()
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
