@@ -1,28 +1,34 @@
 // Command bench-scale stages Tidemark scaled out on this machine and measures, from outside, what a crash of one
 // replica costs: two `tidemark run` replicas (the shipped binary, each with a user's configuration file) share the
-// receipts group and elect a lag exporter, load flows through the instrumentation package (cmd/loadgen: instrumented
-// producers, an instrumented consumer group lagging behind them, receipts emitted to the receipts topic), and one
-// replica is SIGKILLed mid-run. The LAST line printed is one JSON object (result); every count in it comes from
-// ClickHouse or from Kafka (its log, read back, and its own consumer-groups command), never from Tidemark's own
-// counters:
+// receipts group and elect a lag exporter per Kafka cluster, load flows through the instrumentation package
+// (cmd/loadgen per cluster: instrumented producers, an instrumented consumer group lagging behind them, receipts
+// emitted to the receipts topic), and one replica is SIGKILLed mid-run. The LAST line printed is one JSON object
+// (result); every count in it comes from ClickHouse or from Kafka (its log, read back, and its own consumer-groups
+// command), never from Tidemark's own counters:
 //
-//   - rows_sent: receipts in the receipts topic's log after the run (what the application's emitter got into Kafka);
+//   - rows_sent: receipts in the receipts topics' logs after the run (what the applications' emitters got into Kafka);
 //   - rows_lost / rows_duplicated: receipt keys (group, topic, partition, offset) sent and absent from latency_events,
 //     and rows beyond one per key, read with FINAL (what a query sees once ReplacingMergeTree has merged: a
 //     redelivered receipt stored again under the same key and replay class is stored once; under another replay
-//     class it is a duplicate); rows_reinserted: rows inserted more than once by key, counted by a plain MergeTree
-//     materialized view the bench puts on latency_events (the at-least-once redelivery the crash caused, which the
-//     idempotent key absorbs);
+//     class it is a duplicate); on a ClickHouse cluster each replica is counted on its own (after SYSTEM SYNC
+//     REPLICA) and the worst one reported. rows_reinserted: rows inserted more than once by key, counted by a plain
+//     MergeTree materialized view the bench puts on latency_events (the at-least-once redelivery the crash caused,
+//     which the idempotent key absorbs);
 //   - false_probe_loss: probe_events rows with status lost whose probe the probe topic's log holds;
-//   - lag_failover_s: from the kill until the end, the time during which no live replica served
-//     tidemark_lag_exporter_active{cluster}=1 (both replicas scraped every 250 ms); lag_exporters_max_active, the
-//     most replicas active at once; lag_snapshot_max_gap_s, the longest gap between lag_snapshots rows from the kill on;
-//   - cluster_lag_mismatches: per cluster, after the load stopped, group-partitions whose lag in the active replica's
-//     tidemark_lag_partition_offsets differs from Kafka's own `kafka-consumer-groups.sh --describe --all-groups`.
+//   - lag_failover_s: the longest, over clusters, of the time from the kill until the end during which no live
+//     replica served tidemark_lag_exporter_active{cluster}=1 (both replicas scraped every 250 ms);
+//     lag_exporters_max_active, the most replicas active at once for one cluster (2 is a split brain);
+//     lag_snapshot_max_gap_s, the longest gap between a cluster's lag_snapshots rows from the kill on;
+//   - cluster_lag_mismatches: per cluster, after the load stopped, group-partitions whose lag in the surviving
+//     replica's tidemark_lag_partition_offsets differs from that cluster's own `kafka-consumer-groups.sh --describe
+//     --all-groups`.
 //
-// What the build does not support is staged as it is and reported so (lag_election, probe_instance_ids: false;
-// clusters and clickhouse_replicas count what was really staged), never filled in. Run it with `make bench-scale`,
-// which starts the stack; it takes about 3 minutes. Flags: -duration, -rate, -session-timeout, -keep.
+// The bench stages what the build and the repository support, detected, never assumed: `tidemark run
+// --print-config` must accept lag.election, collector.probe.instance_id, clusters: and clickhouse.cluster, and
+// deploy/local/chcluster.sh must exist for the ClickHouse replicas. A second Kafka cluster (kafka.sh, one broker,
+// its own state directory and ports) and two ClickHouse replicas with ZooKeeper (chcluster.sh) are started when
+// used and stopped after, unless they were already running. clusters and clickhouse_replicas count what was
+// really staged and watched. Run it with `make bench-scale`, which starts the stack; it takes about 3 minutes.
 package main
 
 import (
@@ -39,8 +45,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/IBM/sarama"
 
 	"github.com/tidemark/tidemark/internal/benchproc"
@@ -67,34 +71,44 @@ type result struct {
 	// ClusterLagMismatches sums over clusters; ClusterLagCompared is the group-partitions compared.
 	ClusterLagMismatches int `json:"cluster_lag_mismatches"`
 	ClusterLagCompared   int `json:"cluster_lag_compared"`
-	// What this build supports, detected by `tidemark run --print-config` accepting the keys.
-	LagElection      bool      `json:"lag_election"`
-	ProbeInstanceIDs bool      `json:"probe_instance_ids"`
-	Killed           string    `json:"killed"`
-	KilledAtS        float64   `json:"killed_at_s"`
-	RSSMB            []float64 `json:"rss_mb"` // peak RSS (VmHWM) of each replica
-	LoadSeconds      float64   `json:"load_s"`
-	TotalSeconds     float64   `json:"total_s"`
-	LoadAvg          string    `json:"loadavg"`
+	// What the build and the repository support (detected): what was staged.
+	LagElection       bool      `json:"lag_election"`
+	ProbeInstanceIDs  bool      `json:"probe_instance_ids"`
+	MultiCluster      bool      `json:"multi_cluster"`
+	ClickHouseCluster bool      `json:"clickhouse_cluster"`
+	Killed            string    `json:"killed"`
+	KilledAtS         float64   `json:"killed_at_s"`
+	RSSMB             []float64 `json:"rss_mb"` // peak RSS (VmHWM) of each replica
+	LoadSeconds       float64   `json:"load_s"`
+	TotalSeconds      float64   `json:"total_s"`
+	LoadAvg           string    `json:"loadavg"`
 }
 
 type options struct {
 	duration, sessionTimeout time.Duration
 	rate                     float64
 	keep                     bool
+	tidemark                 string // a built binary to measure instead of building ./cmd/tidemark
+	clusters                 int    // Kafka clusters wanted (used when the build supports clusters:)
 }
 
 func main() {
 	var o options
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "how long the load runs; the kill is at half of it")
-	flag.Float64Var(&o.rate, "rate", 150, "records per second of each of the two instrumented producers")
+	flag.Float64Var(&o.rate, "rate", 150, "records per second of each of the two instrumented producers of each cluster")
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "lag.election.session_timeout (the broker's minimum is 6s)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, replica logs) and print its path")
+	flag.StringVar(&o.tidemark, "tidemark", "", "measure this tidemark binary (e.g. another branch's build) instead of building ./cmd/tidemark")
+	flag.IntVar(&o.clusters, "clusters", 2, "Kafka clusters to stage when the build supports clusters: (1 or 2)")
 	flag.Parse()
-	st := stage{brokers: strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ","), chAddr: os.Getenv("TIDEMARK_CLICKHOUSE_ADDR"),
-		kafkaLib: os.Getenv("TIDEMARK_KAFKA_LIB"), o: o}
-	if st.brokers[0] == "" || st.chAddr == "" || st.kafkaLib == "" {
+	st := stage{o: o, stackBrokers: strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ","),
+		stackCH: os.Getenv("TIDEMARK_CLICKHOUSE_ADDR"), kafkaLib: os.Getenv("TIDEMARK_KAFKA_LIB")}
+	if st.stackBrokers[0] == "" || st.stackCH == "" || st.kafkaLib == "" {
 		fmt.Fprintln(os.Stderr, "bench-scale: TIDEMARK_KAFKA_BROKERS, TIDEMARK_CLICKHOUSE_ADDR and TIDEMARK_KAFKA_LIB must be set (make bench-scale sets them)")
+		os.Exit(2)
+	}
+	if o.clusters < 1 || o.clusters > 2 {
+		fmt.Fprintln(os.Stderr, "bench-scale: -clusters is 1 or 2")
 		os.Exit(2)
 	}
 	res, err := st.run(context.Background())
@@ -108,20 +122,29 @@ func main() {
 
 // stage is one run: what it started and what it measured.
 type stage struct {
-	brokers          []string
-	chAddr, kafkaLib string
-	o                options
+	o                       options
+	stackBrokers            []string
+	stackCH, kafkaLib       string
+	id, dir, db, prefix     string
+	tidemark, loadgen       string
+	clusters                []*kcluster
+	ch                      *chTarget
+	replicas                []*replica
+	election, instances     bool
+	multiCluster, chCluster bool
+	samplesMu               sync.Mutex
+	peakRSS                 []float64
+}
 
-	id, dir, db, cluster         string
-	ordersTopic, receiptsTopic   string
-	probeTopic, appGroup, prefix string
-	tidemark, loadgen            string
-	replicas                     []*replica
-	ch                           driver.Conn
-	election, instances          bool
-	samplesMu                    sync.Mutex
-	samples                      []activeSample
-	peakRSS                      []float64
+// kcluster is one Kafka cluster the replicas watch, with its load.
+type kcluster struct {
+	name                    string
+	brokers                 []string
+	orders, receipts, probe string // topics
+	appGroup, prefix        string
+	load                    *benchproc.Proc
+	sent                    map[receiptKey]int
+	samples                 []activeSample // guarded by stage.samplesMu
 }
 
 type replica struct {
@@ -146,9 +169,7 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	begin := time.Now()
 	s.id = strconv.FormatInt(time.Now().UnixNano()/1e6%1e9, 36)
 	s.prefix = "bench-scale-" + s.id + "-"
-	s.appGroup = s.prefix + "app"
-	s.ordersTopic, s.receiptsTopic, s.probeTopic = "bs-"+s.id+"-orders", "bs-"+s.id+"-receipts", "bs-"+s.id+"-probe"
-	s.db, s.cluster = "tidemark_bench_scale", "local"
+	s.db = "tidemark_bench_scale"
 	var err error
 	if s.dir, err = os.MkdirTemp("", "bench-scale-"); err != nil {
 		return nil, err
@@ -159,21 +180,44 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		defer os.RemoveAll(s.dir)
 	}
 	logf("building tidemark and loadgen")
-	bins, err := benchproc.Build(ctx, s.dir, "./cmd/tidemark", "./cmd/loadgen")
+	pkgs := []string{"./cmd/loadgen", "./cmd/tidemark"}
+	if s.o.tidemark != "" {
+		pkgs = pkgs[:1]
+	}
+	bins, err := benchproc.Build(ctx, s.dir, pkgs...)
 	if err != nil {
 		return nil, err
 	}
-	s.tidemark, s.loadgen = bins[0], bins[1]
-	if s.ch, err = clickhouse.Open(&clickhouse.Options{Addr: []string{s.chAddr}, Auth: clickhouse.Auth{Username: "default"},
-		Settings: clickhouse.Settings{"max_execution_time": 120}}); err != nil {
+	s.loadgen, s.tidemark = bins[0], s.o.tidemark
+	if s.tidemark == "" {
+		s.tidemark = bins[1]
+	}
+	s.detect(ctx)
+
+	// The servers: the stack's cluster and ClickHouse, plus what the build can use.
+	s.clusters = []*kcluster{s.newCluster("a", s.stackBrokers)}
+	if !s.multiCluster {
+		s.clusters[0].name = "local"
+	} else if s.o.clusters == 2 {
+		brokers, stop, err := startSecondKafka(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		s.clusters = append(s.clusters, s.newCluster("b", brokers))
+	}
+	if s.chCluster {
+		if s.ch, err = startCHCluster(ctx); err != nil {
+			return nil, err
+		}
+	} else if s.ch, err = singleCH(s.stackCH); err != nil {
 		return nil, err
 	}
-	defer s.ch.Close()
-	if err := s.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
+	defer s.ch.close()
+	if err := s.ch.execEach(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
 		return nil, fmt.Errorf("drop %s: %w", s.db, err)
 	}
 	defer s.deleteTopics()
-	s.detect(ctx)
 	defer s.stopAll()
 
 	// Replica 0 migrates the schema alone, then the bench's insert counter goes on latency_events before any
@@ -185,9 +229,9 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		}
 		s.replicas = append(s.replicas, r)
 		if i == 0 {
-			if err := s.ch.Exec(ctx, `CREATE MATERIALIZED VIEW `+s.db+`.bench_receipt_inserts ENGINE = MergeTree
+			if err := s.ch.execEach(ctx, `CREATE MATERIALIZED VIEW `+s.db+`.bench_receipt_inserts ENGINE = MergeTree
 				ORDER BY (consumer_group, topic, partition, offset) AS SELECT consumer_group, topic, partition, offset
-				FROM `+s.db+`.latency_events WHERE source = 'receipt'`); err != nil {
+				FROM `+s.db+`.`+s.ch.local("latency_events")+` WHERE source = 'receipt'`); err != nil {
 				return nil, fmt.Errorf("create the insert counter: %w", err)
 			}
 		}
@@ -198,27 +242,31 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	go func() { defer close(scraped); s.scrapeLoop(sctx) }()
 	defer func() { stopScrape(); <-scraped }()
 
-	res := &result{Replicas: len(s.replicas), Clusters: 1, ClickHouseReplicas: 1, LagElection: s.election,
-		ProbeInstanceIDs: s.instances, SessionTimeoutS: s.o.sessionTimeout.Seconds()}
+	res := &result{Replicas: len(s.replicas), Clusters: len(s.clusters), ClickHouseReplicas: len(s.ch.addrs),
+		LagElection: s.election, ProbeInstanceIDs: s.instances, MultiCluster: s.multiCluster, ClickHouseCluster: s.chCluster,
+		SessionTimeoutS: s.o.sessionTimeout.Seconds()}
 	loadStart := time.Now()
-	lg, err := benchproc.Start("loadgen", filepath.Join(s.dir, "loadgen.log"), nil, s.loadgen,
-		"--brokers", strings.Join(s.brokers, ","), "--topic", s.ordersTopic, "--partitions", "6",
-		"--receipts-topic", s.receiptsTopic, "--group", s.appGroup, "--rate", strconv.FormatFloat(s.o.rate, 'f', -1, 64),
-		"--duration", s.o.duration.String(), "--reset-at", "0",
-		"--producer", "p-1:0", "--producer", "p-2:+300ms", "--consumer", "c-1:0:3ms")
-	if err != nil {
+	for _, c := range s.clusters {
+		if c.load, err = benchproc.Start("loadgen "+c.name, filepath.Join(s.dir, "loadgen-"+c.name+".log"), nil, s.loadgen,
+			"--brokers", strings.Join(c.brokers, ","), "--topic", c.orders, "--partitions", "6",
+			"--receipts-topic", c.receipts, "--group", c.appGroup, "--rate", strconv.FormatFloat(s.o.rate, 'f', -1, 64),
+			"--duration", s.o.duration.String(), "--reset-at", "0",
+			"--producer", "p-1:0", "--producer", "p-2:+300ms", "--consumer", "c-1:0:3ms"); err != nil {
+			return nil, err
+		}
+		defer c.load.Kill()
+	}
+	logf("load for %v at %.0f records/s from 2 producers on each of %d cluster(s)", s.o.duration, 2*s.o.rate, len(s.clusters))
+	// Two groups per cluster that stop at 40% of the load: real committed offsets, lag growing until the load ends.
+	if err := s.sleepLoad(ctx, s.o.duration*4/10); err != nil {
 		return nil, err
 	}
-	defer lg.Kill()
-	logf("load for %v at %.0f records/s from 2 producers", s.o.duration, 2*s.o.rate)
-	// Two groups that stop at 40% of the load: real committed offsets, lag growing until the load ends.
-	if err := sleepOrExit(ctx, lg, s.o.duration*4/10); err != nil {
-		return nil, err
+	for _, c := range s.clusters {
+		if err := c.commitStalled(2); err != nil {
+			return nil, err
+		}
 	}
-	if err := s.commitStalled(2); err != nil {
-		return nil, err
-	}
-	if err := sleepOrExit(ctx, lg, s.o.duration/10); err != nil {
+	if err := s.sleepLoad(ctx, s.o.duration/10); err != nil {
 		return nil, err
 	}
 	killed := s.pickVictim()
@@ -227,56 +275,71 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	res.Killed, res.KilledAtS = s.replicas[killed].name, killAt.Sub(loadStart).Seconds()
 	logf("SIGKILLed %s (pid %d) %.1fs into the load", s.replicas[killed].name, s.replicas[killed].proc.Pid(), res.KilledAtS)
 	survivor := s.replicas[1-killed]
-	if err := lg.Wait(s.o.duration + 90*time.Second); err != nil {
-		return nil, fmt.Errorf("loadgen: %v\n%s", err, lg.Tail(20))
-	}
-	loadEnd := time.Now()
-	res.LoadSeconds = loadEnd.Sub(loadStart).Seconds()
-	logf("load done: %s", lg.Tail(1))
-
-	sent, err := s.readReceipts()
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range sent {
-		res.RowsSent += n
-	}
-	logf("receipts topic holds %d receipts (%d keys)", res.RowsSent, len(sent))
-	if err := s.waitStored(ctx, survivor, sent); err != nil {
-		return nil, err
-	}
-	// The lag of every bench group is static now (producers stopped, the application exited, the stalled groups
-	// never move): compare once the active replica has a snapshot taken after this moment.
-	mism, compared, err := s.compareLag(ctx, survivor, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	res.ClusterLagMismatches, res.ClusterLagCompared = len(mism), compared
-	for i, m := range mism {
-		if i == 10 {
-			logf("... %d more lag mismatches", len(mism)-10)
-			break
+	for _, c := range s.clusters {
+		if err := c.load.Wait(s.o.duration + 90*time.Second); err != nil {
+			return nil, fmt.Errorf("%s: %v\n%s", c.load.Name, err, c.load.Tail(20))
 		}
-		logf("lag mismatch %s", m)
+		logf("load on %s done: %s", c.name, c.load.Tail(1))
+	}
+	res.LoadSeconds = time.Since(loadStart).Seconds()
+
+	allSent := map[receiptKey]int{}
+	for _, c := range s.clusters {
+		if c.sent, err = c.readReceipts(); err != nil {
+			return nil, err
+		}
+		for k, n := range c.sent {
+			allSent[k] += n
+			res.RowsSent += n
+		}
+	}
+	logf("receipts topics hold %d receipts (%d keys)", res.RowsSent, len(allSent))
+	if err := s.waitStored(ctx, survivor, allSent); err != nil {
+		return nil, err
+	}
+	// The lag of every bench group is static now (producers stopped, the applications exited, the stalled groups
+	// never move): compare once the surviving replica serves a snapshot taken after this moment.
+	frozen := time.Now()
+	for _, c := range s.clusters {
+		mism, compared, err := s.compareLag(ctx, c, survivor, frozen)
+		if err != nil {
+			return nil, err
+		}
+		res.ClusterLagMismatches += len(mism)
+		res.ClusterLagCompared += compared
+		for i, m := range mism {
+			if i == 10 {
+				logf("... %d more lag mismatches on %s", len(mism)-10, c.name)
+				break
+			}
+			logf("lag mismatch on %s: %s", c.name, m)
+		}
 	}
 	// Probes still in flight at the end are swept lost only after the loss timeout: wait it out before counting.
 	time.Sleep(probeLossTimeout + 2*probeInterval)
 	stopScrape()
 	<-scraped
-	s.samplesMu.Lock()
-	gap, maxActive := noActiveTime(s.samples, killAt)
-	s.samplesMu.Unlock()
-	res.LagFailoverS, res.LagMaxActive = gap.Seconds(), maxActive
+	for _, c := range s.clusters {
+		gap, maxActive := noActiveTime(c.samples, killAt)
+		logf("%s: %.2fs without an active lag exporter after the kill, at most %d active at once", c.name, gap.Seconds(), maxActive)
+		res.LagFailoverS, res.LagMaxActive = max(res.LagFailoverS, gap.Seconds()), max(res.LagMaxActive, maxActive)
+	}
 	if err := survivor.proc.Stop(30 * time.Second); err != nil {
 		logf("%s stop: %v", survivor.name, err)
 	}
 	res.RSSMB = s.peakRSS
-	if err := s.count(ctx, res, sent, killAt); err != nil {
+	if err := s.count(ctx, res, allSent, killAt); err != nil {
 		return nil, err
 	}
 	res.TotalSeconds = time.Since(begin).Seconds()
 	res.LoadAvg = benchproc.LoadAvg()
 	return res, nil
+}
+
+func (s *stage) newCluster(name string, brokers []string) *kcluster {
+	t := "bs-" + s.id + "-" + name + "-"
+	return &kcluster{name: name, brokers: brokers, orders: t + "orders", receipts: t + "receipts", probe: t + "probe",
+		prefix: s.prefix + name + "-", appGroup: s.prefix + name + "-app"}
 }
 
 // The probe path's settings: a probe every 500 ms per partition, lost when not back within 5 s.
@@ -285,73 +348,88 @@ const (
 	probeLossTimeout = 5 * time.Second
 )
 
-// config is replica i's `tidemark run` configuration, as a user would write it for two replicas.
-func (s *stage) config(i, port int, election, instances bool) string {
+// feature is one optional part of a replica's configuration.
+type feature struct{ election, instances, multiCluster, chCluster bool }
+
+// config is replica i's `tidemark run` configuration, as a user would write it for two replicas: one top-level
+// kafka/collector/lag block for one cluster, or a clusters: list.
+func (s *stage) config(i, port int, f feature, clusters []*kcluster, ch *chTarget) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `kafka:
-  brokers: [%s]
-  client_id: tidemark-replica-%d
-clickhouse:
-  addr: [%s]
-  database: %s
-  writer:
-    flush_interval: 500ms
-migrate: true
-collector:
-  dead_letter_topic: bs-%s-dlq
-  replay_state_topic: bs-%s-replay-state
+	ind := func(n int, text string) {
+		for _, l := range strings.SplitAfter(text, "\n") {
+			if l != "" && l != "\n" {
+				b.WriteString(strings.Repeat(" ", n))
+			}
+			b.WriteString(l)
+		}
+	}
+	block := func(n int, c *kcluster) {
+		ind(n, fmt.Sprintf("kafka:\n  brokers: [%s]\n  client_id: tidemark-replica-%d\n", strings.Join(c.brokers, ", "), i))
+		ind(n, fmt.Sprintf(`collector:
+  dead_letter_topic: bs-%s-%s-dlq
+  replay_state_topic: bs-%s-%s-replay-state
   receipts:
     enabled: true
     topic: %s
-    group: tmbs-%s-receipts
+    group: tmbs-%s-%s-receipts
     partitions: 6
   probe:
     enabled: true
     topic: %s
-    group: tmbs-%s-probe
+    group: tmbs-%s-%s-probe
     interval: %v
     loss_timeout: %v
     partitions: 4
-`, strings.Join(s.brokers, ", "), i, s.chAddr, s.db, s.id, s.id, s.receiptsTopic, s.id, s.probeTopic, s.id,
-		probeInterval, probeLossTimeout)
-	if instances {
-		fmt.Fprintf(&b, "    instance_id: replica-%d\n", i)
+`, s.id, c.name, s.id, c.name, c.receipts, s.id, c.name, c.probe, s.id, c.name, probeInterval, probeLossTimeout))
+		if f.instances {
+			ind(n, fmt.Sprintf("    instance_id: replica-%d\n", i))
+		}
+		ind(n, fmt.Sprintf("lag:\n  poll_interval: 1s\n  group_allow: [\"%s.*\"]\n", c.prefix))
+		if !f.multiCluster {
+			ind(n, fmt.Sprintf("  cluster: %s\n", c.name))
+		}
+		if f.election {
+			ind(n, fmt.Sprintf("  election:\n    enabled: true\n    group: tmbs-%s-%s-lag-election\n    topic: bs-%s-%s-lag-lease\n    session_timeout: %v\n",
+				s.id, c.name, s.id, c.name, s.o.sessionTimeout))
+		}
 	}
-	fmt.Fprintf(&b, `lag_enabled: true
-lag:
-  cluster: %s
-  poll_interval: 1s
-  group_allow: ["%s.*"]
-`, s.cluster, s.prefix)
-	if election {
-		fmt.Fprintf(&b, `  election:
-    enabled: true
-    group: tmbs-%s-lag-election
-    topic: bs-%s-lag-lease
-    session_timeout: %v
-`, s.id, s.id, s.o.sessionTimeout)
+	if f.multiCluster {
+		b.WriteString("clusters:\n")
+		for _, c := range clusters {
+			fmt.Fprintf(&b, "  - name: %s\n", c.name)
+			block(4, c)
+		}
+	} else {
+		block(0, clusters[0])
 	}
-	fmt.Fprintf(&b, `http:
-  listen: 127.0.0.1:%d
-log:
-  level: info
-`, port)
+	fmt.Fprintf(&b, "clickhouse:\n  addr: [%s]\n  database: %s\n  writer:\n    flush_interval: 500ms\n", strings.Join(ch.addrs, ", "), s.db)
+	if f.chCluster {
+		fmt.Fprintf(&b, "  cluster: %s\n", ch.cluster)
+	}
+	fmt.Fprintf(&b, "migrate: true\nlag_enabled: true\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: info\n", port)
 	return b.String()
 }
 
-// detect asks the binary which scale-out keys it knows (`--print-config` fails on an unknown key).
+// detect asks the binary which scale-out keys it knows (`--print-config` fails on an unknown key), and the
+// repository whether it can start a ClickHouse cluster.
 func (s *stage) detect(ctx context.Context) {
-	accepts := func(election, instances bool) bool {
+	probe := []*kcluster{s.newCluster("a", s.stackBrokers), s.newCluster("b", s.stackBrokers)}
+	ch := &chTarget{addrs: []string{s.stackCH}, cluster: "tidemark_ch"}
+	accepts := func(f feature) bool {
 		p := filepath.Join(s.dir, "probe-config.yaml")
-		if err := os.WriteFile(p, []byte(s.config(0, 1, election, instances)), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(s.config(0, 1, f, probe, ch)), 0o644); err != nil {
 			return false
 		}
 		cmd := exec.CommandContext(ctx, s.tidemark, "run", "--config", p, "--print-config")
 		cmd.Env = benchproc.CleanEnv()
 		return cmd.Run() == nil
 	}
-	s.election, s.instances = accepts(true, false), accepts(false, true)
-	logf("this build: lag election %v, probe instance ids %v", s.election, s.instances)
+	s.election, s.instances = accepts(feature{election: true}), accepts(feature{instances: true})
+	s.multiCluster = accepts(feature{multiCluster: true})
+	_, err := os.Stat(chclusterScript)
+	s.chCluster = accepts(feature{chCluster: true}) && err == nil
+	logf("this build: lag election %v, probe instance ids %v, clusters: %v, clickhouse.cluster with %s: %v",
+		s.election, s.instances, s.multiCluster, chclusterScript, s.chCluster)
 }
 
 func (s *stage) startReplica(ctx context.Context, i int) (*replica, error) {
@@ -360,7 +438,8 @@ func (s *stage) startReplica(ctx context.Context, i int) (*replica, error) {
 		return nil, err
 	}
 	r := &replica{name: "replica-" + strconv.Itoa(i), port: port, cfg: filepath.Join(s.dir, fmt.Sprintf("replica-%d.yaml", i))}
-	if err := os.WriteFile(r.cfg, []byte(s.config(i, port, s.election, s.instances)), 0o644); err != nil {
+	f := feature{s.election, s.instances, s.multiCluster, s.chCluster}
+	if err := os.WriteFile(r.cfg, []byte(s.config(i, port, f, s.clusters, s.ch)), 0o644); err != nil {
 		return nil, err
 	}
 	if r.proc, err = benchproc.Start(r.name, filepath.Join(s.dir, r.name+".log"), nil, s.tidemark, "run", "--config", r.cfg); err != nil {
@@ -384,13 +463,17 @@ func (s *stage) stopAll() {
 	}
 }
 
-// scrapeLoop scrapes every live replica's /metrics every 250 ms until ctx ends: whether it is the active lag
-// exporter, and its peak RSS.
+// scrapeLoop scrapes every live replica's /metrics every 250 ms until ctx ends: whether it is each cluster's
+// active lag exporter, and its peak RSS.
 func (s *stage) scrapeLoop(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		smp := activeSample{At: time.Now(), Active: make([]bool, len(s.replicas))}
+		at := time.Now()
+		active := make([][]bool, len(s.clusters)) // cluster → replica
+		for c := range active {
+			active[c] = make([]bool, len(s.replicas))
+		}
 		for i, r := range s.replicas {
 			if r.proc.Exited() {
 				continue
@@ -402,10 +485,14 @@ func (s *stage) scrapeLoop(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			smp.Active[i] = s.isActive(fams)
+			for c, cl := range s.clusters {
+				active[c][i] = s.isActive(fams, cl.name)
+			}
 		}
 		s.samplesMu.Lock()
-		s.samples = append(s.samples, smp)
+		for c, cl := range s.clusters {
+			cl.samples = append(cl.samples, activeSample{At: at, Active: active[c]})
+		}
 		s.samplesMu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -417,21 +504,22 @@ func (s *stage) scrapeLoop(ctx context.Context) {
 
 // isActive: with an election, the replica serves tidemark_lag_exporter_active{cluster}=1; without one (a build
 // before it), every replica that serves the cluster's lag series exports it, so it counts as active.
-func (s *stage) isActive(f benchproc.Families) bool {
+func (s *stage) isActive(f benchproc.Families, cluster string) bool {
 	if s.election {
-		v, ok := f.Value("tidemark_lag_exporter_active", map[string]string{"cluster": s.cluster})
+		v, ok := f.Value("tidemark_lag_exporter_active", map[string]string{"cluster": cluster})
 		return ok && v == 1
 	}
-	_, ok := f.Value("tidemark_lag_exporter_group_partitions", map[string]string{"cluster": s.cluster})
+	_, ok := f.Value("tidemark_lag_exporter_group_partitions", map[string]string{"cluster": cluster})
 	return ok
 }
 
-// pickVictim is the replica to kill: the active lag exporter of the last scrape (so the lease must move), else 0.
+// pickVictim is the replica to kill: the first cluster's active lag exporter of the last scrape (so its lease must
+// move), else replica 0.
 func (s *stage) pickVictim() int {
 	s.samplesMu.Lock()
 	defer s.samplesMu.Unlock()
-	if n := len(s.samples); n > 0 && s.election {
-		for i, a := range s.samples[n-1].Active {
+	if smp := s.clusters[0].samples; len(smp) > 0 && s.election {
+		for i, a := range smp[len(smp)-1].Active {
 			if a {
 				return i
 			}
@@ -440,41 +528,45 @@ func (s *stage) pickVictim() int {
 	return 0
 }
 
-func sleepOrExit(ctx context.Context, p *benchproc.Proc, d time.Duration) error {
+// sleepLoad waits d, failing if a load generator exited meanwhile.
+func (s *stage) sleepLoad(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(d):
 	}
-	if p.Exited() {
-		return fmt.Errorf("%s exited early: %v\n%s", p.Name, p.Wait(0), p.Tail(20))
+	for _, c := range s.clusters {
+		if c.load.Exited() {
+			return fmt.Errorf("%s exited early: %v\n%s", c.load.Name, c.load.Wait(0), c.load.Tail(20))
+		}
 	}
 	return nil
 }
 
-// commitStalled commits, for n groups named prefix+"stalled-i", the current high watermark of every partition of the
-// orders topic: groups that consumed so far and stopped (no members), lagging more as the load goes on.
-func (s *stage) commitStalled(n int) error {
-	client, err := sarama.NewClient(s.brokers, saramaConfig())
+// commitStalled commits, for n groups named prefix+"stalled-g", the high watermark of now divided by g on every
+// partition of the orders topic: groups that consumed so far and stopped (no members), lagging more as the load
+// goes on.
+func (c *kcluster) commitStalled(n int) error {
+	client, err := sarama.NewClient(c.brokers, saramaConfig())
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	parts, err := client.Partitions(s.ordersTopic)
+	parts, err := client.Partitions(c.orders)
 	if err != nil {
 		return err
 	}
 	for g := 1; g <= n; g++ {
-		om, err := sarama.NewOffsetManagerFromClient(s.prefix+"stalled-"+strconv.Itoa(g), client)
+		om, err := sarama.NewOffsetManagerFromClient(c.prefix+"stalled-"+strconv.Itoa(g), client)
 		if err != nil {
 			return err
 		}
 		for _, p := range parts {
-			hw, err := client.GetOffset(s.ordersTopic, p, sarama.OffsetNewest)
+			hw, err := client.GetOffset(c.orders, p, sarama.OffsetNewest)
 			if err != nil {
 				return err
 			}
-			pom, err := om.ManagePartition(s.ordersTopic, p)
+			pom, err := om.ManagePartition(c.orders, p)
 			if err != nil {
 				return err
 			}
@@ -490,8 +582,8 @@ func (s *stage) commitStalled(n int) error {
 }
 
 // readLog reads every partition of topic from its log start to the high watermark of now and calls fn per record.
-func (s *stage) readLog(topic string, fn func(partition int32, value []byte) error) error {
-	client, err := sarama.NewClient(s.brokers, saramaConfig())
+func readLog(brokers []string, topic string, fn func(partition int32, value []byte) error) error {
+	client, err := sarama.NewClient(brokers, saramaConfig())
 	if err != nil {
 		return err
 	}
@@ -540,13 +632,13 @@ func (s *stage) readLog(topic string, fn func(partition int32, value []byte) err
 }
 
 // readReceipts decodes the receipts topic: receipts per key, as the application's emitter wrote them.
-func (s *stage) readReceipts() (map[receiptKey]int, error) {
+func (c *kcluster) readReceipts() (map[receiptKey]int, error) {
 	sent := map[receiptKey]int{}
 	var buf []instrument.Receipt
-	err := s.readLog(s.receiptsTopic, func(_ int32, v []byte) error {
+	err := readLog(c.brokers, c.receipts, func(_ int32, v []byte) error {
 		var err error
 		if buf, err = instrument.DecodeReceiptBatch(buf[:0], v); err != nil {
-			return fmt.Errorf("receipts topic holds a record the emitter did not write: %w", err)
+			return fmt.Errorf("receipts topic %s holds a record the emitter did not write: %w", c.receipts, err)
 		}
 		for _, r := range buf {
 			sent[receiptKey{r.Group, r.Topic, r.Partition, r.Offset}]++
@@ -556,14 +648,14 @@ func (s *stage) readReceipts() (map[receiptKey]int, error) {
 	return sent, err
 }
 
-// waitStored waits until latency_events holds every sent key, or nothing new arrived for 30 s (then what is missing
-// is lost, and counted so), or the survivor died.
+// waitStored waits until latency_events (read through the first server) holds every sent key, or nothing new
+// arrived for 30 s (then what is missing is lost, and counted so), or the survivor died.
 func (s *stage) waitStored(ctx context.Context, survivor *replica, sent map[receiptKey]int) error {
 	last, lastChange := -1, time.Now()
 	for {
 		var n uint64
-		if err := s.ch.QueryRow(ctx, `SELECT uniqExact(consumer_group, topic, partition, offset) FROM `+s.db+
-			`.latency_events WHERE source = 'receipt' AND topic = ?`, s.ordersTopic).Scan(&n); err != nil {
+		if err := s.ch.conns[0].QueryRow(ctx, `SELECT uniqExact(consumer_group, topic, partition, offset) FROM `+s.db+
+			`.latency_events WHERE source = 'receipt'`).Scan(&n); err != nil {
 			return fmt.Errorf("count stored receipts: %w", err)
 		}
 		if int(n) >= len(sent) {
@@ -584,157 +676,164 @@ func (s *stage) waitStored(ctx context.Context, survivor *replica, sent map[rece
 	}
 }
 
-// compareLag waits until the active replica serves a lag snapshot observed after frozen, then compares its
-// tidemark_lag_partition_offsets with Kafka's consumer-groups command for the bench's groups.
-func (s *stage) compareLag(ctx context.Context, active *replica, frozen time.Time) (mism []string, compared int, err error) {
+// compareLag waits until the replica serves, as the cluster's active exporter, a lag snapshot observed after frozen,
+// then compares its tidemark_lag_partition_offsets{cluster} with the cluster's own consumer-groups command for the
+// bench's groups.
+func (s *stage) compareLag(ctx context.Context, c *kcluster, r *replica, frozen time.Time) (mism []string, compared int, err error) {
 	deadline := time.Now().Add(60 * time.Second)
 	var fams benchproc.Families
 	for {
-		fams, err = benchproc.Scrape(ctx, active.url("/metrics"))
-		if err == nil && s.isActive(fams) {
-			at, ok := fams.Value("tidemark_lag_exporter_snapshot_timestamp_seconds", map[string]string{"cluster": s.cluster})
+		fams, err = benchproc.Scrape(ctx, r.url("/metrics"))
+		if err == nil && s.isActive(fams, c.name) {
+			at, ok := fams.Value("tidemark_lag_exporter_snapshot_timestamp_seconds", map[string]string{"cluster": c.name})
 			if ok && at > float64(frozen.UnixNano())/1e9 {
 				break
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, 0, fmt.Errorf("%s served no active lag snapshot newer than %v within 60 s (last scrape error %v)",
-				active.name, frozen.Format(time.RFC3339Nano), err)
+			return nil, 0, fmt.Errorf("%s served no active lag snapshot of %s newer than %v within 60 s (last scrape error %v)",
+				r.name, c.name, frozen.Format(time.RFC3339Nano), err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	ours := map[gpKey]int64{}
 	fams.Each("tidemark_lag_partition_offsets", func(l map[string]string, v float64) {
-		if l["cluster"] != s.cluster {
+		if l["cluster"] != c.name {
 			return
 		}
 		p, _ := strconv.Atoi(l["partition"])
 		ours[gpKey{l["group"], l["topic"], int32(p)}] = int64(v)
 	})
 	cmd := exec.CommandContext(ctx, "java", "-cp", s.kafkaLib+"/*", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-		"--bootstrap-server", strings.Join(s.brokers, ","), "--describe", "--all-groups")
+		"--bootstrap-server", strings.Join(c.brokers, ","), "--describe", "--all-groups")
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w: %s", err, ee.Stderr)
 		}
-		return nil, 0, fmt.Errorf("kafka-consumer-groups --describe: %w", err)
+		return nil, 0, fmt.Errorf("kafka-consumer-groups --describe on %s: %w", c.name, err)
 	}
-	theirs, err := parseConsumerGroups(strings.NewReader(string(out)), s.prefix)
+	theirs, err := parseConsumerGroups(strings.NewReader(string(out)), c.prefix)
 	if err != nil {
 		return nil, 0, err
 	}
-	logf("lag: kafka-consumer-groups lists %d bench group-partitions with commits, %s exports %d", len(theirs), active.name, len(ours))
+	logf("lag of %s: kafka-consumer-groups lists %d bench group-partitions with commits, %s exports %d",
+		c.name, len(theirs), r.name, len(ours))
 	return lagMismatches(theirs, ours), len(theirs), nil
 }
 
-// count fills the ClickHouse and probe-log figures, after every replica stopped.
+// count fills the ClickHouse and probe-log figures, after every replica stopped. On a ClickHouse cluster every
+// replica is synced and counted on its own; the worst replica's figures are reported.
 func (s *stage) count(ctx context.Context, res *result, sent map[receiptKey]int, killAt time.Time) error {
-	stored := map[receiptKey]int{}
-	rows, err := s.ch.Query(ctx, `SELECT consumer_group, topic, partition, offset, toUInt64(count()) FROM `+s.db+
-		`.latency_events FINAL WHERE source = 'receipt' GROUP BY consumer_group, topic, partition, offset`)
-	if err != nil {
-		return fmt.Errorf("stored receipts: %w", err)
-	}
-	for rows.Next() {
-		var k receiptKey
-		var n uint64
-		if err := rows.Scan(&k.Group, &k.Topic, &k.Partition, &k.Offset, &n); err != nil {
-			rows.Close()
+	for _, t := range []string{"latency_events", "probe_events", "lag_snapshots"} {
+		if err := s.ch.sync(ctx, s.db, t); err != nil {
 			return err
 		}
-		stored[k] = int(n)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	inserted, keys := 0, 0
+	for i, conn := range s.ch.conns {
+		stored := map[receiptKey]int{}
+		if err := queryEach(ctx, conn, func(sc func(...any) error) error {
+			var k receiptKey
+			var n uint64
+			if err := sc(&k.Group, &k.Topic, &k.Partition, &k.Offset, &n); err != nil {
+				return err
+			}
+			stored[k] = int(n)
+			return nil
+		}, `SELECT consumer_group, topic, partition, offset, toUInt64(count()) FROM `+s.db+`.`+s.ch.local("latency_events")+
+			` FINAL WHERE source = 'receipt' GROUP BY consumer_group, topic, partition, offset`); err != nil {
+			return fmt.Errorf("stored receipts on %s: %w", s.ch.addrs[i], err)
+		}
+		lost, dup, extra := receiptCounts(sent, stored)
+		if len(s.ch.conns) > 1 {
+			logf("ClickHouse replica %s: %d lost, %d duplicated, %d extra", s.ch.addrs[i], lost, dup, extra)
+		}
+		res.RowsLost, res.RowsDuplicated, res.RowsExtra = max(res.RowsLost, lost), max(res.RowsDuplicated, dup), max(res.RowsExtra, extra)
+		var n uint64
+		if err := conn.QueryRow(ctx, `SELECT count() FROM `+s.db+`.bench_receipt_inserts`).Scan(&n); err != nil {
+			return fmt.Errorf("count inserts: %w", err)
+		}
+		inserted += int(n) // an insert reaches one replica's local table, whose view counts it; replication does not
+		if i == 0 {
+			keys = len(stored)
+		}
 	}
-	res.RowsLost, res.RowsDuplicated, res.RowsExtra = receiptCounts(sent, stored)
-	var inserted uint64
-	if err := s.ch.QueryRow(ctx, `SELECT count() FROM `+s.db+`.bench_receipt_inserts`).Scan(&inserted); err != nil {
-		return fmt.Errorf("count inserts: %w", err)
-	}
-	distinct := 0
-	for _, n := range stored {
-		distinct += min(n, 1)
-	}
-	res.RowsReinserted = int(inserted) - distinct
+	res.RowsReinserted = inserted - keys
 
+	conn := s.ch.conns[0]
 	var hasInstance uint64
-	if err := s.ch.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = ? AND table = 'probe_events' AND name = 'instance'`,
-		s.db).Scan(&hasInstance); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = 'instance'`,
+		s.db, s.ch.local("probe_events")).Scan(&hasInstance); err != nil {
 		return err
 	}
 	instCol := "''"
 	if hasInstance > 0 {
 		instCol = "instance"
 	}
-	prow, err := s.ch.Query(ctx, `SELECT `+instCol+`, partition, seq FROM `+s.db+`.probe_events FINAL WHERE topic = ? AND status = 'lost'`, s.probeTopic)
-	if err != nil {
-		return fmt.Errorf("lost probes: %w", err)
-	}
-	var lost []probeKey
-	for prow.Next() {
-		var k probeKey
-		if err := prow.Scan(&k.Instance, &k.Partition, &k.Seq); err != nil {
-			prow.Close()
-			return err
-		}
-		lost = append(lost, k)
-	}
-	prow.Close()
-	delivered := map[probeKey]bool{}
-	if err := s.readLog(s.probeTopic, func(p int32, v []byte) error {
-		if seq, inst, ok := decodeProbe(v); ok {
-			if hasInstance == 0 {
-				inst = ""
+	for _, c := range s.clusters {
+		var lost []probeKey
+		if err := queryEach(ctx, conn, func(sc func(...any) error) error {
+			var k probeKey
+			if err := sc(&k.Instance, &k.Partition, &k.Seq); err != nil {
+				return err
 			}
-			delivered[probeKey{inst, p, seq}] = true
+			lost = append(lost, k)
+			return nil
+		}, `SELECT `+instCol+`, partition, seq FROM `+s.db+`.`+s.ch.local("probe_events")+` FINAL WHERE topic = ? AND status = 'lost'`, c.probe); err != nil {
+			return fmt.Errorf("lost probes: %w", err)
 		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	res.ProbesDelivered, res.ProbesReportedLost = len(delivered), len(lost)
-	res.FalseProbeLoss = falseProbeLoss(lost, delivered, hasInstance > 0)
-
-	var ats []int64
-	lrows, err := s.ch.Query(ctx, `SELECT DISTINCT at_ms FROM `+s.db+`.lag_snapshots WHERE cluster = ?`, s.cluster)
-	if err != nil {
-		return fmt.Errorf("lag snapshots: %w", err)
-	}
-	for lrows.Next() {
-		var at int64
-		if err := lrows.Scan(&at); err != nil {
-			lrows.Close()
+		delivered := map[probeKey]bool{}
+		if err := readLog(c.brokers, c.probe, func(p int32, v []byte) error {
+			if seq, inst, ok := decodeProbe(v); ok {
+				if hasInstance == 0 {
+					inst = ""
+				}
+				delivered[probeKey{inst, p, seq}] = true
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
-		ats = append(ats, at)
+		res.ProbesDelivered += len(delivered)
+		res.ProbesReportedLost += len(lost)
+		res.FalseProbeLoss += falseProbeLoss(lost, delivered, hasInstance > 0)
+
+		var ats []int64
+		if err := queryEach(ctx, conn, func(sc func(...any) error) error {
+			var at int64
+			if err := sc(&at); err != nil {
+				return err
+			}
+			ats = append(ats, at)
+			return nil
+		}, `SELECT DISTINCT at_ms FROM `+s.db+`.`+s.ch.local("lag_snapshots")+` WHERE cluster = ?`, c.name); err != nil {
+			return fmt.Errorf("lag snapshots: %w", err)
+		}
+		last := killAt
+		for _, at := range ats {
+			last = time.UnixMilli(max(last.UnixMilli(), at))
+		}
+		res.LagSnapshotMaxGapS = max(res.LagSnapshotMaxGapS, maxGap(ats, killAt, last).Seconds())
 	}
-	lrows.Close()
-	last := killAt
-	for _, at := range ats {
-		last = time.UnixMilli(max(last.UnixMilli(), at))
-	}
-	res.LagSnapshotMaxGapS = maxGap(ats, killAt, last).Seconds()
 	return nil
 }
 
 // deleteTopics removes the run's topics (best effort).
 func (s *stage) deleteTopics() {
-	adm, err := sarama.NewClusterAdmin(s.brokers, saramaConfig())
-	if err != nil {
-		return
-	}
-	defer adm.Close()
-	topics, err := adm.ListTopics()
-	if err != nil {
-		return
-	}
-	for t := range topics {
-		if strings.HasPrefix(t, "bs-"+s.id+"-") {
-			_ = adm.DeleteTopic(t)
+	for _, c := range s.clusters {
+		adm, err := sarama.NewClusterAdmin(c.brokers, saramaConfig())
+		if err != nil {
+			continue
 		}
+		if topics, err := adm.ListTopics(); err == nil {
+			for t := range topics {
+				if strings.HasPrefix(t, "bs-"+s.id+"-") {
+					_ = adm.DeleteTopic(t)
+				}
+			}
+		}
+		_ = adm.Close()
 	}
 }
