@@ -25,7 +25,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -52,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
@@ -651,19 +651,11 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 
 func mk[T any](n int) []T { return make([]T, n) }
 
-// peakRSSMB reads the process's peak resident set size (VmHWM) from /proc.
+// peakRSSMB reads the process's peak resident set size (VmHWM) from /proc, -1 when unreadable.
 func peakRSSMB() float64 {
-	f, err := os.Open("/proc/self/status")
+	v, err := benchproc.StatusMB(os.Getpid(), "VmHWM")
 	if err != nil {
 		return -1
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return -1
+	return v
 }

@@ -103,7 +103,7 @@ func singleCH(addr string) (*chTarget, error) {
 	return t, t.connect()
 }
 
-// startCHCluster starts (unless running) ZooKeeper and two ClickHouse replicas with chcluster.sh (its ports from
+// startCHCluster installs (once) and starts (unless running) ZooKeeper and two ClickHouse replicas with chcluster.sh (its ports from
 // TIDEMARK_ZOOKEEPER_PORT, TIDEMARK_CHCLUSTER_PORT, TIDEMARK_CHCLUSTER_INTERSERVER_PORT).
 func startCHCluster(ctx context.Context) (*chTarget, error) {
 	out, err := script(ctx, nil, "chcluster.sh", "env")
@@ -113,6 +113,9 @@ func startCHCluster(ctx context.Context) (*chTarget, error) {
 	started := false
 	if exportValue(out, "TIDEMARK_CHCLUSTER_ADDRS") == "" {
 		logf("starting ZooKeeper and 2 ClickHouse replicas (chcluster.sh)")
+		if _, err := script(ctx, nil, "chcluster.sh", "install"); err != nil { // Debian's zookeeper, once
+			return nil, err
+		}
 		if _, err := script(ctx, nil, "chcluster.sh", "start", "--replicas", "2"); err != nil {
 			return nil, err
 		}
