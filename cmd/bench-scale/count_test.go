@@ -137,3 +137,16 @@ func TestMaxGap(t *testing.T) {
 		t.Fatalf("no snapshots: %v; want the whole window, 10s", g)
 	}
 }
+
+func TestExportValue(t *testing.T) {
+	out := "export TIDEMARK_KAFKA_BROKERS=127.0.0.1:24592\nexport TIDEMARK_KAFKA_LIB=/x/lib\n"
+	if v := exportValue(out, "TIDEMARK_KAFKA_BROKERS"); v != "127.0.0.1:24592" {
+		t.Fatalf("brokers %q", v)
+	}
+	if v := exportValue(out, "TIDEMARK_KAFKA"); v != "" {
+		t.Fatalf("a prefix of a name matched: %q", v)
+	}
+	if v := exportValue("", "TIDEMARK_KAFKA_BROKERS"); v != "" {
+		t.Fatalf("empty output: %q", v)
+	}
+}
