@@ -192,7 +192,9 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	if s.tidemark == "" {
 		s.tidemark = bins[1]
 	}
-	s.detect(ctx)
+	if err := s.detect(ctx); err != nil {
+		return nil, err
+	}
 
 	// The servers: the stack's cluster and ClickHouse, plus what the build can use.
 	s.clusters = []*kcluster{s.newCluster("a", s.stackBrokers)}
@@ -411,25 +413,34 @@ func (s *stage) config(i, port int, f feature, clusters []*kcluster, ch *chTarge
 }
 
 // detect asks the binary which scale-out keys it knows (`--print-config` fails on an unknown key), and the
-// repository whether it can start a ClickHouse cluster.
-func (s *stage) detect(ctx context.Context) {
+// repository whether it can start a ClickHouse cluster; then that the configuration combining them is accepted too
+// (an error naming the key otherwise: the bench never stages less than it reports).
+func (s *stage) detect(ctx context.Context) error {
 	probe := []*kcluster{s.newCluster("a", s.stackBrokers), s.newCluster("b", s.stackBrokers)}
 	ch := &chTarget{addrs: []string{s.stackCH}, cluster: "tidemark_ch"}
-	accepts := func(f feature) bool {
+	check := func(f feature) error {
 		p := filepath.Join(s.dir, "probe-config.yaml")
 		if err := os.WriteFile(p, []byte(s.config(0, 1, f, probe, ch)), 0o644); err != nil {
-			return false
+			return err
 		}
 		cmd := exec.CommandContext(ctx, s.tidemark, "run", "--config", p, "--print-config")
 		cmd.Env = benchproc.CleanEnv()
-		return cmd.Run() == nil
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
 	}
+	accepts := func(f feature) bool { return check(f) == nil }
 	s.election, s.instances = accepts(feature{election: true}), accepts(feature{instances: true})
 	s.multiCluster = accepts(feature{multiCluster: true})
 	_, err := os.Stat(chclusterScript)
 	s.chCluster = accepts(feature{chCluster: true}) && err == nil
 	logf("this build: lag election %v, probe instance ids %v, clusters: %v, clickhouse.cluster with %s: %v",
 		s.election, s.instances, s.multiCluster, chclusterScript, s.chCluster)
+	if err := check(feature{s.election, s.instances, s.multiCluster, s.chCluster}); err != nil {
+		return fmt.Errorf("tidemark run accepts each of these features but not their combination: %w", err)
+	}
+	return nil
 }
 
 func (s *stage) startReplica(ctx context.Context, i int) (*replica, error) {
