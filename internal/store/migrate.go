@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // MigrateResult reports what Migrate did.
@@ -37,13 +39,27 @@ type appliedMigration struct {
 // dialects); ErrSchemaNewer when the database is ahead of this build; ErrChecksumMismatch when an applied migration's
 // name or checksum differs from the embedded one; otherwise the failing statement's error. Nothing is changed in
 // the database's tables before these checks pass.
+//
+// With Config.Cluster every statement runs ON CLUSTER (cluster.go): ClickHouse executes it on every server of the
+// cluster and answers when all have, so Migrate needs every server up (else it fails after max_execution_time,
+// naming the servers that did not answer; the statement stays queued in ZooKeeper and those servers run it when
+// they return). Each migration is recorded once, with insert_quorum = every server, so it is visible on every
+// server when Migrate returns. ErrNoCluster when the server does not know the cluster, ErrClusterMode when the
+// database was created in the other mode.
 func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 	var res MigrateResult
 	major, err := s.createDatabase(ctx, &res)
 	if err != nil {
 		return res, err
 	}
-	if err := s.conn.Exec(ctx, schemaMigrationsDDL); err != nil {
+	if err := s.checkMode(ctx); err != nil {
+		return res, err
+	}
+	bookkeeping := schemaMigrationsDDL
+	if s.cfg.Cluster != "" {
+		bookkeeping = clusterSchemaMigrationsDDL(s.cfg.Database, s.cfg.Cluster)
+	}
+	if err := s.conn.Exec(ctx, bookkeeping); err != nil {
 		return res, fmt.Errorf("create %s: %w", TableSchemaMigrations, err)
 	}
 	var applied []appliedMigration
@@ -85,7 +101,20 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 		res.Applied = append(res.Applied, m.Name)
 	}
 	res.To = CurrentSchemaVersion
-	for _, stmt := range retentionStatements(s.schemaParams(res.Dialect)) {
+	ensure, err := EnsureStatements(s.schemaParams(res.Dialect))
+	if err != nil {
+		return res, err
+	}
+	for _, stmt := range ensure {
+		if err := s.conn.Exec(ctx, stmt); err != nil {
+			return res, fmt.Errorf("ensure distributed tables: %w", err)
+		}
+	}
+	retention, err := RetentionStatements(s.schemaParams(res.Dialect))
+	if err != nil {
+		return res, err
+	}
+	for _, stmt := range retention {
 		// Metadata only: parts already written are not rewritten (they expire as whole parts anyway).
 		ctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"materialize_ttl_after_modify": 0}))
 		if err := s.conn.Exec(ctx, stmt); err != nil {
@@ -96,7 +125,8 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 }
 
 func (s *Store) schemaParams(d Dialect) SchemaParams {
-	return SchemaParams{Dialect: d, RetentionDays: s.cfg.RetentionDays, RollupRetentionDays: s.cfg.RollupRetentionDays}
+	return SchemaParams{Dialect: d, RetentionDays: s.cfg.RetentionDays, RollupRetentionDays: s.cfg.RollupRetentionDays,
+		Cluster: s.cfg.Cluster, Database: s.cfg.Database}
 }
 
 // freshDialect returns the dialect for a database without migrations: the configured one, or the server's.
@@ -173,7 +203,8 @@ func (st appliedState) verify(ms []Migration, database string) error {
 }
 
 // createDatabase creates the configured database through a connection to the user's default database (a connection
-// naming a missing database is refused at the handshake), and records the server version in res.
+// naming a missing database is refused at the handshake), and records the server version in res. In cluster mode
+// it first checks the server knows the cluster and creates the database ON CLUSTER.
 func (s *Store) createDatabase(ctx context.Context, res *MigrateResult) (major uint64, err error) {
 	opts, err := s.cfg.options("")
 	if err != nil {
@@ -184,18 +215,91 @@ func (s *Store) createDatabase(ctx context.Context, res *MigrateResult) (major u
 		return 0, fmt.Errorf("open clickhouse %v: %w", s.cfg.Addr, err)
 	}
 	defer admin.Close()
-	if err := admin.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.cfg.Database); err != nil {
-		return 0, fmt.Errorf("create database %s: %w", s.cfg.Database, err)
-	}
 	v, err := admin.ServerVersion()
 	if err != nil {
 		return 0, fmt.Errorf("server version of %v: %w", s.cfg.Addr, err)
 	}
 	res.Server = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	onCluster := ""
+	if c := s.cfg.Cluster; c != "" {
+		if _, err := clusterHosts(ctx, admin, c); err != nil {
+			return 0, err
+		}
+		onCluster = " ON CLUSTER " + c
+	}
+	if err := admin.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.cfg.Database+onCluster); err != nil {
+		return 0, fmt.Errorf("create database %s%s: %w", s.cfg.Database, onCluster, err)
+	}
 	return v.Version.Major, nil
 }
 
+// clusterHosts returns how many servers cluster has in the server's remote_servers, or ErrNoCluster naming the
+// clusters it does have.
+func clusterHosts(ctx context.Context, conn driver.Conn, cluster string) (int, error) {
+	var names []string
+	var n uint64
+	rows, err := conn.Query(ctx, "SELECT cluster, count() FROM system.clusters GROUP BY cluster ORDER BY cluster")
+	if err != nil {
+		return 0, fmt.Errorf("read system.clusters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var c uint64
+		if err := rows.Scan(&name, &c); err != nil {
+			return 0, fmt.Errorf("read system.clusters: %w", err)
+		}
+		names = append(names, name)
+		if name == cluster {
+			n = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read system.clusters: %w", err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("clickhouse.cluster %q: the server's remote_servers has %q: %w", cluster, names, ErrNoCluster)
+	}
+	return int(n), nil
+}
+
+// checkMode refuses a database whose schema_migrations was created in the other mode (single server or cluster):
+// mixing them would ALTER a Distributed table as if it held the data, or create replicated tables beside plain
+// ones. docs/schema.md says how to move a single-server database onto a cluster.
+func (s *Store) checkMode(ctx context.Context) error {
+	var engine string
+	err := s.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?",
+		s.cfg.Database, TableSchemaMigrations).Scan(&engine)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the engine of %s.%s: %w", s.cfg.Database, TableSchemaMigrations, err)
+	}
+	replicated := strings.HasPrefix(engine, "Replicated")
+	switch {
+	case s.cfg.Cluster != "" && !replicated:
+		return fmt.Errorf("database %s was migrated for a single server (%s is %s), clickhouse.cluster is %q: %w",
+			s.cfg.Database, TableSchemaMigrations, engine, s.cfg.Cluster, ErrClusterMode)
+	case s.cfg.Cluster == "" && replicated:
+		return fmt.Errorf("database %s was migrated for a ClickHouse cluster (%s is %s), clickhouse.cluster is not set: %w",
+			s.cfg.Database, TableSchemaMigrations, engine, ErrClusterMode)
+	}
+	return nil
+}
+
+// recordMigration records m in schema_migrations; on a cluster with insert_quorum = the cluster's servers, so the
+// row is on every server's replica when it returns.
 func (s *Store) recordMigration(ctx context.Context, m Migration, d Dialect) error {
+	if s.cfg.Cluster != "" {
+		hosts, err := clusterHosts(ctx, s.conn, s.cfg.Cluster)
+		if err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
+		}
+		if hosts > 1 {
+			ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": hosts}))
+		}
+	}
 	b, err := s.conn.PrepareBatch(ctx,
 		"INSERT INTO "+TableSchemaMigrations+" (version, name, dialect, checksum, applied_at)")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -30,8 +31,16 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 		names[i] = t.Name
 	}
 	// 18.16: a slice bound to IN ? fails; has(?, col) takes it as an array literal.
+	parts, suffix := "system.parts", ""
+	if s.cfg.Cluster != "" {
+		// Every shard holds its own parts: list them on one replica of each (the local tables hold the data).
+		parts, suffix = "cluster('"+s.cfg.Cluster+"', system.parts)", LocalSuffix
+		for i := range names {
+			names[i] += suffix
+		}
+	}
 	rows, err := s.conn.Query(ctx,
-		"SELECT DISTINCT table, partition_id FROM system.parts WHERE database = ? AND active AND has(?, table)",
+		"SELECT DISTINCT table, partition_id FROM "+parts+" WHERE database = ? AND active AND has(?, table)",
 		s.cfg.Database, names)
 	if err != nil {
 		return nil, fmt.Errorf("list partitions of %s: %w", s.cfg.Database, err)
@@ -43,6 +52,7 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 			rows.Close()
 			return nil, fmt.Errorf("list partitions of %s: %w", s.cfg.Database, err)
 		}
+		table = strings.TrimSuffix(table, suffix)
 		byTable[table] = append(byTable[table], id)
 	}
 	rows.Close()
@@ -64,13 +74,22 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 			if !isDay(id) || id >= cutoff {
 				continue
 			}
-			if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", t.Name, id)); err != nil {
+			if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", s.partitionTarget(t.Name), id)); err != nil {
 				return dropped, fmt.Errorf("drop partition %s of %s: %w", id, t.Name, err)
 			}
 			dropped = append(dropped, DroppedPartition{Table: t.Name, Day: id})
 		}
 	}
 	return dropped, nil
+}
+
+// partitionTarget is what an ALTER TABLE ... DROP PARTITION of table names: the table itself on a single server, its
+// local tables ON CLUSTER in cluster mode (a ReplicatedMergeTree drops the partition on its other replicas itself).
+func (s *Store) partitionTarget(table string) string {
+	if s.cfg.Cluster == "" {
+		return table
+	}
+	return s.cfg.Database + "." + table + LocalSuffix + " ON CLUSTER " + s.cfg.Cluster
 }
 
 func isDay(id string) bool {

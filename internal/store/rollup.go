@@ -28,7 +28,8 @@ var rollupTiers = []rollupTier{
 // Run it only for closed days (e.g. the day before yesterday): a row of that day inserted while the rebuild runs
 // could be counted by both the view and the rebuild, or by neither. Raw rows already dropped by retention are gone
 // from the rebuilt day as well. On error the tiers before the failing one are rebuilt, the failing one may be empty
-// for that day: run it again.
+// for that day: run it again. In cluster mode the day is dropped on every shard's local tier, and the SELECT reads
+// and the INSERT writes the Distributed tables (FINAL collapses on each shard: same-key rows share a shard).
 func (s *Store) RebuildRollup(ctx context.Context, day time.Time) error {
 	d := day.UTC()
 	from := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
@@ -38,7 +39,7 @@ func (s *Store) RebuildRollup(ctx context.Context, day time.Time) error {
 		if err != nil {
 			return err
 		}
-		if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", tier.table, id)); err != nil {
+		if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", s.partitionTarget(tier.table), id)); err != nil {
 			return fmt.Errorf("rebuild %s %s: drop partition: %w", tier.table, id, err)
 		}
 		// observed_time is compared as seconds: a bound time.Time would be sent in the session's timezone format.

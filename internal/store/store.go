@@ -58,13 +58,21 @@ func (c *Config) options(database string) (*clickhouse.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
+	settings := clickhouse.Settings{"max_execution_time": int(c.MaxExecutionTime / time.Second)}
+	if c.Cluster != "" {
+		// A Distributed insert returns once every shard's replica has the rows (not when the initiator queued
+		// them on its disk): the writer's acknowledgement, and so the Kafka commit, then means stored.
+		settings["insert_distributed_sync"] = 1
+		// ON CLUSTER DDL waits at most this long for every server (the default is 180 s).
+		settings["distributed_ddl_task_timeout"] = int(c.MaxExecutionTime / time.Second)
+	}
 	return &clickhouse.Options{
 		Addr:             c.Addr,
 		Auth:             clickhouse.Auth{Database: database, Username: c.User, Password: pw.Reveal()},
 		DialContext:      dial,
 		DialTimeout:      c.DialTimeout,
 		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
-		Settings:         clickhouse.Settings{"max_execution_time": int(c.MaxExecutionTime / time.Second)},
+		Settings:         settings,
 		ConnMaxLifetime:  time.Hour,
 		MaxOpenConns:     8,
 		MaxIdleConns:     4,
