@@ -58,9 +58,10 @@ start_zk() {
   if pid_alive "$zdir/pid"; then zk_ready || die "ZooKeeper $(cat "$zdir/pid") does not answer on $ZK_PORT; run 'chcluster.sh stop'"; return 0; fi
   require_free_port "$ZK_PORT" "ZooKeeper (TIDEMARK_ZOOKEEPER_PORT)"
   rm -rf "$zdir"; mkdir -p "$zdir/data"
-  # tickTime 500 ms: sessions of ClickHouse time out within seconds when a test stops a node.
+  # Sessions of 20 s (ClickHouse's session_timeout_ms, within ZooKeeper's 2..20 ticks): on this loaded 2-core machine
+  # a shorter session expired under load, making a replica read-only and re-electing leaders mid-DDL.
   cat >"$zdir/zoo.cfg" <<CFG
-tickTime=500
+tickTime=1000
 initLimit=10
 syncLimit=5
 dataDir=$zdir/data
@@ -126,7 +127,7 @@ write_node_config() {
   <uncompressed_cache_size>67108864</uncompressed_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
   <builtin_dictionaries_reload_interval>3600</builtin_dictionaries_reload_interval>
-  <zookeeper><node><host>$TIDEMARK_HOST</host><port>$ZK_PORT</port></node><session_timeout_ms>5000</session_timeout_ms></zookeeper>
+  <zookeeper><node><host>$TIDEMARK_HOST</host><port>$ZK_PORT</port></node><session_timeout_ms>20000</session_timeout_ms></zookeeper>
   <macros><shard>$(printf %02d "$shard")</shard><replica>s$(printf %02d "$shard")r$replica</replica></macros>
   <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
 $(remote_servers)

@@ -2,11 +2,13 @@
 # The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus and Jaeger.
 #
 #   stack.sh install                        install / download everything the stack and the tests need (idempotent)
-#   stack.sh up [--brokers N] [--prometheus] [--jaeger] [--secure]
+#   stack.sh up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster]
 #                                           start what is not running; prints `export ...` lines on stdout
 #                                           (use: eval "$(bash deploy/local/stack.sh up)"). --secure adds Kafka's
 #                                           SASL_SSL (SCRAM, PLAIN), OAUTHBEARER and mTLS listeners, a local OIDC
-#                                           issuer and ClickHouse's secure port (deploy/local/secure.sh)
+#                                           issuer and ClickHouse's secure port (deploy/local/secure.sh);
+#                                           --chcluster adds a replicated ClickHouse cluster (ZooKeeper + 1 shard x 2
+#                                           replicas, deploy/local/chcluster.sh) beside the single server
 #   stack.sh down                           stop every server these scripts started (by pid file)
 #   stack.sh env                            print the export lines for what is running
 #   stack.sh with [--brokers N] [--jaeger] [--secure] -- CMD...
@@ -24,6 +26,7 @@ BROKERS="${TIDEMARK_BROKERS:-3}"
 WITH_PROM=0
 WITH_JAEGER=0
 SECURE=0
+WITH_CHCLUSTER=0
 
 parse() {
   while [[ $# -gt 0 ]]; do
@@ -32,6 +35,7 @@ parse() {
       --prometheus) WITH_PROM=1; shift ;;
       --jaeger) WITH_JAEGER=1; shift ;;
       --secure) SECURE=1; shift ;;
+      --chcluster) WITH_CHCLUSTER=1; shift ;;
       --) shift; REST=("$@"); return ;;
       *) die "stack.sh: unknown argument $1" ;;
     esac
@@ -41,7 +45,8 @@ parse() {
 
 install_all() {
   # kcat and faketime are the demo's external skewed producer; everything else is the servers.
-  apt_install clickhouse-server clickhouse-client prometheus kcat faketime openssl
+  # zookeeper: the replicated ClickHouse cluster the clickhouse.cluster tests start (chcluster.sh).
+  apt_install clickhouse-server clickhouse-client prometheus kcat faketime openssl zookeeper
   bash "$HERE/kafka.sh" install
   bash "$HERE/streams.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
@@ -54,6 +59,7 @@ env_all() {
   bash "$HERE/prometheus.sh" env
   bash "$HERE/jaeger.sh" env
   bash "$HERE/secure.sh" env
+  bash "$HERE/chcluster.sh" env
 }
 
 up() {
@@ -71,10 +77,12 @@ up() {
   fi
   if [[ $WITH_PROM -eq 1 ]]; then bash "$HERE/prometheus.sh" start; fi
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" start; fi
+  if [[ $WITH_CHCLUSTER -eq 1 ]]; then bash "$HERE/chcluster.sh" start; fi
   env_all
 }
 
 down() {
+  bash "$HERE/chcluster.sh" stop
   bash "$HERE/jaeger.sh" stop
   bash "$HERE/prometheus.sh" stop
   bash "$HERE/clickhouse.sh" stop
@@ -90,7 +98,9 @@ with() {
   had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
   had_jaeger=$(bash "$HERE/jaeger.sh" env | wc -l)
   had_oidc=$(bash "$HERE/secure.sh" env | wc -l)
+  had_chcluster=$(bash "$HERE/chcluster.sh" env | wc -l)
   cleanup() {
+    [[ $had_chcluster -gt 0 ]] || bash "$HERE/chcluster.sh" stop
     [[ $had_jaeger -gt 0 ]] || bash "$HERE/jaeger.sh" stop
     [[ $had_prom -gt 0 ]] || bash "$HERE/prometheus.sh" stop
     [[ $had_ch -gt 0 ]] || bash "$HERE/clickhouse.sh" stop
@@ -113,5 +123,5 @@ case "$cmd" in
   down) down ;;
   env) env_all ;;
   with) with ;;
-  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger] [--secure]|down|env|with [--brokers N] [--jaeger] [--secure] -- CMD..." ;;
+  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster]|down|env|with [--brokers N] [--jaeger] [--secure] -- CMD..." ;;
 esac

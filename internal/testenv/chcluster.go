@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +39,9 @@ func StartClickHouseCluster(t testing.TB, shards, replicas int) *ClickHouseClust
 		nodes = append(nodes, strconv.Itoa(FreePort(t)))
 		inter = append(inter, strconv.Itoa(FreePort(t)))
 	}
+	state := t.TempDir()
 	c := &ClickHouseCluster{t: t, Name: "tm_test_cluster", Shards: shards, Replicas: replicas,
-		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+t.TempDir(),
+		env: append(os.Environ(), "TIDEMARK_STATE_DIR="+state,
 			"TIDEMARK_ZOOKEEPER_PORT="+strconv.Itoa(FreePort(t)),
 			"TIDEMARK_CHCLUSTER_NODE_PORTS="+strings.Join(nodes, ","),
 			"TIDEMARK_CHCLUSTER_INTERSERVER_PORTS="+strings.Join(inter, ","),
@@ -47,7 +49,18 @@ func StartClickHouseCluster(t testing.TB, shards, replicas int) *ClickHouseClust
 	for _, p := range nodes {
 		c.Addrs = append(c.Addrs, "127.0.0.1:"+p)
 	}
-	t.Cleanup(func() { c.Run("stop") })
+	t.Cleanup(func() {
+		if t.Failed() { // the servers' own account of what went wrong, before the state dir goes
+			for i := range n {
+				log, _ := os.ReadFile(filepath.Join(state, "chcluster", fmt.Sprintf("node-%d", i+1), "log", "error.log"))
+				if len(log) > 4000 {
+					log = log[len(log)-4000:]
+				}
+				t.Logf("node %d error.log (tail):\n%s", i+1, log)
+			}
+		}
+		c.Run("stop")
+	})
 	at := time.Now()
 	c.Run("start", "--shards", strconv.Itoa(shards), "--replicas", strconv.Itoa(replicas))
 	t.Logf("ClickHouse cluster %s (%d x %d) on %v ready in %v", c.Name, shards, replicas, c.Addrs, time.Since(at).Round(time.Millisecond))
