@@ -148,6 +148,14 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 		t.Fatalf("re-run migrate applied %v from %d, want nothing", again.Applied, again.From)
 	}
 
+	// The store's session carries cluster mode's settings.
+	for name, want := range map[string]string{"insert_distributed_sync": "1", "distributed_ddl_task_timeout": "60"} {
+		var got string
+		if err := s.Conn().QueryRow(ctx, "SELECT value FROM system.settings WHERE name = ?", name).Scan(&got); err != nil || got != want {
+			t.Errorf("setting %s = %q (%v), want %s", name, got, err, want)
+		}
+	}
+
 	// Every node: the schema version, each migration recorded once, and the layout of cluster.go.
 	want := map[string]string{TableSchemaMigrations: "ReplicatedMergeTree", ViewLatency1m: "MaterializedView", ViewLatency1h: "MaterializedView"}
 	for _, tb := range retentionTables {
@@ -220,6 +228,40 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 	}
 	if shardRows[0] == 0 || shardRows[1] == 0 || shardRows[0]+shardRows[1] != 4000 {
 		t.Errorf("shards hold %d + %d rows, want both non-empty, 4000 in all", shardRows[0], shardRows[1])
+	}
+
+	// Re-delivered rows (a new writer: no dedup window) count twice in the rollups until RebuildRollup recomputes the
+	// day from latency_events FINAL, on every shard.
+	w2 := newTestWriter(t, s, nil, nil)
+	writeAndFlush(t, w2, Rows{Latency: rows[:1500]})
+	day := time.UnixMilli(rows[0].ObservedMs)
+	if err := s.RebuildRollup(ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	syncReplicas(t, c, db)
+	for i := range c.Addrs {
+		conn := c.Conn(i+1, db)
+		for _, tier := range []string{TableLatency1m, TableLatency1h} {
+			if n := count(t, conn, "SELECT sumMerge(live) FROM "+tier+" WHERE stage = 'e2e'"); n != 4000 {
+				t.Errorf("node %d: %s counts %d live e2e samples after the rebuild, want 4000", i+1, tier, n)
+			}
+		}
+	}
+
+	// Retention drops the day's partitions on every shard.
+	dropped, err := s.DropExpired(ctx, day.AddDate(0, 0, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(dropped, DroppedPartition{Table: TableLatency, Day: day.UTC().Format("20060102")}) {
+		t.Errorf("DropExpired dropped %v, want latency_events' day among them", dropped)
+	}
+	syncReplicas(t, c, db)
+	for i := range c.Addrs {
+		conn := c.Conn(i+1, db)
+		if n := count(t, conn, "SELECT count() FROM latency_events"+LocalSuffix) + count(t, conn, "SELECT count() FROM lag_snapshots"+LocalSuffix); n != 0 {
+			t.Errorf("node %d holds %d raw rows after retention dropped their day", i+1, n)
+		}
 	}
 }
 
