@@ -24,7 +24,7 @@ func (cf *chFlags) register(f *pflag.FlagSet, cfg *store.Config) {
 	}
 	f.StringVar(&cf.addrs, "clickhouse-addr", defAddr, "ClickHouse native-protocol host:port, comma-separated for failover (env TIDEMARK_CLICKHOUSE_ADDR)")
 	f.StringVar(&cfg.User, "user", "default", "ClickHouse user")
-	f.StringVar(&cfg.Cluster, "clickhouse-cluster", "", "ClickHouse cluster (remote_servers) the schema lives on: ON CLUSTER DDL, Replicated* and Distributed tables (clickhouse.cluster; docs/schema.md)")
+	f.StringVar(&cfg.ClickHouseCluster, "clickhouse-cluster", "", "ClickHouse cluster (remote_servers) the schema lives on: ON CLUSTER DDL, Replicated* and Distributed tables (clickhouse.cluster; docs/schema.md)")
 	f.StringVar(&cf.password, "password", "", "ClickHouse password (prefer --password-file or env TIDEMARK_CLICKHOUSE_PASSWORD)")
 	f.StringVar(&cfg.PasswordFile, "password-file", "", "file holding the ClickHouse password")
 	f.BoolVar(&cfg.TLS.Enabled, "tls", false, "use TLS (the server's secure native port)")

@@ -40,7 +40,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			Addr: []string{"ch-1:9000", "ch-2:9000"}, Database: "tm", User: "writer", PasswordFile: "/etc/tidemark/clickhouse/password",
 			TLS: tlsconf.Config{Enabled: true, CAFile: "/etc/tidemark/ch-ca.pem", CertFile: "/etc/tidemark/ch-client.pem",
 				KeyFile: "/etc/tidemark/ch-client.key", ServerName: "clickhouse.internal", MinVersion: "1.3"},
-			Dialect: "legacy", Cluster: "tidemark_ch", DialTimeout: 3 * time.Second, MaxExecutionTime: 30 * time.Second,
+			Dialect: "legacy", ClickHouseCluster: "tidemark_ch", DialTimeout: 3 * time.Second, MaxExecutionTime: 30 * time.Second,
 			RetentionDays: 7, RollupRetentionDays: 30,
 			Writer: store.WriterConfig{BatchRows: 20000, FlushInterval: 2 * time.Second, MaxRows: 100000, MaxBytes: 33554432,
 				DedupWindow: 1000, RetryInitial: 200 * time.Millisecond, RetryMax: 5 * time.Second,

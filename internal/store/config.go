@@ -30,13 +30,13 @@ type Config struct {
 	// Dialect forces "legacy" or "modern" DDL; "auto" (default) picks by server version (see DialectFor). Only a fresh
 	// database is affected: an existing one keeps the dialect it was created with.
 	Dialect string `yaml:"dialect"`
-	// Cluster names a cluster of the servers' remote_servers config: the schema is then created ON CLUSTER with
-	// Replicated* local tables (<table>_local) and Distributed tables under the usual names in front of them, for
-	// reads and writes (docs/schema.md, "ClickHouse cluster"). The servers need ZooKeeper (or Keeper), the macros
+	// ClickHouseCluster (clickhouse.cluster) names a cluster of the servers' remote_servers config (not a Kafka
+	// cluster): the schema is then created ON CLUSTER with Replicated* local tables (<table>_local) and Distributed
+	// tables under the usual names in front of them, for reads and writes (docs/schema.md, "ClickHouse cluster"). The servers need ZooKeeper (or Keeper), the macros
 	// {shard} and {replica}, and distributed DDL. Inserts are synchronous (insert_distributed_sync): an
 	// acknowledged batch is on one replica of every shard it touches. "" (default): a single server. Only a fresh
 	// database may be given a mode: Migrate refuses to change an existing database's.
-	Cluster string `yaml:"cluster"`
+	ClickHouseCluster string `yaml:"cluster"`
 	// DialTimeout bounds connecting. Default 5 s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// MaxExecutionTime is sent as max_execution_time with every query: cancelling a context does not stop a query on
@@ -161,8 +161,8 @@ func (c *Config) Validate() error {
 	if !ValidIdentifier(c.Database) {
 		bad("database %q: want letters, digits and '_', not starting with a digit", c.Database)
 	}
-	if c.Cluster != "" && !ValidIdentifier(c.Cluster) {
-		bad("cluster %q: want letters, digits and '_', not starting with a digit", c.Cluster)
+	if c.ClickHouseCluster != "" && !ValidIdentifier(c.ClickHouseCluster) {
+		bad("cluster %q: want letters, digits and '_', not starting with a digit", c.ClickHouseCluster)
 	}
 	if c.Password != "" && c.PasswordFile != "" {
 		return errors.New("password / password_file: set the value or the file, not both")

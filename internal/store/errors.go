@@ -27,9 +27,9 @@ var (
 // WriterConfig.StallTimeout.
 var ErrWriterStalled = errors.New("store writer stalled")
 
-// ErrNoCluster means Config.Cluster names a cluster the server's remote_servers does not define.
+// ErrNoCluster means Config.ClickHouseCluster names a cluster the server's remote_servers does not define.
 var ErrNoCluster = errors.New("clickhouse cluster not defined on the server")
 
-// ErrClusterMode means the database was migrated for a single server and Config.Cluster is set, or the other way
+// ErrClusterMode means the database was migrated for a single server and Config.ClickHouseCluster is set, or the other way
 // round (docs/schema.md says how to move a single-server database onto a cluster).
 var ErrClusterMode = errors.New("database migrated in the other clickhouse.cluster mode")

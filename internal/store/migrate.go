@@ -40,7 +40,7 @@ type appliedMigration struct {
 // name or checksum differs from the embedded one; otherwise the failing statement's error. Nothing is changed in
 // the database's tables before these checks pass.
 //
-// With Config.Cluster every statement runs ON CLUSTER (cluster.go): ClickHouse executes it on every server of the
+// With Config.ClickHouseCluster every statement runs ON CLUSTER (chcluster.go): ClickHouse runs it on every server of the
 // cluster and answers when all have, so Migrate needs every server up (else it fails after max_execution_time,
 // naming the servers that did not answer; the statement stays queued in ZooKeeper and those servers run it when
 // they return). Each migration is recorded once, with insert_quorum = every server, so it is visible on every
@@ -56,8 +56,8 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 		return res, err
 	}
 	bookkeeping := schemaMigrationsDDL
-	if s.cfg.Cluster != "" {
-		bookkeeping = clusterSchemaMigrationsDDL(s.cfg.Database, s.cfg.Cluster)
+	if s.cfg.ClickHouseCluster != "" {
+		bookkeeping = clusterSchemaMigrationsDDL(s.cfg.Database, s.cfg.ClickHouseCluster)
 	}
 	if err := s.conn.Exec(ctx, bookkeeping); err != nil {
 		return res, fmt.Errorf("create %s: %w", TableSchemaMigrations, err)
@@ -126,7 +126,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 
 func (s *Store) schemaParams(d Dialect) SchemaParams {
 	return SchemaParams{Dialect: d, RetentionDays: s.cfg.RetentionDays, RollupRetentionDays: s.cfg.RollupRetentionDays,
-		Cluster: s.cfg.Cluster, Database: s.cfg.Database}
+		ClickHouseCluster: s.cfg.ClickHouseCluster, Database: s.cfg.Database}
 }
 
 // freshDialect returns the dialect for a database without migrations: the configured one, or the server's.
@@ -221,7 +221,7 @@ func (s *Store) createDatabase(ctx context.Context, res *MigrateResult) (major u
 	}
 	res.Server = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
 	onCluster := ""
-	if c := s.cfg.Cluster; c != "" {
+	if c := s.cfg.ClickHouseCluster; c != "" {
 		if _, err := clusterHosts(ctx, admin, c); err != nil {
 			return 0, err
 		}
@@ -278,10 +278,10 @@ func (s *Store) checkMode(ctx context.Context) error {
 	}
 	replicated := strings.HasPrefix(engine, "Replicated")
 	switch {
-	case s.cfg.Cluster != "" && !replicated:
+	case s.cfg.ClickHouseCluster != "" && !replicated:
 		return fmt.Errorf("database %s was migrated for a single server (%s is %s), clickhouse.cluster is %q: %w",
-			s.cfg.Database, TableSchemaMigrations, engine, s.cfg.Cluster, ErrClusterMode)
-	case s.cfg.Cluster == "" && replicated:
+			s.cfg.Database, TableSchemaMigrations, engine, s.cfg.ClickHouseCluster, ErrClusterMode)
+	case s.cfg.ClickHouseCluster == "" && replicated:
 		return fmt.Errorf("database %s was migrated for a ClickHouse cluster (%s is %s), clickhouse.cluster is not set: %w",
 			s.cfg.Database, TableSchemaMigrations, engine, ErrClusterMode)
 	}
@@ -291,8 +291,8 @@ func (s *Store) checkMode(ctx context.Context) error {
 // recordMigration records m in schema_migrations; on a cluster with insert_quorum = the cluster's servers, so the
 // row is on every server's replica when it returns.
 func (s *Store) recordMigration(ctx context.Context, m Migration, d Dialect) error {
-	if s.cfg.Cluster != "" {
-		hosts, err := clusterHosts(ctx, s.conn, s.cfg.Cluster)
+	if s.cfg.ClickHouseCluster != "" {
+		hosts, err := clusterHosts(ctx, s.conn, s.cfg.ClickHouseCluster)
 		if err != nil {
 			return fmt.Errorf("record migration %s: %w", m.Name, err)
 		}

@@ -32,9 +32,9 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 	}
 	// 18.16: a slice bound to IN ? fails; has(?, col) takes it as an array literal.
 	parts, suffix := "system.parts", ""
-	if s.cfg.Cluster != "" {
+	if s.cfg.ClickHouseCluster != "" {
 		// Every shard holds its own parts: list them on one replica of each (the local tables hold the data).
-		parts, suffix = "cluster('"+s.cfg.Cluster+"', system.parts)", LocalSuffix
+		parts, suffix = "cluster('"+s.cfg.ClickHouseCluster+"', system.parts)", LocalSuffix
 		for i := range names {
 			names[i] += suffix
 		}
@@ -86,10 +86,10 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 // partitionTarget is what an ALTER TABLE ... DROP PARTITION of table names: the table itself on a single server, its
 // local tables ON CLUSTER in cluster mode (a ReplicatedMergeTree drops the partition on its other replicas itself).
 func (s *Store) partitionTarget(table string) string {
-	if s.cfg.Cluster == "" {
+	if s.cfg.ClickHouseCluster == "" {
 		return table
 	}
-	return s.cfg.Database + "." + table + LocalSuffix + " ON CLUSTER " + s.cfg.Cluster
+	return s.cfg.Database + "." + table + LocalSuffix + " ON CLUSTER " + s.cfg.ClickHouseCluster
 }
 
 func isDay(id string) bool {

@@ -59,7 +59,7 @@ func (c *Config) options(database string) (*clickhouse.Options, error) {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 	settings := clickhouse.Settings{"max_execution_time": int(c.MaxExecutionTime / time.Second)}
-	if c.Cluster != "" {
+	if c.ClickHouseCluster != "" {
 		// A Distributed insert returns once every shard's replica has the rows (not when the initiator queued
 		// them on its disk): the writer's acknowledgement, and so the Kafka commit, then means stored.
 		settings["insert_distributed_sync"] = 1

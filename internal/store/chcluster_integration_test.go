@@ -33,7 +33,7 @@ func clusterDB(t *testing.T, c *testenv.ClickHouseCluster) string {
 // clusterStore opens a Store on db in cluster mode, over every node's address (connection failover).
 func clusterStore(t *testing.T, c *testenv.ClickHouseCluster, db string, mod func(*Config)) *Store {
 	t.Helper()
-	cfg := Config{Addr: c.Addrs, Database: db, Cluster: c.Name, MaxExecutionTime: 60 * time.Second}
+	cfg := Config{Addr: c.Addrs, Database: db, ClickHouseCluster: c.Name, MaxExecutionTime: 60 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -156,7 +156,7 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 		}
 	}
 
-	// Every node: the schema version, each migration recorded once, and the layout of cluster.go.
+	// Every node: the schema version, each migration recorded once, and the layout of chcluster.go.
 	want := map[string]string{TableSchemaMigrations: "ReplicatedMergeTree", ViewLatency1m: "MaterializedView", ViewLatency1h: "MaterializedView"}
 	for _, tb := range retentionTables {
 		engine := "ReplicatedReplacingMergeTree"
@@ -389,7 +389,7 @@ func TestClusterModeMismatch(t *testing.T) {
 		t.Errorf("single-server migrate of a cluster database: %v, want ErrClusterMode", err)
 	}
 
-	unknown := clusterStore(t, c, testenv.Name(t, "tmc"), func(cfg *Config) { cfg.Cluster = "nope" })
+	unknown := clusterStore(t, c, testenv.Name(t, "tmc"), func(cfg *Config) { cfg.ClickHouseCluster = "nope" })
 	if _, err := unknown.Migrate(ctx); !errors.Is(err, ErrNoCluster) || !strings.Contains(err.Error(), c.Name) {
 		t.Errorf("migrate with an unknown cluster: %v, want ErrNoCluster naming %s", err, c.Name)
 	}

@@ -31,7 +31,7 @@ func TestQueriesOnClusterEqualSingleServer(t *testing.T) {
 	})
 	readers := map[string]*query.Reader{
 		"single":  seedThroughWriter(t, store.Config{Addr: []string{testenv.ClickHouseAddr(t)}, Database: single}),
-		"cluster": seedThroughWriter(t, store.Config{Addr: c.Addrs, Database: cdb, Cluster: c.Name}),
+		"cluster": seedThroughWriter(t, store.Config{Addr: c.Addrs, Database: cdb, ClickHouseCluster: c.Name}),
 	}
 	// Read the cluster from another node than the writer's first address, too.
 	readers["cluster node 4"] = query.NewReader(c.Conn(4, cdb))

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// Cluster mode (Config.Cluster, `clickhouse.cluster`): Tidemark's schema on a ClickHouse cluster of replicated shards,
-// the layout ClickHouse documents for Replicated* engines and that runs unchanged from 18.16 (tested here) to current
-// releases:
+// Cluster mode (Config.ClickHouseCluster, `clickhouse.cluster`): Tidemark's schema on a ClickHouse cluster of
+// replicated shards, the layout ClickHouse documents for Replicated* engines and that runs unchanged from 18.16
+// (tested here) to current releases:
 //
 //   - every table T of the single-server schema becomes T_local, created ON CLUSTER with the Replicated variant of its
 //     engine, stored at ZooKeeper path /clickhouse/tables/{shard}/<database>/T with replica name {replica} (the

@@ -17,7 +17,7 @@ import (
 // tidemark.
 func clusterGoldenParams(d Dialect) SchemaParams {
 	p := goldenParams(d)
-	p.Cluster, p.Database = "tidemark_ch", "tidemark"
+	p.ClickHouseCluster, p.Database = "tidemark_ch", "tidemark"
 	return p
 }
 
@@ -94,7 +94,7 @@ func TestClusterTransformEveryMigration(t *testing.T) {
 			t.Errorf("cluster DDL lacks %q", want)
 		}
 	}
-	if _, err := Migrations(SchemaParams{Dialect: DialectLegacy, Cluster: "c", Database: "bad-name"}); err == nil {
+	if _, err := Migrations(SchemaParams{Dialect: DialectLegacy, ClickHouseCluster: "c", Database: "bad-name"}); err == nil {
 		t.Error("a database name that is no identifier was spliced into cluster DDL")
 	}
 }
