@@ -140,6 +140,13 @@ func (c *clusterTransform) statement(st string) (out []string, altered string, e
 		if strings.Contains(body, "COLUMN") {
 			altered = table
 		}
+		if strings.Contains(body, "MODIFY ORDER BY") {
+			// 18.16's distributed DDL refuses MODIFY ORDER BY ("Unsupported type of ALTER query", code 48) though
+			// ReplicatedMergeTree runs it: the statement is sent without ON CLUSTER to one replica of each shard,
+			// which replicates it to the others (Store.execPerShard). The Distributed sharding key stays the old
+			// ORDER BY: a prefix of the new key, so same-key rows still share a shard.
+			return []string{"ALTER TABLE " + c.local(table) + sep + body}, altered, nil
+		}
 		return []string{"ALTER TABLE " + c.local(table) + c.onCluster() + sep + body}, altered, nil
 	}
 	if m := reDrop.FindStringSubmatch(st); m != nil {
@@ -158,6 +165,13 @@ func (c *clusterTransform) statement(st string) (out []string, altered string, e
 		return nil, "", fmt.Errorf("DROP of %s, not a table or view the migrations created", name)
 	}
 	return nil, "", fmt.Errorf("statement not understood by the cluster transform: %.80q", st)
+}
+
+// PerShard reports whether a cluster-mode statement is to be run on one replica of each shard rather than ON CLUSTER:
+// an ALTER of a local table without ON CLUSTER (see statement).
+func PerShard(stmt string) bool {
+	head, _, _ := strings.Cut(stmt, "\n")
+	return strings.HasPrefix(stmt, "ALTER TABLE ") && !strings.Contains(head, " ON CLUSTER ")
 }
 
 // replaceFromJoin replaces the table name after every FROM and JOIN keyword of a SELECT with f's answer; ARRAY JOIN

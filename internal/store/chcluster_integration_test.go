@@ -148,6 +148,36 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 		t.Fatalf("re-run migrate applied %v from %d, want nothing", again.Applied, again.From)
 	}
 
+	// A migration of the shape branches add (a key column: ADD COLUMN + MODIFY ORDER BY) runs on one replica of each
+	// shard and reaches every server; the Distributed front then has the column.
+	tr, err := clusterSchema(s.schemaParams(DialectLegacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts, err := tr.migration("0099_key_column", []string{"ALTER TABLE probe_events ADD COLUMN instance String AFTER trace_id, " +
+		"MODIFY ORDER BY (topic, partition, seq, instance)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stmts {
+		if err := s.exec(ctx, st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	for i := range c.Addrs {
+		conn := c.Conn(i+1, db)
+		var local, dist string
+		if err := conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = ? AND name = ?", db, TableProbe+LocalSuffix).Scan(&local); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = 'instance'", db, TableProbe).Scan(&dist); err != nil {
+			t.Fatalf("node %d: the Distributed %s has no instance column: %v", i+1, TableProbe, err)
+		}
+		if local != "topic, partition, seq, instance" || dist != "String" {
+			t.Errorf("node %d: %s_local sorted by %q, Distributed instance column %q", i+1, TableProbe, local, dist)
+		}
+	}
+
 	// The store's session carries cluster mode's settings.
 	for name, want := range map[string]string{"insert_distributed_sync": "1", "distributed_ddl_task_timeout": "60"} {
 		var got string

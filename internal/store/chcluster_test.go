@@ -62,7 +62,7 @@ func TestClusterTransformEveryMigration(t *testing.T) {
 			t.Errorf("migration %s: cluster checksum %s, single-server %s", m.Name, m.Checksum, single[i].Checksum)
 		}
 		for _, st := range m.Statements {
-			if !strings.Contains(st, " ON CLUSTER tidemark_ch") {
+			if !strings.Contains(st, " ON CLUSTER tidemark_ch") && !PerShard(st) {
 				t.Errorf("migration %s: statement not ON CLUSTER: %.100q", m.Name, st)
 			}
 			for _, tb := range retentionTables {
@@ -96,6 +96,31 @@ func TestClusterTransformEveryMigration(t *testing.T) {
 	}
 	if _, err := Migrations(SchemaParams{Dialect: DialectLegacy, ClickHouseCluster: "c", Database: "bad-name"}); err == nil {
 		t.Error("a database name that is no identifier was spliced into cluster DDL")
+	}
+}
+
+// TestClusterTransformModifyOrderBy: MODIFY ORDER BY (branches' migrations 0005/0006 add a key column) is run on one
+// replica per shard, since 18.16's distributed DDL refuses it, and the Distributed front is re-created for the column.
+func TestClusterTransformModifyOrderBy(t *testing.T) {
+	tr, err := clusterSchema(clusterGoldenParams(DialectLegacy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tr.migration("0099_x", []string{"ALTER TABLE probe_events\n    ADD COLUMN instance String AFTER trace_id, MODIFY ORDER BY (topic, partition, seq, instance)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ALTER TABLE tidemark.probe_events_local\n    ADD COLUMN instance String AFTER trace_id, MODIFY ORDER BY (topic, partition, seq, instance)",
+		"DROP TABLE IF EXISTS tidemark.probe_events ON CLUSTER tidemark_ch",
+		"CREATE TABLE IF NOT EXISTS tidemark.probe_events ON CLUSTER tidemark_ch AS tidemark.probe_events_local\n" +
+			"ENGINE = Distributed(tidemark_ch, tidemark, probe_events_local, cityHash64(topic, partition, seq))",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+	if !PerShard(got[0]) || PerShard(got[1]) || PerShard(got[2]) {
+		t.Errorf("PerShard marks %v %v %v, want only the ALTER", PerShard(got[0]), PerShard(got[1]), PerShard(got[2]))
 	}
 }
 

@@ -91,7 +91,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 			continue
 		}
 		for i, stmt := range m.Statements {
-			if err := s.conn.Exec(ctx, stmt); err != nil && !ColumnAlreadyAdded(stmt, err) {
+			if err := s.exec(ctx, stmt); err != nil && !ColumnAlreadyAdded(stmt, err) {
 				return res, fmt.Errorf("apply migration %s statement %d: %w", m.Name, i+1, err)
 			}
 		}
@@ -326,4 +326,60 @@ func ColumnAlreadyAdded(stmt string, err error) bool {
 		return false
 	}
 	return strings.HasPrefix(stmt, "ALTER TABLE ") && strings.Contains(stmt, " ADD COLUMN ")
+}
+
+// exec runs a migration statement: on the connected server (ON CLUSTER statements fan out from there), or, for a
+// statement PerShard marks, on one replica of each shard of the ClickHouse cluster.
+func (s *Store) exec(ctx context.Context, stmt string) error {
+	if s.cfg.ClickHouseCluster == "" || !PerShard(stmt) {
+		return s.conn.Exec(ctx, stmt)
+	}
+	return s.execPerShard(ctx, stmt)
+}
+
+// execPerShard runs stmt on one replica of every shard of the cluster, as system.clusters names them (host_name and
+// port), with the store's credentials and TLS; a shard's replicas are tried in order, so one stopped replica is
+// skipped. A ReplicatedMergeTree ALTER run on one replica reaches the shard's others through ZooKeeper.
+func (s *Store) execPerShard(ctx context.Context, stmt string) error {
+	rows, err := s.conn.Query(ctx, "SELECT shard_num, host_name, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
+		s.cfg.ClickHouseCluster)
+	if err != nil {
+		return fmt.Errorf("read the shards of %s: %w", s.cfg.ClickHouseCluster, err)
+	}
+	var shards [][]string
+	last := uint32(0)
+	for rows.Next() {
+		var shard uint32
+		var host string
+		var port uint16
+		if err := rows.Scan(&shard, &host, &port); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the shards of %s: %w", s.cfg.ClickHouseCluster, err)
+		}
+		if shard != last || len(shards) == 0 {
+			shards, last = append(shards, nil), shard
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], fmt.Sprintf("%s:%d", host, port))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the shards of %s: %w", s.cfg.ClickHouseCluster, err)
+	}
+	for i, replicas := range shards {
+		opts, err := s.cfg.options(s.cfg.Database)
+		if err != nil {
+			return err
+		}
+		opts.Addr = replicas
+		conn, err := clickhouse.Open(opts)
+		if err != nil {
+			return fmt.Errorf("open shard %d (%v): %w", i+1, replicas, err)
+		}
+		err = conn.Exec(ctx, stmt)
+		_ = conn.Close()
+		if err != nil {
+			return fmt.Errorf("shard %d (%v): %w", i+1, replicas, err)
+		}
+	}
+	return nil
 }
