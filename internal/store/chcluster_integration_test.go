@@ -179,7 +179,7 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 	}
 
 	// The store's session carries cluster mode's settings.
-	for name, want := range map[string]string{"insert_distributed_sync": "1", "distributed_ddl_task_timeout": "60"} {
+	for name, want := range map[string]string{"insert_distributed_sync": "1", "distributed_ddl_task_timeout": "180"} {
 		var got string
 		if err := s.Conn().QueryRow(ctx, "SELECT value FROM system.settings WHERE name = ?", name).Scan(&got); err != nil || got != want {
 			t.Errorf("setting %s = %q (%v), want %s", name, got, err, want)

@@ -41,8 +41,8 @@ type appliedMigration struct {
 // the database's tables before these checks pass.
 //
 // With Config.ClickHouseCluster every statement runs ON CLUSTER (chcluster.go): ClickHouse runs it on every server of the
-// cluster and answers when all have, so Migrate needs every server up (else it fails after max_execution_time,
-// naming the servers that did not answer; the statement stays queued in ZooKeeper and those servers run it when
+// cluster and answers when all have, so Migrate needs every server up (else it fails after the server's
+// distributed_ddl_task_timeout, default 180 s, naming the servers that did not answer; the statement stays queued in ZooKeeper and those servers run it when
 // they return). Each migration is recorded once, with insert_quorum = every server, so it is visible on every
 // server when Migrate returns. ErrNoCluster when the server does not know the cluster, ErrClusterMode when the
 // database was created in the other mode.

@@ -63,8 +63,9 @@ func (c *Config) options(database string) (*clickhouse.Options, error) {
 		// A Distributed insert returns once every shard's replica has the rows (not when the initiator queued
 		// them on its disk): the writer's acknowledgement, and so the Kafka commit, then means stored.
 		settings["insert_distributed_sync"] = 1
-		// ON CLUSTER DDL waits at most this long for every server (the default is 180 s).
-		settings["distributed_ddl_task_timeout"] = int(c.MaxExecutionTime / time.Second)
+		// distributed_ddl_task_timeout (how long ON CLUSTER DDL waits for every server) is left to the server's
+		// profile (default 180 s): it is an Int64 setting, which 18.16 reads zigzag-decoded from clickhouse-go's
+		// unsigned varint (60 arrives as 30, 45 as -23; measured).
 	}
 	return &clickhouse.Options{
 		Addr:             c.Addr,
