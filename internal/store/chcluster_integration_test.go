@@ -148,22 +148,8 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 		t.Fatalf("re-run migrate applied %v from %d, want nothing", again.Applied, again.From)
 	}
 
-	// A migration of the shape branches add (a key column: ADD COLUMN + MODIFY ORDER BY) runs on one replica of each
-	// shard and reaches every server; the Distributed front then has the column.
-	tr, err := clusterSchema(s.schemaParams(DialectLegacy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts, err := tr.migration("0099_key_column", []string{"ALTER TABLE probe_events ADD COLUMN instance String AFTER trace_id, " +
-		"MODIFY ORDER BY (topic, partition, seq, instance)"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range stmts {
-		if err := s.exec(ctx, st); err != nil {
-			t.Fatalf("%s: %v", st, err)
-		}
-	}
+	// Migration 0005 adds a key column (ADD COLUMN + MODIFY ORDER BY): run on one replica of each shard, it reached
+	// every server, and the re-created Distributed front has the column.
 	for i := range c.Addrs {
 		conn := c.Conn(i+1, db)
 		var local, dist string
