@@ -17,6 +17,16 @@ import (
 // These tests run on a real ClickHouse 18.16 cluster of the test's own (ZooKeeper + 2 shards x 2 replicas, started
 // by deploy/local/chcluster.sh through testenv.StartClickHouseCluster): clickhouse.cluster mode end to end.
 
+// clusterCtx bounds a cluster test's waits only against hangs: a cluster of four servers, ZooKeeper and ON CLUSTER
+// DDL on a machine other engineers load takes minutes when a 60 s bound (testCtx) expired mid-migrate (seen at load
+// 50), and no assertion may depend on that.
+func clusterCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // clusterDB returns a fresh database name on c, dropped ON CLUSTER when the test ends.
 func clusterDB(t *testing.T, c *testenv.ClickHouseCluster) string {
 	t.Helper()
@@ -37,7 +47,7 @@ func clusterStore(t *testing.T, c *testenv.ClickHouseCluster, db string, mod fun
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := Open(testCtx(t), cfg)
+	s, err := Open(clusterCtx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +62,7 @@ func syncReplicas(t *testing.T, c *testenv.ClickHouseCluster, db string) {
 	for i := range c.Addrs {
 		conn := c.Conn(i+1, db)
 		for _, tb := range retentionTables {
-			if err := conn.Exec(testCtx(t), "SYSTEM SYNC REPLICA "+db+"."+tb.Name+LocalSuffix); err != nil {
+			if err := conn.Exec(clusterCtx(t), "SYSTEM SYNC REPLICA "+db+"."+tb.Name+LocalSuffix); err != nil {
 				t.Fatalf("node %d: sync replica %s: %v", i+1, tb.Name, err)
 			}
 		}
@@ -76,7 +86,7 @@ func clusterLatencyRows(from, n int) []LatencyRow {
 // latencyDigest is what a node answers for the latency rows, through the Distributed table: every row, in key order.
 func latencyDigest(t *testing.T, conn driver.Conn) []string {
 	t.Helper()
-	rows, err := conn.Query(testCtx(t), "SELECT topic, partition, offset, e2e_ms, queue_ms, consumer_host, trace_id "+
+	rows, err := conn.Query(clusterCtx(t), "SELECT topic, partition, offset, e2e_ms, queue_ms, consumer_host, trace_id "+
 		"FROM latency_events ORDER BY topic, partition, offset")
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +119,7 @@ func wantDigest(rows []LatencyRow) []string {
 func count(t *testing.T, conn driver.Conn, sql string) uint64 {
 	t.Helper()
 	var n uint64
-	if err := conn.QueryRow(testCtx(t), sql).Scan(&n); err != nil {
+	if err := conn.QueryRow(clusterCtx(t), sql).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
@@ -119,7 +129,7 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 	c := testenv.StartClickHouseCluster(t, 2, 2)
 	db := clusterDB(t, c)
 	s := clusterStore(t, c, db, nil)
-	ctx := testCtx(t)
+	ctx := clusterCtx(t)
 
 	at := time.Now()
 	res, err := s.Migrate(ctx)
@@ -309,7 +319,7 @@ func TestClusterReplicaDown(t *testing.T) {
 		cfg.Writer.RetryMax = 200 * time.Millisecond
 		cfg.Writer.InsertTimeout = 20 * time.Second
 	})
-	ctx := testCtx(t)
+	ctx := clusterCtx(t)
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +387,7 @@ func TestClusterReplicaDown(t *testing.T) {
 // anything is changed; an unknown cluster name is refused with the names the server has.
 func TestClusterModeMismatch(t *testing.T) {
 	c := testenv.StartClickHouseCluster(t, 1, 2)
-	ctx := testCtx(t)
+	ctx := clusterCtx(t)
 
 	db := clusterDB(t, c)
 	single, err := Open(ctx, Config{Addr: c.Addrs[:1], Database: db})

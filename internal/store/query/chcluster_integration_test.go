@@ -210,18 +210,25 @@ func diffValue(g, w reflect.Value, path string, quantile bool, worst *float64) s
 	}
 }
 
+// longCtx bounds the cluster side's migrate and writes only against hangs (ON CLUSTER DDL on a loaded machine).
+func longCtx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
 var clusterT0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // seedThroughWriter migrates cfg's database and writes the fixture with store.Writer (fixed version clock), and
 // returns a Reader on the store's connection.
 func seedThroughWriter(t *testing.T, cfg store.Config) *query.Reader {
 	t.Helper()
-	s, err := store.Open(ctx(t), cfg)
+	s, err := store.Open(longCtx(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if _, err := s.Migrate(ctx(t)); err != nil {
+	if _, err := s.Migrate(longCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	ver := clusterT0.Add(24 * time.Hour)
@@ -232,14 +239,14 @@ func seedThroughWriter(t *testing.T, cfg store.Config) *query.Reader {
 			t.Fatal(err)
 		}
 		for _, b := range batches {
-			if err := w.Write(ctx(t), b, nil); err != nil {
+			if err := w.Write(longCtx(t), b, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := w.Flush(ctx(t)); err != nil {
+			if err := w.Flush(longCtx(t)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := w.Close(ctx(t)); err != nil {
+		if err := w.Close(longCtx(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
