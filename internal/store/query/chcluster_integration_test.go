@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/store/query"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -21,7 +23,7 @@ import (
 // inserted block on the replica that received it.
 func TestQueriesOnClusterEqualSingleServer(t *testing.T) {
 	c := testenv.StartClickHouseCluster(t, 2, 2)
-	single, _ := testenv.ClickHouseDB(t)
+	single, singleConn := testenv.ClickHouseDB(t)
 	cdb := testenv.Name(t, "tmc")
 	admin := c.Conn(1, "")
 	t.Cleanup(func() {
@@ -124,7 +126,7 @@ func TestQueriesOnClusterEqualSingleServer(t *testing.T) {
 	compare("unmerged", qs[len(qs)-len(finalQs):])
 	// Raw queries without FINAL count a re-delivered row until ReplacingMergeTree merges it away, whenever the
 	// server chooses: merge both now, so every query has one right answer.
-	optimize(t, c, cdb)
+	optimize(t, singleConn, c, cdb)
 	compare("merged", qs)
 	t.Logf("largest difference of a t-digest quantile, cluster vs single server: %.2f%% of the value (counts, keys and exact aggregates equal)", worst*100)
 }
@@ -132,17 +134,16 @@ func TestQueriesOnClusterEqualSingleServer(t *testing.T) {
 // finalQs names the queries that read with FINAL or LIMIT 1 BY (kept last in qs).
 var finalQs = []string{"slowest", "slo report"}
 
-// optimize merges latency_events on the single server of testenv and on every shard of c (each shard's replicas
-// then fetch the merged part: SYSTEM SYNC REPLICA).
-func optimize(t *testing.T, c *testenv.ClickHouseCluster, cdb string) {
+// optimize merges latency_events on the single server and on every shard's first replica, the one Distributed reads choose (the servers'
+// load_balancing is in_order); OPTIMIZE returns once its own replica merged. The other replicas are not waited for:
+// SYSTEM SYNC REPLICA there failed once under load with 18.16's "Unknown log entry type: 0" (a server bug, code 49).
+func optimize(t *testing.T, single driver.Conn, c *testenv.ClickHouseCluster, cdb string) {
 	t.Helper()
-	for i := 1; i <= len(c.Addrs); i += c.Replicas {
-		if err := c.Conn(i, cdb).Exec(ctx(t), "OPTIMIZE TABLE latency_events"+store.LocalSuffix+" FINAL"); err != nil {
-			t.Fatal(err)
-		}
+	if err := single.Exec(longCtx(t), "OPTIMIZE TABLE latency_events FINAL"); err != nil {
+		t.Fatal(err)
 	}
-	for i := range c.Addrs {
-		if err := c.Conn(i+1, cdb).Exec(ctx(t), "SYSTEM SYNC REPLICA latency_events"+store.LocalSuffix); err != nil {
+	for i := 1; i <= len(c.Addrs); i += c.Replicas {
+		if err := c.Conn(i, cdb).Exec(longCtx(t), "OPTIMIZE TABLE latency_events"+store.LocalSuffix+" FINAL"); err != nil {
 			t.Fatal(err)
 		}
 	}
