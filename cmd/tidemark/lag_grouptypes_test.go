@@ -221,7 +221,7 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close(ctx)
-	if err := w.Write(ctx, store.Rows{Lag: lagRows(snap)}, nil); err != nil {
+	if err := w.Write(ctx, store.Rows{Lag: store.LagRows(snap)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Flush(ctx); err != nil {

@@ -250,7 +250,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		rendered, cancelRender := loop.Subscribe(1)
 		defer cancelRender()
 		g.Go(func() error { return loop.Run(gctx) })
-		g.Go(func() error { return forwardLag(gctx, snaps, engine, writer, col, activity) })
+		g.Go(func() error { return col.FollowLag(gctx, snaps, activity) })
 		g.Go(func() error { lagMetrics.Follow(gctx, rendered); return nil })
 		if cfg.Lag.Election.Enabled {
 			g.Go(func() error { return runLease(gctx, cfg, activity, log) })
@@ -442,90 +442,4 @@ func runLease(ctx context.Context, cfg *runConfig, activity *lagexporter.Activit
 	defer activity.Set(false)
 	return kafka.RunLease(ctx, kafka.LeaseConfig{Brokers: cfg.Kafka.Brokers, Sarama: sc, Group: e.Group, Topic: e.Topic,
 		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
-}
-
-// forwardLag writes every lag snapshot to lag_snapshots (on the active replica only), feeds its committed offsets to
-// the latency engine (a decreasing commit marks a replay boundary) and to the collector (commit bounds of
-// uninstrumented groups).
-func forwardLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, engine *latency.Engine, w *store.Writer,
-	col *collector.Collector, activity *lagexporter.Activity) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case s := <-snaps:
-			rows := lagRows(s)
-			for _, gl := range s.Groups {
-				for _, p := range gl.Partitions {
-					if p.HasCommit {
-						engine.ObserveCommit(latency.CommitObservation{Group: gl.Group, Topic: p.Topic,
-							Partition: p.Partition, Offset: p.Committed, At: s.Time})
-					}
-				}
-			}
-			if len(rows) > 0 && activity.Active() {
-				if err := w.Write(ctx, store.Rows{Lag: rows}, nil); err != nil {
-					return nil // ctx ended
-				}
-			}
-			if err := col.ObserveSnapshot(ctx, s); err != nil {
-				return nil // ctx ended
-			}
-		}
-	}
-}
-
-func lagRows(s *lagexporter.Snapshot) []store.LagRow {
-	var rows []store.LagRow
-	for _, gl := range s.Groups {
-		for _, p := range gl.Partitions {
-			committed := int64(-1)
-			if p.HasCommit {
-				committed = p.Committed
-			}
-			var tl int64
-			if p.TimeLagKnown {
-				tl = p.TimeLag.Milliseconds()
-			}
-			rows = append(rows, store.LagRow{
-				At: s.Time, Cluster: s.Cluster, Group: gl.Group, Topic: p.Topic, Partition: p.Partition,
-				Committed: committed, LogStart: p.LogStart, End: p.End, Lag: p.Lag, Expired: p.ExpiredOffsets,
-				TimeLagMs: tl, Status: lagStatus(gl.Status), PartitionStatus: lagStatus(p.Status), Flags: uint32(p.Flags),
-				GroupType: storeGroupType(gl.GroupType), Subtopology: p.Subtopology, Internal: p.Internal,
-			})
-		}
-	}
-	return rows
-}
-
-// storeGroupType maps the lag exporter's group types onto lag_snapshots' Enum8.
-func storeGroupType(t string) store.GroupType {
-	switch t {
-	case lagexporter.GroupConsumer:
-		return store.GroupConsumer
-	case lagexporter.GroupShare:
-		return store.GroupShare
-	case lagexporter.GroupStreams:
-		return store.GroupStreams
-	}
-	return store.GroupClassic
-}
-
-// lagStatus maps the lag exporter's statuses (OK, REWIND, WARN, STALL, STOP, ERR) to lag_snapshots' Enum8.
-func lagStatus(s lagexporter.Status) store.LagStatus {
-	switch s {
-	case lagexporter.StatusOK:
-		return store.StatusOK
-	case lagexporter.StatusRewind:
-		return store.StatusRewind
-	case lagexporter.StatusWarn:
-		return store.StatusWarn
-	case lagexporter.StatusStall:
-		return store.StatusStall
-	case lagexporter.StatusStop:
-		return store.StatusStop
-	case lagexporter.StatusErr:
-		return store.StatusErr
-	}
-	return store.StatusUnknown
 }
