@@ -505,7 +505,7 @@ func TestHandlerFollowsLoop(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.mu.RLock()
-		ready := h.cur != nil && h.cur.key.seq == s.Seq
+		ready := h.cur != nil && len(h.cur.key) == 1 && h.cur.key[0].seq == s.Seq
 		h.mu.RUnlock()
 		if ready {
 			return
@@ -536,7 +536,7 @@ func TestScrapeServesFinishedRendering(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		h.mu.RLock()
 		defer h.mu.RUnlock()
-		return h.cur.key.seq, rec.Body.String()
+		return h.cur.key[0].seq, rec.Body.String()
 	}
 	player.Advance()
 	s1, err := loop.Cycle(context.Background())

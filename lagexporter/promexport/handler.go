@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,11 +32,19 @@ import (
 // Memory: two renderings (the one served and the one being built), each the gzip form of the exposition (a few MB
 // at 100,000 group-partitions) kept family by family; the text is compressed as it is produced, so it is never held
 // whole, and the buffers of one rendering are reused by the one after the next.
+//
+// Several clusters: Add puts another cluster's Collector into the same exposition (one Handler serves every cluster
+// a process watches). A family is written once, its HELP and TYPE lines from the first Collector that has it, then
+// every Collector's series of it in the order they were added; each series carries its own cluster label, rendered
+// like any other label value, so the label costs no extra work per series. A new snapshot of any cluster renders
+// all of them again.
 type Handler struct {
-	c     *Collector
 	extra prometheus.Gatherer
 
-	renderMu sync.Mutex // serialises renderings; guards spare and scratch
+	renderMu sync.Mutex // serialises renderings and Add; guards cs, heads, index, spare and scratch
+	cs       []*Collector
+	heads    []*family // by merged family index: the family whose HELP and TYPE lines are written
+	index    [][]int   // by Collector, then by its family index: the merged family index
 	spare    *exposition
 	scratch  renderScratch
 
@@ -46,7 +55,7 @@ type Handler struct {
 // exposition is one rendering: per family, in Describe order, its gzip member (gauge families) or its text in the
 // two formats (counter families, uncompressed: a few lines).
 type exposition struct {
-	key      renderKey
+	key      []renderKey // one per Collector, in Add order
 	valid    bool
 	families []familyStream
 }
@@ -57,9 +66,42 @@ type renderKey struct {
 	active bool // an ActiveReporter source's state: a replica turning standby or active renders again at once
 }
 
-// NewHandler returns a handler for c's series plus extra's.
+// NewHandler returns a handler for c's series plus extra's; c may be nil (none yet: see Add).
 func NewHandler(c *Collector, extra prometheus.Gatherer) *Handler {
-	return &Handler{c: c, extra: extra}
+	h := &Handler{extra: extra}
+	if c != nil {
+		h.Add(c)
+	}
+	return h
+}
+
+// Add serves c's series too, after those of the Collectors added before; safe to call while scrapes are served.
+// Collectors of different clusters may have different families (granularity, compatibility names): a family only
+// some have is written once, where the first of them has it.
+func (h *Handler) Add(c *Collector) {
+	h.renderMu.Lock()
+	defer h.renderMu.Unlock()
+	byName := make(map[string]int, len(h.heads))
+	for i, f := range h.heads {
+		byName[f.name] = i
+	}
+	idx := make([]int, len(c.families))
+	for i, f := range c.families {
+		m, ok := byName[f.name]
+		if !ok {
+			m = len(h.heads)
+			h.heads = append(h.heads, f)
+			byName[f.name] = m
+		}
+		idx[i] = m
+	}
+	h.cs = append(h.cs, c)
+	h.index = append(h.index, idx)
+	h.mu.Lock()
+	if h.cur != nil {
+		h.cur.valid = false // the next scrape renders c too
+	}
+	h.mu.Unlock()
 }
 
 // acceptedFormats are the formats the handler negotiates, preferred first (expfmt.NegotiateAccept).
@@ -173,7 +215,7 @@ func (h *Handler) serveRendering() {
 	h.renderLocked()
 }
 
-// render renders the latest snapshot and health unless the current rendering already shows them.
+// render renders the latest snapshots and health unless the current rendering already shows them.
 func (h *Handler) render() {
 	h.renderMu.Lock()
 	defer h.renderMu.Unlock()
@@ -182,16 +224,21 @@ func (h *Handler) render() {
 
 // renderLocked is render; the caller holds h.renderMu.
 func (h *Handler) renderLocked() {
-	s, hl := h.c.src.Latest(), h.c.src.Health()
-	k := renderKey{cycles: hl.Cycles}
-	if ar, ok := h.c.src.(ActiveReporter); ok {
-		k.active = ar.Active()
-	}
-	if s != nil {
-		k.seq = s.Seq
+	snaps := make([]*lagexporter.Snapshot, len(h.cs))
+	hls := make([]lagexporter.Health, len(h.cs))
+	key := make([]renderKey, len(h.cs))
+	for i, c := range h.cs {
+		snaps[i], hls[i] = c.src.Latest(), c.src.Health()
+		key[i].cycles = hls[i].Cycles
+		if ar, ok := c.src.(ActiveReporter); ok {
+			key[i].active = ar.Active()
+		}
+		if snaps[i] != nil {
+			key[i].seq = snaps[i].Seq
+		}
 	}
 	h.mu.RLock()
-	current := h.cur != nil && h.cur.valid && h.cur.key == k
+	current := h.cur != nil && h.cur.valid && slices.Equal(h.cur.key, key)
 	h.mu.RUnlock()
 	if current {
 		return
@@ -200,8 +247,8 @@ func (h *Handler) renderLocked() {
 	if next == nil {
 		next = &exposition{}
 	}
-	h.c.renderInto(next, s, hl, &h.scratch)
-	next.key, next.valid = k, true
+	renderAll(next, h.heads, h.cs, h.index, snaps, hls, &h.scratch)
+	next.key, next.valid = key, true
 	h.mu.Lock() // waits for the scrapes still writing the previous rendering
 	h.cur, h.spare = next, h.cur
 	h.mu.Unlock()
@@ -278,11 +325,22 @@ func (fs *familyStream) flush(pool *renderScratch) {
 
 // renderInto renders snapshot s and health hl into e, reusing e's buffers: every family in Describe order.
 func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexporter.Health, pool *renderScratch) {
-	if len(e.families) != len(c.families) {
-		e.families = make([]familyStream, len(c.families))
+	idx := make([]int, len(c.families))
+	for i := range idx {
+		idx[i] = i
 	}
-	if len(pool.stages) != len(c.families) {
-		pool.stages = make([][]byte, len(c.families))
+	renderAll(e, c.families, []*Collector{c}, [][]int{idx}, []*lagexporter.Snapshot{s}, []lagexporter.Health{hl}, pool)
+}
+
+// renderAll renders the Collectors' snapshots and health into e, reusing e's buffers: every merged family (heads,
+// index: see Handler) in order, each with the series of every Collector in order.
+func renderAll(e *exposition, heads []*family, cs []*Collector, index [][]int, snaps []*lagexporter.Snapshot,
+	hls []lagexporter.Health, pool *renderScratch) {
+	if len(e.families) != len(heads) {
+		e.families = make([]familyStream, len(heads))
+	}
+	if len(pool.stages) != len(heads) {
+		pool.stages = make([][]byte, len(heads))
 	}
 	for i := range e.families {
 		fs := &e.families[i]
@@ -290,32 +348,36 @@ func (c *Collector) renderInto(e *exposition, s *lagexporter.Snapshot, hl lagexp
 		fs.out.Reset()
 		fs.opened = false
 	}
-	c.emit(s, hl, func(f *family, v float64, lvs []string) {
-		fs := &e.families[f.idx]
-		if f.counter {
-			if len(fs.text) == 0 {
-				fs.text = appendHeader(fs.text, f, false)
-				fs.omText = appendHeader(fs.omText, f, true)
+	for k, c := range cs {
+		idx := index[k]
+		c.emit(snaps[k], hls[k], func(f *family, v float64, lvs []string) {
+			m := idx[f.idx]
+			fs, head := &e.families[m], heads[m]
+			if f.counter {
+				if len(fs.text) == 0 {
+					fs.text = appendHeader(fs.text, head, false)
+					fs.omText = appendHeader(fs.omText, head, true)
+				}
+				n := len(fs.text)
+				fs.text = appendSeries(fs.text, f, v, lvs)
+				fs.omText = append(fs.omText, fs.text[n:]...)
+				return
 			}
-			n := len(fs.text)
-			fs.text = appendSeries(fs.text, f, v, lvs)
-			fs.omText = append(fs.omText, fs.text[n:]...)
-			return
-		}
-		if fs.stage == nil {
-			fs.stage = make([]byte, 0, 1024)
-		}
-		if !fs.opened && len(fs.stage) == 0 {
-			fs.stage = appendHeader(fs.stage, f, false)
-		}
-		fs.stage = appendSeries(fs.stage, f, v, lvs)
-		if len(fs.stage) >= stageBytes {
-			if cap(fs.stage) < stageBytes*2 {
-				fs.stage = append(make([]byte, 0, stageBytes*2), fs.stage...)
+			if fs.stage == nil {
+				fs.stage = make([]byte, 0, 1024)
 			}
-			fs.flush(pool)
-		}
-	})
+			if !fs.opened && len(fs.stage) == 0 {
+				fs.stage = appendHeader(fs.stage, head, false)
+			}
+			fs.stage = appendSeries(fs.stage, f, v, lvs)
+			if len(fs.stage) >= stageBytes {
+				if cap(fs.stage) < stageBytes*2 {
+					fs.stage = append(make([]byte, 0, stageBytes*2), fs.stage...)
+				}
+				fs.flush(pool)
+			}
+		})
+	}
 	for i := range e.families {
 		fs := &e.families[i]
 		fs.flush(pool)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	. "github.com/tidemark/tidemark/lagexporter"
 )
@@ -158,6 +159,61 @@ func TestAcceptsGzip(t *testing.T) {
 		"gzip;q=0": false, "gzip;q=0.0, identity": false, "identity, gzip; q=0.001": true} {
 		if got := acceptsGzip(v); got != want {
 			t.Errorf("acceptsGzip(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestHandlerSeveralClusters: one handler serving two clusters' Collectors (different granularities, one with the
+// kafka_exporter names) holds exactly the lines client_golang writes when it gathers both, each family once with
+// both clusters' series, in every format, gzip or not; a Collector added later is in the next scrape.
+func TestHandlerSeveralClusters(t *testing.T) {
+	a, _ := caseCollector(t, "c06_no_commit.jsonl", 0, func(c *Config) { c.Cluster = "prod" })
+	b, _ := caseCollector(t, "c06_no_commit.jsonl", 0, func(c *Config) {
+		c.Cluster = "dr"
+		c.Granularity = GranularityTopic
+		c.KafkaExporterCompat = true
+	})
+	h := NewHandler(a, nil)
+	if _, body := scrapeHandler(t, h, "", ""); strings.Contains(body, `cluster="dr"`) || !strings.Contains(body, `cluster="prod"`) {
+		t.Fatalf("before Add: want prod's series only:\n%s", body)
+	}
+	h.Add(b)
+	regA, regB := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+	regA.MustRegister(a)
+	regB.MustRegister(b)
+	mfs, err := prometheus.Gatherers{regA, regB}.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		accept string
+		format expfmt.Format
+	}{{prometheusAccept, expfmt.FmtOpenMetrics_1_0_0}, {"text/plain", expfmt.FmtText}} {
+		om := tc.format.FormatType() == expfmt.TypeOpenMetrics
+		var lib bytes.Buffer
+		enc := expfmt.NewEncoder(&lib, tc.format)
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cl, ok := enc.(expfmt.Closer); ok {
+			_ = cl.Close()
+		}
+		want := normalize(t, lib.String(), om)
+		for _, encoding := range []string{"", "gzip"} {
+			_, body := scrapeHandler(t, h, tc.accept, encoding)
+			if got := normalize(t, body, om); !slices.Equal(got, want) {
+				t.Fatalf("%s %s: served exposition differs from the library's:\n%s\n---\n%s", tc.format, encoding,
+					strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			// the text parser rejects a family whose HELP/TYPE lines appear twice
+			if !om {
+				tp := expfmt.NewTextParser(model.UTF8Validation)
+				if _, err := tp.TextToMetricFamilies(strings.NewReader(body)); err != nil {
+					t.Fatalf("%s: not a valid text exposition: %v", encoding, err)
+				}
+			}
 		}
 	}
 }
