@@ -40,6 +40,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// TracerProvider receives the hop spans (traces.go); nil turns them off.
 	TracerProvider trace.TracerProvider
+	// Cluster names the Kafka cluster (Kafka's brokers) in every row written to Sink: the cluster column. "" leaves
+	// the rows' own value.
+	Cluster string
 }
 
 // Collector runs the enabled paths.
@@ -73,6 +76,9 @@ func New(cfg Config, opts Options) (*Collector, error) {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.Cluster != "" {
+		opts.Sink = clusterSink{opts.Sink, opts.Cluster}
 	}
 	d := &pathDeps{engine: opts.Engine, hosts: newHosts(opts.Engine), sink: opts.Sink, metrics: opts.Metrics,
 		clock: opts.Clock, log: opts.Logger, tracer: newHopTracer(opts.TracerProvider, cfg.Traces, cfg.ReferenceHost,

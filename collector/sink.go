@@ -20,3 +20,26 @@ type Sink interface {
 type DeadLetters interface {
 	Send(ctx context.Context, path string, recs []kafka.Record, reasons []error) error
 }
+
+// clusterSink stamps its cluster's name on every row before handing them on: the cluster column of every table. The
+// rows are the caller's, stamped in place (the same value on every write, so a re-read after a give-up is unchanged).
+type clusterSink struct {
+	FlushingSink
+	cluster string
+}
+
+func (s clusterSink) Write(ctx context.Context, rows store.Rows, ack store.Ack) error {
+	for i := range rows.Latency {
+		rows.Latency[i].Cluster = s.cluster
+	}
+	for i := range rows.Probe {
+		rows.Probe[i].Cluster = s.cluster
+	}
+	for i := range rows.Lag {
+		rows.Lag[i].Cluster = s.cluster
+	}
+	for i := range rows.ClockOffsets {
+		rows.ClockOffsets[i].Cluster = s.cluster
+	}
+	return s.FlushingSink.Write(ctx, rows, ack)
+}

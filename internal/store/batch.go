@@ -29,14 +29,14 @@ var latencyColumns = []string{
 	"event_ts_ms", "append_ts_ms", "receive_ts_ms", "processed_ts_ms",
 	"ingest_naive_ms", "queue_naive_ms", "process_naive_ms", "e2e_naive_ms",
 	"ingest_ms", "queue_ms", "process_ms", "e2e_ms", "uncertainty_ms", "valid", "flags",
-	"producer_host", "broker_host", "consumer_host", "trace_id", "span_id", "ver",
+	"producer_host", "broker_host", "consumer_host", "trace_id", "span_id", "cluster", "ver",
 }
 
 var probeColumns = []string{
 	"record_time", "topic", "partition", "seq", "broker_id",
 	"send_ts_ms", "append_ts_ms", "ack_ts_ms", "receive_ts_ms",
 	"ingest_ms", "delivery_ms", "rtt_ms", "e2e_ms", "broker_offset_ms", "uncertainty_ms",
-	"status", "duplicates", "flags", "trace_id", "instance", "ver",
+	"status", "duplicates", "flags", "trace_id", "instance", "cluster", "ver",
 }
 
 var lagColumns = []string{
@@ -46,7 +46,7 @@ var lagColumns = []string{
 }
 
 var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples",
-	"lower_ms", "upper_ms", "estimate_ms", "min_delay_ms", "ver"}
+	"lower_ms", "upper_ms", "estimate_ms", "min_delay_ms", "cluster", "ver"}
 
 type latencyBatch []LatencyRow
 type probeBatch []ProbeRow
@@ -207,7 +207,8 @@ func (rs latencyBatch) appendTo(b driver.Batch, ver uint64, c *latencyCols) erro
 		func() error { return str(25, func(r *LatencyRow) string { return r.ConsumerHost }) },
 		func() error { return str(26, func(r *LatencyRow) string { return r.TraceID }) },
 		func() error { return str(27, func(r *LatencyRow) string { return r.SpanID }) },
-		func() error { return appendLatencyCol(b, 28, &c.u64, r, func(*LatencyRow) uint64 { return ver }) },
+		func() error { return str(28, func(r *LatencyRow) string { return r.Cluster }) },
+		func() error { return appendLatencyCol(b, 29, &c.u64, r, func(*LatencyRow) uint64 { return ver }) },
 	} {
 		if err := fill(); err != nil {
 			return err
@@ -238,6 +239,7 @@ func (rs probeBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error 
 		col(rs, func(r *ProbeRow) uint32 { return r.Flags }),
 		col(rs, func(r *ProbeRow) string { return r.TraceID }),
 		col(rs, func(r *ProbeRow) string { return r.Instance }),
+		col(rs, func(r *ProbeRow) string { return r.Cluster }),
 		vers(len(rs), ver),
 	})
 }
@@ -279,6 +281,7 @@ func (rs clockBatch) appendTo(b driver.Batch, ver uint64, _ *latencyCols) error 
 		col(rs, func(r *ClockOffsetRow) float64 { return r.UpperMs }),
 		col(rs, func(r *ClockOffsetRow) float64 { return r.EstimateMs }),
 		col(rs, func(r *ClockOffsetRow) float64 { return r.MinDelayMs }),
+		col(rs, func(r *ClockOffsetRow) string { return r.Cluster }),
 		vers(len(rs), ver),
 	})
 }

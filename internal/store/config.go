@@ -14,6 +14,9 @@ import (
 // Config configures the ClickHouse connection, the schema and the batched writer. Zero values are filled by
 // SetDefaults; Validate reports the first bad field by its YAML key.
 type Config struct {
+	// Cluster is the Kafka cluster name Migrate gives the rows stored before migration 0006 added the cluster column
+	// (SchemaParams.Cluster); set by the caller from its cluster configuration, not a key of the clickhouse block.
+	Cluster string `yaml:"-"`
 	// Addr is host:port of ClickHouse's native protocol (HTTP is not supported: clickhouse-go's HTTP transport cannot
 	// talk to 18.16). Several addresses may be given for failover.
 	Addr []string `yaml:"addr"`

@@ -139,6 +139,7 @@ func (k *keyHasher) int(v int64) {
 
 func (k *keyHasher) latency(seed maphash.Seed, r *LatencyRow) uint64 {
 	k.start(seed, 'L')
+	k.str(r.Cluster)
 	k.str(r.Topic)
 	k.str(r.Group)
 	k.int(int64(r.Partition))
@@ -149,6 +150,7 @@ func (k *keyHasher) latency(seed maphash.Seed, r *LatencyRow) uint64 {
 
 func (k *keyHasher) probe(seed maphash.Seed, r *ProbeRow) uint64 {
 	k.start(seed, 'P')
+	k.str(r.Cluster)
 	k.str(r.Topic)
 	k.int(int64(r.Partition))
 	k.int(int64(r.Seq))
@@ -167,6 +169,7 @@ func (k *keyHasher) lag(seed maphash.Seed, r *LagRow) uint64 {
 
 func (k *keyHasher) clock(seed maphash.Seed, r *ClockOffsetRow) uint64 {
 	k.start(seed, 'C')
+	k.str(r.Cluster)
 	k.str(r.Host)
 	k.int(int64(r.Kind))
 	k.int(r.At.UnixMilli())

@@ -126,7 +126,8 @@ func (s *Store) Migrate(ctx context.Context) (MigrateResult, error) {
 
 func (s *Store) schemaParams(d Dialect) SchemaParams {
 	return SchemaParams{Dialect: d, RetentionDays: s.cfg.RetentionDays, RollupRetentionDays: s.cfg.RollupRetentionDays,
-		ClickHouseCluster: s.cfg.ClickHouseCluster, Database: s.cfg.Database}
+		ClickHouseCluster: s.cfg.ClickHouseCluster, Database: s.cfg.Database,
+		Cluster: s.cfg.Cluster}
 }
 
 // freshDialect returns the dialect for a database without migrations: the configured one, or the server's.

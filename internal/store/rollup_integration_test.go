@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -281,13 +282,13 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	day := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
-	var rows []LatencyRow
-	for i := range 600 {
-		ms := day.Add(time.Duration(i) * time.Minute).UnixMilli()
-		rows = append(rows, LatencyRow{Group: "g", Topic: "t", Offset: int64(i), Class: ClassLive, AppendMs: ms,
-			ObservedMs: ms, E2EMs: 3, Valid: ValidE2E, ConsumerHost: "c"})
+	// 600 rows a minute apart, inserted as a version-1 build did (this build's writer also writes later columns)
+	if err := s.conn.Exec(ctx, fmt.Sprintf(`INSERT INTO latency_events (record_time, observed_time, consumer_group, topic,
+		partition, offset, replay_class, append_ts_ms, e2e_ms, valid, consumer_host, ver)
+		SELECT toDateTime(%d + number * 60), toDateTime(%d + number * 60), 'g', 't', 0, number, 'live',
+		(%d + number * 60) * 1000, 3, %d, 'c', 1 FROM numbers(600)`, day.Unix(), day.Unix(), day.Unix(), ValidE2E)); err != nil {
+		t.Fatal(err)
 	}
-	writeAndFlush(t, newTestWriter(t, s, nil, nil), Rows{Latency: rows})
 	// A probe row of the one-replica schema (no instance column yet).
 	if err := s.conn.Exec(ctx, "INSERT INTO probe_events (record_time, topic, partition, seq, ver) SELECT toDateTime(?, 'UTC'), 'pt', 0, 5, 1", day); err != nil {
 		t.Fatal(err)

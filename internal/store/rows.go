@@ -86,6 +86,8 @@ const (
 // milliseconds on the clock of the host that took them, -1 (or 0) when unknown; stages are milliseconds, naive
 // (raw stamp differences) and corrected (on the reference clock). docs/schema.md defines every field.
 type LatencyRow struct {
+	// Cluster is the Kafka cluster the row is about (the cluster column; the writer stores "" as written).
+	Cluster   string
 	Group     string
 	Topic     string
 	Partition int32
@@ -128,6 +130,8 @@ func (r *LatencyRow) ObservedTime() time.Time {
 // the append stamp on the broker's; all Unix ms, -1 when unknown. Seq must be unique per (Topic, Partition, Instance)
 // over the retention period.
 type ProbeRow struct {
+	// Cluster is the Kafka cluster the row is about (the cluster column; the writer stores "" as written).
+	Cluster   string
 	Topic     string
 	Partition int32
 	Seq       uint64
@@ -191,6 +195,8 @@ const (
 // EstimateMs is the point estimate to plot: OffsetMs, or for a one-sided envelope with a probe-measured minimum
 // one-way delay MinDelayMs (> 0), the bound moved by it toward the open side (latency.Offset.Estimate).
 type ClockOffsetRow struct {
+	// Cluster is the Kafka cluster the row is about (the cluster column; the writer stores "" as written).
+	Cluster       string
 	At            time.Time
 	Host          string
 	Kind          ClockKind

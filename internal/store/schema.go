@@ -66,7 +66,13 @@ type SchemaParams struct {
 	// Replicated* local tables and Distributed tables under the single-server names. Database then names the
 	// database the DDL qualifies every table with; both are ignored when Cluster is "".
 	ClickHouseCluster, Database string
+	// Cluster is the cluster name migration 0006 gives the rows stored before the tables had a cluster column; ""
+	// is DefaultCluster. It is not part of a migration's checksum (the template's source is).
+	Cluster string
 }
+
+// DefaultCluster is the cluster name of a configuration that names none (lag.cluster's default).
+const DefaultCluster = "default"
 
 // CurrentSchemaVersion is the schema version this build of Tidemark writes and reads: the highest migration version
 // embedded in the binary. A database at a lower version needs `tidemark migrate`; at a higher one, a newer Tidemark.
@@ -131,12 +137,19 @@ func Migrations(p SchemaParams) ([]Migration, error) {
 			}
 			return "ADD COLUMN"
 		},
+		// quote is a ClickHouse string literal of s (backslash and single quote escaped)
+		"quote": func(s string) string {
+			return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+		},
 		"ttl": func(column string, days int) string {
 			if modern {
 				return fmt.Sprintf("\nTTL %s + toIntervalDay(%d)\nSETTINGS ttl_only_drop_parts = 1", column, days)
 			}
 			return ""
 		},
+	}
+	if p.Cluster == "" {
+		p.Cluster = DefaultCluster
 	}
 	data := struct {
 		SchemaParams

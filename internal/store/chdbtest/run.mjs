@@ -56,6 +56,11 @@ try {
     console.log(`ok ${stmts.length} statements parsed, engine ${version}`);
     break run;
   }
+  // later(s): a statement after s extends the sorting key of s's table again
+  const later = (s) => {
+    const t = s.match(/^ALTER TABLE (\S+)/)?.[1];
+    return stmts.slice(stmts.indexOf(s) + 1).some((x) => x.startsWith(`ALTER TABLE ${t} `) && / MODIFY ORDER BY /.test(x));
+  };
   for (const pass of [1, 2]) {
     for (const s of stmts) {
       try {
@@ -63,6 +68,9 @@ try {
       } catch (e) {
         // Second pass of an ADD COLUMN: Migrate counts "already exists" as applied (store.ColumnAlreadyAdded).
         if (pass === 2 && /^ALTER TABLE /.test(s) && / ADD COLUMN /.test(s) && /DUPLICATE_COLUMN/.test(e.message)) continue;
+        // Second pass of a key extension that a later migration extended further (0005's MODIFY ORDER BY after 0006
+        // added cluster to the same key): Migrate never re-runs a recorded migration, only the interrupted last one.
+        if (pass === 2 && / MODIFY ORDER BY /.test(s) && later(s) && /used in the expression that was added to the sorting key/.test(e.message)) continue;
         throw new Error(`pass ${pass}: ${e.message}\n--- statement ---\n${s}`);
       }
     }
