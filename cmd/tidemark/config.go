@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ import (
 // runConfig is everything `tidemark run` reads. Sources, later ones winning: the YAML file (--config), environment
 // variables, flags. Unknown keys anywhere are an error naming the key. testdata/config.yaml sets every option.
 type runConfig struct {
+	// Clusters are the Kafka clusters watched, each by name with its own client settings, lag options and collector
+	// paths (clusterConfig). Without it, the top-level kafka, lag and collector blocks are one cluster named by
+	// lag.cluster ("default"); with it, those blocks must not be set (clusterList).
+	Clusters   []clusterConfig    `yaml:"clusters"`
 	Kafka      kafka.ClientConfig `yaml:"kafka"`
 	ClickHouse store.Config       `yaml:"clickhouse"`
 	// Migrate applies pending schema migrations at start (default true); when false a missing or outdated schema is
@@ -52,6 +57,37 @@ type runConfig struct {
 	// (the binary's code pages), and the writer's bounds not set explicitly are sized from it (budgetWriter).
 	// cmd/bench-cardinality measures the peak RSS against it.
 	MemoryLimitMB int `yaml:"memory_limit_mb"`
+}
+
+// clusterConfig is one Kafka cluster `tidemark run` watches: its name (the `cluster` label of every series about
+// it, the `cluster` column of every row from it), its client settings (the kafka: block), its lag exporter options
+// (lag.cluster is the name) and its collector paths.
+type clusterConfig struct {
+	Name      string             `yaml:"name"`
+	Kafka     kafka.ClientConfig `yaml:"kafka"`
+	Lag       lagexporter.Config `yaml:"lag"`
+	Collector collector.Config   `yaml:"collector"`
+}
+
+// DefaultClusterName names the cluster of a configuration without clusters: (lag.cluster's default): its rows and
+// series carry cluster="default", and migration 0006 gives it to the rows stored before the cluster column existed.
+const DefaultClusterName = "default"
+
+// clusterNamePattern is what a cluster name may be: it is a label value, a ClickHouse string and part of Kafka
+// group names (the lag exporter's lease group tidemark-lag-exporter-<cluster>), so Kafka's group-name alphabet.
+var clusterNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// clusterList returns the clusters to run, defaults applied: the clusters: entries, or the top-level kafka, lag and
+// collector blocks as one cluster named by lag.cluster.
+func (c *runConfig) clusterList() []*clusterConfig {
+	if len(c.Clusters) == 0 {
+		return []*clusterConfig{{Name: c.Lag.Cluster, Kafka: c.Kafka, Lag: c.Lag, Collector: c.Collector}}
+	}
+	out := make([]*clusterConfig, len(c.Clusters))
+	for i := range c.Clusters {
+		out[i] = &c.Clusters[i]
+	}
+	return out
 }
 
 // latencyConfig is the part of latency.Config that is configurable (its defaults are the engine's).
@@ -100,6 +136,15 @@ func (c *runConfig) setDefaults() {
 	c.ClickHouse.SetDefaults()
 	c.Collector.SetDefaults()
 	c.Lag.SetDefaults()
+	for i := range c.Clusters {
+		cl := &c.Clusters[i]
+		if cl.Lag.Cluster == "" {
+			cl.Lag.Cluster = cl.Name
+		}
+		cl.Kafka.SetDefaults()
+		cl.Collector.SetDefaults()
+		cl.Lag.SetDefaults()
+	}
 	c.Tracing.SetDefaults()
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = ":9300"
@@ -137,33 +182,39 @@ func (c *runConfig) budgetWriter() {
 
 func (c *runConfig) validate() error {
 	var errs []error
-	if err := c.Kafka.Validate(); err != nil {
-		errs = append(errs, err)
+	if len(c.Clusters) == 0 {
+		errs = append(errs, c.validateCluster("", &c.Kafka, &c.Lag, &c.Collector)...)
+	} else {
+		seen := map[string]int{}
+		for i := range c.Clusters {
+			cl := &c.Clusters[i]
+			at := fmt.Sprintf("clusters[%d]", i)
+			switch j, dup := seen[cl.Name]; {
+			case cl.Name == "":
+				errs = append(errs, fmt.Errorf("%s.name: every cluster needs a name (the cluster label and column)", at))
+			case !clusterNamePattern.MatchString(cl.Name):
+				errs = append(errs, fmt.Errorf("%s.name: %q: want 1 to 63 of A-Z a-z 0-9 . _ -, starting with a letter or digit", at, cl.Name))
+			case dup:
+				errs = append(errs, fmt.Errorf("%s.name: %q is also the name of clusters[%d]", at, cl.Name, j))
+			default:
+				seen[cl.Name] = i
+			}
+			if cl.Lag.Cluster != cl.Name {
+				errs = append(errs, fmt.Errorf("%s.lag.cluster: %q differs from the cluster's name %q (remove it: the name is the label)", at, cl.Lag.Cluster, cl.Name))
+			}
+			errs = append(errs, c.validateCluster(at+".", &cl.Kafka, &cl.Lag, &cl.Collector)...)
+		}
 	}
 	if err := c.ClickHouse.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("clickhouse: %w", err))
 	}
 	if !c.clickHouse {
-		// Paths write to ClickHouse: never guess an address for them (the default would silently point at
-		// 127.0.0.1:9000); a lag exporter alone needs no database.
-		for _, p := range []struct {
-			key string
-			on  bool
-		}{{"collector.receipts.enabled", c.Collector.Receipts.Enabled}, {"collector.probe.enabled", c.Collector.Probe.Enabled},
-			{"collector.tap.enabled", c.Collector.Tap.Enabled}} {
-			if p.on {
-				errs = append(errs, fmt.Errorf("%s: the collector writes to ClickHouse: add a clickhouse block (clickhouse.addr)", p.key))
-			}
-		}
 		if c.Tracing.Enabled { // the spans are the collector's hops: a lag exporter alone has none to export
 			errs = append(errs, errors.New("tracing.enabled: hop spans come from the collector's paths, which need a clickhouse block"))
 		}
 		if !*c.LagEnabled {
 			errs = append(errs, errors.New("lag_enabled: false and no clickhouse block: nothing to run (enable the lag exporter, or configure ClickHouse and the collector)"))
 		}
-	}
-	if err := c.Collector.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
@@ -173,15 +224,6 @@ func (c *runConfig) validate() error {
 		errs = append(errs, fmt.Errorf("http.listen: want host:port (\":9300\", \"0.0.0.0:9300\"), got %q", c.HTTP.Listen))
 	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		errs = append(errs, fmt.Errorf("http.listen: the port of %q must be a number in [0, 65535]", c.HTTP.Listen))
-	}
-	if err := c.Lag.ValidateAt("lag"); err != nil {
-		errs = append(errs, err) // every line names its full key (lag.…)
-	}
-	if lc := c.engineConfig(); true {
-		lc.SetDefaults()
-		if err := lc.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("latency: %w", err))
-		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -200,6 +242,54 @@ func (c *runConfig) validate() error {
 		errs = append(errs, fmt.Errorf("http.shutdown_timeout: must be > 0, got %v", c.HTTP.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// validateCluster checks one cluster's blocks; at prefixes every key ("" for the top-level blocks, "clusters[1]."
+// for an entry of clusters:), so each line names the key as the file writes it.
+// Validate compiles the lag exporter's patterns in place, so it is called on the configuration's own blocks.
+func (c *runConfig) validateCluster(at string, kc *kafka.ClientConfig, lag *lagexporter.Config, col *collector.Config) []error {
+	var errs []error
+	if err := kc.ValidateAt(at + "kafka"); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.clickHouse {
+		// Paths write to ClickHouse: never guess an address for them (the default would silently point at
+		// 127.0.0.1:9000); a lag exporter alone needs no database.
+		for _, p := range []struct {
+			key string
+			on  bool
+		}{{"collector.receipts.enabled", col.Receipts.Enabled}, {"collector.probe.enabled", col.Probe.Enabled},
+			{"collector.tap.enabled", col.Tap.Enabled}} {
+			if p.on {
+				errs = append(errs, fmt.Errorf("%s%s: the collector writes to ClickHouse: add a clickhouse block (clickhouse.addr)", at, p.key))
+			}
+		}
+	}
+	if err := col.Validate(); err != nil {
+		errs = append(errs, prefixLines(at, err)) // its lines name collector.…
+	}
+	if err := lag.ValidateAt(at + "lag"); err != nil {
+		errs = append(errs, err) // every line names its full key (lag.…)
+	}
+	if lc := c.engineConfig(&clusterConfig{Collector: *col}); true {
+		lc.SetDefaults()
+		if err := lc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("latency: %w", err))
+		}
+	}
+	return errs
+}
+
+// prefixLines prefixes every line of err's message with at ("" leaves err as it is).
+func prefixLines(at string, err error) error {
+	if at == "" {
+		return err
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = at + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // tlsBoolHook accepts `tls: true` / `tls: false` for a tls: block (the form clickhouse.tls had before the block
@@ -240,7 +330,7 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 	}
 	for _, kv := range environ() {
 		name, v, _ := strings.Cut(kv, "=")
-		if key, ok := envAliases[name]; ok && v != "" && !k.Exists(key) {
+		if key, ok := envAliases[name]; ok && v != "" && !k.Exists(key) && !(strings.HasPrefix(key, "kafka.") && k.Exists("clusters")) {
 			if err := k.Set(key, strings.Split(v, ",")); err != nil {
 				return nil, fmt.Errorf("read environment: %s: %w", name, err)
 			}
@@ -293,16 +383,18 @@ func decode(k *koanf.Koanf, path string, out any) error {
 	return nil
 }
 
-func (c *runConfig) engineConfig() latency.Config {
+// engineConfig is the latency engine's configuration for cluster cl (each cluster has its own engine: paths are
+// keyed by group, topic and partition, which two clusters may share).
+func (c *runConfig) engineConfig(cl *clusterConfig) latency.Config {
 	return latency.Config{
-		ReferenceHost: c.Collector.ReferenceHost,
+		ReferenceHost: cl.Collector.ReferenceHost,
 		Bounds:        latency.Bounds{MaxAge: c.Latency.MaxAge, MaxSkew: c.Latency.MaxSkew},
 		Window:        c.Latency.Window, EnvelopeWindow: c.Latency.EnvelopeWindow, SkewTolerance: c.Latency.SkewTolerance,
 		MaxPaths: c.Latency.MaxPaths,
 		// The collector's distributions are its rows in ClickHouse and its live Prometheus histograms; the engine's
 		// own sketches would never be read and would be most of its memory (up to ~30 KB a path).
 		NoSketches: true,
-		FixUnits: c.Latency.FixUnits,
+		FixUnits:   c.Latency.FixUnits,
 	}
 }
 
@@ -365,6 +457,18 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 		return nil, err
 	}
 	cfg.clickHouse = k.Exists("clickhouse")
+	if k.Exists("clusters") {
+		// One place per setting: a top-level block beside clusters: would be silently ignored or silently merged.
+		var both []error
+		for _, key := range []string{"kafka", "lag", "collector"} {
+			if k.Exists(key) {
+				both = append(both, fmt.Errorf("%s: set per cluster (clusters[].%s) when clusters: is used", key, key))
+			}
+		}
+		if len(both) > 0 {
+			return nil, fmt.Errorf("config: %w", errors.Join(both...))
+		}
+	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)

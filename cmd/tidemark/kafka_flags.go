@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -39,8 +40,17 @@ func registerKafkaFlags(f *pflag.FlagSet) {
 // TIDEMARK_KAFKA__*), then the changed --kafka.* flags and --brokers. Without any broker it is 127.0.0.1:9092; the
 // client id defaults to clientID.
 func loadKafkaConfig(path string, fs *pflag.FlagSet, environ func() []string, clientID string) (kafkaconfig.Config, error) {
+	c, _, err := loadClusterKafkaConfig(path, fs, environ, clientID, "", false)
+	return c, err
+}
+
+// loadClusterKafkaConfig is loadKafkaConfig for a config that may list clusters: (the --cluster flag of the lag
+// commands). With a clusters: list the kafka: block of the entry named cluster is used (when named is false and
+// the list has one entry, that one), then the changed --kafka.* flags and --brokers over it; the name returned is
+// the entry's. Without one the top-level kafka: block is used and the name is cluster as given.
+func loadClusterKafkaConfig(path string, fs *pflag.FlagSet, environ func() []string, clientID, cluster string, named bool) (kafkaconfig.Config, string, error) {
 	var c kafkaconfig.Config
-	k, err := loadSources(path, fs, environ, func(name string) string {
+	key := func(name string) string {
 		switch {
 		case name == "brokers":
 			return "kafka.brokers"
@@ -48,12 +58,43 @@ func loadKafkaConfig(path string, fs *pflag.FlagSet, environ func() []string, cl
 			return name
 		}
 		return "" // the command's own flags are not configuration keys
-	})
-	if err != nil {
-		return c, err
 	}
-	if err := decode(k, "kafka", &c); err != nil {
-		return c, err
+	k, err := loadSources(path, fs, environ, key)
+	if err != nil {
+		return c, cluster, err
+	}
+	if k.Exists("clusters") {
+		var cls []clusterConfig
+		if err := decode(k, "clusters", &cls); err != nil {
+			return c, cluster, err
+		}
+		var names []string
+		var pick *clusterConfig
+		for i := range cls {
+			names = append(names, cls[i].Name)
+			if (named && cls[i].Name == cluster) || (!named && len(cls) == 1) {
+				pick = &cls[i]
+			}
+		}
+		if pick == nil {
+			if named {
+				return c, cluster, fmt.Errorf("--cluster %q: %s lists no such cluster (it has %s)", cluster, path, strings.Join(names, ", "))
+			}
+			return c, cluster, fmt.Errorf("%s lists clusters %s: choose one with --cluster", path, strings.Join(names, ", "))
+		}
+		c, cluster = pick.Kafka, pick.Name
+		// the flags still win: decoded over the entry's block, only the keys they set
+		kf, err := loadSources("", fs, func() []string { return nil }, key)
+		if err != nil {
+			return c, cluster, err
+		}
+		if kf.Exists("kafka") {
+			if err := decode(kf, "kafka", &c); err != nil {
+				return c, cluster, err
+			}
+		}
+	} else if err := decode(k, "kafka", &c); err != nil {
+		return c, cluster, err
 	}
 	if len(c.Brokers) == 0 {
 		c.Brokers = []string{"127.0.0.1:9092"}
@@ -62,5 +103,5 @@ func loadKafkaConfig(path string, fs *pflag.FlagSet, environ func() []string, cl
 		c.ClientID = clientID
 	}
 	c.SetDefaults()
-	return c, c.Validate()
+	return c, cluster, c.Validate()
 }

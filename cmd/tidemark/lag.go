@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/timeline"
@@ -31,6 +33,7 @@ type lagFlags struct {
 	output                               string
 	noRecords                            bool
 	cluster                              string
+	kafka                                *kafkaconfig.Config // the chosen cluster's kafka: block (live commands, after config)
 	timeout                              time.Duration
 	hasTimeout                           bool // --timeout is registered (live commands)
 }
@@ -48,7 +51,8 @@ func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 		registerKafkaFlags(f)
 		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle (> 0)")
 		lf.hasTimeout = true
-		f.StringVar(&lf.cluster, "cluster", "default", "value of the cluster label")
+		f.StringVar(&lf.cluster, "cluster", "default", "the cluster: with --config listing clusters:, the entry to read (its kafka: block; "+
+			"optional when it lists one); its name is the cluster label")
 	}
 	f.StringArrayVar(&lf.groups, "group", nil, "only groups matching this anchored regexp (repeatable)")
 	f.StringArrayVar(&lf.groupDeny, "group-deny", nil, "skip groups matching this anchored regexp (repeatable)")
@@ -79,6 +83,13 @@ func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, err
 				return nil, fmt.Errorf("%s %q: %w", fp.name, p, err)
 			}
 		}
+	}
+	if lf.fs != nil { // live: the cluster is chosen with the kafka: block it names
+		kc, name, err := loadClusterKafkaConfig(lf.configPath, lf.fs, nil, "tidemark-lag", lf.cluster, lf.fs.Changed("cluster"))
+		if err != nil {
+			return nil, err
+		}
+		lf.kafka, lf.cluster = &kc, name
 	}
 	cfg := &lagexporter.Config{Cluster: lf.cluster}
 	if base != nil {
@@ -116,10 +127,10 @@ func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, err
 // first, so that a refused login or certificate is one error naming the broker and mechanism instead of a cycle of
 // per-partition failures.
 func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
-	kc, err := loadKafkaConfig(lf.configPath, lf.fs, nil, "tidemark-lag")
-	if err != nil {
-		return nil, err
+	if lf.kafka == nil {
+		return nil, errors.New("lag flags: config must be called before reader")
 	}
+	kc := *lf.kafka
 	awsmsk.Enable(&kc)
 	cl, err := kc.Resolve()
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -94,12 +94,14 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
 }
 
-// run wires and runs everything until ctx ends. The HTTP server comes first, so that /healthz (alive) and /metrics
-// answer while dependencies are still unreachable; /readyz is 503 with the reason until everything runs. Then the
-// store and writer (ClickHouse), then the collector and the lag exporter (Kafka); each dependency is retried with
-// exponential backoff until it answers or ctx ends (a signal during the retries is a clean stop). Stop order is the
-// reverse: consumers stop (each path drains its rows into the writer and commits), the lag exporter stops, the
-// writer flushes and closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
+// run wires and runs everything until ctx ends. The HTTP server comes first (startHTTP), so that /healthz (alive)
+// and /metrics answer while dependencies are still unreachable; /readyz is 503 with the reason until everything
+// runs. Then, with a clickhouse block, the store and writer (openStore) and the span exporter (startTracing); then
+// every cluster (clusterRun.run), each in its own goroutines: its collector and its lag exporter connect to its
+// Kafka, each retried with exponential backoff until it answers or ctx ends (a signal during the retries is a clean
+// stop), so one cluster being down delays nothing of the others. Stop order is the reverse: consumers stop (each
+// path drains its rows into the writer and commits), the lag exporters stop, the writer flushes and closes,
+// ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
 func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -109,24 +111,80 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if cfg.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20 * 9 / 10)
 	}
-	awsmsk.Enable(&cfg.Kafka) // AWS_MSK_IAM signs with AWS's signer module
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	clusters := newClusterRuns(cfg, log)
+	ready := &processReadiness{clusters: clusters}
+	ready.st.set("starting")
+	var metrics http.Handler = metricsHandler(reg)
+	var lagMetrics *promexport.Handler // every cluster's lag series, pre-rendered, and reg's metrics
+	if *cfg.LagEnabled {
+		lagMetrics = promexport.NewHandler(nil, reg)
+		metrics = lagMetrics
+	}
+	sctx, stopHTTP, err := startHTTP(ctx, cfg, newMux(cfg, metrics, ready), log)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP(&err) // last: the HTTP server outlives everything else
 
-	var st readiness
-	st.set("starting")
-	mux := http.NewServeMux()
-	var metrics metricsEndpoint // the registry until the lag exporter runs, then its snapshot too
-	metrics.set(metricsHandler(reg))
-	mux.Handle("/metrics", &metrics)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if why := st.notReady(); why != "" {
-			http.Error(w, "not ready: "+why+"\n", http.StatusServiceUnavailable)
-			return
+	var writer *store.Writer
+	var tp trace.TracerProvider // nil: no hop spans
+	if cfg.clickHouse {
+		cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0005 were this cluster's
+		db, err := openStore(sctx, cfg, log, &ready.st)
+		if err != nil {
+			return err
 		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
+		defer db.Close()
+		if writer, err = store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log}); err != nil {
+			return err
+		}
+		prov, err := startTracing(cfg, reg, log)
+		if err != nil {
+			return err
+		}
+		if prov != nil {
+			tp = prov
+			defer stopTracing(prov, cfg, log) // after the writer closed: the paths' last spans are queued by then
+		}
+		for _, cr := range clusters {
+			if err := cr.newCollector(cfg, writer, tp, reg); err != nil {
+				return err
+			}
+		}
+	}
+
+	g, gctx := errgroup.WithContext(sctx)
+	for _, cr := range clusters {
+		g.Go(func() error { return cr.run(gctx, *cfg.LagEnabled, lagMetrics) })
+	}
+	ready.st.setCheck(nil) // from now on each cluster says for itself
+	log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
+
+	runErr := g.Wait() // consumers have stopped and drained
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
+		runErr = errors.Join(runErr, cause) // the HTTP server failed
+	}
+	ready.st.set("stopping")
+	if writer != nil {
+		log.Info("stopping: flushing the writer")
+		fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		if err := writer.Close(fctx); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
+		}
+	}
+	return runErr
+}
+
+// newMux routes the HTTP endpoints: /metrics (metrics), /healthz (alive), /readyz (ready; ?cluster=NAME for one
+// cluster), the time-sync endpoint and, with http.pprof, Go's profiles.
+func newMux(cfg *runConfig, metrics http.Handler, ready *processReadiness) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle("/readyz", ready)
 	mux.Handle(instrument.TimeSyncPath, instrument.TimeSyncHandler(time.Now))
 	if cfg.HTTP.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -134,11 +192,19 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	return mux
+}
+
+// startHTTP listens on http.listen and serves h. It returns the context the start-up runs under (ctx, also ended
+// with the server's error as its cause when the server fails: a dependency that is down at start is waited for, not
+// a reason to exit; the HTTP server failing is) and the function that stops the server within
+// http.shutdown_timeout, joining its error into *err.
+func startHTTP(ctx context.Context, cfg *runConfig, h http.Handler, log *slog.Logger) (context.Context, func(err *error), error) {
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Listen, err)
+		return nil, nil, fmt.Errorf("listen on %s: %w", cfg.HTTP.Listen, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -147,17 +213,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		close(httpDone)
 	}()
 	log.Info("http listening", "addr", ln.Addr().String())
-	defer func() { // last: the HTTP server outlives everything else
-		hctx, hcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-		defer hcancel()
-		if herr := srv.Shutdown(hctx); herr != nil {
-			err = errors.Join(err, fmt.Errorf("http shutdown: %w", herr))
-		}
-		log.Info("stopped")
-	}()
-	// A dependency that is down at start is waited for, not a reason to exit; the HTTP server failing is.
 	sctx, cancelStart := context.WithCancelCause(ctx)
-	defer cancelStart(nil)
 	go func() {
 		select {
 		case err := <-httpDone:
@@ -167,12 +223,22 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		case <-sctx.Done():
 		}
 	}()
+	return sctx, func(err *error) {
+		cancelStart(nil)
+		hctx, hcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+		defer hcancel()
+		if herr := srv.Shutdown(hctx); herr != nil {
+			*err = errors.Join(*err, fmt.Errorf("http shutdown: %w", herr))
+		}
+		log.Info("stopped")
+	}, nil
+}
 
-	if !cfg.clickHouse {
-		return runLagExporter(ctx, sctx, cfg, log, &st, reg, &metrics)
-	}
+// openStore connects to ClickHouse, retrying like every dependency, and migrates the schema (migrate: true) or
+// checks that it is current.
+func openStore(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness) (*store.Store, error) {
 	st.set("connecting to ClickHouse")
-	db, err := retryDependency(sctx, log, &st, "ClickHouse", func() (*store.Store, error) {
+	db, err := retryDependency(sctx, log, st, "ClickHouse", func() (*store.Store, error) {
 		db, err := store.Open(sctx, cfg.ClickHouse)
 		if err != nil {
 			return nil, err
@@ -191,157 +257,178 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		return db, nil
 	})
 	if err != nil {
-		return startErr(sctx, err)
+		return nil, startErr(sctx, err)
 	}
-	defer db.Close()
-	writer, err := store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log})
+	return db, nil
+}
+
+// startTracing returns the OTLP span exporter of the collectors' hop spans, nil when tracing is off.
+func startTracing(cfg *runConfig, reg prometheus.Registerer, log *slog.Logger) (*tracing.Provider, error) {
+	if !cfg.Tracing.Enabled {
+		return nil, nil
+	}
+	prov, err := tracing.NewProvider(cfg.Tracing, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("exporting hop spans over OTLP", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.Endpoint)
+	return prov, nil
+}
+
+// stopTracing exports the queued spans within http.shutdown_timeout; the rest are dropped.
+func stopTracing(prov *tracing.Provider, cfg *runConfig, log *slog.Logger) {
+	tctx, tcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer tcancel()
+	if terr := prov.Shutdown(tctx); terr != nil {
+		log.Warn("span export did not finish before the shutdown timeout; the rest are dropped", "err", terr)
+	}
+}
+
+// clusterRun is one cluster's part of `tidemark run`: its collector (with a clickhouse block) and its lag exporter,
+// run in their own goroutines, with their own /readyz entry and their own series (every one labelled cluster).
+type clusterRun struct {
+	cfg   *clusterConfig
+	log   *slog.Logger
+	col   *collector.Collector // nil without a clickhouse block
+	ready readiness
+}
+
+func newClusterRuns(cfg *runConfig, log *slog.Logger) []*clusterRun {
+	var out []*clusterRun
+	for _, cl := range cfg.clusterList() {
+		awsmsk.Enable(&cl.Kafka) // AWS_MSK_IAM signs with AWS's signer module
+		cr := &clusterRun{cfg: cl, log: log.With("cluster", cl.Name)}
+		cr.ready.set("starting")
+		out = append(out, cr)
+	}
+	return out
+}
+
+// newCollector builds the cluster's collector and its own latency engine; its metrics carry the cluster label.
+func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.TracerProvider, reg prometheus.Registerer) error {
+	engine, err := latency.NewEngine(cfg.engineConfig(cr.cfg))
 	if err != nil {
 		return err
 	}
-	engine, err := latency.NewEngine(cfg.engineConfig())
-	if err != nil {
-		return err
+	creg := prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cr.cfg.Name}, reg)
+	cr.col, err = collector.New(cr.cfg.Collector, collector.Options{
+		Kafka: cr.cfg.Kafka, Engine: engine, Sink: w, Metrics: collector.NewMetrics(creg, cr.cfg.Collector.SLOThresholds...),
+		Logger: cr.log, TracerProvider: tp, Cluster: cr.cfg.Name,
+	})
+	return err
+}
+
+// run runs the cluster's collector and lag exporter (when lag is on; its series go to lagMetrics) until ctx ends.
+func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.Handler) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if cr.col != nil {
+		// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
+		g.Go(func() error { return cr.col.Run(gctx) })
 	}
-	var tp trace.TracerProvider // nil: no hop spans
-	if cfg.Tracing.Enabled {
-		prov, err := tracing.NewProvider(cfg.Tracing, reg, log)
+	if !lag {
+		cr.ready.setCheck(cr.col.Ready)
+		return g.Wait()
+	}
+	g.Go(func() error {
+		loop, reader, err := cr.startLag(gctx)
 		if err != nil {
 			return err
 		}
-		tp = prov
-		defer func() { // after the writer closed: the paths' last spans are queued by then
-			tctx, tcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-			defer tcancel()
-			if terr := prov.Shutdown(tctx); terr != nil {
-				log.Warn("span export did not finish before the shutdown timeout; the rest are dropped", "err", terr)
-			}
-		}()
-		log.Info("exporting hop spans over OTLP", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.Endpoint)
-	}
-	col, err := collector.New(cfg.Collector, collector.Options{
-		Kafka: cfg.Kafka, Engine: engine, Sink: writer, Metrics: collector.NewMetrics(reg, cfg.Collector.SLOThresholds...), Logger: log,
-		TracerProvider: tp,
-	})
-	if err != nil {
-		return err
-	}
-
-	var loop *lagexporter.Loop
-	var lagMetrics *promexport.Handler
-	activity := lagexporter.NewActivity(cfg.Lag.Election.Enabled)
-	if *cfg.LagEnabled {
-		var cluster *kafka.ClusterReader
-		if loop, cluster, err = startLag(sctx, cfg, log, &st); err != nil {
-			return err
+		defer reader.Close()
+		if cr.col != nil {
+			// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from ours.
+			loop.SetBrokerClocks(cr.col.BrokerOffset)
 		}
-		defer cluster.Close()
-		// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from ours.
-		loop.SetBrokerClocks(col.BrokerOffset)
-		// A standby replica (lag.election) serves the health series only: ActiveSource hides its snapshots.
-		lagMetrics = promexport.NewHandler(promexport.NewCollector(&cfg.Lag, lagexporter.ActiveSource{Loop: loop, Activity: activity}), reg)
-		metrics.set(lagMetrics)
-	}
-
-	g, gctx := errgroup.WithContext(sctx)
-	g.Go(func() error { return col.Run(gctx) })
-	if loop != nil {
-		snaps, cancelSub := loop.Subscribe(4)
-		defer cancelSub()
+		// lag.election: one active replica per cluster (lease group tidemark-lag-exporter-<cluster> by default); a
+		// standby serves the health series only (ActiveSource hides its snapshots) and writes no lag_snapshots rows.
+		activity := lagexporter.NewActivity(cr.cfg.Lag.Election.Enabled)
+		lagMetrics.Add(promexport.NewCollector(&cr.cfg.Lag, lagexporter.ActiveSource{Loop: loop, Activity: activity}))
+		lg, lctx := errgroup.WithContext(gctx)
 		rendered, cancelRender := loop.Subscribe(1)
 		defer cancelRender()
-		g.Go(func() error { return loop.Run(gctx) })
-		g.Go(func() error { return col.FollowLag(gctx, snaps, activity) })
-		g.Go(func() error { lagMetrics.Follow(gctx, rendered); return nil })
-		if cfg.Lag.Election.Enabled {
-			g.Go(func() error { return runLease(gctx, cfg, activity, log) })
+		if cr.col != nil {
+			snaps, cancelSub := loop.Subscribe(4)
+			defer cancelSub()
+			lg.Go(func() error { return cr.col.FollowLag(lctx, snaps, activity) })
 		}
-	}
-	// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
-	st.setCheck(col.Ready)
-	log.Info("tidemark running", "brokers", cfg.Kafka.Brokers, "kafka_security", cfg.Kafka.Describe(), "clickhouse", cfg.ClickHouse.Addr)
-
-	runErr := g.Wait() // consumers have stopped and drained
-	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
-		runErr = errors.Join(runErr, cause) // the HTTP server failed
-	}
-	st.set("stopping")
-	log.Info("stopping: flushing the writer")
-	fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
-	defer cancel()
-	if err := writer.Close(fctx); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
-	}
-	return runErr
+		lg.Go(func() error { return loop.Run(lctx) })
+		lg.Go(func() error { lagMetrics.Follow(lctx, rendered); return nil })
+		if cr.cfg.Lag.Election.Enabled {
+			lg.Go(func() error { return runLease(lctx, cr.cfg, activity, cr.log) })
+		}
+		cr.ready.setCheck(cr.check(loop))
+		cr.log.Info("cluster running", "brokers", cr.cfg.Kafka.Brokers, "kafka_security", cr.cfg.Kafka.Describe(),
+			"collector", cr.col != nil)
+		return lg.Wait()
+	})
+	return g.Wait()
 }
 
-// metricsEndpoint is /metrics: the handler set last (metricsHandler until the lag exporter runs, then its
-// promexport.Handler, which serves the pre-rendered snapshot together with the registry's metrics).
-type metricsEndpoint struct{ h atomic.Pointer[http.Handler] }
-
-func (m *metricsEndpoint) set(h http.Handler) { m.h.Store(&h) }
-
-func (m *metricsEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*m.h.Load()).ServeHTTP(w, r)
+// check is the cluster's readiness once its lag exporter runs: its collector's (connected, sink healthy), then its
+// lag exporter's (lagReady: a poll cycle succeeded recently, so a cluster whose brokers went away says so).
+func (cr *clusterRun) check(loop *lagexporter.Loop) func() error {
+	lag := lagReady(loop, &cr.cfg.Lag, time.Now)
+	return func() error {
+		if cr.col != nil {
+			if err := cr.col.Ready(); err != nil {
+				return err
+			}
+		}
+		return lag()
+	}
 }
 
-// startLag connects the lag exporter to Kafka, retrying like every dependency, and returns its loop and the reader
-// the caller closes.
-func startLag(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness) (*lagexporter.Loop, *kafka.ClusterReader, error) {
-	st.set("connecting to Kafka (lag exporter)")
-	cluster, err := retryDependency(sctx, log, st, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
+// startLag connects the cluster's lag exporter to its Kafka, retrying like every dependency, and returns its loop and
+// the reader the caller closes.
+func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.ClusterReader, error) {
+	cr.ready.set("connecting to Kafka (lag exporter)")
+	reader, err := retryDependency(ctx, cr.log, &cr.ready, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
 		// Resolved at every attempt: a corrected password or secret file is picked up without a restart.
-		kc, err := cfg.Kafka.Resolve()
+		kc, err := cr.cfg.Kafka.Resolve()
 		if err != nil {
 			return nil, err
 		}
-		if err := kc.Check(sctx); err != nil {
+		if err := kc.Check(ctx); err != nil {
 			return nil, err
 		}
 		r, err := kafka.NewClusterReader(kc.Brokers(), kc.Sarama())
 		if r != nil {
-			r.Logger = log // a broker that cannot answer a group RPC is logged once
+			r.Logger = cr.log // a broker that cannot answer a group RPC is logged once
 		}
 		return r, err
 	})
 	if err != nil {
-		return nil, nil, startErr(sctx, err)
+		return nil, nil, startErr(ctx, err)
 	}
-	loop, err := lagexporter.NewLoop(&cfg.Lag, cluster, time.Now)
+	loop, err := lagexporter.NewLoop(&cr.cfg.Lag, reader, time.Now)
 	if err != nil {
-		_ = cluster.Close()
+		_ = reader.Close()
 		return nil, nil, err
 	}
-	return loop, cluster, nil
+	return loop, reader, nil
 }
 
-// runLagExporter is `tidemark run` without a clickhouse block: the lag exporter alone, like kminion. /metrics serves
-// its pre-rendered snapshot and the process's own metrics; /readyz needs no database (lagReady).
-func runLagExporter(ctx, sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness, reg *prometheus.Registry,
-	metrics *metricsEndpoint) error {
-	loop, cluster, err := startLag(sctx, cfg, log, st)
-	if err != nil {
-		return err
+// runLease runs the cluster's lag exporter election (lag.election) until ctx ends, recording its outcome in
+// activity. The cluster's kafka: block is resolved like the collector's (TLS, SASL), and retried while a file it names
+// cannot be read (a Secret not mounted yet): the replica stays standby meanwhile.
+func runLease(ctx context.Context, cl *clusterConfig, activity *lagexporter.Activity, log *slog.Logger) error {
+	var sc *sarama.Config
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		var err error
+		if sc, err = cl.Kafka.Sarama(); err == nil {
+			break
+		}
+		log.Warn("lag exporter election cannot resolve the kafka block; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
 	}
-	defer cluster.Close()
-	activity := lagexporter.NewActivity(cfg.Lag.Election.Enabled)
-	h := promexport.NewHandler(promexport.NewCollector(&cfg.Lag, lagexporter.ActiveSource{Loop: loop, Activity: activity}), reg)
-	metrics.set(h)
-	snaps, cancelSub := loop.Subscribe(1)
-	defer cancelSub()
-	g, gctx := errgroup.WithContext(sctx)
-	g.Go(func() error { return loop.Run(gctx) })
-	g.Go(func() error { h.Follow(gctx, snaps); return nil })
-	if cfg.Lag.Election.Enabled {
-		g.Go(func() error { return runLease(gctx, cfg, activity, log) })
-	}
-	st.setCheck(lagReady(loop, &cfg.Lag, time.Now))
-	log.Info("tidemark running as a lag exporter (no clickhouse block, so no collector)", "brokers", cfg.Kafka.Brokers)
-	err = g.Wait()
-	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
-		err = errors.Join(err, cause) // the HTTP server failed
-	}
-	st.set("stopping")
-	return err
+	e := cl.Lag.Election
+	defer activity.Set(false)
+	return kafka.RunLease(ctx, kafka.LeaseConfig{Brokers: cl.Kafka.Brokers, Sarama: sc, Group: e.Group, Topic: e.Topic,
+		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
 }
 
 // lagReady is a lag exporter's readiness: ready once a cycle has published a snapshot, and not ready while no cycle
@@ -358,6 +445,66 @@ func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.T
 		}
 		return nil
 	}
+}
+
+// processReadiness is /readyz: the process's own state (starting, connecting to ClickHouse, stopping), then every
+// cluster's entry. With one cluster its reason is the answer, as it always was. With several, the process is ready
+// while at least one cluster is, and the body names every cluster not ready and why: one cluster down must not make
+// Kubernetes take the pod out of its Service (a Prometheus ServiceMonitor scrapes only ready endpoints), which would
+// blind the others. ?cluster=NAME answers for that cluster alone (503 when it is not ready, 404 for no such cluster).
+type processReadiness struct {
+	st       readiness
+	clusters []*clusterRun
+}
+
+func (p *processReadiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code, body := p.status(r.URL.Query().Get("cluster"))
+	if code != http.StatusOK {
+		http.Error(w, body, code)
+		return
+	}
+	_, _ = w.Write([]byte(body))
+}
+
+// status is /readyz's code and body; only, when not empty, names the one cluster asked about.
+func (p *processReadiness) status(only string) (int, string) {
+	if why := p.st.notReady(); why != "" {
+		return http.StatusServiceUnavailable, "not ready: " + why + "\n"
+	}
+	if only != "" {
+		for _, cr := range p.clusters {
+			if cr.cfg.Name == only {
+				if why := cr.ready.notReady(); why != "" {
+					return http.StatusServiceUnavailable, "cluster " + only + ": not ready: " + why + "\n"
+				}
+				return http.StatusOK, "cluster " + only + ": ready\n"
+			}
+		}
+		return http.StatusNotFound, fmt.Sprintf("no cluster %q\n", only)
+	}
+	if len(p.clusters) == 1 {
+		if why := p.clusters[0].ready.notReady(); why != "" {
+			return http.StatusServiceUnavailable, "not ready: " + why + "\n"
+		}
+		return http.StatusOK, "ready\n"
+	}
+	var b strings.Builder
+	up := 0
+	for _, cr := range p.clusters {
+		if why := cr.ready.notReady(); why != "" {
+			fmt.Fprintf(&b, "cluster %s: not ready: %s\n", cr.cfg.Name, why)
+		} else {
+			up++
+			fmt.Fprintf(&b, "cluster %s: ready\n", cr.cfg.Name)
+		}
+	}
+	switch up {
+	case 0:
+		return http.StatusServiceUnavailable, "not ready: no cluster is ready\n" + b.String()
+	case len(p.clusters):
+		return http.StatusOK, "ready\n" + b.String()
+	}
+	return http.StatusOK, fmt.Sprintf("ready: %d of %d clusters\n", up, len(p.clusters)) + b.String()
 }
 
 // startErr is the error to return when a dependency's retries ended: the HTTP server's failure if that ended them,
@@ -419,27 +566,4 @@ func (r *readiness) notReady() string {
 		}
 	}
 	return ""
-}
-
-// runLease runs the lag exporter's election (lag.election) until ctx ends, recording its outcome in activity.
-// The kafka: block is resolved like the collector's (TLS, SASL), and retried while a file it names cannot be read
-// (a Secret not mounted yet): the replica stays standby meanwhile.
-func runLease(ctx context.Context, cfg *runConfig, activity *lagexporter.Activity, log *slog.Logger) error {
-	var sc *sarama.Config
-	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		var err error
-		if sc, err = cfg.Kafka.Sarama(); err == nil {
-			break
-		}
-		log.Warn("lag exporter election cannot resolve the kafka block; retrying", "in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
-	e := cfg.Lag.Election
-	defer activity.Set(false)
-	return kafka.RunLease(ctx, kafka.LeaseConfig{Brokers: cfg.Kafka.Brokers, Sarama: sc, Group: e.Group, Topic: e.Topic,
-		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
 }

@@ -215,9 +215,13 @@ func seriesOf(body string, families ...string) (series int, pairs map[string]boo
 func metricValue(t *testing.T, body, name string) float64 {
 	t.Helper()
 	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, name+" ") {
+		rest, ok := strings.CutPrefix(line, name+" ")
+		if !ok && strings.HasPrefix(line, name+`{cluster="`) && strings.Count(line, "=") == 1 {
+			_, rest, ok = strings.Cut(line, "} ") // a collector family: its only label is the cluster
+		}
+		if ok {
 			var v float64
-			if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err != nil {
+			if _, err := fmt.Sscan(rest, &v); err != nil {
 				t.Fatalf("%s: %v", line, err)
 			}
 			return v
