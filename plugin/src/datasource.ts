@@ -32,18 +32,23 @@ export class DataSource extends DataSourceWithBackend<TidemarkQuery, TidemarkOpt
   applyTemplateVariables(query: TidemarkQuery, scopedVars: ScopedVars): TidemarkQuery {
     return {
       ...query,
+      cluster: this.interpolate(query.cluster, scopedVars),
       topic: this.interpolate(query.topic, scopedVars),
       group: this.interpolate(query.group, scopedVars),
       host: this.interpolate(query.host, scopedVars),
     };
   }
 
-  /** metricFindQuery answers template variable queries: topics, groups or hosts seen in Tidemark's tables. */
+  /** metricFindQuery answers template variable queries: topics, groups, hosts or clusters seen in Tidemark's tables. */
   async metricFindQuery(query: TidemarkVariableQuery, options?: { scopedVars?: ScopedVars }): Promise<MetricFindValue[]> {
     const kind = VARIABLE_KINDS.includes(query?.kind) ? query.kind : 'topics';
     const params: Record<string, string> = {};
     const topic = this.interpolate(query?.topic, options?.scopedVars ?? {});
     const group = this.interpolate(query?.group, options?.scopedVars ?? {});
+    const cluster = this.interpolate(query?.cluster, options?.scopedVars ?? {});
+    if (cluster) {
+      params.cluster = cluster;
+    }
     if (topic) {
       params.topic = topic;
     }

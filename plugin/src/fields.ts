@@ -2,6 +2,7 @@ import { QueryType } from './types';
 
 /** Editor fields a query type uses; the backend ignores the others (docs/plugin.md has the same table). */
 export type EditorField =
+  | 'cluster'
   | 'topic'
   | 'group'
   | 'groupType'
@@ -17,13 +18,13 @@ export type EditorField =
   | 'fields';
 
 export const FIELDS_BY_TYPE: Record<QueryType, readonly EditorField[]> = {
-  stage_percentiles: ['topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'tier', 'fields'],
-  e2e_distribution: ['topic', 'group', 'host', 'stage', 'includeReplays', 'tier', 'fields'],
-  consumer_lag: ['topic', 'group', 'groupType', 'groupBy', 'fields'],
-  slo: ['topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays', 'fields'],
-  slowest_messages: ['topic', 'group', 'host', 'stage', 'limit', 'includeReplays'],
-  clock_offsets: ['host', 'fields'],
-  probe_health: ['host', 'fields'],
+  stage_percentiles: ['cluster', 'topic', 'group', 'host', 'stage', 'percentiles', 'groupBy', 'includeReplays', 'tier', 'fields'],
+  e2e_distribution: ['cluster', 'topic', 'group', 'host', 'stage', 'includeReplays', 'tier', 'fields'],
+  consumer_lag: ['cluster', 'topic', 'group', 'groupType', 'groupBy', 'fields'],
+  slo: ['cluster', 'topic', 'group', 'host', 'sloThresholdMs', 'sloObjective', 'groupBy', 'includeReplays', 'fields'],
+  slowest_messages: ['cluster', 'topic', 'group', 'host', 'stage', 'limit', 'includeReplays'],
+  clock_offsets: ['cluster', 'host', 'fields'],
+  probe_health: ['cluster', 'host', 'fields'],
 };
 
 /** usesField reports whether the editor shows field for queryType. */

@@ -33,6 +33,8 @@ export const GROUP_TYPES = ['classic', 'consumer', 'share', 'streams'] as const;
 
 export interface TidemarkQuery extends DataQuery {
   queryType?: QueryType;
+  /** Kafka cluster name (the cluster column), or several joined by commas (a $cluster variable); empty means all. */
+  cluster?: string;
   /** Exact topic name, or several joined by commas (a multi-value variable); empty means all. */
   topic?: string;
   /** Exact consumer group name, or several joined by commas; empty means all. */
@@ -102,7 +104,7 @@ export interface TidemarkSecureOptions {
 }
 
 /** What a template variable lists; answered by the backend's resource handler (GET resources/<kind>). */
-export const VARIABLE_KINDS = ['topics', 'groups', 'hosts'] as const;
+export const VARIABLE_KINDS = ['topics', 'groups', 'hosts', 'clusters'] as const;
 export type VariableKind = (typeof VARIABLE_KINDS)[number];
 
 export interface TidemarkVariableQuery {
@@ -110,6 +112,8 @@ export interface TidemarkVariableQuery {
   /** Optional: only groups reading this topic, or topics read by this group. */
   topic?: string;
   group?: string;
+  /** Optional: only names seen in these clusters (e.g. $cluster). */
+  cluster?: string;
 }
 
 export const QUERY_TYPE_LABELS: Record<QueryType, string> = {

@@ -10,6 +10,8 @@ import (
 type ClockOffsetQuery struct {
 	Window Window
 	Hosts  []string // empty: all
+	// Clusters selects by Kafka cluster (each cluster's collector estimates its own hosts' clocks); empty: all.
+	Clusters []string
 }
 
 // ClockOffsetPoint is a host's last estimate of one kind in a bucket: the host clock minus the reference clock.
@@ -34,9 +36,13 @@ func (r *Reader) ClockOffsets(ctx context.Context, q ClockOffsetQuery) ([]ClockO
 	if err := validateValues("host", q.Hosts); err != nil {
 		return nil, err
 	}
+	if err := validateValues("cluster", q.Clusters); err != nil {
+		return nil, err
+	}
 	var wh where
 	wh.timeRange("at", q.Window.From, q.Window.To)
 	wh.in("host", q.Hosts)
+	wh.in("cluster", q.Clusters)
 	b, args := bucket("at", q.Window.Step)
 	args = append(args, wh.args...)
 	sql := "SELECT " + b + " AS t, host, toString(kind) AS kd, argMax(offset_ms, at_ms), argMax(uncertainty_ms, at_ms), " +

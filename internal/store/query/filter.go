@@ -65,9 +65,11 @@ var GroupTypes = []string{"classic", "consumer", "share", "streams"}
 
 // Filter selects rows by exact names; an empty list selects all. Values are bound as array parameters (has(?, col)).
 type Filter struct {
-	Topics []string
-	Groups []string
-	Hosts  []string
+	// Clusters selects by Kafka cluster (the cluster column every table has since schema version 5).
+	Clusters []string
+	Topics   []string
+	Groups   []string
+	Hosts    []string
 	// GroupTypes selects consumer lag by Kafka group type (GroupTypes' values); other queries ignore it.
 	GroupTypes []string
 }
@@ -283,6 +285,9 @@ func validateValues(what string, values []string) error {
 }
 
 func (f Filter) validate() error {
+	if err := validateValues("cluster", f.Clusters); err != nil {
+		return err
+	}
 	if err := validateValues("topic", f.Topics); err != nil {
 		return err
 	}

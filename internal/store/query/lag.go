@@ -58,6 +58,7 @@ func (r *Reader) ConsumerLag(ctx context.Context, q LagQuery) ([]LagPoint, error
 	}
 	var wh where
 	wh.timeRange("at", q.Window.From, q.Window.To)
+	wh.in("cluster", q.Filter.Clusters)
 	wh.in("topic", q.Filter.Topics)
 	wh.in("consumer_group", q.Filter.Groups)
 	wh.in("toString(group_type)", q.Filter.GroupTypes)

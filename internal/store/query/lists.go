@@ -14,6 +14,8 @@ const (
 	ListTopics ListKind = "topics"
 	ListGroups ListKind = "groups"
 	ListHosts  ListKind = "hosts"
+	// ListClusters lists the Kafka clusters (the cluster column; a dashboard's cluster variable).
+	ListClusters ListKind = "clusters"
 )
 
 // ListQuery asks for the names of one kind seen since Since, optionally narrowed to a topic or group.
@@ -40,11 +42,14 @@ func (r *Reader) List(ctx context.Context, q ListQuery) ([]string, error) {
 		col = "consumer_group"
 	case ListHosts:
 		col = "host"
+	case ListClusters:
+		col = "cluster"
 	default:
-		return nil, fmt.Errorf("list %q: want topics, groups or hosts: %w", q.Kind, ErrBadInput)
+		return nil, fmt.Errorf("list %q: want topics, groups, hosts or clusters: %w", q.Kind, ErrBadInput)
 	}
 	var roll where
 	roll.add("minute >= toDateTime(?)", q.Since.Unix())
+	roll.in("cluster", q.Filter.Clusters)
 	roll.in("topic", q.Filter.Topics)
 	roll.in("consumer_group", q.Filter.Groups)
 	var other where
@@ -52,12 +57,14 @@ func (r *Reader) List(ctx context.Context, q ListQuery) ([]string, error) {
 	if q.Kind == ListHosts {
 		otherTable = "clock_offsets"
 		other.add("at >= toDateTime(?)", q.Since.Unix())
+		other.in("cluster", q.Filter.Clusters)
 		if len(q.Filter.Topics)+len(q.Filter.Groups) > 0 {
 			other.add("0") // clock offsets know no topic or group: a narrowed list comes from the rollups alone
 		}
 	} else {
 		otherTable = "lag_snapshots"
 		other.add("at >= toDateTime(?)", q.Since.Unix())
+		other.in("cluster", q.Filter.Clusters)
 		other.in("topic", q.Filter.Topics)
 		other.in("consumer_group", q.Filter.Groups)
 	}

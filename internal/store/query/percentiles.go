@@ -217,6 +217,7 @@ func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includ
 	if src == SourceRaw {
 		liveSamples(&wh, sp, includeReplays)
 	}
+	wh.in("cluster", f.Clusters)
 	wh.in("topic", f.Topics)
 	wh.in("consumer_group", f.Groups)
 	wh.in(host, f.Hosts)

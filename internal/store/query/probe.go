@@ -11,6 +11,8 @@ import (
 type ProbeQuery struct {
 	Window  Window
 	Brokers []string // broker ids as decimal strings; empty: all
+	// Clusters selects by Kafka cluster (broker ids repeat across clusters: pick one to read a broker); empty: all.
+	Clusters []string
 }
 
 // ProbePoint is one bucket of one broker's probes: how many were sent, lost and duplicated, and the delivery
@@ -33,6 +35,9 @@ func (r *Reader) ProbeHealth(ctx context.Context, q ProbeQuery) ([]ProbePoint, e
 	if err := validateValues("broker", q.Brokers); err != nil {
 		return nil, err
 	}
+	if err := validateValues("cluster", q.Clusters); err != nil {
+		return nil, err
+	}
 	for _, b := range q.Brokers {
 		if _, err := strconv.ParseInt(b, 10, 32); err != nil {
 			return nil, fmt.Errorf("broker filter %q: want a broker id (an integer): %w", b, ErrBadInput)
@@ -41,6 +46,7 @@ func (r *Reader) ProbeHealth(ctx context.Context, q ProbeQuery) ([]ProbePoint, e
 	var wh where
 	wh.timeRange("record_time", q.Window.From, q.Window.To)
 	wh.in("toString(broker_id)", q.Brokers)
+	wh.in("cluster", q.Clusters)
 	b, args := bucket("record_time", q.Window.Step)
 	args = append(args, wh.args...)
 	sql := "SELECT " + b + " AS t, toString(broker_id) AS broker, count() AS sent, countIf(status = 'lost') AS lost, " +

@@ -45,6 +45,7 @@ func (r *Reader) SLO(ctx context.Context, q SLOQuery) ([]SLOPoint, error) {
 	var wh where
 	wh.timeRange("observed_time", q.Window.From, q.Window.To)
 	liveSamples(&wh, sp, q.IncludeReplays)
+	wh.in("cluster", q.Filter.Clusters)
 	wh.in("topic", q.Filter.Topics)
 	wh.in("consumer_group", q.Filter.Groups)
 	wh.in(sp.host, q.Filter.Hosts)

@@ -112,6 +112,7 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 
 	var wh where
 	wh.timeRange("observed_time", time.Unix(since(scanned), 0), q.End)
+	wh.in("cluster", q.Filter.Clusters)
 	wh.in("topic", q.Filter.Topics)
 	wh.in("consumer_group", q.Filter.Groups)
 	wh.in(sp.host, q.Filter.Hosts)

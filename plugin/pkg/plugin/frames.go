@@ -78,13 +78,13 @@ func answer(ctx context.Context, r *query.Reader, q ParsedQuery, w query.Window,
 		}
 		return data.Frames{slowestFrame(msgs, q, s.TracingDatasourceUID, s.TraceURL)}, nil
 	case QueryClockOffsets:
-		pts, err := r.ClockOffsets(ctx, query.ClockOffsetQuery{Window: w, Hosts: q.Filter.Hosts})
+		pts, err := r.ClockOffsets(ctx, query.ClockOffsetQuery{Window: w, Hosts: q.Filter.Hosts, Clusters: q.Filter.Clusters})
 		if err != nil {
 			return nil, err
 		}
 		return clockFrames(pts), nil
 	case QueryProbeHealth:
-		pts, err := r.ProbeHealth(ctx, query.ProbeQuery{Window: w, Brokers: q.Filter.Hosts})
+		pts, err := r.ProbeHealth(ctx, query.ProbeQuery{Window: w, Brokers: q.Filter.Hosts, Clusters: q.Filter.Clusters})
 		if err != nil {
 			return nil, err
 		}

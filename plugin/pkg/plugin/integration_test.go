@@ -427,7 +427,10 @@ func TestResourcesListVariables(t *testing.T) {
 		{"groups", "groups?topic=orders", 200, `{"values":["billing"]}`},
 		{"hosts", "hosts?topic=payments", 200, `{"values":["c2","p2"]}`},
 		{"hosts", "hosts", 200, `{"values":["b1","c1","c2","p1","p2"]}`},
-		{"brokers", "brokers", 404, `{"error":"unknown resource brokers: use topics, groups or hosts"}`},
+		{"clusters", "clusters", 200, `{"values":["c","default"]}`}, // the fixture's latency rows name no cluster: the column's default
+		{"groups", "groups?cluster=c", 200, `{"values":["billing","idle-group"]}`},
+		{"groups", "groups?cluster=elsewhere", 200, `{"values":[]}`},
+		{"brokers", "brokers", 404, `{"error":"unknown resource brokers: use topics, groups, hosts or clusters"}`},
 		{"groups", "groups?topic=a%20b", 400, `{"error":"topic filter \"a b\" is not a Kafka topic name (letters, digits, '.', '_', '-')"}`},
 	} {
 		var snd sender

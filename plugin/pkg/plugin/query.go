@@ -36,9 +36,11 @@ func QueryTypes() []QueryType {
 // default) from a zero the user typed (rejected where zero is meaningless).
 type Query struct {
 	QueryType QueryType `json:"queryType"`
-	Topic     string    `json:"topic"`
-	Group     string    `json:"group"`
-	Host      string    `json:"host"`
+	// Cluster selects by Kafka cluster (the cluster column); several joined by commas; empty means all.
+	Cluster string `json:"cluster"`
+	Topic   string `json:"topic"`
+	Group   string `json:"group"`
+	Host    string `json:"host"`
 	// GroupType selects consumer lag by Kafka group type: classic, consumer (KIP-848), share, streams; several
 	// joined by commas; empty means all.
 	GroupType      string    `json:"groupType"`
@@ -113,6 +115,9 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	}
 	p.Source = src
 	var err error
+	if p.Filter.Clusters, err = splitFilter("cluster", q.Cluster, nil); err != nil {
+		return ParsedQuery{}, err
+	}
 	if p.Filter.Topics, err = splitFilter("topic", q.Topic, topicName); err != nil {
 		return ParsedQuery{}, err
 	}

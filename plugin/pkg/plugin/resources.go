@@ -16,15 +16,15 @@ import (
 // ListWindow is how far back template-variable lists look for names.
 const ListWindow = 7 * 24 * time.Hour
 
-// CallResource serves GET topics, groups and hosts (optionally ?topic=…&group=…, comma-separated) as
+// CallResource serves GET topics, groups, hosts and clusters (optionally ?cluster=…&topic=…&group=…, comma-separated) as
 // {"values": [...]} for template variables; errors as {"error": "..."} with a 4xx/5xx status.
 func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResourceRequest, sender backend.CallResourceResponseSender) error {
 	kind := query.ListKind(strings.Trim(req.Path, "/"))
 	switch kind {
-	case query.ListTopics, query.ListGroups, query.ListHosts:
+	case query.ListTopics, query.ListGroups, query.ListHosts, query.ListClusters:
 	default:
 		return sendJSON(sender, http.StatusNotFound, map[string]string{
-			"error": "unknown resource " + req.Path + ": use topics, groups or hosts"})
+			"error": "unknown resource " + req.Path + ": use topics, groups, hosts or clusters"})
 	}
 	if req.Method != "" && req.Method != http.MethodGet {
 		return sendJSON(sender, http.StatusMethodNotAllowed, map[string]string{"error": "use GET"})
@@ -36,6 +36,9 @@ func (d *Datasource) CallResource(ctx context.Context, req *backend.CallResource
 	var f query.Filter
 	if f.Topics, err = splitFilter("topic", params.Get("topic"), topicName); err == nil {
 		f.Groups, err = splitFilter("group", params.Get("group"), nil)
+	}
+	if err == nil {
+		f.Clusters, err = splitFilter("cluster", params.Get("cluster"), nil)
 	}
 	if err != nil {
 		return sendJSON(sender, http.StatusBadRequest, map[string]string{"error": err.Error()})

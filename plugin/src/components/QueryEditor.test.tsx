@@ -33,6 +33,7 @@ describe('QueryEditor', () => {
         'tidemark-group-by',
         'tidemark-include-replays',
         'tidemark-tier',
+        'tidemark-cluster',
         'tidemark-fields',
       ].sort()
     );
@@ -40,9 +41,9 @@ describe('QueryEditor', () => {
     expect((screen.getByDisplayValue('50, 99') as HTMLInputElement).id).toBe('tidemark-percentiles');
   });
 
-  it('shows only the host filter for clock offsets', () => {
+  it('shows only the cluster and host filters for clock offsets', () => {
     const { container } = renderEditor({ refId: 'A', queryType: 'clock_offsets' });
-    expect(ids(container)).toEqual(['tidemark-fields', 'tidemark-host', 'tidemark-query-type']);
+    expect(ids(container)).toEqual(['tidemark-cluster', 'tidemark-fields', 'tidemark-host', 'tidemark-query-type']);
   });
 
   it('shows SLO threshold and objective for slo', () => {

@@ -57,7 +57,7 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
     }
   };
   const text =
-    (key: 'topic' | 'group' | 'groupType' | 'host') =>
+    (key: 'cluster' | 'topic' | 'group' | 'groupType' | 'host') =>
     (e: ChangeEvent<HTMLInputElement>) =>
       update({ [key]: e.currentTarget.value });
   const num =
@@ -116,6 +116,18 @@ export function QueryEditor({ query, onChange, onRunQuery }: QueryEditorPropsT) 
         )}
       </InlineFieldRow>
       <InlineFieldRow>
+        {show('cluster') && (
+          <InlineField label="Cluster" labelWidth={LABEL_WIDTH} tooltip="Kafka cluster name, $cluster, or names joined by commas">
+            <Input
+              id="tidemark-cluster"
+              width={16}
+              value={q.cluster ?? ''}
+              placeholder="all"
+              onChange={text('cluster')}
+              onBlur={onRunQuery}
+            />
+          </InlineField>
+        )}
         {show('topic') && (
           <InlineField label="Topic" labelWidth={LABEL_WIDTH} tooltip="Exact name, $variable, or names joined by commas">
             <Input

@@ -13,13 +13,17 @@ const kindOptions: Array<SelectableValue<VariableKind>> = VARIABLE_KINDS.map((k)
 
 /** definition is the one-line summary Grafana shows in the variables list, e.g. "groups (topic=orders)". */
 export function definition(q: TidemarkVariableQuery): string {
-  const filters = [q.topic ? `topic=${q.topic}` : '', q.group ? `group=${q.group}` : ''].filter((s) => s !== '');
+  const filters = [
+    q.cluster ? `cluster=${q.cluster}` : '',
+    q.topic ? `topic=${q.topic}` : '',
+    q.group ? `group=${q.group}` : '',
+  ].filter((s) => s !== '');
   return filters.length > 0 ? `${q.kind} (${filters.join(', ')})` : q.kind;
 }
 
 /**
- * VariableQueryEditor defines a template variable listing topics, groups or hosts seen in Tidemark's tables,
- * optionally narrowed to one topic or group (which may itself be a variable, for chained variables).
+ * VariableQueryEditor defines a template variable listing topics, groups, hosts or clusters seen in Tidemark's
+ * tables, optionally narrowed to a cluster, a topic or a group (each may itself be a variable, for chained variables).
  */
 export function VariableQueryEditor({ query, onChange }: VariableQueryEditorProps) {
   const [state, setState] = useState<TidemarkVariableQuery>({ ...query, kind: query?.kind ?? 'topics' });
@@ -38,6 +42,17 @@ export function VariableQueryEditor({ query, onChange }: VariableQueryEditorProp
           onChange={(v) => save({ ...state, kind: v.value ?? 'topics' })}
         />
       </InlineField>
+      {state.kind !== 'clusters' && (
+        <InlineField label="Cluster" labelWidth={8} tooltip="Only those seen in this cluster (may be $cluster)">
+          <Input
+            id="tidemark-variable-cluster"
+            width={16}
+            value={state.cluster ?? ''}
+            onChange={(e: ChangeEvent<HTMLInputElement>) => setState({ ...state, cluster: e.currentTarget.value })}
+            onBlur={() => save(state)}
+          />
+        </InlineField>
+      )}
       {state.kind !== 'topics' && (
         <InlineField label="Topic" labelWidth={8} tooltip="Only those seen on this topic (may be $variable)">
           <Input
