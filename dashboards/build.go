@@ -1,6 +1,10 @@
 package dashboards
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
 
 // PluginType is the Tidemark datasource's plugin id.
 const PluginType = "tidemark-kafka-datasource"
@@ -74,7 +78,27 @@ func q(refID, queryType string, fields map[string]any) map[string]any {
 
 // prom is a Prometheus target.
 func prom(refID, expr, legend string) map[string]any {
-	return map[string]any{"refId": refID, "datasource": prometheus, "expr": expr, "legendFormat": legend}
+	return map[string]any{"refId": refID, "datasource": prometheus, "expr": byCluster(expr), "legendFormat": legend}
+}
+
+// tidemarkSelector is a Tidemark series name in PromQL (a metric or a recording rule), with its matcher's brace.
+var tidemarkSelector = regexp.MustCompile(`\btidemark[_:][A-Za-z0-9_:]*(\{\}?)?`)
+
+// byCluster narrows every Tidemark series of expr to the dashboard's $cluster variable: a cluster=~ matcher first in
+// each selector (every series Tidemark exports about Kafka carries the cluster label). ${cluster:regex} is the
+// selected names as a regular expression, every name when All is selected (clusterVar has no "All" value of its own).
+func byCluster(expr string) string {
+	const m = `cluster=~"${cluster:regex}"`
+	return tidemarkSelector.ReplaceAllStringFunc(expr, func(sel string) string {
+		name, brace, _ := strings.Cut(sel, "{")
+		switch {
+		case sel == name:
+			return name + "{" + m + "}"
+		case brace == "}":
+			return name + "{" + m + "}"
+		}
+		return name + "{" + m + ","
+	})
 }
 
 func unit(u string) FieldConfig {
@@ -120,6 +144,14 @@ var (
 	datasourceVar = Variable{Name: "datasource", Label: "Tidemark", Type: "datasource", Query: PluginType}
 	prometheusVar = Variable{Name: "prometheus", Label: "Prometheus", Type: "datasource", Query: "prometheus"}
 )
+
+// clusterVar is the Kafka cluster variable every dashboard has. Its "All" is every cluster listed, not a value of
+// its own, so it reads the same in the plugin's queries (${cluster:csv}) and in PromQL (${cluster:regex}).
+func clusterVar() Variable {
+	v := listVar("cluster", "Cluster", "clusters", nil)
+	v.AllValue = ""
+	return v
+}
 
 // listVar is a topics/groups/hosts variable answered by the plugin's resource handler. "All" sends "*", which the
 // backend reads as no filter, rather than a list of every name.

@@ -60,7 +60,7 @@ func panels(d Dashboard) []Panel {
 }
 
 // sampleVars stands in for what Grafana interpolates before a query reaches the backend.
-var sampleVars = strings.NewReplacer("${topic:csv}", "orders,payments", "${group:csv}", "billing", "${group}", "billing",
+var sampleVars = strings.NewReplacer("${cluster:csv}", "prod,dr", "${topic:csv}", "orders,payments", "${group:csv}", "billing", "${group}", "billing",
 	"${host:csv}", "c1", "${broker:csv}", "1", "$group", "billing")
 
 func TestPanelsUseQueriesThePluginServes(t *testing.T) {
@@ -217,5 +217,48 @@ func TestProvisioning(t *testing.T) {
 	sort.Strings(names)
 	if len(names) != 4 {
 		t.Errorf("dashboards %v", names)
+	}
+}
+
+// TestEveryDashboardFiltersByCluster: every dashboard has the cluster variable, every Tidemark query is narrowed by
+// it, and every Tidemark series in every PromQL expression has the cluster matcher.
+func TestEveryDashboardFiltersByCluster(t *testing.T) {
+	for name, d := range All() {
+		has := false
+		for _, v := range d.Templating.List {
+			has = has || (v.Name == "cluster" && v.AllValue == "")
+		}
+		if !has {
+			t.Errorf("%s: no cluster variable (listing every cluster for All)", name)
+		}
+		for _, p := range panels(d) {
+			for _, tgt := range p.Targets {
+				if tgt["datasource"].(*DatasourceRef).Type == PluginType {
+					if tgt["cluster"] != "${cluster:csv}" {
+						t.Errorf("%s / %q: Tidemark query without the cluster filter: %v", name, p.Title, tgt)
+					}
+					continue
+				}
+				expr := tgt["expr"].(string)
+				for _, sel := range tidemarkSelector.FindAllString(expr, -1) {
+					if !strings.HasSuffix(sel, "{") {
+						t.Errorf("%s / %q: %s in %q has no cluster matcher", name, p.Title, sel, expr)
+					}
+				}
+				if n, m := len(tidemarkSelector.FindAllString(expr, -1)), strings.Count(expr, `cluster=~"${cluster:regex}"`); n != m {
+					t.Errorf("%s / %q: %d Tidemark selectors, %d cluster matchers in %q", name, p.Title, n, m, expr)
+				}
+			}
+		}
+	}
+	for in, want := range map[string]string{
+		`sum(tidemark_lag_group_status{status!="OK"}) or vector(0)`: `sum(tidemark_lag_group_status{cluster=~"${cluster:regex}",status!="OK"}) or vector(0)`,
+		`max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds)`: `max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds{cluster=~"${cluster:regex}"})`,
+		`count(tidemark:lag_retention_margin_seconds:min < 3600)`:        `count(tidemark:lag_retention_margin_seconds:min{cluster=~"${cluster:regex}"} < 3600)`,
+		`rate(tidemark_x_total{}[5m])`:                                   `rate(tidemark_x_total{cluster=~"${cluster:regex}"}[5m])`,
+	} {
+		if got := byCluster(in); got != want {
+			t.Errorf("byCluster(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

@@ -8,7 +8,10 @@ const (
 )
 
 // filters are the dashboard variables every Tidemark target is narrowed by.
-var filters = map[string]any{"topic": "${topic:csv}", "group": "${group:csv}"}
+var filters = map[string]any{"cluster": "${cluster:csv}", "topic": "${topic:csv}", "group": "${group:csv}"}
+
+// inCluster narrows a list variable to the selected clusters.
+var inCluster = map[string]string{"cluster": "$cluster"}
 
 func with(m map[string]any, extra map[string]any) map[string]any {
 	out := map[string]any{}
@@ -36,8 +39,8 @@ func Overview() Dashboard {
 	slo := q("A", "slo", with(filters, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective}))
 	return newDashboard("tidemark-overview", "Tidemark / Overview",
 		"Kafka end-to-end latency against the SLO, consumer lag by group, and the collector's health.").
-		vars(datasourceVar, prometheusVar,
-			listVar("topic", "Topic", "topics", nil), listVar("group", "Group", "groups", nil)).
+		vars(datasourceVar, prometheusVar, clusterVar(),
+			listVar("topic", "Topic", "topics", inCluster), listVar("group", "Group", "groups", inCluster)).
 		row("SLO: 99.9% of live messages end-to-end within 500 ms").
 		add(6, 6, only(stat("Compliance", "Share of live messages within the threshold, per bucket (last bucket shown).",
 			FieldConfig{Defaults: map[string]any{"unit": "percentunit", "decimals": 3,
@@ -95,8 +98,8 @@ func Latency() Dashboard {
 	}
 	return newDashboard("tidemark-latency", "Tidemark / Latency deep dive",
 		"Each stage of a message's trip (produce → append → receive → processed) by topic and host, clock offsets, and the slowest messages with their traces.").
-		vars(datasourceVar, listVar("topic", "Topic", "topics", nil), listVar("group", "Group", "groups", nil),
-			listVar("host", "Host", "hosts", nil)).
+		vars(datasourceVar, clusterVar(), listVar("topic", "Topic", "topics", inCluster), listVar("group", "Group", "groups", inCluster),
+			listVar("host", "Host", "hosts", inCluster)).
 		row("Stages").
 		add(12, 8, stage("produce_append", "Ingest (produce → append)", "Broker append time − producer time, after skew correction.")).
 		add(12, 8, stage("append_receive", "Queue wait (append → receive)", "Consumer receive time − broker append time.")).
@@ -106,7 +109,7 @@ func Latency() Dashboard {
 		add(12, 8, only(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here.", unit("ms"),
 			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))), "p99")).
 		add(12, 8, timeseries("Clock offsets", "Host clock − reference clock, with the half-width of the interval it is known to lie in.",
-			unit("ms"), q("A", "clock_offsets", map[string]any{"host": "${host:csv}"}))).
+			unit("ms"), q("A", "clock_offsets", map[string]any{"cluster": "${cluster:csv}", "host": "${host:csv}"}))).
 		add(12, 8, Panel{Type: "barchart", Title: "End-to-end distribution", Description: "Latency at each percentile over the whole range.",
 			Datasource: tidemark, Targets: []map[string]any{q("A", "e2e_distribution", with(f, map[string]any{"stage": "e2e"}))},
 			FieldConfig: unit("ms"), Options: map[string]any{"xField": "percentile", "orientation": "vertical", "showValue": "never"}}).
@@ -118,13 +121,14 @@ func Latency() Dashboard {
 // ConsumerGroup drills into one group: backlog per topic, whether it is draining, its latency and SLO, and the
 // Prometheus per-partition view.
 func ConsumerGroup() Dashboard {
-	g := map[string]any{"group": "${group}", "topic": "${topic:csv}"}
-	group := listVar("group", "Group", "groups", nil)
+	g := map[string]any{"cluster": "${cluster:csv}", "group": "${group}", "topic": "${topic:csv}"}
+	group := listVar("group", "Group", "groups", inCluster)
 	group.Multi, group.IncludeAll, group.AllValue = false, false, ""
 	group.Current = nil
 	return newDashboard("tidemark-consumer-group", "Tidemark / Consumer group",
 		"One consumer group: lag per topic, time lag, latency, SLO and the slowest messages it processed.").
-		vars(datasourceVar, prometheusVar, group, listVar("topic", "Topic", "topics", map[string]string{"group": "$group"})).
+		vars(datasourceVar, prometheusVar, clusterVar(), group,
+			listVar("topic", "Topic", "topics", map[string]string{"cluster": "$cluster", "group": "$group"})).
 		row("Backlog").
 		add(12, 8, only(timeseries("Lag by topic", "Records the group will still receive.", unit("short"),
 			q("A", "consumer_lag", with(g, map[string]any{"groupBy": "topic"}))), "lag")).
@@ -189,18 +193,18 @@ func ConsumerGroup() Dashboard {
 // ProbeHealth is the probe path: per-broker loss, duplicates, delivery latency and broker clock offsets.
 func ProbeHealth() Dashboard {
 	pr := func(title, desc, u string, fields ...string) Panel {
-		return only(timeseries(title, desc, unit(u), q("A", "probe_health", map[string]any{"host": "${broker:csv}"})), fields...)
+		return only(timeseries(title, desc, unit(u), q("A", "probe_health", map[string]any{"cluster": "${cluster:csv}", "host": "${broker:csv}"})), fields...)
 	}
 	broker := Variable{Name: "broker", Label: "Broker ids", Type: "textbox", Query: "", Current: map[string]any{"text": "", "value": ""}}
 	return newDashboard("tidemark-probe-health", "Tidemark / Probe health",
 		"Tidemark's own probe records, one stream per broker: loss, duplicates, delivery latency and broker clock offsets.").
-		vars(datasourceVar, broker).
+		vars(datasourceVar, clusterVar(), broker).
 		add(12, 8, pr("Probe loss", "Lost probes ÷ sent, per broker.", "percentunit", "loss_ratio")).
 		add(12, 8, pr("Duplicates", "Extra deliveries of a probe beyond the first.", "short", "duplicates")).
 		add(12, 8, pr("Probe delivery latency", "Send → receive of delivered probes, p50 and p99.", "ms", "p50", "p99")).
 		add(12, 8, pr("Probes sent", "", "short", "sent")).
 		add(24, 8, timeseries("Broker clock offsets", "Bracketed from send, append and ack times to within half a round trip.",
-			unit("ms"), q("A", "clock_offsets", map[string]any{}))).
+			unit("ms"), q("A", "clock_offsets", map[string]any{"cluster": "${cluster:csv}"}))).
 		build()
 }
 
