@@ -2,13 +2,16 @@
 # The local stack Tidemark's tests and demo use: real Kafka (KRaft), real ClickHouse, optionally Prometheus and Jaeger.
 #
 #   stack.sh install                        install / download everything the stack and the tests need (idempotent)
-#   stack.sh up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster]
+#   stack.sh up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster] [--second-cluster]
 #                                           start what is not running; prints `export ...` lines on stdout
 #                                           (use: eval "$(bash deploy/local/stack.sh up)"). --secure adds Kafka's
 #                                           SASL_SSL (SCRAM, PLAIN), OAUTHBEARER and mTLS listeners, a local OIDC
 #                                           issuer and ClickHouse's secure port (deploy/local/secure.sh);
 #                                           --chcluster adds a replicated ClickHouse cluster (ZooKeeper + 1 shard x 2
-#                                           replicas, deploy/local/chcluster.sh) beside the single server
+#                                           replicas, deploy/local/chcluster.sh) beside the single server;
+#                                           --second-cluster adds a second, single-broker Kafka cluster (its own
+#                                           KRaft controller and state dir) for multi-cluster runs (clusters:);
+#                                           exported as TIDEMARK_KAFKA2_BROKERS
 #   stack.sh down                           stop every server these scripts started (by pid file)
 #   stack.sh env                            print the export lines for what is running
 #   stack.sh with [--brokers N] [--jaeger] [--secure] -- CMD...
@@ -18,6 +21,8 @@
 # Defaults: 3 brokers (Kafka ports 19092-19094, controller 19192), ClickHouse native 19000 / HTTP 18123,
 # Prometheus 19090, Jaeger OTLP 19317/19318 and UI 19686 (deploy/local/jaeger.sh); with --secure SASL_SSL 19292..,
 # OAUTHBEARER 19392.., mTLS 19492.., OIDC issuer 19892, ClickHouse secure 19440 (deploy/local/ports.sh);
+# second cluster (--second-cluster) broker 19592 / controller 19692 (TIDEMARK_KAFKA2_PORT,
+# TIDEMARK_KAFKA2_CONTROLLER_PORT), state in $TIDEMARK_STATE_DIR/cluster2;
 # state in ${XDG_STATE_HOME:-~/.local/state}/tidemark/local, jars in ~/.cache/tidemark.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,6 +32,7 @@ WITH_PROM=0
 WITH_JAEGER=0
 SECURE=0
 WITH_CHCLUSTER=0
+SECOND=0
 
 parse() {
   while [[ $# -gt 0 ]]; do
@@ -36,6 +42,7 @@ parse() {
       --jaeger) WITH_JAEGER=1; shift ;;
       --secure) SECURE=1; shift ;;
       --chcluster) WITH_CHCLUSTER=1; shift ;;
+      --second-cluster) SECOND=1; shift ;;
       --) shift; REST=("$@"); return ;;
       *) die "stack.sh: unknown argument $1" ;;
     esac
@@ -52,8 +59,17 @@ install_all() {
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
 }
 
+# second runs kafka.sh for the second cluster: its own state dir and ports, plaintext only (the secure listeners'
+# ports would be the first cluster's).
+second() {
+  env -u TIDEMARK_KAFKA_NODE_PORTS TIDEMARK_STATE_DIR="$TIDEMARK_STATE_DIR/cluster2" \
+    TIDEMARK_KAFKA_PORT="${TIDEMARK_KAFKA2_PORT:-19592}" \
+    TIDEMARK_KAFKA_CONTROLLER_PORT="${TIDEMARK_KAFKA2_CONTROLLER_PORT:-19692}" bash "$HERE/kafka.sh" "$@"
+}
+
 env_all() {
   bash "$HERE/kafka.sh" env
+  second env | sed -n 's/^export TIDEMARK_KAFKA_BROKERS=/export TIDEMARK_KAFKA2_BROKERS=/p'
   bash "$HERE/streams.sh" env
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
@@ -75,6 +91,7 @@ up() {
     bash "$HERE/kafka.sh" start --brokers "$BROKERS"
     bash "$HERE/clickhouse.sh" start
   fi
+  if [[ $SECOND -eq 1 ]]; then second start --brokers 1 >&2; fi
   if [[ $WITH_PROM -eq 1 ]]; then bash "$HERE/prometheus.sh" start; fi
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" start; fi
   if [[ $WITH_CHCLUSTER -eq 1 ]]; then bash "$HERE/chcluster.sh" start; fi
@@ -87,6 +104,7 @@ down() {
   bash "$HERE/prometheus.sh" stop
   bash "$HERE/clickhouse.sh" stop
   bash "$HERE/kafka.sh" stop
+  second stop
   bash "$HERE/secure.sh" stop
 }
 
@@ -94,6 +112,7 @@ with() {
   [[ ${#REST[@]} -gt 0 ]] || die "stack.sh with: give a command after --"
   # globals, not locals: the EXIT trap runs after this function has returned.
   had_kafka=$(bash "$HERE/kafka.sh" env | wc -l)
+  had_kafka2=$(second env | wc -l)
   had_ch=$(bash "$HERE/clickhouse.sh" env | wc -l)
   had_prom=$(bash "$HERE/prometheus.sh" env | wc -l)
   had_jaeger=$(bash "$HERE/jaeger.sh" env | wc -l)
@@ -105,6 +124,7 @@ with() {
     [[ $had_prom -gt 0 ]] || bash "$HERE/prometheus.sh" stop
     [[ $had_ch -gt 0 ]] || bash "$HERE/clickhouse.sh" stop
     [[ $had_kafka -gt 0 ]] || bash "$HERE/kafka.sh" stop
+    [[ $had_kafka2 -gt 0 ]] || second stop
     [[ $had_oidc -gt 0 ]] || bash "$HERE/secure.sh" stop
   }
   trap cleanup EXIT
@@ -123,5 +143,5 @@ case "$cmd" in
   down) down ;;
   env) env_all ;;
   with) with ;;
-  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster]|down|env|with [--brokers N] [--jaeger] [--secure] -- CMD..." ;;
+  *) die "usage: stack.sh install|up [--brokers N] [--prometheus] [--jaeger] [--secure] [--chcluster] [--second-cluster]|down|env|with [--brokers N] [--jaeger] [--secure] -- CMD..." ;;
 esac
