@@ -266,7 +266,14 @@ lag_enabled: false
 	if got := waitRows(t, conn, "SELECT count() FROM latency_events FINAL", groups*perGroup, 60*time.Second); got != groups*perGroup {
 		t.Fatalf("%d rows stored, want %d: every receipt is stored whatever the series bound", got, groups*perGroup)
 	}
+	// a configuration without clusters: is the cluster "default", in every row and every collector series
+	if got := waitRows(t, conn, "SELECT count() FROM latency_events FINAL WHERE cluster = 'default'", groups*perGroup, 10*time.Second); got != groups*perGroup {
+		t.Fatalf("%d rows of cluster default, want all %d", got, groups*perGroup)
+	}
 	body := d.scrape(t)
+	if !strings.Contains(body, `tidemark_collector_records_total{cluster="default",path="receipts"} `) {
+		t.Error(`/metrics lacks tidemark_collector_records_total{cluster="default",path="receipts"}`)
+	}
 	series, pairs := seriesOf(body, "tidemark_e2e_latency_seconds", "tidemark_stage_latency_seconds")
 	t.Logf("%d latency series for %d (group, topic) pairs; scrape %d bytes", series, len(pairs), len(body))
 	if len(pairs) != 40 {
