@@ -389,3 +389,51 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("missing database: got %v, want ErrSchemaMissing", err)
 	}
 }
+
+// TestClusterFilter: every query narrows by the cluster column. The fixture's lag snapshots are cluster "c"; its
+// latency, probe and clock rows name none, so they read as the column's default, "default".
+func TestClusterFilter(t *testing.T) {
+	r := seeded(t)
+	lag := func(clusters ...string) int {
+		t.Helper()
+		got, err := r.ConsumerLag(ctx(t), query.LagQuery{Window: twoMinutes, GroupBy: query.DimGroup, Filter: query.Filter{Clusters: clusters}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if all, c, other := lag(), lag("c"), lag("elsewhere"); all != 2 || c != 2 || other != 0 {
+		t.Errorf("lag points: all %d, cluster c %d, another cluster %d; want 2, 2, 0", all, c, other)
+	}
+	for _, tier := range []query.Source{query.SourceRaw, query.SourceRollup} {
+		count := func(clusters ...string) uint64 {
+			t.Helper()
+			res, err := r.StagePercentiles(ctx(t), query.PercentileQuery{Window: twoMinutes, Stage: query.StageE2E,
+				Levels: []float64{0.5}, Source: tier, Filter: query.Filter{Clusters: clusters}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n uint64
+			for _, p := range res.Points {
+				n += p.Count
+			}
+			return n
+		}
+		if all, def, c := count(), count("default"), count("c"); all == 0 || def != all || c != 0 {
+			t.Errorf("%s e2e samples: all %d, cluster default %d, cluster c %d; want default = all > 0 and none in c", tier, all, def, c)
+		}
+	}
+	for _, cl := range []struct {
+		clusters []string
+		some     bool
+	}{{nil, true}, {[]string{"default"}, true}, {[]string{"c"}, false}} {
+		probes, err := r.ProbeHealth(ctx(t), query.ProbeQuery{Window: twoMinutes, Clusters: cl.clusters})
+		if err != nil || (len(probes) > 0) != cl.some {
+			t.Errorf("probe health of clusters %v: %v, %d points", cl.clusters, err, len(probes))
+		}
+		clocks, err := r.ClockOffsets(ctx(t), query.ClockOffsetQuery{Window: twoMinutes, Clusters: cl.clusters})
+		if err != nil || (len(clocks) > 0) != cl.some {
+			t.Errorf("clock offsets of clusters %v: %v, %d points", cl.clusters, err, len(clocks))
+		}
+	}
+}
