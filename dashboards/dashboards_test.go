@@ -252,7 +252,7 @@ func TestEveryDashboardFiltersByCluster(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		`sum(tidemark_lag_group_status{status!="OK"}) or vector(0)`: `sum(tidemark_lag_group_status{cluster=~"${cluster:regex}",status!="OK"}) or vector(0)`,
+		`sum(tidemark_lag_group_status{status!="OK"}) or vector(0)`:      `sum(tidemark_lag_group_status{cluster=~"${cluster:regex}",status!="OK"}) or vector(0)`,
 		`max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds)`: `max(time() - tidemark_lag_exporter_snapshot_timestamp_seconds{cluster=~"${cluster:regex}"})`,
 		`count(tidemark:lag_retention_margin_seconds:min < 3600)`:        `count(tidemark:lag_retention_margin_seconds:min{cluster=~"${cluster:regex}"} < 3600)`,
 		`rate(tidemark_x_total{}[5m])`:                                   `rate(tidemark_x_total{cluster=~"${cluster:regex}"}[5m])`,
