@@ -3,6 +3,7 @@ package dashboards
 import (
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -158,9 +159,14 @@ func clusterVar() Variable {
 func listVar(name, label, kind string, filter map[string]string) Variable {
 	query := map[string]any{"kind": kind}
 	def := kind
-	for k, v := range filter {
-		query[k] = v
-		def += fmt.Sprintf(" (%s=%s)", k, v)
+	keys := make([]string, 0, len(filter))
+	for k := range filter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // one definition text whatever the map's order: the files are compared byte for byte
+	for _, k := range keys {
+		query[k] = filter[k]
+		def += fmt.Sprintf(" (%s=%s)", k, filter[k])
 	}
 	return Variable{Name: name, Label: label, Type: "query", Datasource: tidemark, Query: query, Definition: def,
 		Multi: true, IncludeAll: true, AllValue: "*", Refresh: 2,
