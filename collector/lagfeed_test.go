@@ -32,7 +32,7 @@ func TestFollowLagWritesClusterRows(t *testing.T) {
 	snaps <- &lagexporter.Snapshot{Cluster: "dr", Time: time.Unix(100, 0), Groups: []lagexporter.GroupLag{{Group: "g",
 		Partitions: []lagexporter.PartitionLag{{Topic: "t", HasCommit: true, Committed: 4, End: 9, Lag: 5}}}}}
 	close(snaps)
-	if err := c.FollowLag(context.Background(), snaps); err != nil {
+	if err := c.FollowLag(context.Background(), snaps, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(sink.rows) != 1 || len(sink.rows[0].Lag) != 1 || sink.rows[0].Lag[0].Cluster != "dr" || sink.rows[0].Lag[0].Lag != 5 {

@@ -131,7 +131,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	var writer *store.Writer
 	var tp trace.TracerProvider // nil: no hop spans
 	if cfg.clickHouse {
-		cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0005 were this cluster's
+		cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0006 were this cluster's
 		db, err := openStore(sctx, cfg, log, &ready.st)
 		if err != nil {
 			return err

@@ -65,7 +65,7 @@ var GroupTypes = []string{"classic", "consumer", "share", "streams"}
 
 // Filter selects rows by exact names; an empty list selects all. Values are bound as array parameters (has(?, col)).
 type Filter struct {
-	// Clusters selects by Kafka cluster (the cluster column every table has since schema version 5).
+	// Clusters selects by Kafka cluster (the cluster column every table has since schema version 6).
 	Clusters []string
 	Topics   []string
 	Groups   []string
