@@ -140,14 +140,14 @@ func (c *clusterTransform) statement(st string) (out []string, altered string, e
 		if strings.Contains(body, "COLUMN") {
 			altered = table
 		}
-		if strings.Contains(body, "MODIFY ORDER BY") {
-			// 18.16's distributed DDL refuses MODIFY ORDER BY ("Unsupported type of ALTER query", code 48) though
-			// ReplicatedMergeTree runs it: the statement is sent without ON CLUSTER to one replica of each shard,
-			// which replicates it to the others (Store.execPerShard). The Distributed sharding key stays the old
-			// ORDER BY: a prefix of the new key, so same-key rows still share a shard.
-			return []string{"ALTER TABLE " + c.local(table) + sep + body}, altered, nil
-		}
-		return []string{"ALTER TABLE " + c.local(table) + c.onCluster() + sep + body}, altered, nil
+		// Every local table is Replicated*, and ReplicatedMergeTree replicates its own ALTERs (columns, sorting key)
+		// through ZooKeeper to the shard's other replicas, waiting for the active ones: the statement is sent without
+		// ON CLUSTER to one replica of each shard (Store.execPerShard). ON CLUSTER is not used for them: 18.16's
+		// distributed DDL refuses MODIFY ORDER BY ("Unsupported type of ALTER query", code 48), and a MODIFY COLUMN
+		// sent ON CLUSTER to both replicas of a shard was seen to hang past distributed_ddl_task_timeout with one
+		// host "unfinished" (each replica's DDL worker waiting on the other's replicated ALTER). The Distributed
+		// sharding key stays the old ORDER BY: a prefix of the new key, so same-key rows still share a shard.
+		return []string{"ALTER TABLE " + c.local(table) + sep + body}, altered, nil
 	}
 	if m := reDrop.FindStringSubmatch(st); m != nil {
 		name := m[1]

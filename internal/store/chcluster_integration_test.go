@@ -169,7 +169,7 @@ func TestClusterMigrateWriteReadEveryReplica(t *testing.T) {
 		if err := conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = 'instance'", db, TableProbe).Scan(&dist); err != nil {
 			t.Fatalf("node %d: the Distributed %s has no instance column: %v", i+1, TableProbe, err)
 		}
-		if local != "topic, partition, seq, instance" || dist != "String" {
+		if local != "topic, partition, seq, instance, cluster" || dist != "String" {
 			t.Errorf("node %d: %s_local sorted by %q, Distributed instance column %q", i+1, TableProbe, local, dist)
 		}
 	}

@@ -63,14 +63,15 @@ try {
   };
   for (const pass of [1, 2]) {
     for (const s of stmts) {
+      // Second pass of a key extension that a later migration extended further (0005's MODIFY ORDER BY after 0006
+      // added cluster to the same key): not re-run, as Migrate never re-runs a recorded migration (only the
+      // interrupted last one). Run, it would shorten the key back, and the later one would then re-add an existing column.
+      if (pass === 2 && / MODIFY ORDER BY /.test(s) && later(s)) continue;
       try {
         session.query(s, "CSV");
       } catch (e) {
         // Second pass of an ADD COLUMN: Migrate counts "already exists" as applied (store.ColumnAlreadyAdded).
         if (pass === 2 && /^ALTER TABLE /.test(s) && / ADD COLUMN /.test(s) && /DUPLICATE_COLUMN/.test(e.message)) continue;
-        // Second pass of a key extension that a later migration extended further (0005's MODIFY ORDER BY after 0006
-        // added cluster to the same key): Migrate never re-runs a recorded migration, only the interrupted last one.
-        if (pass === 2 && / MODIFY ORDER BY /.test(s) && later(s) && /used in the expression that was added to the sorting key/.test(e.message)) continue;
         throw new Error(`pass ${pass}: ${e.message}\n--- statement ---\n${s}`);
       }
     }

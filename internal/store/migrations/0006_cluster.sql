@@ -14,7 +14,7 @@ ALTER TABLE latency_events {{addColumn}} cluster {{.Str}}, MODIFY ORDER BY (topi
 
 ALTER TABLE latency_events MODIFY COLUMN cluster {{.Str}} DEFAULT {{quote .Cluster}};
 
-ALTER TABLE probe_events {{addColumn}} cluster {{.Str}}, MODIFY ORDER BY (topic, partition, seq, cluster);
+ALTER TABLE probe_events {{addColumn}} cluster {{.Str}}, MODIFY ORDER BY (topic, partition, seq, instance, cluster);
 
 ALTER TABLE probe_events MODIFY COLUMN cluster {{.Str}} DEFAULT {{quote .Cluster}};
 

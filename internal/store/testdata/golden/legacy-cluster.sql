@@ -216,7 +216,7 @@ ARRAY JOIN
 GROUP BY hour, topic, consumer_group, host, stage;
 
 -- migration 0003_lag_group_types
-ALTER TABLE tidemark.lag_snapshots_local ON CLUSTER tidemark_ch
+ALTER TABLE tidemark.lag_snapshots_local
     ADD COLUMN group_type Enum8('classic' = 1, 'consumer' = 2, 'share' = 3, 'streams' = 4) DEFAULT 'classic',
     ADD COLUMN subtopology String DEFAULT '',
     ADD COLUMN internal_topic UInt8 DEFAULT 0;
@@ -227,11 +227,11 @@ CREATE TABLE IF NOT EXISTS tidemark.lag_snapshots ON CLUSTER tidemark_ch AS tide
 ENGINE = Distributed(tidemark_ch, tidemark, lag_snapshots_local, cityHash64(cluster, consumer_group, topic, partition, at_ms));
 
 -- migration 0004_redelivery_uncertainty
-ALTER TABLE tidemark.latency_events_local ON CLUSTER tidemark_ch MODIFY COLUMN replay_class Enum8('unknown' = 0, 'live' = 1, 'replay' = 2, 'backfill' = 3, 'redelivery' = 4);
+ALTER TABLE tidemark.latency_events_local MODIFY COLUMN replay_class Enum8('unknown' = 0, 'live' = 1, 'replay' = 2, 'backfill' = 3, 'redelivery' = 4);
 
-ALTER TABLE tidemark.latency_1m_local ON CLUSTER tidemark_ch ADD COLUMN redelivery AggregateFunction(sum, UInt64);
+ALTER TABLE tidemark.latency_1m_local ADD COLUMN redelivery AggregateFunction(sum, UInt64);
 
-ALTER TABLE tidemark.latency_1h_local ON CLUSTER tidemark_ch ADD COLUMN redelivery AggregateFunction(sum, UInt64);
+ALTER TABLE tidemark.latency_1h_local ADD COLUMN redelivery AggregateFunction(sum, UInt64);
 
 DROP TABLE IF EXISTS tidemark.latency_1m_mv ON CLUSTER tidemark_ch;
 
@@ -283,13 +283,13 @@ ARRAY JOIN
     [ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms] AS naive
 GROUP BY hour, topic, consumer_group, host, stage;
 
-ALTER TABLE tidemark.clock_offsets_local ON CLUSTER tidemark_ch ADD COLUMN lower_ms Float64 DEFAULT offset_ms - uncertainty_ms;
+ALTER TABLE tidemark.clock_offsets_local ADD COLUMN lower_ms Float64 DEFAULT offset_ms - uncertainty_ms;
 
-ALTER TABLE tidemark.clock_offsets_local ON CLUSTER tidemark_ch ADD COLUMN upper_ms Float64 DEFAULT offset_ms + uncertainty_ms;
+ALTER TABLE tidemark.clock_offsets_local ADD COLUMN upper_ms Float64 DEFAULT offset_ms + uncertainty_ms;
 
-ALTER TABLE tidemark.clock_offsets_local ON CLUSTER tidemark_ch ADD COLUMN estimate_ms Float64 DEFAULT offset_ms;
+ALTER TABLE tidemark.clock_offsets_local ADD COLUMN estimate_ms Float64 DEFAULT offset_ms;
 
-ALTER TABLE tidemark.clock_offsets_local ON CLUSTER tidemark_ch ADD COLUMN min_delay_ms Float64 DEFAULT 0;
+ALTER TABLE tidemark.clock_offsets_local ADD COLUMN min_delay_ms Float64 DEFAULT 0;
 
 DROP TABLE IF EXISTS tidemark.latency_events ON CLUSTER tidemark_ch;
 
@@ -322,23 +322,23 @@ ENGINE = Distributed(tidemark_ch, tidemark, probe_events_local, cityHash64(topic
 -- migration 0006_cluster
 ALTER TABLE tidemark.latency_events_local ADD COLUMN cluster String, MODIFY ORDER BY (topic, consumer_group, partition, offset, replay_class, cluster);
 
-ALTER TABLE tidemark.latency_events_local ON CLUSTER tidemark_ch MODIFY COLUMN cluster String DEFAULT 'default';
+ALTER TABLE tidemark.latency_events_local MODIFY COLUMN cluster String DEFAULT 'default';
 
-ALTER TABLE tidemark.probe_events_local ADD COLUMN cluster String, MODIFY ORDER BY (topic, partition, seq, cluster);
+ALTER TABLE tidemark.probe_events_local ADD COLUMN cluster String, MODIFY ORDER BY (topic, partition, seq, instance, cluster);
 
-ALTER TABLE tidemark.probe_events_local ON CLUSTER tidemark_ch MODIFY COLUMN cluster String DEFAULT 'default';
+ALTER TABLE tidemark.probe_events_local MODIFY COLUMN cluster String DEFAULT 'default';
 
 ALTER TABLE tidemark.clock_offsets_local ADD COLUMN cluster String, MODIFY ORDER BY (host, kind, at_ms, cluster);
 
-ALTER TABLE tidemark.clock_offsets_local ON CLUSTER tidemark_ch MODIFY COLUMN cluster String DEFAULT 'default';
+ALTER TABLE tidemark.clock_offsets_local MODIFY COLUMN cluster String DEFAULT 'default';
 
 ALTER TABLE tidemark.latency_1m_local ADD COLUMN cluster String, MODIFY ORDER BY (topic, consumer_group, host, stage, minute, cluster);
 
-ALTER TABLE tidemark.latency_1m_local ON CLUSTER tidemark_ch MODIFY COLUMN cluster String DEFAULT 'default';
+ALTER TABLE tidemark.latency_1m_local MODIFY COLUMN cluster String DEFAULT 'default';
 
 ALTER TABLE tidemark.latency_1h_local ADD COLUMN cluster String, MODIFY ORDER BY (topic, consumer_group, host, stage, hour, cluster);
 
-ALTER TABLE tidemark.latency_1h_local ON CLUSTER tidemark_ch MODIFY COLUMN cluster String DEFAULT 'default';
+ALTER TABLE tidemark.latency_1h_local MODIFY COLUMN cluster String DEFAULT 'default';
 
 DROP TABLE IF EXISTS tidemark.latency_1m_mv ON CLUSTER tidemark_ch;
 

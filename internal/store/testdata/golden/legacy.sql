@@ -339,7 +339,7 @@ ALTER TABLE latency_events ADD COLUMN cluster String, MODIFY ORDER BY (topic, co
 
 ALTER TABLE latency_events MODIFY COLUMN cluster String DEFAULT 'default';
 
-ALTER TABLE probe_events ADD COLUMN cluster String, MODIFY ORDER BY (topic, partition, seq, cluster);
+ALTER TABLE probe_events ADD COLUMN cluster String, MODIFY ORDER BY (topic, partition, seq, instance, cluster);
 
 ALTER TABLE probe_events MODIFY COLUMN cluster String DEFAULT 'default';
 

@@ -351,7 +351,7 @@ ALTER TABLE latency_events ADD COLUMN IF NOT EXISTS cluster LowCardinality(Strin
 
 ALTER TABLE latency_events MODIFY COLUMN cluster LowCardinality(String) DEFAULT 'default';
 
-ALTER TABLE probe_events ADD COLUMN IF NOT EXISTS cluster LowCardinality(String), MODIFY ORDER BY (topic, partition, seq, cluster);
+ALTER TABLE probe_events ADD COLUMN IF NOT EXISTS cluster LowCardinality(String), MODIFY ORDER BY (topic, partition, seq, instance, cluster);
 
 ALTER TABLE probe_events MODIFY COLUMN cluster LowCardinality(String) DEFAULT 'default';
 
