@@ -33,6 +33,30 @@ type ClickHouseCluster struct {
 func StartClickHouseCluster(t testing.TB, shards, replicas int) *ClickHouseCluster {
 	t.Helper()
 	ClickHouseAddr(t)
+	// The ports are free when picked (FreePort) but the kernel may hand one to another process's outgoing connection
+	// before a server binds it: 2n+1 ports held open for seconds each make that likely on a busy machine. That one
+	// race, and only it ("already in use" from chcluster.sh's check or a server's bind), gets fresh ports, at most
+	// three times; every other start failure fails the test.
+	var c *ClickHouseCluster
+	for attempt := 1; ; attempt++ {
+		var out string
+		var err error
+		c, out, err = startClickHouseCluster(t, shards, replicas)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(out, "already in use") {
+			t.Fatalf("chcluster.sh start --shards %d --replicas %d: %v\n%s", shards, replicas, err, out)
+		}
+		t.Logf("chcluster.sh start: a picked port was taken before its server bound it; new ports (attempt %d)", attempt+1)
+	}
+	return c
+}
+
+// startClickHouseCluster is one attempt of StartClickHouseCluster: the start's output (with the servers' error.log
+// tails when it fails) and error.
+func startClickHouseCluster(t testing.TB, shards, replicas int) (*ClickHouseCluster, string, error) {
+	t.Helper()
 	n := shards * replicas
 	var nodes, inter []string
 	for range n {
@@ -49,35 +73,49 @@ func StartClickHouseCluster(t testing.TB, shards, replicas int) *ClickHouseClust
 	for _, p := range nodes {
 		c.Addrs = append(c.Addrs, "127.0.0.1:"+p)
 	}
+	errorLogs := func() string {
+		var b strings.Builder
+		for i := range n {
+			log, _ := os.ReadFile(filepath.Join(state, "chcluster", fmt.Sprintf("node-%d", i+1), "log", "error.log"))
+			if len(log) > 4000 {
+				log = log[len(log)-4000:]
+			}
+			fmt.Fprintf(&b, "node %d error.log (tail):\n%s\n", i+1, log)
+		}
+		return b.String()
+	}
+	at := time.Now()
+	if out, err := c.run("start", "--shards", strconv.Itoa(shards), "--replicas", strconv.Itoa(replicas)); err != nil {
+		logs := errorLogs()
+		_, _ = c.run("stop")
+		return nil, out + logs, err
+	}
 	t.Cleanup(func() {
 		if t.Failed() { // the servers' own account of what went wrong, before the state dir goes
-			for i := range n {
-				log, _ := os.ReadFile(filepath.Join(state, "chcluster", fmt.Sprintf("node-%d", i+1), "log", "error.log"))
-				if len(log) > 4000 {
-					log = log[len(log)-4000:]
-				}
-				t.Logf("node %d error.log (tail):\n%s", i+1, log)
-			}
+			t.Log(errorLogs())
 		}
 		c.Run("stop")
 	})
-	at := time.Now()
-	c.Run("start", "--shards", strconv.Itoa(shards), "--replicas", strconv.Itoa(replicas))
 	t.Logf("ClickHouse cluster %s (%d x %d) on %v ready in %v", c.Name, shards, replicas, c.Addrs, time.Since(at).Round(time.Millisecond))
-	return c
+	return c, "", nil
 }
 
 // Run runs chcluster.sh with args against this cluster (start steps wait for readiness with a real query).
 func (c *ClickHouseCluster) Run(args ...string) {
 	c.t.Helper()
+	if out, err := c.run(args...); err != nil {
+		c.t.Fatalf("chcluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (c *ClickHouseCluster) run(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "chcluster.sh"))
 	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = c.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		c.t.Fatalf("chcluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // StopNode stops ClickHouse node i (1-based); StartNode starts it again on its data.
