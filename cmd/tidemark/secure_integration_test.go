@@ -330,7 +330,7 @@ func TestSecureRunRefused(t *testing.T) {
 	}
 }
 
-var retryIn = regexp.MustCompile(`cannot reach Kafka[^\n]*; retrying" in=([0-9.]+m?s)`)
+var retryIn = regexp.MustCompile(`cannot reach Kafka[^\n]*; retrying"[^\n]* in=([0-9.]+m?s)`)
 
 // waitRetries waits until the log holds n retry lines and returns their waits.
 func waitRetries(t *testing.T, logs *syncBuffer, n int, timeout time.Duration) []time.Duration {
