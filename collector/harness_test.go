@@ -300,6 +300,33 @@ func (e *env) produceWith(source string, n int, pcfg instrument.ProducerConfig) 
 // the receipts topic.
 func (e *env) consumeApp(source string, partitions int32, from int64, n int, cSkew, procDelay time.Duration) {
 	e.t.Helper()
+	e.consumeAppAt(source, partitions, func(int32) int64 { return from }, n, cSkew, procDelay)
+}
+
+// partitionEnds returns the end offset of each of topic's partitions now.
+func (e *env) partitionEnds(topic string) map[int32]int64 {
+	e.t.Helper()
+	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer client.Close()
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ends := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		if ends[p], err = client.GetOffset(topic, p, sarama.OffsetNewest); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ends
+}
+
+// consumeAppAt is consumeApp reading each partition p from from(p).
+func (e *env) consumeAppAt(source string, partitions int32, from func(int32) int64, n int, cSkew, procDelay time.Duration) {
+	e.t.Helper()
 	ec := testenv.SaramaConfig(e.t)
 	ec.Producer.Idempotent = true
 	ec.Net.MaxOpenRequests = 1
@@ -323,7 +350,7 @@ func (e *env) consumeApp(source string, partitions int32, from int64, n int, cSk
 	var mu sync.Mutex
 	got := 0
 	for p := int32(0); p < partitions; p++ {
-		pcons, err := cons.ConsumePartition(source, p, from)
+		pcons, err := cons.ConsumePartition(source, p, from(p))
 		if err != nil {
 			e.t.Fatal(err)
 		}
