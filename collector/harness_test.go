@@ -420,21 +420,8 @@ func (e *env) produceWithHeader(topic, key string, value []byte) {
 // topicEnd returns the sum of the topic's high watermarks.
 func (e *env) topicEnd(topic string) int64 {
 	e.t.Helper()
-	client, err := sarama.NewClient(e.brokers, testenv.SaramaConfig(e.t))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer client.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	var sum int64
-	for _, p := range parts {
-		off, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			e.t.Fatal(err)
-		}
+	for _, off := range e.partitionEnds(topic) {
 		sum += off
 	}
 	return sum
