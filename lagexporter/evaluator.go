@@ -42,6 +42,27 @@ type groupState struct {
 	readAt time.Time // observation time of the read
 	parts  []gpState
 	seen   uint64 // seq of the last cycle that saw the group
+	// times is the ring of the group's last cfg.Status.Window sample times (Unix nanoseconds): the observation times
+	// of the cycles that evaluated the group from fresh commits (not stale). A partition that added a sample in every
+	// such cycle since its state was made (aligned: gpState.own == nil) takes its samples' times from here, so the
+	// time is stored once per group cycle, not once per partition (docs/performance.md).
+	times     []int64
+	timesNext int32
+}
+
+// push records t as the group's newest sample time.
+func (gs *groupState) push(t int64, window int) {
+	if gs.times == nil {
+		gs.times = make([]int64, window)
+	}
+	gs.times[gs.timesNext] = t
+	gs.timesNext = (gs.timesNext + 1) % int32(len(gs.times))
+}
+
+// timeAt returns the group's sample time age cycles back (0: the newest); the group has pushed more than age times.
+func (gs *groupState) timeAt(age int) int64 {
+	n := len(gs.times)
+	return gs.times[(int(gs.timesNext)-1-age+2*n)%n]
 }
 
 type tpKey struct {
@@ -49,16 +70,18 @@ type tpKey struct {
 	partition int32
 }
 
+// gpState is one group-partition's state. Its fields are ordered so that the struct has no padding (144 bytes):
+// there is one per group-partition.
 type gpState struct {
-	topic      string
-	partition  int32
-	topicID    string
-	ring       []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
-	next       int
-	full       bool
-	committed  int64
-	hasCommit  bool
+	topic   string
+	topicID string
+	ring    []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
+	// own holds the samples' times, indexed like ring, once the partition missed a sample its group took (its
+	// offsets were unknown or stale in a cycle that read the group's commits); nil while the times are the group's
+	// (groupState.times). Rare: one allocation per such partition, until its state is dropped.
+	own        *[]int64
 	commitTime time.Time
+	committed  int64
 	// replayFrom is the committed offset as far as it exists in the log: min(committed, high watermark). A later
 	// commit below it is a rewind; offsets above a high watermark that fell (truncation) were never delivered from
 	// the log as it is now, so they are no replay boundary (item 2).
@@ -66,15 +89,38 @@ type gpState struct {
 	replay     ReplayState
 	// deletedThrough is the log start of the last read: unread records below it are already counted.
 	deletedThrough int64
-	aheadReads     int32  // consecutive reads with the commit past End
+	partition      int32
+	aheadReads     int32 // consecutive reads with the commit past End
+	next           int32
+	full           bool
+	hasCommit      bool
 	lastStatus     Status // status of the last cycle that added a sample (a stale partition keeps it)
 	deletedSeen    bool
 }
 
-// ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit,
-// at is Unix nanoseconds. The representation is private to the ring; Sample, which the rules read, has an explicit
-// HasCommit.
-type ringSample struct{ committed, lag, at int64 }
+// samples returns how many samples the ring holds.
+func (st *gpState) samples() int {
+	if st.full {
+		return len(st.ring)
+	}
+	return int(st.next)
+}
+
+// detach gives st its own sample times, copied from its group's (behind names the group's newest times that st has
+// no sample of), before st misses a sample of its group.
+func (st *gpState) detach(gs *groupState, behind int) {
+	own := make([]int64, len(st.ring))
+	n, w := st.samples(), len(st.ring)
+	for age := 0; age < n; age++ { // age 0: the newest sample, at ring[next-1]
+		own[(int(st.next)-1-age+2*w)%w] = gs.timeAt(age + behind)
+	}
+	st.own = &own
+}
+
+// ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit.
+// Its time is the group's (groupState.times) or the partition's own (gpState.own). The representation is private to
+// the ring; Sample, which the rules read, has an explicit HasCommit.
+type ringSample struct{ committed, lag int64 }
 
 type tpState struct {
 	topicID  string
@@ -309,7 +355,10 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	e.names = names
 
 	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
-		readAt: readAt, assignment: stableAssignment(out.State, out.Members), share: g.Type() == GroupShare}
+		readAt: readAt, assignment: stableAssignment(out.State, out.Members), share: g.Type() == GroupShare, gs: gs}
+	if !stale {
+		gs.push(now.UnixNano(), e.cfg.Status.Window) // the time of every sample this cycle adds
+	}
 	var lastCommit time.Time
 	n := 0
 	for _, topic := range names {
@@ -456,6 +505,15 @@ type groupCtx struct {
 	readAt     time.Time // when the commits used were read
 	assignment *assignment
 	share      bool // a share group (KIP-932): positions are share-partition start offsets
+	gs         *groupState
+}
+
+// missed is called when st adds no sample this cycle: if its group took one (the commits were read), st's samples
+// no longer have the group's newest times, and it keeps its own from now on.
+func (gc *groupCtx) missed(st *gpState) {
+	if !gc.stale && st.own == nil && st.samples() > 0 {
+		st.detach(gc.gs, 1) // the group's newest time is this cycle's, which st has no sample of
+	}
 }
 
 // assignment is a Stable group's current assignment, when its members' assignments are known.
@@ -604,11 +662,13 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 		pl.Flags |= FlagUnassigned
 	}
 	if !pl.Known {
+		gc.missed(st)
 		return pl // unknown lag: no sample, status from nothing
 	}
 	pl.Retention = ComputeRetentionMargin(t.Retention, pv.p.LogStart, pv.p.HighWatermark, in.Start(), pv.p.SizeBytes,
 		pl.Lag, pl.TimeLag, pl.TimeLagKnown)
 	if stale {
+		gc.missed(st)
 		pl.Status = st.lastStatus // the last values are shown; nothing new is learnt about the group's progress
 		return pl
 	}
@@ -620,25 +680,31 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	}
 	e.countUnreadDeleted(st, gtKey{gc.group, topic}, has, c.Offset, pv.p.LogStart)
 
-	rs := ringSample{committed: -1, lag: pl.Lag, at: now.UnixNano()}
+	rs := ringSample{committed: -1, lag: pl.Lag}
 	if has {
 		rs.committed = c.Offset
 	}
 	st.ring[st.next] = rs
+	if st.own != nil {
+		(*st.own)[st.next] = now.UnixNano()
+	}
 	st.next++
-	if st.next == len(st.ring) {
+	if int(st.next) == len(st.ring) {
 		st.next, st.full = 0, true
 	}
 	w := e.window[:0]
-	add := func(rs []ringSample) {
-		for _, r := range rs {
-			w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag, At: time.Unix(0, r.at)})
+	size := len(st.ring)
+	for age := st.samples() - 1; age >= 0; age-- { // oldest first
+		i := (int(st.next) - 1 - age + 2*size) % size
+		r := st.ring[i]
+		at := int64(0)
+		if st.own != nil {
+			at = (*st.own)[i]
+		} else {
+			at = gc.gs.timeAt(age)
 		}
+		w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag, At: time.Unix(0, at)})
 	}
-	if st.full {
-		add(st.ring[st.next:])
-	}
-	add(st.ring[:st.next])
 	e.window = w
 	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
 		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads), Share: gc.share}
