@@ -27,6 +27,7 @@ type Evaluator struct {
 	seq           uint64
 	window        []Sample          // scratch, reused
 	offs          []CommittedOffset // scratch, reused
+	lastOffs      []CommittedOffset // scratch, reused: a stale group's kept commits
 	names         []string          // scratch, reused
 }
 
@@ -37,7 +38,10 @@ type gtKey struct{ group, topic string }
 // that each is found by a merge walk rather than a map lookup. At 500,000 group-partitions that is no per-partition
 // key, map slot or pointer, and no map probe per partition and cycle (docs/performance.md).
 type groupState struct {
+	// obs is the last successful read. Its commits are kept compactly in kept (obs.Offsets nil) unless one of them
+	// carries a commit time or a share lag, which classic and consumer groups' OffsetFetch never fills.
 	obs    GroupObservation
+	kept   []keptCommit
 	read   bool      // obs holds a successful read
 	readAt time.Time // observation time of the read
 	parts  []gpState
@@ -115,6 +119,46 @@ func (st *gpState) detach(gs *groupState, behind int) {
 		own[(int(st.next)-1-age+2*w)%w] = gs.timeAt(age + behind)
 	}
 	st.own = &own
+}
+
+// keptCommit is a CommittedOffset without CommitTime and ShareLag (32 bytes instead of 64): the commits a group's
+// last successful read found, kept to show stale values when its next reads fail.
+type keptCommit struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+// keep stores g, the group's successful read of this cycle.
+func (gs *groupState) keep(g *GroupObservation) {
+	gs.obs = *g
+	for i := range g.Offsets {
+		if c := &g.Offsets[i]; !c.CommitTime.IsZero() || c.ShareLag != nil {
+			gs.kept = nil // kept whole: a share group's, or a timeline's with commit times
+			return
+		}
+	}
+	gs.kept = gs.kept[:0]
+	for _, c := range g.Offsets {
+		gs.kept = append(gs.kept, keptCommit{c.Topic, c.Partition, c.Offset})
+	}
+	if cap(gs.kept) > 2*len(gs.kept)+8 { // the group lost most of its partitions: do not hold the old capacity
+		gs.kept = slices.Clip(gs.kept)
+	}
+	gs.obs.Offsets = nil
+}
+
+// last returns the group's last successful read, its commits in scratch when they are kept compactly.
+func (gs *groupState) last(scratch []CommittedOffset) (GroupObservation, []CommittedOffset) {
+	obs := gs.obs
+	if obs.Offsets == nil && gs.kept != nil {
+		scratch = scratch[:0]
+		for _, c := range gs.kept {
+			scratch = append(scratch, CommittedOffset{Topic: c.topic, Partition: c.partition, Offset: c.offset})
+		}
+		obs.Offsets = scratch
+	}
+	return obs, scratch
 }
 
 // ringSample is a Sample stored compactly (100,000 partitions × a 10-sample window): committed < 0 means no commit.
@@ -320,12 +364,15 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 			gs.parts = nil
 			return out
 		}
-		src, stale, readAt = &gs.obs, true, gs.readAt
+		var last GroupObservation
+		last, e.lastOffs = gs.last(e.lastOffs)
+		src, stale, readAt = &last, true, gs.readAt
 		if out.State == "" {
 			out.State, out.Members = gs.obs.State, gs.obs.Members
 		}
 	} else {
-		gs.obs, gs.read, gs.readAt = *g, true, now
+		gs.keep(g)
+		gs.read, gs.readAt = true, now
 	}
 
 	// Committed offsets in (topic, partition) order (the Kafka reader sorts them; a timeline may not), the last one
