@@ -417,8 +417,10 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	for _, topic := range names {
 		tv := topics[topic]
 		tl := TopicLag{Topic: topic}
+		var streams *StreamsTopic // one per group-topic, shared by its partitions
 		if sm, ok := src.Streams[topic]; ok {
 			tl.Subtopology, tl.Internal = sm.Subtopology, sm.Internal
+			streams = &sm
 		}
 		for _, pv := range tv.sorted {
 			pn := pv.p.Partition
@@ -432,7 +434,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 			}
 			st := walk.state(topic, pn, tv.obs.ID)
 			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, now)
-			pl.Subtopology, pl.Internal = tl.Subtopology, tl.Internal
+			pl.streams = streams
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
@@ -685,7 +687,9 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 		if pv.stale && pv.st.lastRead.Before(readAt) {
 			readAt = pv.st.lastRead
 		}
-		pl.StaleFor = now.Sub(readAt)
+		if r := pl.rareFor(int64(now.Sub(readAt))); r != nil {
+			r.staleFor = now.Sub(readAt)
+		}
 	}
 	if pv.endDecreased {
 		pl.Flags |= FlagEndOffsetDecreased
@@ -703,7 +707,9 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	}
 	if st.replay.Active {
 		pl.Flags |= FlagReplay
-		pl.ReplayBoundary = st.replay.Boundary
+		if r := pl.rareFor(st.replay.Boundary); r != nil {
+			r.replayBoundary = st.replay.Boundary
+		}
 	}
 	if gc.unassigned(topic, pv.p.Partition, has, st.commitTime, now, e.cfg.Status.SimpleConsumerWindow) {
 		pl.Flags |= FlagUnassigned

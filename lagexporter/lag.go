@@ -1,6 +1,9 @@
 package lagexporter
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // PartitionInput is everything the lag of one group on one partition depends on. It is the argument of ComputeLag,
 // a pure function.
@@ -46,54 +49,169 @@ func (in PartitionInput) Start() int64 {
 	return max(in.Committed, in.LogStart)
 }
 
-// PartitionLag is the computed lag of one group on one partition.
+// PartitionLag is the computed lag of one group on one partition. There is one per group-partition in every
+// snapshot, so it is laid out compactly (176 bytes, docs/performance.md): its fields that are zero for nearly every
+// group-partition (replay boundary, ahead, control, compacted and open-transaction offsets, stale age) sit behind one
+// pointer and a streams group's subtopology behind another, each read with the method of its name. Its JSON is one
+// flat object with every field (MarshalJSON).
 type PartitionLag struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	HasCommit bool   `json:"has_commit"`
-	Committed int64  `json:"committed,omitempty"` // meaningful only with HasCommit
-	// CommitTime is when the current committed offset was made (or first seen).
-	CommitTime time.Time `json:"commit_time,omitzero"`
-	LogStart   int64     `json:"log_start"`
-	End        int64     `json:"end"` // HW or LSO by isolation
+	Topic     string
+	Partition int32
+	Flags     Flags // written as their names, comma-separated
+	HasCommit bool
 	// Known is false when the partition's offsets are unknown: Lag, RawLag and TimeLag are then 0 and meaningless, and
 	// aggregates count the partition as unknown.
-	Known bool `json:"known"`
+	Known        bool
+	TimeLagKnown bool // see TimeLag
+	Status       Status
+	Committed    int64 // meaningful only with HasCommit
+	LogStart     int64
+	End          int64 // HW or LSO by isolation
 	// Lag is the effective offset lag: records the group will still receive, max(0, End − max(start, first
 	// consumable record)). This is the number for alerting and autoscaling (case C01).
-	Lag int64 `json:"lag"`
+	Lag int64
 	// RawLag is max(0, End − max(committed, log start)) (the product definition without the record read).
-	RawLag int64 `json:"raw_lag"`
+	RawLag int64
 	// ExpiredOffsets is log start − committed when the commit is below the log start (case C05), else 0.
-	ExpiredOffsets int64 `json:"expired_offsets,omitempty"`
+	ExpiredOffsets int64
 	// TimeLag is Now − timestamp of the first unconsumed record; 0 when Lag is 0. TimeLagKnown is false when no
 	// timestamp could be read or estimated.
-	TimeLag      time.Duration `json:"time_lag"`
-	TimeLagKnown bool          `json:"time_lag_known"`
-	Flags        Flags         `json:"flags,omitempty"` // written as their names, comma-separated
-	Status       Status        `json:"status"`
-	// ReplayBoundary is the committed offset before the rewind while FlagReplay is set (case C30).
-	ReplayBoundary int64 `json:"replay_boundary_offset,omitempty"`
-
-	// AheadOffsets is committed − End when the commit is past End (flag ahead_of_end), else 0; lag stays 0.
-	AheadOffsets int64 `json:"ahead_offsets,omitempty"`
-	// ControlOffsets and CompactedOffsets split RawLag − Lag: transaction markers and aborted records at the head of
-	// the backlog (flag control_records), and offsets compaction removed (flag compacted).
-	ControlOffsets   int64 `json:"control_offsets,omitempty"`
-	CompactedOffsets int64 `json:"compacted_offsets,omitempty"`
-	// OpenTransactionOffsets is high watermark − last stable offset: what a read_committed group cannot consume until
-	// the oldest open transaction ends.
-	OpenTransactionOffsets int64 `json:"open_transaction_offsets,omitempty"`
-	// StaleFor is how long ago the values of a stale partition (flag stale) were last read.
-	StaleFor time.Duration `json:"stale_for,omitempty"`
+	TimeLag time.Duration
+	// CommitTime is when the current committed offset was made (or first seen).
+	CommitTime time.Time
 	// Retention is the margin before retention deletes the first unconsumed record (see RetentionMargin).
-	Retention RetentionMargin `json:"retention,omitzero"`
+	Retention RetentionMargin
 	// CatchUp estimates when the lag reaches 0 at the rates of the status window.
-	CatchUp CatchUp `json:"catch_up"`
-	// Subtopology and Internal say how a streams group uses the topic (KIP-1071): the id of the subtopology reading
-	// it, and whether it is an internal repartition topic. Empty for other group types.
-	Subtopology string `json:"subtopology,omitempty"`
-	Internal    bool   `json:"internal,omitempty"`
+	CatchUp CatchUp
+	rare    *partitionRare // nil while all its fields are 0
+	streams *StreamsTopic  // a streams group's use of the topic, shared by the group's partitions of it; nil otherwise
+}
+
+// partitionRare holds the PartitionLag fields that are zero for nearly every group-partition.
+type partitionRare struct {
+	replayBoundary, ahead, control, compacted, openTransaction int64
+	staleFor                                                   time.Duration
+}
+
+// ReplayBoundary is the committed offset before the rewind while FlagReplay is set (case C30), else 0.
+func (p *PartitionLag) ReplayBoundary() int64 { return p.r().replayBoundary }
+
+// AheadOffsets is committed − End when the commit is past End (flag ahead_of_end), else 0; lag stays 0.
+func (p *PartitionLag) AheadOffsets() int64 { return p.r().ahead }
+
+// ControlOffsets and CompactedOffsets split RawLag − Lag: transaction markers and aborted records at the head of
+// the backlog (flag control_records), and offsets compaction removed (flag compacted).
+func (p *PartitionLag) ControlOffsets() int64 { return p.r().control }
+
+// CompactedOffsets: see ControlOffsets.
+func (p *PartitionLag) CompactedOffsets() int64 { return p.r().compacted }
+
+// OpenTransactionOffsets is high watermark − last stable offset: what a read_committed group cannot consume until
+// the oldest open transaction ends.
+func (p *PartitionLag) OpenTransactionOffsets() int64 { return p.r().openTransaction }
+
+// StaleFor is how long ago the values of a stale partition (flag stale) were last read, else 0.
+func (p *PartitionLag) StaleFor() time.Duration { return p.r().staleFor }
+
+// Subtopology and Internal say how a streams group uses the topic (KIP-1071): the id of the subtopology reading
+// it, and whether it is an internal repartition topic. Empty for other group types.
+func (p *PartitionLag) Subtopology() string {
+	if p.streams == nil {
+		return ""
+	}
+	return p.streams.Subtopology
+}
+
+// Internal: see Subtopology.
+func (p *PartitionLag) Internal() bool { return p.streams != nil && p.streams.Internal }
+
+// SetStreams sets how a streams group uses the partition's topic; s is shared, not copied, and must not change.
+func (p *PartitionLag) SetStreams(s *StreamsTopic) { p.streams = s }
+
+// Equal reports whether p and q hold the same values (PartitionLag holds pointers: == compares their identity).
+func (p *PartitionLag) Equal(q *PartitionLag) bool {
+	a, b := *p, *q
+	a.rare, b.rare, a.streams, b.streams = nil, nil, nil, nil
+	return a == b && *p.r() == *q.r() && p.Subtopology() == q.Subtopology() && p.Internal() == q.Internal()
+}
+
+var noRare partitionRare
+
+func (p *PartitionLag) r() *partitionRare {
+	if p.rare == nil {
+		return &noRare
+	}
+	return p.rare
+}
+
+// rareFor returns p's rare fields to set one of them to v, allocating them only for v != 0; nil when v is 0 and
+// they are all 0 (their default: nothing to write).
+func (p *PartitionLag) rareFor(v int64) *partitionRare {
+	if p.rare == nil && v != 0 {
+		p.rare = &partitionRare{}
+	}
+	return p.rare
+}
+
+// partitionLagJSON is PartitionLag's JSON form: every field, in this order.
+type partitionLagJSON struct {
+	Topic                  string          `json:"topic"`
+	Partition              int32           `json:"partition"`
+	HasCommit              bool            `json:"has_commit"`
+	Committed              int64           `json:"committed,omitempty"`
+	CommitTime             time.Time       `json:"commit_time,omitzero"`
+	LogStart               int64           `json:"log_start"`
+	End                    int64           `json:"end"`
+	Known                  bool            `json:"known"`
+	Lag                    int64           `json:"lag"`
+	RawLag                 int64           `json:"raw_lag"`
+	ExpiredOffsets         int64           `json:"expired_offsets,omitempty"`
+	TimeLag                time.Duration   `json:"time_lag"`
+	TimeLagKnown           bool            `json:"time_lag_known"`
+	Flags                  Flags           `json:"flags,omitempty"`
+	Status                 Status          `json:"status"`
+	ReplayBoundary         int64           `json:"replay_boundary_offset,omitempty"`
+	AheadOffsets           int64           `json:"ahead_offsets,omitempty"`
+	ControlOffsets         int64           `json:"control_offsets,omitempty"`
+	CompactedOffsets       int64           `json:"compacted_offsets,omitempty"`
+	OpenTransactionOffsets int64           `json:"open_transaction_offsets,omitempty"`
+	StaleFor               time.Duration   `json:"stale_for,omitempty"`
+	Retention              RetentionMargin `json:"retention,omitzero"`
+	CatchUp                CatchUp         `json:"catch_up"`
+	Subtopology            string          `json:"subtopology,omitempty"`
+	Internal               bool            `json:"internal,omitempty"`
+}
+
+// MarshalJSON writes the partition as one flat object.
+func (p PartitionLag) MarshalJSON() ([]byte, error) {
+	r := p.r()
+	return json.Marshal(partitionLagJSON{Topic: p.Topic, Partition: p.Partition, HasCommit: p.HasCommit,
+		Committed: p.Committed, CommitTime: p.CommitTime, LogStart: p.LogStart, End: p.End, Known: p.Known, Lag: p.Lag,
+		RawLag: p.RawLag, ExpiredOffsets: p.ExpiredOffsets, TimeLag: p.TimeLag, TimeLagKnown: p.TimeLagKnown,
+		Flags: p.Flags, Status: p.Status, ReplayBoundary: r.replayBoundary, AheadOffsets: r.ahead,
+		ControlOffsets: r.control, CompactedOffsets: r.compacted, OpenTransactionOffsets: r.openTransaction,
+		StaleFor: r.staleFor, Retention: p.Retention, CatchUp: p.CatchUp, Subtopology: p.Subtopology(),
+		Internal: p.Internal()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *PartitionLag) UnmarshalJSON(b []byte) error {
+	var j partitionLagJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = PartitionLag{Topic: j.Topic, Partition: j.Partition, Flags: j.Flags, HasCommit: j.HasCommit, Known: j.Known,
+		TimeLagKnown: j.TimeLagKnown, Status: j.Status, Committed: j.Committed, LogStart: j.LogStart, End: j.End,
+		Lag: j.Lag, RawLag: j.RawLag, ExpiredOffsets: j.ExpiredOffsets, TimeLag: j.TimeLag, CommitTime: j.CommitTime,
+		Retention: j.Retention, CatchUp: j.CatchUp}
+	if rare := (partitionRare{j.ReplayBoundary, j.AheadOffsets, j.ControlOffsets, j.CompactedOffsets,
+		j.OpenTransactionOffsets, j.StaleFor}); rare != noRare {
+		p.rare = &rare
+	}
+	if j.Subtopology != "" || j.Internal {
+		p.streams = &StreamsTopic{Subtopology: j.Subtopology, Internal: j.Internal}
+	}
+	return nil
 }
 
 // ComputeLag computes offset lag, effective lag, expired offsets, time lag (from the probe only; the interpolation
@@ -132,9 +250,13 @@ func ComputeLag(in PartitionInput) PartitionLag {
 	}
 	if in.HasCommit && in.Committed > end {
 		out.Flags |= FlagAheadOfEnd
-		out.AheadOffsets = in.Committed - end
+		if r := out.rareFor(in.Committed - end); r != nil {
+			r.ahead = in.Committed - end
+		}
 	}
-	out.OpenTransactionOffsets = in.HighWatermark - in.LastStable
+	if r := out.rareFor(in.HighWatermark - in.LastStable); r != nil {
+		r.openTransaction = in.HighWatermark - in.LastStable
+	}
 	start := in.Start()
 	out.RawLag = max(0, end-start)
 	out.Lag = out.RawLag
@@ -157,12 +279,18 @@ func ComputeLag(in PartitionInput) PartitionLag {
 	}
 	if effStart > start {
 		out.Lag = max(0, end-effStart)
-		out.CompactedOffsets = min(max(p.GapOffsets, 0), out.RawLag-out.Lag)
-		out.ControlOffsets = out.RawLag - out.Lag - out.CompactedOffsets
-		if out.ControlOffsets > 0 {
+		compacted := min(max(p.GapOffsets, 0), out.RawLag-out.Lag)
+		control := out.RawLag - out.Lag - compacted
+		if r := out.rareFor(compacted); r != nil {
+			r.compacted = compacted
+		}
+		if r := out.rareFor(control); r != nil {
+			r.control = control
+		}
+		if control > 0 {
 			out.Flags |= FlagControlRecords
 		}
-		if out.CompactedOffsets > 0 {
+		if compacted > 0 {
 			out.Flags |= FlagCompacted
 		}
 	}
@@ -192,7 +320,7 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		out.TimeLagKnown = true
 		// only compaction (and a first record without a valid timestamp) makes the age a lower bound: markers and
 		// aborted records are not data the group is waiting for
-		if out.CompactedOffsets > 0 || p.Gap && p.GapOffsets == 0 || p.TimestampOffset > p.FirstOffset {
+		if out.CompactedOffsets() > 0 || p.Gap && p.GapOffsets == 0 || p.TimestampOffset > p.FirstOffset {
 			out.Flags |= FlagLowerBound
 		}
 	}

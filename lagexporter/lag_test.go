@@ -270,10 +270,10 @@ func TestComputeLag(t *testing.T) {
 			if got.Flags != tc.flags {
 				t.Errorf("flags = %q, want %q", got.Flags, tc.flags)
 			}
-			if got.AheadOffsets != tc.ahead || got.ControlOffsets != tc.control || got.CompactedOffsets != tc.compacted ||
-				got.OpenTransactionOffsets != tc.openTxn {
-				t.Errorf("ahead/control/compacted/open txn = %d/%d/%d/%d, want %d/%d/%d/%d", got.AheadOffsets, got.ControlOffsets,
-					got.CompactedOffsets, got.OpenTransactionOffsets, tc.ahead, tc.control, tc.compacted, tc.openTxn)
+			if got.AheadOffsets() != tc.ahead || got.ControlOffsets() != tc.control || got.CompactedOffsets() != tc.compacted ||
+				got.OpenTransactionOffsets() != tc.openTxn {
+				t.Errorf("ahead/control/compacted/open txn = %d/%d/%d/%d, want %d/%d/%d/%d", got.AheadOffsets(), got.ControlOffsets(),
+					got.CompactedOffsets(), got.OpenTransactionOffsets(), tc.ahead, tc.control, tc.compacted, tc.openTxn)
 			}
 		})
 	}

@@ -98,8 +98,8 @@ func TestLoopKeepsLastGoodSnapshot(t *testing.T) {
 	}
 	for i, lag := range []int64{0, 200, 100} {
 		p := g.Partitions[i]
-		if p.Lag != lag || !p.Flags.Has(FlagStale) || p.StaleFor != s.Time.Sub(good.Time) {
-			t.Errorf("p%d: lag %d flags %s stale for %v, want %d stale for %v", i, p.Lag, p.Flags, p.StaleFor, lag, s.Time.Sub(good.Time))
+		if p.Lag != lag || !p.Flags.Has(FlagStale) || p.StaleFor() != s.Time.Sub(good.Time) {
+			t.Errorf("p%d: lag %d flags %s stale for %v, want %d stale for %v", i, p.Lag, p.Flags, p.StaleFor(), lag, s.Time.Sub(good.Time))
 		}
 	}
 	if g.Total.Lag != 0 || g.Total.Unknown != 3 || g.Total.Complete || g.Total.Partitions != 3 {

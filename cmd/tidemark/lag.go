@@ -224,9 +224,9 @@ func printSnapshot(w io.Writer, s *lagexporter.Snapshot, output, title string) e
 				flags = "-"
 			}
 			sub := "-" // streams groups: the subtopology reading the topic, "/internal" for a repartition topic
-			if p.Subtopology != "" {
-				sub = p.Subtopology
-				if p.Internal {
+			if p.Subtopology() != "" {
+				sub = p.Subtopology()
+				if p.Internal() {
 					sub += "/internal"
 				}
 			}

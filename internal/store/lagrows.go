@@ -23,7 +23,7 @@ func LagRows(s *lagexporter.Snapshot) []LagRow {
 				At: s.Time, Cluster: s.Cluster, Group: gl.Group, Topic: p.Topic, Partition: p.Partition,
 				Committed: committed, LogStart: p.LogStart, End: p.End, Lag: p.Lag, Expired: p.ExpiredOffsets,
 				TimeLagMs: tl, Status: LagStatusOf(gl.Status), PartitionStatus: LagStatusOf(p.Status), Flags: uint32(p.Flags),
-				GroupType: GroupTypeOf(gl.GroupType), Subtopology: p.Subtopology, Internal: p.Internal,
+				GroupType: GroupTypeOf(gl.GroupType), Subtopology: p.Subtopology(), Internal: p.Internal(),
 			})
 		}
 	}

@@ -16,10 +16,10 @@ func TestLagRows(t *testing.T) {
 			{Topic: "t", Partition: 1, LogStart: 5, End: 7, Lag: 2, Status: lagexporter.StatusAhead},
 		}},
 		{Group: "app", GroupType: lagexporter.GroupStreams, Status: lagexporter.StatusRewind, Partitions: []lagexporter.PartitionLag{
-			{Topic: "app-x-repartition", Subtopology: "1", Internal: true, HasCommit: true, Committed: 3, End: 3,
-				Status: lagexporter.StatusRewind},
+			{Topic: "app-x-repartition", HasCommit: true, Committed: 3, End: 3, Status: lagexporter.StatusRewind},
 		}},
 	}}
+	s.Groups[1].Partitions[0].SetStreams(&lagexporter.StreamsTopic{Subtopology: "1", Internal: true})
 	got := LagRows(s)
 	want := []LagRow{
 		{At: at, Cluster: "prod", Group: "orders", Topic: "t", Partition: 0, Committed: 90, LogStart: 10, End: 100, Lag: 10,

@@ -343,19 +343,19 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 				add(f.partExpired, float64(p.ExpiredOffsets), cl, g.Group, p.Topic, ps)
 			}
 			if p.Flags.Has(lagexporter.FlagReplay) {
-				add(f.partReplayBoundary, float64(p.ReplayBoundary), cl, g.Group, p.Topic, ps)
+				add(f.partReplayBoundary, float64(p.ReplayBoundary()), cl, g.Group, p.Topic, ps)
 			}
-			if p.AheadOffsets > 0 {
-				add(f.partAhead, float64(p.AheadOffsets), cl, g.Group, p.Topic, ps)
+			if p.AheadOffsets() > 0 {
+				add(f.partAhead, float64(p.AheadOffsets()), cl, g.Group, p.Topic, ps)
 			}
-			if p.ControlOffsets > 0 {
-				add(f.partControl, float64(p.ControlOffsets), cl, g.Group, p.Topic, ps)
+			if p.ControlOffsets() > 0 {
+				add(f.partControl, float64(p.ControlOffsets()), cl, g.Group, p.Topic, ps)
 			}
-			if p.CompactedOffsets > 0 {
-				add(f.partCompacted, float64(p.CompactedOffsets), cl, g.Group, p.Topic, ps)
+			if p.CompactedOffsets() > 0 {
+				add(f.partCompacted, float64(p.CompactedOffsets()), cl, g.Group, p.Topic, ps)
 			}
 			if p.Flags.Has(lagexporter.FlagStale) {
-				add(f.partStale, p.StaleFor.Seconds(), cl, g.Group, p.Topic, ps)
+				add(f.partStale, p.StaleFor().Seconds(), cl, g.Group, p.Topic, ps)
 			}
 			if p.Retention.TimeKnown {
 				add(f.partRetentionSeconds, p.Retention.Time.Seconds(), cl, g.Group, p.Topic, ps)

@@ -34,8 +34,8 @@ func TestCommittedAhead(t *testing.T) {
 	}{{0, 50, StatusOK}, {0, 40, StatusAhead}, {0, 40, StatusAhead}, {10, 0, StatusOK}} {
 		g := mustGroup(t, snaps[i], "mm2")
 		p := mustPart(t, g, "mm", 0)
-		if p.Lag != want.lag || p.AheadOffsets != want.ahead || g.Status != want.status || p.Flags.Has(FlagAheadOfEnd) != (want.ahead > 0) {
-			t.Errorf("12:%02d: lag %d ahead %d status %s flags %s, want %d %d %s", i, p.Lag, p.AheadOffsets, g.Status, p.Flags,
+		if p.Lag != want.lag || p.AheadOffsets() != want.ahead || g.Status != want.status || p.Flags.Has(FlagAheadOfEnd) != (want.ahead > 0) {
+			t.Errorf("12:%02d: lag %d ahead %d status %s flags %s, want %d %d %s", i, p.Lag, p.AheadOffsets(), g.Status, p.Flags,
 				want.lag, want.ahead, want.status)
 		}
 		if p.Flags.Has(FlagReplay) {
@@ -51,20 +51,20 @@ func TestOpenTransactionsAndCompaction(t *testing.T) {
 	// rc (read_committed) cannot read past the LSO: lag 0, 20 offsets waiting for the transaction; ru can: lag 20.
 	rc := wantPart(t, mustGroup(t, s, "rc"), "tx", 0, 0, 0, 0)
 	ru := wantPart(t, mustGroup(t, s, "ru"), "tx", 0, 20, 20, 0)
-	if rc.OpenTransactionOffsets != 20 || ru.OpenTransactionOffsets != 20 {
-		t.Errorf("open transaction offsets rc %d ru %d, want 20 20", rc.OpenTransactionOffsets, ru.OpenTransactionOffsets)
+	if rc.OpenTransactionOffsets() != 20 || ru.OpenTransactionOffsets() != 20 {
+		t.Errorf("open transaction offsets rc %d ru %d, want 20 20", rc.OpenTransactionOffsets(), ru.OpenTransactionOffsets())
 	}
 	g := mustGroup(t, s, "g")
 	// c/0: 100, 101 compacted, 102 a marker, 103 first: raw 10, effective 7; record 103 at 11:59:00 is 60 s old, a
 	// lower bound because compacted records came before it
 	p0 := wantPart(t, g, "c", 0, 7, 10, FlagControlRecords|FlagCompacted|FlagLowerBound)
-	if p0.ControlOffsets != 1 || p0.CompactedOffsets != 2 || p0.TimeLag != time.Minute {
-		t.Errorf("c/0: control %d compacted %d time lag %v, want 1 2 1m", p0.ControlOffsets, p0.CompactedOffsets, p0.TimeLag)
+	if p0.ControlOffsets() != 1 || p0.CompactedOffsets() != 2 || p0.TimeLag != time.Minute {
+		t.Errorf("c/0: control %d compacted %d time lag %v, want 1 2 1m", p0.ControlOffsets(), p0.CompactedOffsets(), p0.TimeLag)
 	}
 	// c/1: two markers, then record 102 at 11:59:30: exact, not a lower bound
 	p1 := wantPart(t, g, "c", 1, 8, 10, FlagControlRecords)
-	if p1.ControlOffsets != 2 || p1.CompactedOffsets != 0 || p1.TimeLag != 30*time.Second {
-		t.Errorf("c/1: control %d compacted %d time lag %v, want 2 0 30s", p1.ControlOffsets, p1.CompactedOffsets, p1.TimeLag)
+	if p1.ControlOffsets() != 2 || p1.CompactedOffsets() != 0 || p1.TimeLag != 30*time.Second {
+		t.Errorf("c/1: control %d compacted %d time lag %v, want 2 0 30s", p1.ControlOffsets(), p1.CompactedOffsets(), p1.TimeLag)
 	}
 }
 
@@ -119,8 +119,8 @@ func TestStalePartitionsAndErrorCounters(t *testing.T) {
 		}
 		for p, age := range []time.Duration{want.stale0, want.stale1} {
 			pl := mustPart(t, g, "t", int32(p))
-			if pl.Flags.Has(FlagStale) != (age > 0) || pl.StaleFor != age || !pl.Known {
-				t.Errorf("12:%02d t/%d: flags %s stale for %v known %v, want stale %v for %v", i, p, pl.Flags, pl.StaleFor, pl.Known, age > 0, age)
+			if pl.Flags.Has(FlagStale) != (age > 0) || pl.StaleFor() != age || !pl.Known {
+				t.Errorf("12:%02d t/%d: flags %s stale for %v known %v, want stale %v for %v", i, p, pl.Flags, pl.StaleFor(), pl.Known, age > 0, age)
 			}
 		}
 		if !maps.Equal(polls[i].Health.PartitionErrors, want.errs) {

@@ -292,8 +292,8 @@ func TestCaseC30Replay(t *testing.T) {
 	snaps := evalCase(t, "c30_replay.jsonl")
 	g := mustGroup(t, snaps[2], "g")
 	p := wantPart(t, g, "orders", 0, 604800, 604800, FlagReplay)
-	if p.TimeLag != 604800*time.Second || p.ReplayBoundary != 1604800 || g.Status != StatusRewind {
-		t.Errorf("after reset: time lag %v boundary %d status %s, want 604800s 1604800 REWIND", p.TimeLag, p.ReplayBoundary, g.Status)
+	if p.TimeLag != 604800*time.Second || p.ReplayBoundary() != 1604800 || g.Status != StatusRewind {
+		t.Errorf("after reset: time lag %v boundary %d status %s, want 604800s 1604800 REWIND", p.TimeLag, p.ReplayBoundary(), g.Status)
 	}
 	if p := mustPart(t, mustGroup(t, snaps[3], "g"), "orders", 0); !p.Flags.Has(FlagReplay) {
 		t.Errorf("mid-replay: replay flag cleared at committed %d", p.Committed)
@@ -400,7 +400,7 @@ func TestGroupTypesTimeline(t *testing.T) {
 	}
 	a := mustGroup(t, snaps[0], "app")
 	rp := mustPart(t, a, "app-count-repartition", 0)
-	if a.GroupType != GroupStreams || rp.Lag != 2 || rp.Subtopology != "1" || !rp.Internal {
+	if a.GroupType != GroupStreams || rp.Lag != 2 || rp.Subtopology() != "1" || !rp.Internal() {
 		t.Fatalf("app repartition = %+v (type %q), want lag 2 in subtopology 1, internal", *rp, a.GroupType)
 	}
 	if tl := a.Topic("clicks"); tl == nil || tl.Subtopology != "0" || tl.Internal || tl.Lag != 0 {

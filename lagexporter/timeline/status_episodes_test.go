@@ -28,8 +28,8 @@ func TestRewindThenDied(t *testing.T) {
 		if g.Status != status || g.Replaying != replaying || p.Flags.Has(FlagReplay) != replaying {
 			t.Errorf("12:%02d: status %s replaying %v flags %s, want %s %v", i, g.Status, g.Replaying, p.Flags, status, replaying)
 		}
-		if i >= 1 && p.ReplayBoundary != 604800 {
-			t.Errorf("12:%02d: replay boundary %d, want 604800 (the commit before the reset)", i, p.ReplayBoundary)
+		if i >= 1 && p.ReplayBoundary() != 604800 {
+			t.Errorf("12:%02d: replay boundary %d, want 604800 (the commit before the reset)", i, p.ReplayBoundary())
 		}
 	}
 	// right after the reset: the whole log is backlog, record 0 (2026-11-22T12:00:00) a week and a minute old
@@ -76,9 +76,9 @@ func TestEndOffsetDecreased(t *testing.T) {
 	for _, tc := range tests {
 		p := mustPart(t, mustGroup(t, snaps[tc.at], tc.group), "t", 0)
 		got := p.Flags &^ (FlagEstimated | FlagLowerBound)
-		if p.Lag != tc.lag || p.AheadOffsets != tc.ahead || got != tc.flags || p.Status != tc.status || p.ReplayBoundary != tc.boundary {
+		if p.Lag != tc.lag || p.AheadOffsets() != tc.ahead || got != tc.flags || p.Status != tc.status || p.ReplayBoundary() != tc.boundary {
 			t.Errorf("%s %s: lag %d ahead %d flags %s status %s boundary %d, want %d %d %s %s %d", tc.line, tc.group, p.Lag,
-				p.AheadOffsets, p.Flags, p.Status, p.ReplayBoundary, tc.lag, tc.ahead, tc.flags, tc.status, tc.boundary)
+				p.AheadOffsets(), p.Flags, p.Status, p.ReplayBoundary(), tc.lag, tc.ahead, tc.flags, tc.status, tc.boundary)
 		}
 	}
 	for i, want := range []uint64{0, 1, 1, 1} {
