@@ -138,12 +138,12 @@ func (gs *groupState) keep(g *GroupObservation) {
 			return
 		}
 	}
+	if n := len(g.Offsets); cap(gs.kept) < n || cap(gs.kept) > 2*n+8 {
+		gs.kept = make([]keptCommit, 0, n) // exactly: not grown by doubling, nor the capacity of a larger past
+	}
 	gs.kept = gs.kept[:0]
 	for _, c := range g.Offsets {
 		gs.kept = append(gs.kept, keptCommit{c.Topic, c.Partition, c.Offset})
-	}
-	if cap(gs.kept) > 2*len(gs.kept)+8 { // the group lost most of its partitions: do not hold the old capacity
-		gs.kept = slices.Clip(gs.kept)
 	}
 	gs.obs.Offsets = nil
 }
