@@ -52,15 +52,18 @@ import (
 // exporterResult is what the bench measures of one exporter process.
 type exporterResult struct {
 	FirstCompleteS float64 `json:"first_complete_s"`
-	ScrapeP50      float64 `json:"scrape_p50_s"`
-	ScrapeMax      float64 `json:"scrape_max_s"`
-	Scrapes        int     `json:"scrapes"`
-	ScrapeBytes    int     `json:"scrape_bytes_gzip"`
-	CPUPer180S     float64 `json:"cpu_s_per_180s"`
-	RSSMB          float64 `json:"rss_mb"` // median over the window
-	RSSMaxMB       float64 `json:"rss_max_mb"`
-	Series         int     `json:"series"`
-	SeriesPerGP    float64 `json:"series_per_group_partition"`
+	// FirstCompleteCPU is the process's CPU seconds (utime + stime) at its first complete scrape: the start-up's
+	// work, which unlike first_complete_s hardly moves with the machine's load.
+	FirstCompleteCPU float64 `json:"first_complete_cpu_s"`
+	ScrapeP50        float64 `json:"scrape_p50_s"`
+	ScrapeMax        float64 `json:"scrape_max_s"`
+	Scrapes          int     `json:"scrapes"`
+	ScrapeBytes      int     `json:"scrape_bytes_gzip"`
+	CPUPer180S       float64 `json:"cpu_s_per_180s"`
+	RSSMB            float64 `json:"rss_mb"` // median over the window
+	RSSMaxMB         float64 `json:"rss_max_mb"`
+	Series           int     `json:"series"`
+	SeriesPerGP      float64 `json:"series_per_group_partition"`
 	// RequestsPerCycle: Kafka requests per poll cycle (Tidemark) or per scrape (kminion, which reads Kafka when
 	// scraped), from the exporter's own request counter.
 	RequestsPerCycle float64 `json:"requests_per_cycle"`
@@ -259,8 +262,10 @@ http:
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var cycles []cycleSample
 	var profiles func() error
+	var startup func() error
 	if pprofOn {
 		profiles = func() error { return fetchProfiles(base, *pprofDir, *window) }
+		startup = func() error { return fetchStartupProfile(base, *pprofDir) }
 	}
 	tm, err := measure(cmd, base+"/metrics", measureOpts{
 		window: *window, every: *scrapeEvery, gp: res.GroupPartitions,
@@ -278,7 +283,7 @@ http:
 				cycles = append(cycles, c)
 			}
 		},
-		during: profiles,
+		during: profiles, startup: startup,
 	}, logf)
 	if err != nil {
 		return fmt.Errorf("tidemark run: %w", err)
@@ -382,6 +387,8 @@ type measureOpts struct {
 	requests, perCycle string
 	onScrape           func(metrics)
 	during             func() error // runs concurrently with the window (profiles)
+	// startup runs from the first answer of the HTTP server on (the start-up profile); during starts after it ends.
+	startup func() error
 }
 
 // measure starts cmd, waits for its first complete scrape, then measures one window, and stops it (SIGTERM).
@@ -411,6 +418,7 @@ func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)
 	var r exporterResult
 	// first complete metrics: scrape back to back (100 ms apart) until every group-partition is there
 	var first metrics
+	var startupDone chan error
 	for {
 		select {
 		case err := <-exited:
@@ -421,8 +429,16 @@ func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)
 		if time.Since(t0) > 15*time.Minute {
 			return nil, errors.New("no complete scrape within 15 minutes")
 		}
-		if _, _, m, err := scrape(url); err == nil && o.complete(m) {
+		_, _, m, err := scrape(url)
+		if err == nil && o.startup != nil && startupDone == nil {
+			startupDone = make(chan error, 1)
+			go func() { startupDone <- o.startup() }()
+		}
+		if err == nil && o.complete(m) {
 			r.FirstCompleteS = time.Since(t0).Seconds()
+			if r.FirstCompleteCPU, err = procCPUSeconds(pid); err != nil {
+				return nil, err
+			}
 			first = m
 			break
 		}
@@ -434,7 +450,8 @@ func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)
 		}
 	}
 	r.SeriesPerGP = float64(r.Series) / float64(o.gp)
-	logf("first complete scrape after %.2fs: %d series (%.2f per group-partition)", r.FirstCompleteS, r.Series, r.SeriesPerGP)
+	logf("first complete scrape after %.2fs (%.2f CPU s): %d series (%.2f per group-partition)", r.FirstCompleteS,
+		r.FirstCompleteCPU, r.Series, r.SeriesPerGP)
 	if o.onScrape != nil {
 		o.onScrape(first)
 	}
@@ -442,7 +459,14 @@ func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)
 	var during chan error
 	if o.during != nil {
 		during = make(chan error, 1)
-		go func() { during <- o.during() }()
+		go func() {
+			if startupDone != nil {
+				if err := <-startupDone; err != nil {
+					logf("start-up profile: %v", err)
+				}
+			}
+			during <- o.during()
+		}()
 	}
 	w0 := time.Now()
 	cpu0, err := procCPUSeconds(pid)
@@ -536,6 +560,34 @@ func fetchProfiles(base, dir string, window time.Duration) error {
 		return err
 	}
 	return get("/debug/pprof/allocs", "tidemark-allocs.pprof")
+}
+
+// startupProfileSeconds is the length of the start-up CPU profile: the first cycle and its rendering at 100,000
+// group-partitions on a loaded machine.
+const startupProfileSeconds = 15
+
+// fetchStartupProfile writes the daemon's CPU profile of its first startupProfileSeconds after its HTTP server
+// answered (the cold first cycle, its evaluation and first rendering): tidemark-startup-cpu.pprof.
+func fetchStartupProfile(base, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 2 * startupProfileSeconds * time.Second}).Get(
+		fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, startupProfileSeconds))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("start-up profile: %s", resp.Status)
+	}
+	f, err := os.Create(filepath.Join(dir, "tidemark-startup-cpu.pprof"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
 }
 
 // metrics is one scrape, parsed just enough: series per metric name and the value of each name's first series.
