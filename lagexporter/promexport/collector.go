@@ -48,6 +48,9 @@ type family struct {
 	desc       *prometheus.Desc
 	idx        int
 	order      []int // label indexes sorted by label name (the exposition's label order)
+	// pre holds, per label in order, the constant text before its value: `name{label="` for the first, `",label="`
+	// after (appendSeries writes a series line from these and the values alone).
+	pre []string
 }
 
 type fams struct {
@@ -91,6 +94,13 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 			f.order = append(f.order, i)
 		}
 		sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
+		for k, i := range f.order {
+			sep := `",`
+			if k == 0 {
+				sep = name + "{"
+			}
+			f.pre = append(f.pre, sep+labels[i]+`="`)
+		}
 		c.families = append(c.families, f)
 		return f
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -454,26 +455,40 @@ func appendHeader(x []byte, f *family, om bool) []byte {
 
 // appendSeries appends one series line: name{labels in name order} value.
 func appendSeries(x []byte, f *family, v float64, lvs []string) []byte {
-	x = append(x, f.name...)
-	x = append(x, '{')
-	for n, i := range f.order {
-		if n > 0 {
-			x = append(x, ',')
+	if len(f.order) == 0 {
+		x = append(x, f.name...)
+		x = append(x, "{} "...)
+	} else {
+		for n, i := range f.order {
+			x = append(x, f.pre[n]...)
+			x = appendEscaped(x, lvs[i], true)
 		}
-		x = append(x, f.labels[i]...)
-		x = append(x, '=', '"')
-		x = appendEscaped(x, lvs[i], true)
-		x = append(x, '"')
+		x = append(x, `"} `...)
 	}
-	x = append(x, '}', ' ')
-	x = strconv.AppendFloat(x, v, 'g', -1, 64)
-	return append(x, '\n')
+	return append(appendValue(x, v), '\n')
+}
+
+// appendValue appends v as strconv.AppendFloat(x, v, 'g', -1, 64) does (the shortest form that reads back as v,
+// exponent form from 1e+06 on). Integers below 10^6 in magnitude, most values of a lag exposition (lags, counts,
+// flags), take a shortcut that writes the same digits.
+func appendValue(x []byte, v float64) []byte {
+	if v > -1e6 && v < 1e6 {
+		if i := int64(v); float64(i) == v && (i != 0 || !math.Signbit(v)) {
+			return strconv.AppendInt(x, i, 10)
+		}
+	}
+	return strconv.AppendFloat(x, v, 'g', -1, 64)
 }
 
 // appendEscaped escapes a label value or an OpenMetrics HELP text (backslash, double quote, newline), or a text
 // format HELP text (backslash, newline).
 func appendEscaped(b []byte, s string, quote bool) []byte {
-	for i := 0; i < len(s); i++ {
+	i := 0 // the prefix that needs no escape (usually all of s) is copied at once
+	for i < len(s) && s[i] != '\\' && s[i] != '\n' && (s[i] != '"' || !quote) {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for ; i < len(s); i++ {
 		switch ch := s[i]; {
 		case ch == '\\':
 			b = append(b, '\\', '\\')
