@@ -292,6 +292,19 @@ type familyStream struct {
 type renderScratch struct {
 	free   []*gzip.Writer
 	stages [][]byte // by family index
+	sizes  []int    // by family index: the length of the family's gzip member in the last rendering
+}
+
+// outBuffer makes fs.out an empty buffer sized for a member of about last bytes (the family's size in the last
+// rendering, plus an eighth): its buffer is kept when it is large enough and not more than twice that, so that a
+// steady exposition is written without growing a buffer by doubling and without keeping the slack doubling left.
+func (fs *familyStream) outBuffer(last int) {
+	want := last + last/8
+	if c := fs.out.Cap(); c >= last && c <= 2*want+64<<10 {
+		fs.out.Reset()
+		return
+	}
+	fs.out = *bytes.NewBuffer(make([]byte, 0, want))
 }
 
 func (p *renderScratch) get(w io.Writer) *gzip.Writer {
@@ -341,12 +354,12 @@ func renderAll(e *exposition, heads []*family, cs []*Collector, index [][]int, s
 		e.families = make([]familyStream, len(heads))
 	}
 	if len(pool.stages) != len(heads) {
-		pool.stages = make([][]byte, len(heads))
+		pool.stages, pool.sizes = make([][]byte, len(heads)), make([]int, len(heads))
 	}
 	for i := range e.families {
 		fs := &e.families[i]
 		fs.stage, fs.text, fs.omText = pool.stages[i][:0], fs.text[:0], fs.omText[:0]
-		fs.out.Reset()
+		fs.outBuffer(pool.sizes[i])
 		fs.opened = false
 	}
 	for k, c := range cs {
@@ -388,6 +401,7 @@ func renderAll(e *exposition, heads []*family, cs []*Collector, index [][]int, s
 			pool.put(fs.zw)
 			fs.zw = nil
 		}
+		pool.sizes[i] = fs.out.Len()
 	}
 }
 
