@@ -1,12 +1,13 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -90,7 +91,7 @@ func mergeListings(ids []int32, res map[int32]groupsResult, last map[int32][]lag
 			delete(last, id)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	slices.SortFunc(out, func(a, b lagexporter.GroupObservation) int { return strings.Compare(a.Group, b.Group) })
 	return out, coordOf, typeOf
 }
 
@@ -377,16 +378,16 @@ func (c *ClusterReader) offsetFetch(ctx context.Context, id int32, groups []stri
 					g.Offsets = append(g.Offsets, lagexporter.CommittedOffset{Topic: topic, Partition: p, Offset: blk.Offset})
 				}
 			}
-			sort.Slice(g.Offsets, func(i, j int) bool {
-				if g.Offsets[i].Topic != g.Offsets[j].Topic {
-					return g.Offsets[i].Topic < g.Offsets[j].Topic
-				}
-				return g.Offsets[i].Partition < g.Offsets[j].Partition
-			})
+			slices.SortFunc(g.Offsets, cmpCommitted)
 		}
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// cmpCommitted orders commits by (topic, partition).
+func cmpCommitted(a, b lagexporter.CommittedOffset) int {
+	return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
 // intern returns the copy of s held in names, adding s if absent: thousands of groups committing on the same topics

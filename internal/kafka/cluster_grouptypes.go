@@ -128,7 +128,7 @@ func listedGroups(lr *sarama.ListGroupsResponse) []groupDesc {
 		}
 		out = append(out, groupDesc{name: name, groupType: typ, protocolType: proto, state: d.GroupState})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b groupDesc) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 
