@@ -338,7 +338,7 @@ type stageJob struct {
 }
 
 // compress writes staged text to the families' gzip members, in the order it was staged, and hands every staged
-// buffer that is not a family's last back on free (when free has room) for the formatting goroutine to refill.
+// buffer that is not a family's last back on free for the formatting goroutine to refill.
 func compress(families []familyStream, pool *renderScratch, jobs <-chan stageJob, free chan<- []byte) {
 	for j := range jobs {
 		fs := &families[j.i]
@@ -357,10 +357,7 @@ func compress(families []familyStream, pool *renderScratch, jobs <-chan stageJob
 			}
 			continue
 		}
-		select {
-		case free <- j.text[:0]:
-		default:
-		}
+		free <- j.text[:0] // free has room for every buffer in circulation (renderAll)
 	}
 }
 
@@ -394,8 +391,11 @@ func renderAll(e *exposition, heads []*family, cs []*Collector, index [][]int, s
 		fs.outBuffer(pool.sizes[i])
 		fs.opened, fs.headed = false, false
 	}
+	// Buffers in circulation besides the families' own: at most stagedJobs+1 (the ones waiting, the one being
+	// compressed), allocated once and kept in pool.spare, so a steady rendering allocates none.
 	jobs := make(chan stageJob, stagedJobs)
 	free := make(chan []byte, stagedJobs+1)
+	extra := len(pool.spare)
 	for _, b := range pool.spare {
 		free <- b[:0]
 	}
@@ -430,11 +430,15 @@ func renderAll(e *exposition, heads []*family, cs []*Collector, index [][]int, s
 			fs.stage = appendSeries(fs.stage, f, v, lvs)
 			if len(fs.stage) >= stageBytes {
 				jobs <- stageJob{i: m, text: fs.stage}
+				if extra == cap(free) {
+					fs.stage = <-free
+					return
+				}
 				select {
-				case b := <-free:
-					fs.stage = b
+				case fs.stage = <-free:
 				default:
 					fs.stage = make([]byte, 0, stageBytes*2)
+					extra++
 				}
 			}
 		})
