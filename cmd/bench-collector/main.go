@@ -16,7 +16,8 @@
 // pipeline_vs_raw_pipeline = pipeline / raw_pipeline (target ≥ 0.85: what our decode, correction, row building and
 // encoding cost), pipeline_ratio = pipeline / min(raw consume, raw insert) (target ≥ 0.7); rss_mb is the pipeline's
 // peak RSS (VmHWM, target ≤ 300). The last line printed is the JSON result. Run it with `make bench-collector`
-// (starts the stack); BENCH_CPUPROFILE / BENCH_HEAPPROFILE write the pipeline's profiles (docs/performance.md).
+// (starts the stack); BENCH_CPUPROFILE / BENCH_HEAPPROFILE / BENCH_ALLOCPROFILE write the pipeline's profiles
+// (docs/performance.md).
 //
 // -replicas 2 (BENCH_REPLICAS=2, `make bench-collector BENCH_REPLICAS=2`) then runs the shipped binary on the same
 // receipts: one `tidemark run` process, then two sharing one receipts group (replicas.go), each with a user's
@@ -113,6 +114,13 @@ type result struct {
 	// PipelineGCCPUSeconds is the Go garbage collector's CPU in the pipeline phase (runtime/metrics), which the
 	// memory limit drives: the collector's main cost besides ClickHouse (docs/performance.md).
 	PipelineGCCPUSeconds float64 `json:"pipeline_gc_cpu_s"`
+	// Load-independent figures of the pipeline phase (runtime/metrics, whole process: the collector, sarama and
+	// clickhouse-go): heap bytes and objects allocated per receipt, garbage collections, and the largest live heap
+	// (after a collection) seen by the 5 ms poll. They move with the code, not with the machine's load.
+	PipelineAllocBytesPerReceipt float64 `json:"pipeline_alloc_bytes_per_receipt"`
+	PipelineAllocsPerReceipt     float64 `json:"pipeline_allocs_per_receipt"`
+	PipelineGCCycles             uint64  `json:"pipeline_gc_cycles"`
+	PipelinePeakLiveMB           float64 `json:"pipeline_peak_live_mb"`
 	// With -replicas N: the shipped binary, 1 process then N (replicas.go).
 	Replicas *replicaResult `json:"replicas,omitempty"`
 }
@@ -132,6 +140,21 @@ func insertStats(ctx context.Context, st *store.Store, from, to time.Time) (inse
 		return 0, 0
 	}
 	return int(n), float64(us) / float64(rows)
+}
+
+// heapStats reads the process's cumulative heap allocations (bytes, objects), garbage collections and the live
+// heap marked by the last collection (runtime/metrics).
+func heapStats() (allocBytes, allocObjects, cycles, liveBytes uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"},
+		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	return v(0), v(1), v(2), v(3)
 }
 
 // gcCPUSeconds is the garbage collector's CPU so far (runtime/metrics /cpu/classes/gc/total:cpu-seconds).
@@ -239,10 +262,17 @@ func bench(brokers []string, chAddr string, n, perRecord, replicas int) error {
 	debug.SetMemoryLimit(int64(memoryLimitMB) << 20)
 	time.Sleep(1100 * time.Millisecond)
 	pipeFrom, gc0 := time.Now(), gcCPUSeconds()
-	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n, records); err != nil {
+	ab0, ao0, cy0, _ := heapStats()
+	var peakLive uint64
+	if res.PipelineSeconds, res.PipelineStartupSeconds, err = pipeline(ctx, st, brokers, topic, n, records, &peakLive); err != nil {
 		return err
 	}
 	res.PipelineGCCPUSeconds = gcCPUSeconds() - gc0
+	ab1, ao1, cy1, _ := heapStats()
+	res.PipelineAllocBytesPerReceipt = float64(ab1-ab0) / float64(n)
+	res.PipelineAllocsPerReceipt = float64(ao1-ao0) / float64(n)
+	res.PipelineGCCycles = cy1 - cy0
+	res.PipelinePeakLiveMB = float64(peakLive) / (1 << 20)
 	res.PipelineInserts, res.PipelineCHCPUUsRow = insertStats(ctx, st, pipeFrom, time.Now())
 	res.RawConsumePerS = float64(n) / res.RawConsumeSeconds
 	res.RawInsertPerS = float64(n) / res.RawInsertSeconds
@@ -550,7 +580,10 @@ var writerConfig = store.WriterConfig{BatchRows: 25000, MaxRows: 100000}
 // The input is finite: once the collector has consumed every record, the bench flushes the writer, as the raw insert
 // sends its last partial batch at once; otherwise that batch would wait for the writer's flush ticker (up to
 // flush_interval, 1 s, a quarter of the run), which a continuous stream never pays per row.
-func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n, records int) (elapsed, startup float64, err error) {
+//
+// peakLive receives the largest live heap (bytes marked by a collection) seen while it polls the collector's
+// counters.
+func pipeline(ctx context.Context, st *store.Store, brokers []string, topic string, n, records int, peakLive *uint64) (elapsed, startup float64, err error) {
 	wcfg := st.Config()
 	wcfg.Writer = writerConfig
 	wst, err := store.Open(ctx, wcfg)
@@ -581,6 +614,10 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	if p := os.Getenv("BENCH_ALLOCPROFILE"); p != "" { // allocations of the pipeline phase: go tool pprof -base P.base P
+		writeProfile("allocs", p+".base")
+		defer writeProfile("allocs", p)
+	}
 	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" { // for finding the pipeline's hot spots
 		if f, err := os.Create(p); err == nil {
 			_ = pprof.StartCPUProfile(f)
@@ -603,6 +640,9 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 		}
 		if first.IsZero() && testutil.ToFloat64(consumed) > 0 {
 			first = time.Now()
+		}
+		if _, _, _, live := heapStats(); live > *peakLive {
+			*peakLive = live
 		}
 		if time.Now().After(deadline) {
 			cancel()
@@ -632,10 +672,7 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 			testutil.ToFloat64(m.SinkBlocked.WithLabelValues(collector.PathReceipts)))
 	}
 	if p := os.Getenv("BENCH_HEAPPROFILE"); p != "" {
-		if f, err := os.Create(p); err == nil {
-			_ = pprof.WriteHeapProfile(f)
-			f.Close()
-		}
+		writeProfile("heap", p)
 	}
 	cancel()
 	<-done
@@ -650,6 +687,14 @@ func pipeline(ctx context.Context, st *store.Store, brokers []string, topic stri
 }
 
 func mk[T any](n int) []T { return make([]T, n) }
+
+// writeProfile writes the named runtime/pprof profile to path (errors ignored: profiles are a diagnostic).
+func writeProfile(name, path string) {
+	if f, err := os.Create(path); err == nil {
+		_ = pprof.Lookup(name).WriteTo(f, 0)
+		f.Close()
+	}
+}
 
 // peakRSSMB reads the process's peak resident set size (VmHWM) from /proc, -1 when unreadable.
 func peakRSSMB() float64 {
