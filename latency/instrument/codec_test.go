@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -407,5 +409,43 @@ func TestTraceParent(t *testing.T) {
 				t.Fatal("ParseTraceParent accepted it")
 			}
 		})
+	}
+}
+
+// TestReceiptBatchSharesStrings decodes a batch whose receipts share group, topic and consumer host and cycle
+// through producer hosts: the strings are allocated once per distinct value, not per receipt, and a batch with more
+// distinct names than the decoder remembers still decodes every one exactly.
+func TestReceiptBatchSharesStrings(t *testing.T) {
+	batch := func(hosts int) []Receipt {
+		rs := make([]Receipt, 256)
+		for i := range rs {
+			rs[i] = Receipt{Group: "orders-svc", Topic: "orders", Partition: 3, Offset: int64(i), ProcessedNs: 9,
+				Host: "c1", ProduceNs: 5, ProduceHost: "p" + strconv.Itoa(i%hosts)}
+		}
+		return rs
+	}
+	for _, hosts := range []int{3, 40} {
+		rs := batch(hosts)
+		b, err := AppendReceiptBatch(nil, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeReceiptBatch(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, rs) {
+			t.Fatalf("%d producer hosts: decoded receipts differ from those encoded", hosts)
+		}
+	}
+	b, _ := AppendReceiptBatch(nil, batch(3))
+	dst := make([]Receipt, 0, 256)
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := DecodeReceiptBatch(dst[:0], b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 8 { // 6 distinct strings; 4 per receipt (1024) without sharing
+		t.Fatalf("decoding 256 receipts with 6 distinct strings allocated %.0f times, want <= 8", allocs)
 	}
 }

@@ -343,7 +343,9 @@ func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {
 		return dst, rd.err
 	}
 	start := len(dst)
-	var prev Receipt
+	// Receipts of one batch nearly always share group, topic and hosts: they share the strings too, so a batch
+	// costs one allocation per distinct value instead of four per receipt.
+	var strs interner
 	for i := uint64(0); i < n; i++ {
 		l := rd.uvarint("receipt length", maxReceiptLen)
 		body := rd.take(int(l), "receipt")
@@ -351,30 +353,18 @@ func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {
 			return dst[:start], rd.err
 		}
 		var r Receipt
-		if err := r.UnmarshalBinary(body); err != nil {
+		brd := reader{b: body, what: "receipt", strs: &strs}
+		err := r.decode(&brd)
+		if err == nil {
+			err = brd.end()
+		}
+		if err != nil {
 			return dst[:start], fmt.Errorf("decode receipt batch item %d: %w", i, err)
 		}
-		// Receipts of one batch nearly always share group, topic and hosts: share the strings too, so a batch
-		// costs one allocation per distinct value instead of four per receipt.
-		if i > 0 {
-			r.Group = same(r.Group, prev.Group)
-			r.Topic = same(r.Topic, prev.Topic)
-			r.Host = same(r.Host, prev.Host)
-			r.ProduceHost = same(r.ProduceHost, prev.ProduceHost)
-		}
-		prev = r
 		dst = append(dst, r)
 	}
 	if err := rd.end(); err != nil {
 		return dst[:start], err
 	}
 	return dst, nil
-}
-
-// same returns prev when it equals s, so equal strings share one backing array.
-func same(s, prev string) string {
-	if s == prev {
-		return prev
-	}
-	return s
 }

@@ -13,6 +13,29 @@ type reader struct {
 	b    []byte
 	err  error
 	what string // format name for error messages
+	// strs, when set, shares the strings str reads with equal ones read before (nil: every string is allocated).
+	strs *interner
+}
+
+// interner remembers the last few distinct strings a decode read, so the receipts of one batch, which nearly always
+// share group, topic and hosts, share their strings instead of allocating four per receipt. It is per decode call
+// and fixed-size: hostile input with all-distinct names only costs its own allocations (and a few compares each).
+type interner struct {
+	vals [8]string
+	next int
+}
+
+// get returns a string equal to b: a remembered one, else a new one, remembered in place of the oldest.
+func (in *interner) get(b []byte) string {
+	for _, v := range in.vals {
+		if v == string(b) { // compared without allocating
+			return v
+		}
+	}
+	s := string(b)
+	in.vals[in.next] = s
+	in.next = (in.next + 1) % len(in.vals)
+	return s
 }
 
 func (r *reader) fail(format string, args ...any) {
@@ -57,8 +80,20 @@ func (r *reader) i64(field string) int64 {
 
 // str reads a 1-byte length followed by that many bytes.
 func (r *reader) str(field string) string {
-	n := r.u8(field + " length")
-	return string(r.take(int(n), field))
+	if r.err != nil {
+		return ""
+	}
+	if len(r.b) < 1 { // not r.u8(field + " length"): that concatenation allocated on every string read
+		r.fail("%s length needs 1 bytes, 0 left", field)
+		return ""
+	}
+	n := int(r.b[0])
+	r.b = r.b[1:]
+	b := r.take(n, field)
+	if r.strs != nil && len(b) > 0 {
+		return r.strs.get(b)
+	}
+	return string(b)
 }
 
 // uvarint reads an unsigned varint no larger than max.
@@ -104,8 +139,15 @@ func putOffset(b []byte, o ClockOffset) []byte {
 }
 
 func readOffset(r *reader, field string) ClockOffset {
-	off := r.i64(field + " offset")
-	unc := r.u32(field + " uncertainty")
+	// The field names are built only on failure: a concatenation per read allocated on every receipt.
+	if r.err == nil && len(r.b) < 8 {
+		r.fail("%s offset needs 8 bytes, %d left", field, len(r.b))
+	}
+	off := r.i64("")
+	if r.err == nil && len(r.b) < 4 {
+		r.fail("%s uncertainty needs 4 bytes, %d left", field, len(r.b))
+	}
+	unc := r.u32("")
 	return ClockOffset{Offset: time.Duration(off), Uncertainty: time.Duration(unc) * time.Microsecond, Valid: true}
 }
 
