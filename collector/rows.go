@@ -144,13 +144,28 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 			break
 		}
 	}
+	row.TraceID, row.SpanID = traceHex(traceID, spanID)
+	return row
+}
+
+// traceHex returns the lowercase hex of a 16-byte trace id and an 8-byte span id ("" for any other length). Both
+// come from one allocation when both are present (the span id a substring of it): the receipts path holds every
+// row in flight until ClickHouse acknowledges it, and every object it holds is one more for the collector to mark.
+func traceHex(traceID, spanID []byte) (tid, sid string) {
+	if len(traceID) == 16 && len(spanID) == 8 {
+		var buf [48]byte
+		hex.Encode(buf[:32], traceID)
+		hex.Encode(buf[32:], spanID)
+		s := string(buf[:])
+		return s[:32], s[32:]
+	}
 	if len(traceID) == 16 {
-		row.TraceID = hex.EncodeToString(traceID)
+		tid = hex.EncodeToString(traceID)
 	}
 	if len(spanID) == 8 {
-		row.SpanID = hex.EncodeToString(spanID)
+		sid = hex.EncodeToString(spanID)
 	}
-	return row
+	return tid, sid
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -98,3 +98,28 @@ func TestLatencyRowValidPerStage(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceHex gives the lowercase hex of the trace and span ids, from one allocation when both are present, and
+// "" for an id of the wrong length.
+func TestTraceHex(t *testing.T) {
+	tid := []byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	sid := []byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
+	cases := []struct {
+		tid, sid            []byte
+		wantTrace, wantSpan string
+	}{
+		{tid, sid, "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"},
+		{tid, nil, "4bf92f3577b34da6a3ce929d0e0e4736", ""},
+		{nil, sid, "", "00f067aa0ba902b7"},
+		{tid[:15], sid, "", "00f067aa0ba902b7"},
+		{nil, nil, "", ""},
+	}
+	for _, c := range cases {
+		if gt, gs := traceHex(c.tid, c.sid); gt != c.wantTrace || gs != c.wantSpan {
+			t.Errorf("traceHex(%x, %x) = %q, %q, want %q, %q", c.tid, c.sid, gt, gs, c.wantTrace, c.wantSpan)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { traceHex(tid, sid) }); n > 1 {
+		t.Errorf("traceHex allocated %.0f times, want 1", n)
+	}
+}
