@@ -202,10 +202,10 @@ func (p *pendingRows) get(partition int32, offset int64) ([]store.LatencyRow, bo
 	return rows, ok
 }
 
-// put remembers the rows made from the record at offset. It keeps rows itself, not a copy (the writer copies what
-// it is handed, and nobody writes to rows afterwards): the rows of a batch in flight would otherwise be held twice,
-// the bulk of the collector's memory when ClickHouse is slower than Kafka. Its capacity is cut to its length, so an
-// append to it can never write into the batch's later rows.
+// put remembers the rows made from the record at offset. It keeps rows itself, not a copy, and so does the writer
+// (store.Writer.Write keeps latency rows until their ack; nobody writes to them after they are handed on): the rows
+// of a batch in flight are held once, where they are the bulk of the collector's memory when ClickHouse is slower
+// than Kafka. Its capacity is cut to its length, so an append to it can never write into the batch's later rows.
 func (p *pendingRows) put(partition int32, offset int64, rows []store.LatencyRow) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

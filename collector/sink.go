@@ -11,7 +11,8 @@ import (
 type Sink interface {
 	// Write hands rows to the writer. It blocks while the writer is full (backpressure) and returns ctx's error if
 	// ctx ends first, in which case ack is never called. Otherwise ack is called exactly once, from any goroutine,
-	// after ClickHouse acknowledged every row (nil) or when the writer gave up on them (non-nil).
+	// after ClickHouse acknowledged every row (nil) or when the writer gave up on them (non-nil). The writer may
+	// keep rows.Latency (not a copy) until then: the caller must not modify those rows or reuse their memory.
 	Write(ctx context.Context, rows store.Rows, ack store.Ack) error
 }
 

@@ -48,7 +48,9 @@ var lagColumns = []string{
 var clockColumns = []string{"at", "at_ms", "host", "kind", "offset_ms", "uncertainty_ms", "samples",
 	"lower_ms", "upper_ms", "estimate_ms", "min_delay_ms", "cluster", "ver"}
 
-type latencyBatch []LatencyRow
+// latencyBatch is a batch's latency rows: the accepted Writes' own slices, in order, kept rather than copied (see
+// Writer.Write).
+type latencyBatch [][]LatencyRow
 type probeBatch []ProbeRow
 type lagBatch []LagRow
 type clockBatch []ClockOffsetRow
@@ -61,10 +63,17 @@ func (latencyBatch) columns() []string { return latencyColumns }
 func (probeBatch) columns() []string   { return probeColumns }
 func (lagBatch) columns() []string     { return lagColumns }
 func (clockBatch) columns() []string   { return clockColumns }
-func (rs latencyBatch) len() int       { return len(rs) }
-func (rs probeBatch) len() int         { return len(rs) }
-func (rs lagBatch) len() int           { return len(rs) }
-func (rs clockBatch) len() int         { return len(rs) }
+func (rs latencyBatch) len() int {
+	n := 0
+	for _, seg := range rs {
+		n += len(seg)
+	}
+	return n
+}
+
+func (rs probeBatch) len() int { return len(rs) }
+func (rs lagBatch) len() int   { return len(rs) }
+func (rs clockBatch) len() int { return len(rs) }
 
 // col maps a row slice to one column's values.
 func col[R, V any](rs []R, f func(*R) V) []V {
@@ -119,9 +128,9 @@ func vers(n int, ver uint64) []uint64 {
 // latencyCols is reusable column memory for encoding latency batches, the writer's one high-volume table. Columns
 // are encoded one at a time through one buffer per Go type: clickhouse-go copies a column's values into its own
 // block on Append, so the buffer is free again for the next column of that type at once. One buffer per type (nine
-// slices, ~74 B per row) instead of one per column (29 slices, ~310 B per row) keeps ~23 MB less live at 100k rows
-// held, and the pipeline runs under a soft memory limit where every live megabyte is paid in garbage collections
-// (docs/performance.md). Reading the rows once per column costs ~29 strided passes over a batch, ~1 ms per 10k rows.
+// slices, ~74 B per row) instead of one per column (29 slices, ~310 B per row), and one data block of
+// insertBlockRows at a time, keep it under 1 MB: the pipeline runs under a soft memory limit where every live
+// megabyte is paid in garbage collections (docs/performance.md). Reading the rows once per column costs ~29 strided passes over a batch, ~1 ms per 10k rows.
 // Not safe for concurrent use.
 type latencyCols struct {
 	times []time.Time
@@ -143,11 +152,45 @@ func sized[V any](s []V, n int) []V {
 	return s[:n]
 }
 
+// flat returns the rows in one slice (a copy unless there is one segment).
+func (rs latencyBatch) flat() []LatencyRow {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	out := make([]LatencyRow, 0, rs.len())
+	for _, seg := range rs {
+		out = append(out, seg...)
+	}
+	return out
+}
+
+// slice returns rows [from, to) of rs, sharing its rows.
+func (rs latencyBatch) slice(from, to int) latencyBatch {
+	var out latencyBatch
+	for _, seg := range rs {
+		if from >= to {
+			break
+		}
+		if from >= len(seg) {
+			from, to = from-len(seg), to-len(seg)
+			continue
+		}
+		end := min(to, len(seg))
+		out = append(out, seg[from:end])
+		from, to = 0, to-len(seg)
+	}
+	return out
+}
+
 // appendLatencyCol fills *buf with f of every row and appends it as column i of b.
-func appendLatencyCol[V any](b driver.Batch, i int, buf *[]V, rs []LatencyRow, f func(*LatencyRow) V) error {
-	s := sized(*buf, len(rs))
-	for j := range rs {
-		s[j] = f(&rs[j])
+func appendLatencyCol[V any](b driver.Batch, i int, buf *[]V, rs latencyBatch, f func(*LatencyRow) V) error {
+	s := sized(*buf, rs.len())
+	j := 0
+	for _, seg := range rs {
+		for k := range seg {
+			s[j] = f(&seg[k])
+			j++
+		}
 	}
 	*buf = s
 	if err := b.Column(i).Append(s); err != nil {
@@ -165,7 +208,7 @@ func (rs latencyBatch) appendTo(b driver.Batch, ver uint64, c *latencyCols) erro
 		c = new(latencyCols)
 	}
 	defer c.release()
-	r := []LatencyRow(rs)
+	r := rs
 	str := func(i int, f func(*LatencyRow) string) error { return appendLatencyCol(b, i, &c.strs, r, f) }
 	i64 := func(i int, f func(*LatencyRow) int64) error { return appendLatencyCol(b, i, &c.i64, r, f) }
 	for _, fill := range [...]func() error{

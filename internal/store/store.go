@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -58,6 +59,11 @@ func (c *Config) options(database string) (*clickhouse.Options, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
+	if dial == nil {
+		d := &net.Dialer{Timeout: c.DialTimeout}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	dial = writeDeadlines(dial, c.Writer.InsertTimeout)
 	settings := clickhouse.Settings{"max_execution_time": int(c.MaxExecutionTime / time.Second)}
 	if c.ClickHouseCluster != "" {
 		// A Distributed insert returns once every shard's replica has the rows (not when the initiator queued

@@ -70,11 +70,13 @@ type Writer struct {
 	done   chan struct{}      // closed when the flusher returned
 
 	mu sync.Mutex // guards the fields below
-	// pending is accepted and not yet taken by the flusher; pendingAcks are its Writes' acks in order.
-	pending      Rows
-	pendingAcks  []pendingAck
-	pendingRows  int
-	pendingBytes int64
+	// pending is accepted and not yet taken by the flusher (probe, lag and clock rows, copied) and pendingLatency
+	// its latency rows (the Writes' own slices, kept: see Write); pendingAcks are its Writes' acks in order.
+	pending        Rows
+	pendingLatency latencyBatch
+	pendingAcks    []pendingAck
+	pendingRows    int
+	pendingBytes   int64
 	// heldRows/heldBytes count pending plus the batch in flight: the quantities MaxRows/MaxBytes bound.
 	heldRows  int
 	heldBytes int64
@@ -164,7 +166,13 @@ func newWriter(ins inserter, cfg WriterConfig, opts WriterOptions) (*Writer, err
 //
 // Write blocks while accepting rows would exceed MaxRows or MaxBytes held, until a flush makes room; a single Write
 // larger than the limits is accepted once nothing else is held. It returns ctx.Err() if ctx ends first (nothing was
-// accepted and ack never runs) and ErrWriterClosed after Close began. Rows are copied; the caller may reuse them.
+// accepted and ack never runs) and ErrWriterClosed after Close began.
+//
+// Latency rows, the high-volume table, are kept, not copied: the writer reads rows.Latency until ack runs (or, when
+// Write returns an error, not at all), and the caller must neither modify it nor reuse its memory before then; it
+// may read it meanwhile (the collector keeps the same rows to re-deliver a batch the writer gave up). A copy would
+// hold every in-flight row twice, in a process whose memory the rows in flight dominate. Probe, lag and clock-offset
+// rows are copied; the caller may reuse them.
 func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 	n, size := rows.Len(), rowsSize(&rows)
 	var blockedSince time.Time
@@ -221,12 +229,13 @@ func (w *Writer) Write(ctx context.Context, rows Rows, ack Ack) error {
 // that is later given up (its caller would commit the offsets of a row never stored). A copy in a settled batch
 // was stored: keys of given-up batches leave the window (forget). Caller holds w.mu.
 func (w *Writer) admitLocked(rows *Rows) (n int, size int64, dep *dependency) {
-	w.pending.Latency = roomFor(w.pending.Latency, len(rows.Latency))
 	w.pending.Probe = roomFor(w.pending.Probe, len(rows.Probe))
 	w.pending.Lag = roomFor(w.pending.Lag, len(rows.Lag))
 	w.pending.ClockOffsets = roomFor(w.pending.ClockOffsets, len(rows.ClockOffsets))
 	if w.dedup == nil {
-		w.pending.Latency = append(w.pending.Latency, rows.Latency...)
+		if len(rows.Latency) > 0 {
+			w.pendingLatency = append(w.pendingLatency, rows.Latency)
+		}
 		w.pending.Probe = append(w.pending.Probe, rows.Probe...)
 		w.pending.Lag = append(w.pending.Lag, rows.Lag...)
 		w.pending.ClockOffsets = append(w.pending.ClockOffsets, rows.ClockOffsets...)
@@ -235,14 +244,29 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64, dep *dependency) {
 	var dups [4]int
 	var waits []uint64 // batches in flight holding copies of dropped rows, each once
 	seed, seq := w.dedup.seed, w.pendingSeq
+	// The Write's latency rows are kept as they are unless some are dropped: then (rarely: a re-delivery) the rows
+	// admitted are copied, from the first dropped one on.
+	var kept []LatencyRow
 	for i := range rows.Latency {
 		r := &rows.Latency[i]
-		if w.admitKey(w.hasher.latency(seed, r), seq, &waits) {
-			w.pending.Latency = append(w.pending.Latency, *r)
+		switch {
+		case w.admitKey(w.hasher.latency(seed, r), seq, &waits):
 			n, size = n+1, size+r.size()
-		} else {
+			if kept != nil {
+				kept = append(kept, *r)
+			}
+		case kept == nil:
+			dups[0]++
+			kept = append(make([]LatencyRow, 0, len(rows.Latency)-1), rows.Latency[:i]...)
+		default:
 			dups[0]++
 		}
+	}
+	switch {
+	case len(kept) > 0:
+		w.pendingLatency = append(w.pendingLatency, kept)
+	case kept == nil && len(rows.Latency) > 0:
+		w.pendingLatency = append(w.pendingLatency, rows.Latency)
 	}
 	for i := range rows.Probe {
 		r := &rows.Probe[i]
@@ -385,11 +409,12 @@ func (w *Writer) wake() {
 
 // batch is what the flusher took: the rows of some Writes and their acks, numbered seq in the order taken.
 type batch struct {
-	seq   uint64
-	rows  Rows
-	acks  []pendingAck
-	n     int
-	bytes int64
+	seq     uint64
+	rows    Rows // probe, lag and clock rows
+	latency latencyBatch
+	acks    []pendingAck
+	n       int
+	bytes   int64
 }
 
 // flight is a batch on its way to ClickHouse: its tables (non-empty ones, in insertion order), their version and
@@ -461,9 +486,10 @@ func (w *Writer) take(force bool) (b *batch, closed bool) {
 	if !force && !w.flushWanted && !w.closed && w.pendingRows < w.cfg.BatchRows && (!w.roomWanted || inFlight) {
 		return nil, false
 	}
-	b = &batch{seq: w.pendingSeq, rows: w.pending, acks: w.pendingAcks, n: w.pendingRows, bytes: w.pendingBytes}
+	b = &batch{seq: w.pendingSeq, rows: w.pending, latency: w.pendingLatency, acks: w.pendingAcks, n: w.pendingRows,
+		bytes: w.pendingBytes}
 	w.pendingSeq++
-	w.pending, w.pendingAcks, w.pendingRows, w.pendingBytes = Rows{}, nil, 0, 0
+	w.pending, w.pendingLatency, w.pendingAcks, w.pendingRows, w.pendingBytes = Rows{}, nil, nil, 0, 0
 	if n := len(w.free); n > 0 {
 		w.pending, w.free = w.free[n-1], w.free[:n-1]
 	}
@@ -474,7 +500,7 @@ func (w *Writer) take(force bool) (b *batch, closed bool) {
 // prepare builds b's flight: each non-empty table's first insert attempt, encoded and started.
 func (w *Writer) prepare(b *batch) *flight {
 	f := &flight{b: b, ver: uint64(w.now().UnixMilli())}
-	for _, tb := range []tableBatch{latencyBatch(b.rows.Latency), probeBatch(b.rows.Probe), lagBatch(b.rows.Lag),
+	for _, tb := range []tableBatch{b.latency, probeBatch(b.rows.Probe), lagBatch(b.rows.Lag),
 		clockBatch(b.rows.ClockOffsets)} {
 		if tb.len() > 0 {
 			f.tables = append(f.tables, tb)
@@ -554,19 +580,18 @@ func (w *Writer) settle(seq uint64, err error) {
 	w.settledSeq = seq
 }
 
-// recycleLocked keeps an acknowledged batch's row buffers, emptied, for a later pending buffer. Buffers far above
-// BatchRows (an oversized Write) are left to the garbage collector. Caller holds w.mu.
+// recycleLocked keeps an acknowledged batch's (probe, lag and clock) row buffers, emptied, for a later pending
+// buffer. Buffers far above BatchRows (an oversized Write) are left to the garbage collector. Latency rows are the
+// Writes' own (see Write): nothing to recycle. Caller holds w.mu.
 func (w *Writer) recycleLocked(r Rows) {
-	if len(w.free) >= maxFree || cap(r.Latency) > 2*w.cfg.BatchRows || cap(r.Probe) > 2*w.cfg.BatchRows ||
+	if len(w.free) >= maxFree || cap(r.Probe) > 2*w.cfg.BatchRows ||
 		cap(r.Lag) > 2*w.cfg.BatchRows || cap(r.ClockOffsets) > 2*w.cfg.BatchRows {
 		return
 	}
-	clear(r.Latency) // drop the rows' strings
-	clear(r.Probe)
+	clear(r.Probe) // drop the rows' strings
 	clear(r.Lag)
 	clear(r.ClockOffsets)
-	w.free = append(w.free, Rows{Latency: r.Latency[:0], Probe: r.Probe[:0], Lag: r.Lag[:0],
-		ClockOffsets: r.ClockOffsets[:0]})
+	w.free = append(w.free, Rows{Probe: r.Probe[:0], Lag: r.Lag[:0], ClockOffsets: r.ClockOffsets[:0]})
 }
 
 // forget removes the keys of rows that were given up from the dedup window, so their re-delivery is written.
@@ -580,8 +605,10 @@ func (w *Writer) forget(tables []tableBatch) {
 	for _, tb := range tables {
 		switch rs := tb.(type) {
 		case latencyBatch:
-			for i := range rs {
-				w.dedup.forget(w.hasher.latency(seed, &rs[i]))
+			for _, seg := range rs {
+				for i := range seg {
+					w.dedup.forget(w.hasher.latency(seed, &seg[i]))
+				}
 			}
 		case probeBatch:
 			for i := range rs {

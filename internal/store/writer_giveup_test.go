@@ -25,7 +25,7 @@ func (f *fakeCH) storedKeys() map[rowKey]bool {
 	defer f.mu.Unlock()
 	out := map[rowKey]bool{}
 	for _, tb := range f.inserted[TableLatency] {
-		for _, r := range tb.(latencyBatch) {
+		for _, r := range tb.(latencyBatch).flat() {
 			out[rowKey{r.Partition, r.Offset}] = true
 		}
 	}

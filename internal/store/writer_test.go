@@ -71,7 +71,7 @@ func (p fakeInsert) send() error {
 	}
 	switch rs := tb.(type) {
 	case latencyBatch:
-		tb = slices.Clone(rs)
+		tb = latencyBatch{slices.Clone(rs.flat())}
 	case probeBatch:
 		tb = slices.Clone(rs)
 	case lagBatch:
@@ -94,7 +94,7 @@ func (f *fakeCH) offsets() []int64 {
 	defer f.mu.Unlock()
 	var out []int64
 	for _, tb := range f.inserted[TableLatency] {
-		for _, r := range tb.(latencyBatch) {
+		for _, r := range tb.(latencyBatch).flat() {
 			out = append(out, r.Offset)
 		}
 	}
