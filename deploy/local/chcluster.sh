@@ -81,7 +81,7 @@ CFG
   setsid java -Xmx128m -XX:+UseSerialGC -Dlog4j.configuration="file:$zdir/log4j.properties" \
     -cp "$ZK_JAR" org.apache.zookeeper.server.quorum.QuorumPeerMain "$zdir/zoo.cfg" >"$zdir/stdout.log" 2>&1 </dev/null &
   echo $! >"$zdir/pid"
-  if ! wait_until 60 "ZooKeeper" zk_ready; then tail -n 20 "$zdir/stdout.log" "$zdir/zookeeper.log" >&2 2>/dev/null || true; stop; die "ZooKeeper did not become ready on $ZK_PORT"; fi
+  if ! wait_serving 60 "ZooKeeper" "$zdir/pid" "$ZK_PORT" zk_ready; then tail -n 20 "$zdir/stdout.log" "$zdir/zookeeper.log" >&2 2>/dev/null || true; stop; die "ZooKeeper did not become ready on $ZK_PORT"; fi
   log "ZooKeeper ready on $TIDEMARK_HOST:$ZK_PORT"
 }
 
@@ -162,7 +162,7 @@ start_node() {
   require_free_port "$(inter_port "$i")" "ClickHouse node $i interserver HTTP (TIDEMARK_CHCLUSTER_INTERSERVER_PORT/_PORTS)"
   setsid clickhouse-server --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
-  if ! wait_until 60 "ClickHouse node $i" node_ready "$i"; then
+  if ! wait_serving 60 "ClickHouse node $i" "$dir/pid" "$(node_port "$i")" node_ready "$i"; then
     tail -n 20 "$dir/log/error.log" "$dir/log/stdout.log" >&2 2>/dev/null || true
     return 1
   fi

@@ -30,6 +30,36 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$TIDEMARK_STATE_DIR"
 }
 
+# listens_on FILE PORT: the process recorded in FILE (pid_alive) is the one listening on PORT. A readiness probe alone
+# cannot tell: when tests pick free ports, another test's server may take the port between the pick and our server's
+# bind, our server then exits with "Address already in use", and the other server answers our probe.
+listens_on() {
+  pid_alive "$1" || return 1
+  command -v ss >/dev/null || return 0 # iproute2 is in every Debian install; without it, trust pid_alive
+  ss -Hltnp "sport = :$2" 2>/dev/null | grep -qF "pid=$(cat "$1"),"
+}
+
+# wait_serving SECONDS DESCRIPTION PIDFILE PORT CMD...: wait_until CMD succeeds and the process in PIDFILE listens on
+# PORT; returns 1 at once if that process has exited (its log says why, e.g. the port was taken).
+wait_serving() {
+  local secs=$1 what=$2 pidfile=$3 port=$4; shift 4
+  local deadline=$((SECONDS + secs))
+  while ((SECONDS < deadline)); do
+    if ! pid_alive "$pidfile"; then
+      if port_in_use "$port"; then
+        log "$what exited while starting: port $port is already in use (another process took it first)"
+      else
+        log "$what exited while starting"
+      fi
+      return 1
+    fi
+    if "$@" >/dev/null 2>&1 && listens_on "$pidfile" "$port"; then return 0; fi
+    sleep 0.3
+  done
+  log "timed out after ${secs}s waiting for $what"
+  return 1
+}
+
 # stop_pidfile FILE NAME: TERM the recorded process (and its process group), wait up to 20 s, then KILL; remove FILE.
 # Only processes these scripts started are ever signalled: they are found by pid file, never by name.
 stop_pidfile() {
