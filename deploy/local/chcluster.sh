@@ -47,10 +47,13 @@ inter_port() { list_port TIDEMARK_CHCLUSTER_INTERSERVER_PORTS "$INTER_BASE" "$1"
 topology() { cat "$XDIR/topology" 2>/dev/null || echo "1 2"; }
 nodes() { local s r; read -r s r < <(topology); echo $((s * r)); }
 
+# zk_ready: ZooKeeper serves sessions. Not ruok, which answers imok as soon as the process runs, before the server
+# accepts sessions: a ClickHouse 18.16 started then had its ZooKeeper handshake closed, and its next ON CLUSTER
+# DDL segfaulted in zkutil::ZooKeeper::createImpl (a null session). srvr names the mode only while serving.
 zk_ready() {
   local r
-  r=$( (exec 3<>"/dev/tcp/$TIDEMARK_HOST/$ZK_PORT" && echo ruok >&3 && timeout 2 cat <&3) 2>/dev/null) || return 1
-  [[ $r == imok ]]
+  r=$( (exec 3<>"/dev/tcp/$TIDEMARK_HOST/$ZK_PORT" && echo srvr >&3 && timeout 2 cat <&3) 2>/dev/null) || return 1
+  [[ $r == *"Mode: standalone"* ]]
 }
 
 start_zk() {
