@@ -175,6 +175,33 @@ ready() {
   [[ $(grep -c -- '-> (' <<<"$out") -ge "$n" ]]
 }
 
+# wait_brokers N: waits up to READY_TIMEOUT until brokers 1..N answer (ready) and each port is held by our own node
+# (listens_on: tests pick free ports, and another test's broker could take one and answer for ours). It gives up at
+# once when a node exits, saying whether one of its ports is in use by another process.
+wait_brokers() {
+  local n=$1 i p deadline=$((SECONDS + READY_TIMEOUT))
+  while ((SECONDS < deadline)); do
+    local all=1
+    for i in $(seq 1 "$n"); do
+      if ! pid_alive "$KDIR/node-$i/pid"; then
+        for p in "$(node_port "$i")" $([[ $i -eq 1 ]] && echo "$CONTROLLER_PORT"); do
+          if port_in_use "$p"; then
+            log "Kafka node $i exited while starting: port $p is already in use (another process took it first)"
+            return 1
+          fi
+        done
+        log "Kafka node $i exited while starting"
+        return 1
+      fi
+      listens_on "$KDIR/node-$i/pid" "$(node_port "$i")" || all=0
+    done
+    if ((all)) && ready "$n" >/dev/null 2>&1; then return 0; fi
+    sleep 0.3
+  done
+  log "timed out after ${READY_TIMEOUT}s waiting for Kafka brokers"
+  return 1
+}
+
 start() {
   local n=1 secure=0
   while [[ $# -gt 0 ]]; do
@@ -228,7 +255,7 @@ start() {
   done
   for i in $(seq 1 "$n"); do launch_node "$i"; done
   log "waiting for $n Kafka broker(s) on $(bootstrap "$n")"
-  if ! wait_until "$READY_TIMEOUT" "Kafka brokers" ready "$n"; then
+  if ! wait_brokers "$n"; then
     for i in $(seq 1 "$n"); do tail -n 5 "$KDIR/node-$i/server.log" "$KDIR/node-$i/stdout.log" >&2 2>/dev/null || true; done
     stop
     die "Kafka did not become ready; logs are in $KDIR"

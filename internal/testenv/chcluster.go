@@ -33,24 +33,27 @@ type ClickHouseCluster struct {
 func StartClickHouseCluster(t testing.TB, shards, replicas int) *ClickHouseCluster {
 	t.Helper()
 	ClickHouseAddr(t)
-	// The ports are free when picked (FreePort) but the kernel may hand one to another process's outgoing connection
-	// before a server binds it: 2n+1 ports held open for seconds each make that likely on a busy machine. That one
-	// race, and only it ("already in use" from chcluster.sh's check or a server's bind), gets fresh ports, at most
-	// three times; every other start failure fails the test.
-	var c *ClickHouseCluster
+	return onFreePorts(t, fmt.Sprintf("chcluster.sh start --shards %d --replicas %d", shards, replicas),
+		func() (*ClickHouseCluster, string, error) { return startClickHouseCluster(t, shards, replicas) })
+}
+
+// onFreePorts runs start, one attempt at starting servers on ports it picks with FreePort, and returns what it
+// started. The ports are free when picked, but the kernel may hand one to another process (another test's server,
+// an outgoing connection) before our server binds it: several ports held open for seconds each make that likely on
+// a busy machine. That one race, and only it ("already in use" in the output, from a script's check or a server's
+// bind), gets fresh ports, at most three attempts in all; every other failure fails the test, naming what.
+func onFreePorts[T any](t testing.TB, what string, start func() (T, string, error)) T {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		var out string
-		var err error
-		c, out, err = startClickHouseCluster(t, shards, replicas)
+		v, out, err := start()
 		if err == nil {
-			break
+			return v
 		}
 		if attempt == 3 || !strings.Contains(out, "already in use") {
-			t.Fatalf("chcluster.sh start --shards %d --replicas %d: %v\n%s", shards, replicas, err, out)
+			t.Fatalf("%s: %v\n%s", what, err, out)
 		}
-		t.Logf("chcluster.sh start: a picked port was taken before its server bound it; new ports (attempt %d)", attempt+1)
+		t.Logf("%s: a picked port was taken before its server bound it; new ports (attempt %d)", what, attempt+1)
 	}
-	return c
 }
 
 // startClickHouseCluster is one attempt of StartClickHouseCluster: the start's output (with the servers' error.log

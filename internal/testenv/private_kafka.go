@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,13 @@ func StartPrivateKafka(t testing.TB) *PrivateKafka {
 func StartPrivateCluster(t testing.TB, n, maxBrokers int, extraEnv ...string) *PrivateKafka {
 	t.Helper()
 	Kafka(t)
+	return onFreePorts(t, fmt.Sprintf("kafka.sh start --brokers %d", n),
+		func() (*PrivateKafka, string, error) { return startPrivateCluster(t, n, maxBrokers, extraEnv) })
+}
+
+// startPrivateCluster is one attempt of StartPrivateCluster on freshly picked ports: the start's output and error.
+func startPrivateCluster(t testing.TB, n, maxBrokers int, extraEnv []string) (*PrivateKafka, string, error) {
+	t.Helper()
 	dir := t.TempDir() // removed after the Cleanup below has stopped the broker (cleanups run last-in first-out)
 	var ports []string
 	for range maxBrokers {
@@ -47,15 +55,18 @@ func StartPrivateCluster(t testing.TB, n, maxBrokers int, extraEnv ...string) *P
 	for i := range n {
 		k.Brokers = append(k.Brokers, "127.0.0.1:"+ports[i])
 	}
+	at := time.Now()
+	if out, err := k.run("start", "--brokers", strconv.Itoa(n)); err != nil {
+		_, _ = k.run("stop")
+		return nil, out, err
+	}
 	t.Cleanup(func() {
 		at := time.Now()
 		k.Run("stop")
 		t.Logf("private Kafka stopped in %v", time.Since(at).Round(time.Millisecond))
 	})
-	at := time.Now()
-	k.Run("start", "--brokers", strconv.Itoa(n))
 	t.Logf("private Kafka on %v ready in %v", k.Brokers, time.Since(at).Round(time.Millisecond))
-	return k
+	return k, "", nil
 }
 
 // AddNode makes broker id (the next one) join the private cluster.
@@ -68,14 +79,20 @@ func (k *PrivateKafka) AddNode(id int) {
 // Run runs kafka.sh with args against the private cluster (each step waits for readiness with a real client call).
 func (k *PrivateKafka) Run(args ...string) {
 	k.t.Helper()
+	if out, err := k.run(args...); err != nil {
+		k.t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// run runs kafka.sh with args and returns its combined output.
+func (k *PrivateKafka) run(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "kafka.sh"))
 	cmd.Args = append(cmd.Args, args...)
 	cmd.Env = k.env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		k.t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // Bootstrap is the broker list as Kafka's command-line tools take it (--bootstrap-server).
