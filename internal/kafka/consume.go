@@ -103,7 +103,8 @@ type GroupConfig struct {
 
 // RunGroup consumes cfg.Topics as consumer group cfg.Group until ctx is done, handing each partition's records to h
 // in batches. Offsets are committed only as h marks them (at-least-once): records never marked are delivered again
-// after a restart or rebalance. It returns nil when ctx ends, or the first handler error.
+// after a restart or rebalance. Kafka unreachable, at start or later, is retried. It returns nil when ctx ends, or
+// the first handler error.
 func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 500
@@ -135,9 +136,21 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	if cfg.Oldest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	}
-	cg, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc)
-	if err != nil {
-		return fmt.Errorf("start consumer group %s on %v: %w", cfg.Group, cfg.Brokers, err)
+	// The group's own client connects here: Kafka gone since the caller connected is waited for like every outage
+	// (0.5 s doubling to 30 s), not a reason to stop consuming for good.
+	var cg sarama.ConsumerGroup
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		var err error
+		if cg, err = sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc); err == nil {
+			break
+		}
+		cfg.Logger.Warn("consumer group cannot reach Kafka; retrying", "group", cfg.Group, "brokers", cfg.Brokers,
+			"in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
 	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)

@@ -2,6 +2,9 @@ package kafka
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -98,4 +101,117 @@ func TestEnsureTopicSpreadsLeaders(t *testing.T) {
 	if again, err := EnsureTopic(brokers, testenv.SaramaConfig(t), TopicSpec{Name: name, SpreadLeaders: true}); err != nil || again != n {
 		t.Fatalf("second ensure: %d, %v", again, err)
 	}
+}
+
+// TestRunGroupWaitsForKafka is an outage between the caller's connect and the group's own client: RunGroup retries
+// creating the group until Kafka answers (here: until a forwarder to the real broker listens on the only bootstrap
+// address), then consumes, instead of returning an error that would stop the caller's path for good.
+func TestRunGroupWaitsForKafka(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, "rgwait", testenv.Topic{Partitions: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there until the forwarder starts
+
+	retrying := make(chan struct{}, 16)
+	log := slog.New(logSignal{msg: "consumer group cannot reach Kafka; retrying", ch: retrying})
+	got := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	sc := testenv.SaramaConfig(t)
+	sc.Metadata.Retry.Max = 0
+	go func() {
+		done <- RunGroup(ctx, GroupConfig{Brokers: []string{addr}, Sarama: sc, Group: testenv.Name(t, "g"),
+			Topics: []string{topic}, Oldest: true, MaxWait: 20 * time.Millisecond, Logger: log},
+			func(_ context.Context, b Batch, mark func(int64)) error {
+				for _, r := range b.Records {
+					select {
+					case got <- string(r.Value):
+					default:
+					}
+					mark(r.Offset + 1)
+				}
+				return nil
+			})
+	}()
+	for i := 0; i < 2; i++ { // two failed attempts: it retries rather than gives up
+		select {
+		case <-retrying:
+		case err := <-done:
+			t.Fatalf("RunGroup returned while Kafka was unreachable: %v", err)
+		}
+	}
+	fwd := forwardTo(t, addr, brokers[0])
+	defer fwd.Close()
+	prod, err := NewProducer(brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := prod.Send(Message{Topic: topic, Partition: 0, Value: []byte("after the outage")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if v != "after the outage" {
+			t.Fatalf("consumed %q", v)
+		}
+	case err := <-done:
+		t.Fatalf("RunGroup returned before consuming: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunGroup after cancel: %v", err)
+	}
+}
+
+// logSignal is a slog handler that sends on ch for every record whose message is msg.
+type logSignal struct {
+	msg string
+	ch  chan<- struct{}
+}
+
+func (h logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (h logSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h logSignal) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logSignal) WithGroup(string) slog.Handler      { return h }
+
+// forwardTo listens on addr and forwards every connection to target.
+func forwardTo(t *testing.T, addr, target string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c); u.Close() }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	return ln
 }
