@@ -590,3 +590,57 @@ func TestPartitionLagSeriesBudget(t *testing.T) {
 		t.Error("partition_lag drops the partition offsets (per topic-partition, shared by every group)")
 	}
 }
+
+// TestHandlerManyMembersEqualText: at 10,000 group-partitions every per-partition family is compressed as several
+// gzip members (one per staged buffer). The gzip scrape decompresses, and the plain scrape reads, to AppendText's
+// lines (the handler writes the two counter families last, after every gauge family, so the order of families
+// differs), on a first rendering and on ones that reuse the buffers of the two before.
+func TestHandlerManyMembersEqualText(t *testing.T) {
+	cfg, snap := bigSnapshot(t, 500, 20)
+	src := &seqSource{snap}
+	c := NewCollector(cfg, src)
+	h := NewHandler(c, nil)
+	scrape := func(gz bool) []byte {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if gz {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.Bytes()
+		if !gz {
+			return body
+		}
+		members := bytes.Count(body, []byte{0x1f, 0x8b, 8}) // a lower bound is enough: every member starts so
+		if members < 20 {
+			t.Fatalf("gzip scrape of %d bytes has %d members, want the large families split", len(body), members)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	lines := func(b []byte) []string {
+		l := strings.Split(string(b), "\n")
+		slices.Sort(l)
+		return l
+	}
+	want := c.AppendText(nil, snap, src.Health())
+	if len(want) < 8*stageBytes {
+		t.Fatalf("exposition of %d bytes is too small to split families", len(want))
+	}
+	for round := range 3 {
+		gz := scrape(true) // renders src's next snapshot (same series, new sequence)
+		if !slices.Equal(lines(gz), lines(want)) {
+			t.Fatalf("round %d: gzip scrape (%d B) holds other lines than AppendText (%d B)", round, len(gz), len(want))
+		}
+		if plain := scrape(false); !bytes.Equal(plain, gz) {
+			t.Fatalf("round %d: plain scrape (%d B) differs from the gzip one (%d B)", round, len(plain), len(gz))
+		}
+	}
+}
