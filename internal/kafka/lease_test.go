@@ -120,8 +120,8 @@ type fakeSession struct {
 }
 
 func (s fakeSession) Claims() map[string][]int32 { return s.claims }
-func (s fakeSession) MemberID() string            { return "m" }
-func (s fakeSession) GenerationID() int32         { return 1 }
+func (s fakeSession) MemberID() string           { return "m" }
+func (s fakeSession) GenerationID() int32        { return 1 }
 
 // TestLeaseReleasedWithoutNextSession: a held lease whose session ended is let go after the grace period unless a
 // session that holds it again comes first, and is let go at once when a session gives it to another member.
