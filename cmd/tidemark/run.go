@@ -165,14 +165,10 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}
 
-	g, gctx := errgroup.WithContext(sctx)
-	for _, cr := range clusters {
-		g.Go(func() error { return cr.run(gctx, *cfg.LagEnabled, lagMetrics) })
-	}
-	ready.st.setCheck(nil) // from now on each cluster says for itself
-	log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
-
-	runErr := g.Wait() // consumers have stopped and drained
+	runErr := runClusters(sctx, clusters, *cfg.LagEnabled, lagMetrics, func() {
+		ready.st.setCheck(nil) // from now on each cluster says for itself
+		log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
+	}, log) // consumers have stopped and drained
 	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
 		runErr = errors.Join(runErr, cause) // the HTTP server failed
 	}
@@ -186,6 +182,35 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}
 	return runErr
+}
+
+// runClusters runs every cluster until ctx ends (started is called once they are all started) and returns the
+// clusters' errors, joined. Kafka being down is retried inside a cluster and never ends it; a cluster that ends with
+// an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
+// why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
+// a process watching one cluster exits with that cluster's error, as it always did.
+func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetrics *promexport.Handler, started func(),
+	log *slog.Logger) error {
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, cr := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cr.run(ctx, lag, lagMetrics)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			errs[i] = fmt.Errorf("cluster %s: %w", cr.cfg.Name, err)
+			cr.ready.set(fmt.Sprintf("stopped after an error (restart tidemark to start it again): %v", err))
+			if len(clusters) > 1 {
+				log.Error("cluster stopped after an error; the other clusters go on", "cluster", cr.cfg.Name, "err", err)
+			}
+		}()
+	}
+	started()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // newMux routes the HTTP endpoints: /metrics (metrics), /healthz (alive), /readyz (ready; ?cluster=NAME for one

@@ -257,3 +257,91 @@ func TestRunTwoClusters(t *testing.T) {
 		t.Errorf("dr's last success %v, want a time before prod's %v", v, last)
 	}
 }
+
+// TestClusterErrorStopsOnlyItsCluster: one cluster of two ends with an error that is not an outage (its lag.election
+// lease topic exists with two partitions, which RunLease refuses). That cluster stops alone: its /readyz entry says
+// why, /readyz stays 200 naming it, the process keeps running and the other cluster keeps polling and serving its
+// lag; on the stop, run returns that cluster's error.
+func TestClusterErrorStopsOnlyItsCluster(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	good := lagCluster{name: "prod", brokers: brokers, topic: testenv.Name(t, "orders"), group: testenv.Name(t, "billing")}
+	seedLag(t, brokers, good.topic, good.group, 10, map[int32]int64{0: 4, 1: 9})
+	lease := testenv.CreateTopic(t, "lease2", testenv.Topic{Partitions: 2})
+	t.Cleanup(func() {
+		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+			_ = adm.DeleteGroup(good.group)
+			_ = adm.DeleteTopic(good.topic)
+			_ = adm.Close()
+		}
+	})
+	httpAddr := freeAddr(t)
+	yaml := fmt.Sprintf(`clusters:
+  - name: prod
+    kafka: {brokers: [%[1]s]}
+    lag: {poll_interval: 1s, cycle_timeout: 2s, group_allow: [%[2]q], topic_allow: [%[3]q]}
+  - name: broken
+    kafka: {brokers: [%[1]s]}
+    lag: {poll_interval: 1s, cycle_timeout: 2s, group_allow: [%[2]q], topic_allow: [%[3]q],
+          election: {enabled: true, topic: %[4]q, group: %[5]q, session_timeout: 6s}}
+http: {listen: %[6]q}
+`, strings.Join(brokers, ", "), good.group, good.topic, lease, testenv.Name(t, "lease-group"), httpAddr)
+	p := filepath.Join(t.TempDir(), "clusters.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(p, nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	base := "http://" + httpAddr
+	body := waitStatus(t, base+"/readyz?cluster=broken", http.StatusServiceUnavailable, 90*time.Second)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(body, "stopped after an error"); {
+		if time.Now().After(deadline) { // 503 while it connects, then for the error
+			t.Fatalf("/readyz?cluster=broken still %q", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+		body = waitStatus(t, base+"/readyz?cluster=broken", http.StatusServiceUnavailable, 10*time.Second)
+	}
+	if want := fmt.Sprintf("lease topic %s has 2 partitions, want 1", lease); !strings.Contains(body, want) {
+		t.Errorf("/readyz?cluster=broken: %q, want it to say %q", body, want)
+	}
+	waitStatus(t, base+"/readyz?cluster=prod", http.StatusOK, 90*time.Second)
+	all := waitStatus(t, base+"/readyz", http.StatusOK, 10*time.Second)
+	if !strings.Contains(all, "ready: 1 of 2 clusters") || !strings.Contains(all, "cluster broken: not ready: stopped after an error") {
+		t.Errorf("/readyz: %q, want 200 naming the stopped cluster", all)
+	}
+	// prod polls on after broken stopped: a cycle that succeeded after the stop was seen, with Kafka's lag
+	want := consumerGroupsLag(t, brokers, good.group)
+	seen := time.Now()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		metrics := string(b)
+		last := -1.0
+		for _, l := range strings.Split(metrics, "\n") {
+			if rest, ok := strings.CutPrefix(l, `tidemark_lag_exporter_last_success_timestamp_seconds{cluster="prod"} `); ok {
+				last, _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+		if last > float64(seen.Add(time.Second).UnixMilli())/1000 {
+			for part, lag := range want {
+				line := fmt.Sprintf(`tidemark_lag_partition_offsets{cluster="prod",group=%q,partition="%d",topic=%q} %d`, good.group, part, good.topic, lag)
+				if !strings.Contains(metrics, line+"\n") {
+					t.Errorf("metrics lack %s", line)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prod's last successful cycle %v is not after broken stopped (%v)", last, seen)
+		}
+	}
+	if err := stop(); err == nil || !strings.Contains(err.Error(), "cluster broken: lease topic") {
+		t.Errorf("run returned %v, want the broken cluster's error", err)
+	}
+}
