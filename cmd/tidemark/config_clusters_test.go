@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestConfigClusters: a clusters: list gives each cluster its own client settings, lag options and paths; the
@@ -147,5 +151,60 @@ clusters:
 	one := writeConfig(t, "clusters:\n  - {name: only, kafka: {brokers: [\"o:9092\"]}}\n")
 	if kc, name, err := loadClusterKafkaConfig(one, nil, noEnv, "x", "default", false); err != nil || name != "only" || kc.Brokers[0] != "o:9092" {
 		t.Errorf("one cluster, no --cluster: %+v %q %v", kc, name, err)
+	}
+}
+
+// TestPrintConfigShowsWhatRuns: --print-config in clusters: mode prints each cluster's blocks and no top-level kafka,
+// lag or collector block (an error if set there); without a clickhouse block it prints no clickhouse or migrate.
+func TestPrintConfigShowsWhatRuns(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("clusters:\n  - name: prod\n    kafka: {brokers: ['k1:9092']}\n  - name: dr\n    kafka: {brokers: ['k2:9092']}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(p, nil, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := dumpRunConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]any
+	if err := yaml.Unmarshal(out, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"kafka", "lag", "collector", "clickhouse", "migrate"} {
+		if _, ok := top[k]; ok {
+			t.Errorf("--print-config has a top-level %s block:\n%s", k, out)
+		}
+	}
+	cl, _ := top["clusters"].([]any)
+	if len(cl) != 2 {
+		t.Fatalf("--print-config has %d clusters, want 2:\n%s", len(cl), out)
+	}
+	for i, want := range []string{"k1:9092", "k2:9092"} {
+		c := cl[i].(map[string]any)
+		if got := fmt.Sprint(c["kafka"].(map[string]any)["brokers"]); got != "["+want+"]" {
+			t.Errorf("cluster %d brokers %s, want [%s]", i, got, want)
+		}
+	}
+	// one cluster with a clickhouse block: every block is printed
+	if err := os.WriteFile(p, []byte("kafka: {brokers: ['k1:9092']}\nclickhouse: {addr: ['ch:9000']}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = loadConfig(p, nil, noEnv); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = dumpRunConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	top = nil
+	if err := yaml.Unmarshal(out, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"kafka", "lag", "collector", "clickhouse", "migrate"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("--print-config of one cluster with ClickHouse lacks %s:\n%s", k, out)
+		}
 	}
 }

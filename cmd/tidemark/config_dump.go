@@ -15,6 +15,23 @@ import (
 // It is what `tidemark run --print-config` prints.
 func dumpConfig(v any) ([]byte, error) { return yaml.Marshal(dumpValue(reflect.ValueOf(v))) }
 
+// dumpRunConfig is dumpConfig of what `tidemark run` uses of c: with clusters: the top-level kafka, lag and collector
+// blocks are left out (setting them beside clusters: is an error, and their defaults are not what runs), and
+// without a clickhouse block, clickhouse and migrate are (a pure lag exporter uses neither).
+func dumpRunConfig(c *runConfig) ([]byte, error) {
+	m := dumpValue(reflect.ValueOf(c)).(map[string]any)
+	if len(c.Clusters) > 0 {
+		delete(m, "kafka")
+		delete(m, "lag")
+		delete(m, "collector")
+	}
+	if !c.clickHouse {
+		delete(m, "clickhouse")
+		delete(m, "migrate")
+	}
+	return yaml.Marshal(m)
+}
+
 var durationType = reflect.TypeOf(time.Duration(0))
 
 func dumpValue(v reflect.Value) any {

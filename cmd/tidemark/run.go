@@ -55,7 +55,7 @@ accepted as written by the local stack), then flags. docs/collector.md lists eve
 				return err
 			}
 			if printConfig {
-				out, err := dumpConfig(cfg)
+				out, err := dumpRunConfig(cfg)
 				if err != nil {
 					return err
 				}
