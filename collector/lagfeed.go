@@ -2,11 +2,16 @@ package collector
 
 import (
 	"context"
+	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
 )
+
+// maxHeldSnapshots bounds the snapshots a standby keeps for the backfill (FollowLag): with the default poll interval
+// (30 s) and session timeout (10 s) it keeps one or two.
+const maxHeldSnapshots = 16
 
 // FollowLag consumes the lag exporter's snapshots (from Loop.Subscribe) until ctx ends or snaps is closed. For each
 // snapshot it feeds the committed offsets to the collector's engine (a decreasing commit marks a replay boundary,
@@ -14,7 +19,22 @@ import (
 // while activity is active (lag.election: only the active replica writes them; nil is always active), then calls
 // ObserveSnapshot (replay checkpoints, commit bounds of uninstrumented groups). It returns nil: a write fails only
 // when ctx ends.
-func (c *Collector) FollowLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, activity *lagexporter.Activity) error {
+//
+// Backfill: while standby it keeps the snapshots of the last backfill (at most maxHeldSnapshots), and the first
+// snapshot after it turns active writes those first. A holder that dies stops writing at its death, and the standby
+// turns active about one session timeout later: with backfill = session timeout + poll interval the rows of the
+// standby's own observations in between fill that gap, so lag_snapshots has no gap longer than about a poll interval
+// plus the rebalance instead of the session timeout. After a clean handover (the holder left the group) the backfilled
+// rows repeat up to backfill of time the old holder wrote too: each row a correct observation at its own time.
+func (c *Collector) FollowLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, activity *lagexporter.Activity,
+	backfill time.Duration) error {
+	var held []*lagexporter.Snapshot
+	write := func(s *lagexporter.Snapshot) error {
+		if rows := store.LagRows(s); len(rows) > 0 {
+			return c.opts.Sink.Write(ctx, store.Rows{Lag: rows}, nil)
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,8 +51,26 @@ func (c *Collector) FollowLag(ctx context.Context, snaps <-chan *lagexporter.Sna
 					}
 				}
 			}
-			if rows := store.LagRows(s); len(rows) > 0 && (activity == nil || activity.Active()) {
-				if err := c.opts.Sink.Write(ctx, store.Rows{Lag: rows}, nil); err != nil {
+			switch {
+			case activity != nil && !activity.Active():
+				if backfill > 0 {
+					held = append(held, s)
+					drop := 0
+					for drop < len(held) && (s.Time.Sub(held[drop].Time) > backfill || len(held)-drop > maxHeldSnapshots) {
+						drop++
+					}
+					held = append(held[:0], held[drop:]...)
+					clear(held[len(held):cap(held)]) // no reference kept to a dropped snapshot
+				}
+			default:
+				for i, h := range held { // taken while standby, in the time before this replica turned active
+					if err := write(h); err != nil {
+						return nil // ctx ended
+					}
+					held[i] = nil
+				}
+				held = held[:0]
+				if err := write(s); err != nil {
 					return nil // ctx ended
 				}
 			}

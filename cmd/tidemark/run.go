@@ -384,7 +384,11 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 		if cr.col != nil {
 			snaps, cancelSub := loop.Subscribe(4)
 			defer cancelSub()
-			lg.Go(func() error { return cr.col.FollowLag(lctx, snaps, activity) })
+			var backfill time.Duration // a new holder writes the standby snapshots of the failover's gap
+			if cr.cfg.Lag.Election.Enabled {
+				backfill = cr.cfg.Lag.Election.SessionTimeout + cr.cfg.Lag.PollInterval
+			}
+			lg.Go(func() error { return cr.col.FollowLag(lctx, snaps, activity, backfill) })
 		}
 		lg.Go(func() error { return loop.Run(lctx) })
 		lg.Go(func() error { lagMetrics.Follow(lctx, rendered); return nil })
