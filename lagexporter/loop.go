@@ -28,7 +28,8 @@ type Loop struct {
 	// cache holds record probes that are facts about the immutable log, keyed by topic incarnation; after every
 	// cycle it holds only the entries that cycle used, so at most one per lagging group-partition.
 	cache    map[cacheKey]cachedProbe
-	probeSeq uint64 // readRecords calls, the stamp of the entries a call used
+	wide     map[cacheKey]RecordProbe // the answers of cache's probeWide entries
+	probeSeq uint32                   // readRecords calls (wrapping), the stamp of the entries a call used
 
 	// scopes holds each group's topics from the last cycle that read its commits.
 	scopes map[string]map[string]bool
@@ -44,16 +45,102 @@ type Loop struct {
 	subs map[chan *Snapshot]struct{}
 }
 
+// cacheKey is a record probe's question: where it was read (topic incarnation, partition, offset) and whether for
+// read_committed. The answer's RecordProbe is rebuilt from it and the entry's cachedProbe (cachedProbe.probe).
 type cacheKey struct {
-	topicID string
-	probeKey
+	topicID       string
+	topic         string
+	offset        int64
+	partition     int32
+	readCommitted bool
 }
 
-// cachedProbe is a cache entry: the answer (Topic empty while awaited) and the readRecords call that last used it.
-// The map is updated in place, so a steady cycle allocates nothing for it.
+func probeCacheKey(topicID, topic string, partition int32, offset int64, iso Isolation) cacheKey {
+	return cacheKey{topicID: topicID, topic: topic, offset: offset, partition: partition,
+		readCommitted: iso.OrDefault() == ReadCommitted}
+}
+
+// cachedProbe is a cache entry: the answer of a RecordProbe without what its key holds (and without Error: answers
+// with one are not cached), 64 B instead of the probe's 168, and the readRecords call that last used it. The map is
+// updated in place, so a steady cycle allocates nothing for it. An answer the compact form cannot give back
+// identically (a Timestamp not in whole milliseconds on time.Local or UTC, a count beyond int32, an Isolation neither
+// empty nor the key's) is kept whole in Loop.wide, flagged probeWide.
 type cachedProbe struct {
-	RecordProbe
-	used uint64
+	firstOffset, scannedTo, timestampOffset, gapOffsets int64
+	timestampMs                                         int64 // Timestamp as Unix milliseconds, unless probeNoTime
+	clock                                               *AppendClock
+	missing, wrongUnit                                  int32
+	used                                                uint32 // probeSeq of the last call that used it (wraps)
+	flags                                               uint8
+}
+
+const (
+	probeAnswered    uint8 = 1 << iota // not a placeholder awaiting the answer
+	probeWide                          // the answer is in Loop.wide
+	probeGap                           // RecordProbe.Gap
+	probeNoTime                        // Timestamp is the zero time
+	probeUTC                           // Timestamp's location is UTC (else time.Local)
+	probeNoIsolation                   // Isolation is empty (Kafka's default, read_uncommitted)
+)
+
+// packProbe returns r's compact cache entry, and false when the entry would not give r back identically.
+func packProbe(k cacheKey, r *RecordProbe, used uint32) (cachedProbe, bool) {
+	c := cachedProbe{firstOffset: r.FirstOffset, scannedTo: r.ScannedTo, timestampOffset: r.TimestampOffset,
+		gapOffsets: r.GapOffsets, clock: r.AppendClock, missing: int32(r.MissingTimestamps),
+		wrongUnit: int32(r.WrongUnitTimestamps), used: used, flags: probeAnswered}
+	if r.Gap {
+		c.flags |= probeGap
+	}
+	switch {
+	case r.Timestamp.IsZero():
+		c.flags |= probeNoTime
+	case r.Timestamp.Location() == time.UTC:
+		c.flags |= probeUTC
+		c.timestampMs = r.Timestamp.UnixMilli()
+	default:
+		c.timestampMs = r.Timestamp.UnixMilli()
+	}
+	if r.Isolation == "" {
+		c.flags |= probeNoIsolation
+	}
+	return c, c.probe(k) == *r // every field is compared: time.Time's wall, ext and location, the clock's pointer
+}
+
+// probe is the answer c holds for k (not for a probeWide entry).
+func (c *cachedProbe) probe(k cacheKey) RecordProbe {
+	r := RecordProbe{Topic: k.topic, TopicID: k.topicID, Partition: k.partition, Offset: k.offset,
+		Isolation: ReadUncommitted, FirstOffset: c.firstOffset, ScannedTo: c.scannedTo,
+		TimestampOffset: c.timestampOffset, Gap: c.flags&probeGap != 0, GapOffsets: c.gapOffsets,
+		MissingTimestamps: int(c.missing), WrongUnitTimestamps: int(c.wrongUnit), AppendClock: c.clock}
+	if k.readCommitted {
+		r.Isolation = ReadCommitted
+	}
+	if c.flags&probeNoIsolation != 0 {
+		r.Isolation = ""
+	}
+	if c.flags&probeNoTime == 0 {
+		r.Timestamp = time.UnixMilli(c.timestampMs) // time.Local, as the reader's (sarama's) record times
+		if c.flags&probeUTC != 0 {
+			r.Timestamp = r.Timestamp.UTC()
+		}
+	}
+	return r
+}
+
+// cached returns the answer of the entry c of k.
+func (l *Loop) cached(k cacheKey, c *cachedProbe) RecordProbe {
+	if c.flags&probeWide != 0 {
+		return l.wide[k]
+	}
+	return c.probe(k)
+}
+
+// dropCached deletes k's entry c.
+func (l *Loop) dropCached(k cacheKey, c *cachedProbe) {
+	if c.flags&probeWide != 0 {
+		delete(l.wide, k)
+	}
+	delete(l.cache, k)
 }
 
 // health is the exporter's own health; mu guards every field.
@@ -76,6 +163,7 @@ func NewLoop(cfg *Config, cluster Cluster, now func() time.Time) (*Loop, error) 
 		return nil, errors.New("new lag loop: config not validated (call SetDefaults and Validate)")
 	}
 	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]cachedProbe{},
+		wide: map[cacheKey]RecordProbe{},
 		subs: map[chan *Snapshot]struct{}{}}
 	l.health.errors = map[ErrorKind]uint64{}
 	l.health.invalidTimestamps = map[TimestampProblem]uint64{}
@@ -472,18 +560,21 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 				if start >= end {
 					continue
 				}
-				k := cacheKey{t.ID, probeKey{topic, p.Partition, start, iso}}
+				k := probeCacheKey(t.ID, topic, p.Partition, start, iso)
 				e, ok := l.cache[k]
 				if ok && e.used == seq {
 					continue // another group waits at the same offset
 				}
 				if ok {
-					if e.FirstOffset >= 0 && e.TimestampOffset >= 0 || e.ScannedTo >= end {
+					if e.firstOffset >= 0 && e.timestampOffset >= 0 || e.scannedTo >= end {
 						e.used = seq
 						l.cache[k] = e
 						continue
 					}
-					unfinished[k] = e.RecordProbe
+					unfinished[k] = l.cached(k, &e)
+					if e.flags&probeWide != 0 {
+						delete(l.wide, k)
+					}
 				}
 				l.cache[k] = cachedProbe{used: seq} // placeholder, replaced by the answer
 				reqs = append(reqs, RecordRequest{Topic: topic, TopicID: t.ID, Partition: p.Partition,
@@ -496,12 +587,19 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		got, err := l.cluster.ReadRecords(ctx, reqs)
 		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
 		for _, r := range got {
-			k := cacheKey{r.TopicID, probeKey{r.Topic, r.Partition, r.Offset, r.Isolation.OrDefault()}}
+			k := probeCacheKey(r.TopicID, r.Topic, r.Partition, r.Offset, r.Isolation)
+			if e, ok := l.cache[k]; ok {
+				l.dropCached(k, &e) // a placeholder, or an answer given twice (the last one counts)
+			}
 			if r.Error != "" {
-				delete(l.cache, k)
 				continue
 			}
-			l.cache[k] = cachedProbe{RecordProbe: r, used: seq}
+			e, exact := packProbe(k, &r, seq)
+			if !exact { // the offsets stay in e too: the next call decides on them whether to ask again
+				e.flags |= probeWide
+				l.wide[k] = r
+			}
+			l.cache[k] = e
 			// a record read again (the last answer found no valid timestamp) counts only the stamps it got further to
 			prev := unfinished[k]
 			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
@@ -513,11 +611,11 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 	}
 	obs.Records = make([]RecordProbe, 0, len(l.cache))
 	for k, e := range l.cache {
-		if e.used != seq || e.Topic == "" { // not needed this cycle, or no answer
-			delete(l.cache, k)
+		if e.used != seq || e.flags&probeAnswered == 0 { // not needed this cycle, or no answer
+			l.dropCached(k, &e)
 			continue
 		}
-		rp := e.RecordProbe
+		rp := l.cached(k, &e)
 		if rp.AppendClock != nil && l.clocks != nil {
 			// The offset is read afresh every cycle (a cached answer says only whose clock it was), and recorded
 			// with the observation so that lag eval, which has no clocks, sees what this cycle saw.
