@@ -29,6 +29,7 @@ type Evaluator struct {
 	offs          []CommittedOffset // scratch, reused
 	lastOffs      []CommittedOffset // scratch, reused: a stale group's kept commits
 	names         []string          // scratch, reused
+	runs          []topicRun        // scratch, reused: the topics of a group's states as they are handed out
 }
 
 type gtKey struct{ group, topic string }
@@ -45,6 +46,9 @@ type groupState struct {
 	read   bool      // obs holds a successful read
 	readAt time.Time // observation time of the read
 	parts  []gpState
+	// topics names the topic (and incarnation) of every state in parts: parts are in (topic, partition) order, so
+	// a topic's states are one run, and its name and id are kept once per group-topic instead of once per state.
+	topics []topicRun
 	seen   uint64 // seq of the last cycle that saw the group
 	// times is the ring of the group's last cfg.Status.Window sample times (Unix nanoseconds): the observation times
 	// of the cycles that evaluated the group from fresh commits (not stale). A partition that added a sample in every
@@ -74,12 +78,29 @@ type tpKey struct {
 	partition int32
 }
 
-// gpState is one group-partition's state. Its fields are ordered so that the struct has no padding (144 bytes):
-// there is one per group-partition.
+// topicRun is the topic of a run of a group's partition states: those below end, from the previous run's end.
+type topicRun struct {
+	name, id string
+	end      int32
+}
+
+// runCursor finds the run of the states of a group, asked in increasing index order.
+type runCursor struct {
+	runs []topicRun
+	r    int
+}
+
+func (c *runCursor) at(i int) *topicRun {
+	for int(c.runs[c.r].end) <= i {
+		c.r++
+	}
+	return &c.runs[c.r]
+}
+
+// gpState is one group-partition's state. Its fields are ordered so that the struct has no padding (112 bytes):
+// there is one per group-partition. Its topic is its group's (groupState.topics).
 type gpState struct {
-	topic   string
-	topicID string
-	ring    []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
+	ring []ringSample // fixed capacity cfg.Status.Window; oldest at next when full
 	// own holds the samples' times, indexed like ring, once the partition missed a sample its group took (its
 	// offsets were unknown or stale in a cycle that read the group's commits); nil while the times are the group's
 	// (groupState.times). Rare: one allocation per such partition, until its state is dropped.
@@ -361,7 +382,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	if g.Error != "" {
 		if !gs.read {
 			out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
-			gs.parts = nil
+			gs.parts, gs.topics = nil, nil
 			return out
 		}
 		var last GroupObservation
@@ -412,7 +433,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		n += len(topics[topic].sorted)
 	}
 	out.Partitions, out.Topics = make([]PartitionLag, 0, n), make([]TopicLag, 0, len(names))
-	walk := stateWalk{old: gs.parts, window: e.cfg.Status.Window, n: n}
+	walk := newStateWalk(gs, e.cfg.Status.Window, n, e.runs)
 	oi := 0 // next unread committed offset
 	for _, topic := range names {
 		tv := topics[topic]
@@ -451,7 +472,7 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		tl.Complete = tl.Unknown == 0
 		out.Topics = append(out.Topics, tl)
 	}
-	gs.parts = walk.done()
+	e.runs = walk.done(gs)
 	out.Total.Complete = out.Total.Unknown == 0
 	out.CatchUp = groupCatchUp(out.Partitions)
 	// only commits can come from clients outside the group; a share group's start offset moves only with members
@@ -485,63 +506,84 @@ func lastPerPartition(ps []*partView) []*partView {
 // the walk builds a new slice, carrying over by merge the states that still exist (and dropping the others: revoked
 // or deleted partitions). A new state's ring comes from one allocation for the rest of the group.
 type stateWalk struct {
-	old     []gpState
-	k       int       // states handed out
-	j       int       // next old state to consider once rebuilding
-	rebuilt []gpState // nil while in place
-	slab    []ringSample
-	window  int
-	n       int // partitions this cycle
+	old        []gpState
+	oldK, oldJ runCursor  // the topics of old, at k and at j
+	runs       []topicRun // the topics of the states handed out
+	k          int        // states handed out
+	j          int        // next old state to consider once rebuilding
+	rebuilt    []gpState  // nil while in place
+	slab       []ringSample
+	window     int
+	n          int // partitions this cycle
+}
+
+// newStateWalk walks gs's states for n partitions this cycle; scratch is reused for the topics handed out.
+func newStateWalk(gs *groupState, window, n int, scratch []topicRun) stateWalk {
+	return stateWalk{old: gs.parts, oldK: runCursor{runs: gs.topics}, oldJ: runCursor{runs: gs.topics},
+		runs: scratch[:0], window: window, n: n}
 }
 
 func (w *stateWalk) state(topic string, p int32, topicID string) *gpState {
-	if w.rebuilt == nil && w.k < len(w.old) && w.old[w.k].topic == topic && w.old[w.k].partition == p {
-		st := &w.old[w.k]
-		w.k++
-		w.fresh(st, topicID)
-		return st
+	if n := len(w.runs); n == 0 || w.runs[n-1].name != topic {
+		w.runs = append(w.runs, topicRun{name: topic, id: topicID})
+	}
+	w.runs[len(w.runs)-1].end = int32(w.k + 1)
+	if w.rebuilt == nil && w.k < len(w.old) && w.old[w.k].partition == p {
+		if t := w.oldK.at(w.k); t.name == topic {
+			st := &w.old[w.k]
+			w.k++
+			w.fresh(st, t.id, topicID)
+			return st
+		}
 	}
 	if w.rebuilt == nil {
 		w.rebuilt = make([]gpState, w.k, max(w.n, w.k+1))
 		copy(w.rebuilt, w.old[:w.k])
 		w.j = w.k
 	}
-	for w.j < len(w.old) && cmpTP(w.old[w.j].topic, w.old[w.j].partition, topic, p) < 0 {
+	for w.j < len(w.old) && cmpTP(w.oldJ.at(w.j).name, w.old[w.j].partition, topic, p) < 0 {
 		w.j++
 	}
 	var st gpState
-	if w.j < len(w.old) && w.old[w.j].topic == topic && w.old[w.j].partition == p {
-		st = w.old[w.j]
+	var oldID string
+	if w.j < len(w.old) && w.old[w.j].partition == p && w.oldJ.at(w.j).name == topic {
+		st, oldID = w.old[w.j], w.oldJ.at(w.j).id
 		w.j++
 	} else {
-		st = gpState{topic: topic, partition: p, topicID: topicID}
+		st = gpState{partition: p}
 	}
 	w.rebuilt = append(w.rebuilt, st)
 	w.k++
 	ps := &w.rebuilt[len(w.rebuilt)-1]
-	w.fresh(ps, topicID)
+	w.fresh(ps, oldID, topicID)
 	return ps
 }
 
-// fresh gives st a ring, and resets it for a new topic incarnation (as a new partition).
-func (w *stateWalk) fresh(st *gpState, topicID string) {
-	if st.ring != nil && st.topicID == topicID {
+// fresh gives st (last of topic incarnation oldID) a ring, and resets it for a new topic incarnation (as a new
+// partition).
+func (w *stateWalk) fresh(st *gpState, oldID, topicID string) {
+	if st.ring != nil && oldID == topicID {
 		return
 	}
-	*st = gpState{topic: st.topic, partition: st.partition, topicID: topicID}
+	*st = gpState{partition: st.partition}
 	if len(w.slab) < w.window {
 		w.slab = make([]ringSample, w.window*max(w.n-w.k+1, 1))
 	}
 	st.ring, w.slab = w.slab[:w.window:w.window], w.slab[w.window:]
 }
 
-// done returns the group's states for the next cycle.
-func (w *stateWalk) done() []gpState {
+// done leaves the group's states and their topics in gs for the next cycle, and returns the walk's scratch.
+func (w *stateWalk) done(gs *groupState) []topicRun {
 	if w.rebuilt != nil {
-		return w.rebuilt
+		gs.parts = w.rebuilt
+	} else {
+		clear(w.old[w.k:]) // partitions gone from the end
+		gs.parts = w.old[:w.k]
 	}
-	clear(w.old[w.k:]) // partitions gone from the end
-	return w.old[:w.k]
+	if !slices.Equal(w.runs, gs.topics) {
+		gs.topics = slices.Clone(w.runs)
+	}
+	return w.runs[:0]
 }
 
 // groupCtx is what every partition of one group is evaluated with.
