@@ -31,8 +31,8 @@ type Loop struct {
 	wide     map[cacheKey]RecordProbe // the answers of cache's probeWide entries
 	probeSeq uint32                   // readRecords calls (wrapping), the stamp of the entries a call used
 
-	// scopes holds each group's topics from the last cycle that read its commits.
-	scopes map[string]map[string]bool
+	// scopes holds each group's topics from the last cycle that read its commits, sorted (scopeNames).
+	scopes map[string][]string
 
 	// record, when set, receives every cycle's observation (tidemark lag record).
 	record func(*Observation) error
@@ -419,14 +419,19 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 	// End offsets of the topics some group consumes; a group whose commits failed this cycle keeps its last scope, so
 	// that its last values can be shown (stale) against current end offsets.
 	inScope := map[string]bool{}
-	scopes := make(map[string]map[string]bool, len(obs.Groups))
-	for _, g := range obs.Groups {
-		sc := groupScope(&g)
-		if g.Error != "" {
-			sc = l.scopes[g.Group]
+	scopes := make(map[string][]string, len(obs.Groups))
+	var scope []string
+	for i := range obs.Groups {
+		g := &obs.Groups[i]
+		sc := l.scopes[g.Group]
+		if g.Error == "" {
+			// a sorted slice per group, not a map (~250 B for one topic); last cycle's when it is the same
+			if scope = scopeNames(scope[:0], g); !slices.Equal(scope, sc) {
+				sc = slices.Clone(scope)
+			}
 		}
 		scopes[g.Group] = sc
-		for t := range sc {
+		for _, t := range sc {
 			inScope[t] = true
 		}
 	}
@@ -453,7 +458,8 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 
 func cmpPartition(a, b PartitionObservation) int { return cmp.Compare(a.Partition, b.Partition) }
 
-// scopeNames appends to dst the topics of groupScope(g), sorted and each once.
+// scopeNames appends to dst the topics a group is measured on, sorted and each once: those it has commits for and
+// those assigned to its members (a newly assigned partition without a commit is in scope, case C10).
 func scopeNames(dst []string, g *GroupObservation) []string {
 	for i := range g.Offsets {
 		if t := g.Offsets[i].Topic; len(dst) == 0 || dst[len(dst)-1] != t {
@@ -467,21 +473,6 @@ func scopeNames(dst []string, g *GroupObservation) []string {
 	}
 	slices.Sort(dst)
 	return slices.Compact(dst)
-}
-
-// groupScope returns the topics a group is measured on: those it has commits for and those assigned to its members
-// (a newly assigned partition without a commit is in scope, case C10).
-func groupScope(g *GroupObservation) map[string]bool {
-	s := make(map[string]bool)
-	for _, c := range g.Offsets {
-		s[c.Topic] = true
-	}
-	for i := range g.Members {
-		for t := range memberTopics(&g.Members[i]) {
-			s[t] = true
-		}
-	}
-	return s
 }
 
 // memberTopics yields the topics a member owns or is the target of (KIP-848 and streams groups move partitions in
