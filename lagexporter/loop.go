@@ -27,7 +27,8 @@ type Loop struct {
 
 	// cache holds record probes that are facts about the immutable log, keyed by topic incarnation; after every
 	// cycle it holds only the entries that cycle used, so at most one per lagging group-partition.
-	cache    map[cacheKey]cachedProbe
+	// The map is per topic incarnation, so that an entry's key is 16 B, not a copy of the topic's name and id.
+	cache    map[probeTopic]map[probeSpot]cachedProbe
 	wide     map[cacheKey]RecordProbe // the answers of cache's probeWide entries
 	probeSeq uint32                   // readRecords calls (wrapping), the stamp of the entries a call used
 
@@ -48,23 +49,44 @@ type Loop struct {
 // cacheKey is a record probe's question: where it was read (topic incarnation, partition, offset) and whether for
 // read_committed. The answer's RecordProbe is rebuilt from it and the entry's cachedProbe (cachedProbe.probe).
 type cacheKey struct {
-	topicID       string
-	topic         string
+	probeTopic
+	probeSpot
+}
+
+type probeTopic struct{ id, name string }
+
+type probeSpot struct {
 	offset        int64
 	partition     int32
 	readCommitted bool
 }
 
 func probeCacheKey(topicID, topic string, partition int32, offset int64, iso Isolation) cacheKey {
-	return cacheKey{topicID: topicID, topic: topic, offset: offset, partition: partition,
-		readCommitted: iso.OrDefault() == ReadCommitted}
+	return cacheKey{probeTopic{id: topicID, name: topic},
+		probeSpot{offset: offset, partition: partition, readCommitted: iso.OrDefault() == ReadCommitted}}
+}
+
+// cachedAt returns k's entry.
+func (l *Loop) cachedAt(k cacheKey) (cachedProbe, bool) {
+	e, ok := l.cache[k.probeTopic][k.probeSpot]
+	return e, ok
+}
+
+// setCached sets k's entry.
+func (l *Loop) setCached(k cacheKey, e cachedProbe) {
+	m := l.cache[k.probeTopic]
+	if m == nil {
+		m = map[probeSpot]cachedProbe{}
+		l.cache[k.probeTopic] = m
+	}
+	m[k.probeSpot] = e
 }
 
 // cachedProbe is a cache entry: the answer of a RecordProbe without what its key holds (and without Error: answers
-// with one are not cached), 64 B instead of the probe's 168, and the readRecords call that last used it. The map is
-// updated in place, so a steady cycle allocates nothing for it. An answer the compact form cannot give back
-// identically (a Timestamp not in whole milliseconds on time.Local or UTC, a count beyond int32, an Isolation neither
-// empty nor the key's) is kept whole in Loop.wide, flagged probeWide.
+// with one are not cached), 64 B instead of the probe's 168 under a 16-B key instead of 64, and the readRecords call
+// that last used it. The map is updated in place, so a steady cycle allocates nothing for it. An answer the compact
+// form cannot give back identically (a Timestamp not in whole milliseconds on time.Local or UTC, a count beyond
+// int32, an Isolation neither empty nor the key's) is kept whole in Loop.wide, flagged probeWide.
 type cachedProbe struct {
 	firstOffset, scannedTo, timestampOffset, gapOffsets int64
 	timestampMs                                         int64 // Timestamp as Unix milliseconds, unless probeNoTime
@@ -108,7 +130,7 @@ func packProbe(k cacheKey, r *RecordProbe, used uint32) (cachedProbe, bool) {
 
 // probe is the answer c holds for k (not for a probeWide entry).
 func (c *cachedProbe) probe(k cacheKey) RecordProbe {
-	r := RecordProbe{Topic: k.topic, TopicID: k.topicID, Partition: k.partition, Offset: k.offset,
+	r := RecordProbe{Topic: k.name, TopicID: k.id, Partition: k.partition, Offset: k.offset,
 		Isolation: ReadUncommitted, FirstOffset: c.firstOffset, ScannedTo: c.scannedTo,
 		TimestampOffset: c.timestampOffset, Gap: c.flags&probeGap != 0, GapOffsets: c.gapOffsets,
 		MissingTimestamps: int(c.missing), WrongUnitTimestamps: int(c.wrongUnit), AppendClock: c.clock}
@@ -140,7 +162,7 @@ func (l *Loop) dropCached(k cacheKey, c *cachedProbe) {
 	if c.flags&probeWide != 0 {
 		delete(l.wide, k)
 	}
-	delete(l.cache, k)
+	delete(l.cache[k.probeTopic], k.probeSpot) // an emptied topic's map goes at the end of readRecords
 }
 
 // health is the exporter's own health; mu guards every field.
@@ -162,8 +184,8 @@ func NewLoop(cfg *Config, cluster Cluster, now func() time.Time) (*Loop, error) 
 	if !cfg.compiled {
 		return nil, errors.New("new lag loop: config not validated (call SetDefaults and Validate)")
 	}
-	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg), cache: map[cacheKey]cachedProbe{},
-		wide: map[cacheKey]RecordProbe{},
+	l := &Loop{cfg: cfg, cluster: cluster, now: now, eval: NewEvaluator(cfg),
+		cache: map[probeTopic]map[probeSpot]cachedProbe{}, wide: map[cacheKey]RecordProbe{},
 		subs: map[chan *Snapshot]struct{}{}}
 	l.health.errors = map[ErrorKind]uint64{}
 	l.health.invalidTimestamps = map[TimestampProblem]uint64{}
@@ -552,14 +574,14 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 					continue
 				}
 				k := probeCacheKey(t.ID, topic, p.Partition, start, iso)
-				e, ok := l.cache[k]
+				e, ok := l.cachedAt(k)
 				if ok && e.used == seq {
 					continue // another group waits at the same offset
 				}
 				if ok {
 					if e.firstOffset >= 0 && e.timestampOffset >= 0 || e.scannedTo >= end {
 						e.used = seq
-						l.cache[k] = e
+						l.setCached(k, e)
 						continue
 					}
 					unfinished[k] = l.cached(k, &e)
@@ -567,7 +589,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 						delete(l.wide, k)
 					}
 				}
-				l.cache[k] = cachedProbe{used: seq} // placeholder, replaced by the answer
+				l.setCached(k, cachedProbe{used: seq}) // placeholder, replaced by the answer
 				reqs = append(reqs, RecordRequest{Topic: topic, TopicID: t.ID, Partition: p.Partition,
 					Offset: start, End: end, Isolation: iso})
 			}
@@ -579,7 +601,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
 		for _, r := range got {
 			k := probeCacheKey(r.TopicID, r.Topic, r.Partition, r.Offset, r.Isolation)
-			if e, ok := l.cache[k]; ok {
+			if e, ok := l.cachedAt(k); ok {
 				l.dropCached(k, &e) // a placeholder, or an answer given twice (the last one counts)
 			}
 			if r.Error != "" {
@@ -590,7 +612,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 				e.flags |= probeWide
 				l.wide[k] = r
 			}
-			l.cache[k] = e
+			l.setCached(k, e)
 			// a record read again (the last answer found no valid timestamp) counts only the stamps it got further to
 			prev := unfinished[k]
 			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
@@ -600,23 +622,37 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 			}
 		}
 	}
-	obs.Records = make([]RecordProbe, 0, len(l.cache))
-	for k, e := range l.cache {
-		if e.used != seq || e.flags&probeAnswered == 0 { // not needed this cycle, or no answer
-			l.dropCached(k, &e)
-			continue
-		}
-		rp := l.cached(k, &e)
-		if rp.AppendClock != nil && l.clocks != nil {
-			// The offset is read afresh every cycle (a cached answer says only whose clock it was), and recorded
-			// with the observation so that lag eval, which has no clocks, sees what this cycle saw.
-			c := AppendClock{Broker: rp.AppendClock.Broker}
-			if c.Broker >= 0 {
-				c.Offset, c.Uncertainty, c.Known = l.clocks(c.Broker, obs.Time)
+	n := 0
+	for _, m := range l.cache {
+		n += len(m)
+	}
+	obs.Records = make([]RecordProbe, 0, n)
+	for t, m := range l.cache {
+		for s, e := range m {
+			k := cacheKey{t, s}
+			if e.used != seq || e.flags&probeAnswered == 0 { // not needed this cycle, or no answer
+				l.dropCached(k, &e)
+				continue
 			}
-			rp.AppendClock = &c
+			obs.Records = append(obs.Records, l.refreshed(l.cached(k, &e), obs.Time))
 		}
-		obs.Records = append(obs.Records, rp)
+		if len(m) == 0 {
+			delete(l.cache, t)
+		}
 	}
 	return invalid
+}
+
+// refreshed is a cached answer with its AppendClock's offset read afresh (when the loop has clocks).
+func (l *Loop) refreshed(rp RecordProbe, now time.Time) RecordProbe {
+	if rp.AppendClock != nil && l.clocks != nil {
+		// The offset is read afresh every cycle (a cached answer says only whose clock it was), and recorded
+		// with the observation so that lag eval, which has no clocks, sees what this cycle saw.
+		c := AppendClock{Broker: rp.AppendClock.Broker}
+		if c.Broker >= 0 {
+			c.Offset, c.Uncertainty, c.Known = l.clocks(c.Broker, now)
+		}
+		rp.AppendClock = &c
+	}
+	return rp
 }

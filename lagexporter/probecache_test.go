@@ -63,12 +63,13 @@ func TestCachedProbeGivesBackTheAnswer(t *testing.T) {
 	}
 }
 
-// TestCachedProbeEntrySize pins the cut: the entry is the answer only, 64 B, not the 168-B RecordProbe.
+// TestCachedProbeEntrySize pins the cut: the entry is the answer only, 64 B, not the 168-B RecordProbe, under a
+// 16-B key in its topic's map.
 func TestCachedProbeEntrySize(t *testing.T) {
 	if s := unsafe.Sizeof(cachedProbe{}); s != 64 {
 		t.Errorf("cachedProbe is %d B, want 64", s)
 	}
-	if s := unsafe.Sizeof(cacheKey{}); s != 48 {
-		t.Errorf("cacheKey is %d B, want 48", s)
+	if s := unsafe.Sizeof(probeSpot{}); s != 16 { // the key within its topic's map
+		t.Errorf("probeSpot is %d B, want 16", s)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -86,5 +87,42 @@ func TestStateWalkCarriesStatesUnderChurn(t *testing.T) {
 			t.Fatalf("cycle %d: runs not in topic order: %v", cycle, gs.topics)
 		}
 		last, lastID = now, maps.Clone(ids)
+	}
+}
+
+// A group's kept commits give back the read they were kept from: every commit, in its order, with its topic, for
+// sorted reads and for a timeline's unsorted one (a topic in several runs), reusing their arrays across reads.
+func TestKeptCommitsGiveBackTheRead(t *testing.T) {
+	if s := unsafe.Sizeof(keptCommit{}); s != 16 {
+		t.Errorf("keptCommit is %d B, want 16", s)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	gs := &groupState{}
+	var scratch []CommittedOffset
+	for round := range 300 {
+		var offs []CommittedOffset
+		for range rng.IntN(30) {
+			offs = append(offs, CommittedOffset{Topic: []string{"a", "b", "c"}[rng.IntN(3)], Partition: rng.Int32N(8), Offset: rng.Int64N(1000)})
+		}
+		if round%2 == 0 {
+			slices.SortStableFunc(offs, cmpOffset)
+		}
+		g := GroupObservation{Group: "g", State: "Stable", Offsets: slices.Clone(offs)}
+		gs.keep(&g)
+		var last GroupObservation
+		last, scratch = gs.last(scratch)
+		if len(offs) == 0 {
+			offs = nil
+		}
+		if !slices.Equal(last.Offsets, offs) || last.Group != "g" || last.State != "Stable" {
+			t.Fatalf("round %d: kept %v, got back %v", round, offs, last.Offsets)
+		}
+	}
+	// a commit with a commit time is kept whole
+	when := time.Unix(1_700_000_000, 0)
+	g := GroupObservation{Group: "g", Offsets: []CommittedOffset{{Topic: "a", Partition: 1, Offset: 5, CommitTime: when}}}
+	gs.keep(&g)
+	if last, _ := gs.last(nil); !slices.Equal(last.Offsets, g.Offsets) || gs.kept != nil || gs.keptTopics != nil {
+		t.Fatalf("kept whole: got back %v, kept %v %v", last.Offsets, gs.kept, gs.keptTopics)
 	}
 }
