@@ -28,13 +28,13 @@ const maxHeldSnapshots = 16
 // rows repeat up to backfill of time the old holder wrote too: each row a correct observation at its own time.
 func (c *Collector) FollowLag(ctx context.Context, snaps <-chan *lagexporter.Snapshot, activity *lagexporter.Activity,
 	backfill time.Duration) error {
-	var held []*lagexporter.Snapshot
 	write := func(s *lagexporter.Snapshot) error {
 		if rows := store.LagRows(s); len(rows) > 0 {
 			return c.opts.Sink.Write(ctx, store.Rows{Lag: rows}, nil)
 		}
 		return nil
 	}
+	b := &backfiller{window: backfill}
 	for {
 		select {
 		case <-ctx.Done():
@@ -51,32 +51,45 @@ func (c *Collector) FollowLag(ctx context.Context, snaps <-chan *lagexporter.Sna
 					}
 				}
 			}
-			switch {
-			case activity != nil && !activity.Active():
-				if backfill > 0 {
-					held = append(held, s)
-					drop := 0
-					for drop < len(held) && (s.Time.Sub(held[drop].Time) > backfill || len(held)-drop > maxHeldSnapshots) {
-						drop++
-					}
-					held = append(held[:0], held[drop:]...)
-					clear(held[len(held):cap(held)]) // no reference kept to a dropped snapshot
-				}
-			default:
-				for i, h := range held { // taken while standby, in the time before this replica turned active
-					if err := write(h); err != nil {
-						return nil // ctx ended
-					}
-					held[i] = nil
-				}
-				held = held[:0]
-				if err := write(s); err != nil {
-					return nil // ctx ended
-				}
+			if err := b.handle(s, activity == nil || activity.Active(), write); err != nil {
+				return nil // ctx ended
 			}
 			if err := c.ObserveSnapshot(ctx, s); err != nil {
 				return nil // ctx ended
 			}
 		}
 	}
+}
+
+// backfiller is FollowLag's standby state: the snapshots of the last window taken while standby.
+type backfiller struct {
+	window time.Duration // 0: none kept
+	held   []*lagexporter.Snapshot
+}
+
+// handle takes snapshot s: while standby (active false) it is held, and the held ones older than window before it
+// (or beyond maxHeldSnapshots) are dropped; while active the held ones are written first, oldest first, then s.
+// It returns write's first error.
+func (b *backfiller) handle(s *lagexporter.Snapshot, active bool, write func(*lagexporter.Snapshot) error) error {
+	if !active {
+		if b.window > 0 {
+			b.held = append(b.held, s)
+			drop := 0
+			for drop < len(b.held) && (s.Time.Sub(b.held[drop].Time) > b.window || len(b.held)-drop > maxHeldSnapshots) {
+				drop++
+			}
+			n := copy(b.held, b.held[drop:])
+			clear(b.held[n:]) // no reference kept to a dropped snapshot
+			b.held = b.held[:n]
+		}
+		return nil
+	}
+	for i, h := range b.held { // taken while standby, in the time before this replica turned active
+		if err := write(h); err != nil {
+			return err
+		}
+		b.held[i] = nil
+	}
+	b.held = b.held[:0]
+	return write(s)
 }
