@@ -144,6 +144,9 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 		if cg, err = sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc); err == nil {
 			break
 		}
+		if ce := sarama.ConfigurationError(""); errors.As(err, &ce) { // no retry mends a configuration
+			return fmt.Errorf("start consumer group %s: %w", cfg.Group, err)
+		}
 		cfg.Logger.Warn("consumer group cannot reach Kafka; retrying", "group", cfg.Group, "brokers", cfg.Brokers,
 			"in", wait, "err", err)
 		select {

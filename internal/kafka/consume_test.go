@@ -6,8 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 
 	"github.com/tidemark/tidemark/internal/testenv"
 )
@@ -214,4 +217,17 @@ func forwardTo(t *testing.T, addr, target string) net.Listener {
 		}
 	}()
 	return ln
+}
+
+// TestRunGroupRefusesBadConfig: a configuration sarama refuses is an error at once, not retried as an outage.
+func TestRunGroupRefusesBadConfig(t *testing.T) {
+	sc := sarama.NewConfig()
+	sc.Consumer.Group.Session.Timeout = 0 // sarama: "Consumer.Group.Session.Timeout must be >= 2ms"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
+	defer cancel()
+	err := RunGroup(ctx, GroupConfig{Brokers: []string{"127.0.0.1:9"}, Sarama: sc, Group: "g", Topics: []string{"t"}},
+		func(context.Context, Batch, func(int64)) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "Session.Timeout") || ctx.Err() != nil {
+		t.Fatalf("RunGroup with a bad config: %v (ctx %v), want the configuration error at once", err, ctx.Err())
+	}
 }
