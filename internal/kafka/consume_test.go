@@ -222,7 +222,7 @@ func forwardTo(t *testing.T, addr, target string) net.Listener {
 // TestRunGroupRefusesBadConfig: a configuration sarama refuses is an error at once, not retried as an outage.
 func TestRunGroupRefusesBadConfig(t *testing.T) {
 	sc := sarama.NewConfig()
-	sc.Consumer.Group.Session.Timeout = 0 // sarama: "Consumer.Group.Session.Timeout must be >= 2ms"
+	sc.Consumer.Group.Session.Timeout = 0                                 // sarama: "Consumer.Group.Session.Timeout must be >= 2ms"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // hang guard
 	defer cancel()
 	err := RunGroup(ctx, GroupConfig{Brokers: []string{"127.0.0.1:9"}, Sarama: sc, Group: "g", Topics: []string{"t"}},
