@@ -115,6 +115,22 @@ func (r *Result) StageUncertainty(s Stage) float64 {
 	return r.MomentUnc[x] + r.MomentUnc[y]
 }
 
+// StageBounds returns the interval [lo, hi] in ms, on the reference clock, that holds the true value of stage s:
+// Stages[s] ∓ [Result.StageUncertainty], with lo clamped at 0 (no stage is negative). hi is +Inf when an end's
+// offset is unknown. ok is false when the stage is absent. Percentiles of the lower and of the upper ends bound the
+// true percentile from both sides, since an order statistic is monotone in each sample.
+func (r *Result) StageBounds(s Stage) (lo, hi float64, ok bool) {
+	v, ok := r.Stage(s)
+	if !ok {
+		return 0, 0, false
+	}
+	u := r.StageUncertainty(s)
+	if math.IsNaN(u) || math.IsInf(u, 0) {
+		return 0, math.Inf(1), true
+	}
+	return math.Max(0, v-u), v + u, true
+}
+
 // Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
 // skew-suspected or unsettled pair of stamps (the record's class and FlagCommitBound are separate questions).
 func (r *Result) Trusted(s Stage) bool {
