@@ -12,8 +12,8 @@ help:
 	@echo "make test     start real Kafka (with its SASL_SSL, OAUTHBEARER and mTLS listeners) + ClickHouse + Jaeger"
 	@echo "              if needed, vet, run all tests, stop what it started"
 	@echo "make demo     run Tidemark on real traffic between hosts with skewed clocks and print the report"
-	@echo "make up|down  start / stop the local stack (3 Kafka brokers, ClickHouse); 'make up SECURE=1' adds the"
-	@echo "              secure listeners, the OIDC issuer and ClickHouse's TLS port; 'make env' prints its env"
+	@echo "make up|down  start / stop the local stack (3 Kafka brokers with the secure listeners, the OIDC issuer,"
+	@echo "              ClickHouse with its TLS port); 'make env' prints its env; every command above reuses it"
 	@echo "make plugin   build the Grafana plugin into plugin/dist"
 	@echo "make stress   repeat the tests (-race, -count, -cpu) to find flaky ones; prints failures per test (docs/testing.md)"
 	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-cardinality|bench-plugin|bench-scale   benchmarks (ratios against same-run baselines)"
@@ -22,7 +22,7 @@ install:
 	$(STACK) install
 
 up:
-	@$(STACK) up --brokers $${TIDEMARK_BROKERS:-3} $(if $(SECURE),--secure)
+	@$(STACK) up --brokers $${TIDEMARK_BROKERS:-3}
 
 down:
 	@$(STACK) down
@@ -32,9 +32,10 @@ env:
 
 # test: the stack is started only if it is not already running, and only what this run started is stopped.
 # Jaeger is the real trace backend of the tracing integration test (built once per machine: ~10 CPU-minutes from empty Go caches).
-# The stack is started --secure: the secure-connection tests (SCRAM, OAUTHBEARER, mTLS, ClickHouse TLS) run on real listeners.
+# The stack always has the secure listeners: the secure-connection tests (SCRAM, OAUTHBEARER, mTLS, ClickHouse TLS) run
+# on real listeners, and a stack `make demo` left running serves `make test` as it is.
 test:
-	$(STACK) with --jaeger --secure -- $(MAKE) --no-print-directory check
+	$(STACK) with --jaeger -- $(MAKE) --no-print-directory check
 
 # check: everything the tests need besides the servers, then the tests (expects the stack's env to be set).
 check: vet

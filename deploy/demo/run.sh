@@ -21,7 +21,10 @@ DEMO_SECONDS=${DEMO_SECONDS:-110}
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "starting the local stack (3 brokers, ClickHouse, Jaeger)"
-eval "$(bash deploy/local/stack.sh up --brokers 3 --jaeger)"
+# Assigned first, then evaluated: `eval "$(...)"` would carry on after a failed start (eval's status is that of the
+# evaluated text, not of the command that printed it).
+STACK_ENV=$(bash deploy/local/stack.sh up --brokers 3 --jaeger)
+eval "$STACK_ENV"
 : "${TIDEMARK_KAFKA_BROKERS:?stack.sh did not export TIDEMARK_KAFKA_BROKERS}"
 : "${TIDEMARK_CLICKHOUSE_ADDR:?stack.sh did not export TIDEMARK_CLICKHOUSE_ADDR}"
 : "${TIDEMARK_JAEGER_QUERY:?stack.sh did not export TIDEMARK_JAEGER_QUERY}"

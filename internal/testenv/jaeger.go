@@ -28,7 +28,7 @@ type JaegerAddrs struct {
 // CI=true, when they are not set.
 func Jaeger(t testing.TB) JaegerAddrs {
 	t.Helper()
-	const start = "`bash deploy/local/stack.sh up --jaeger` and eval its output"
+	const start = "`eval \"$(bash deploy/local/stack.sh up --jaeger)\"` in this shell"
 	return JaegerAddrs{OTLPGRPC: requireStartedBy(t, "TIDEMARK_JAEGER_OTLP_GRPC", "Jaeger", start),
 		OTLPHTTP: requireStartedBy(t, "TIDEMARK_JAEGER_OTLP_HTTP", "Jaeger", start),
 		Query:    requireStartedBy(t, "TIDEMARK_JAEGER_QUERY", "Jaeger", start)}

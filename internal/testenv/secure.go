@@ -31,14 +31,14 @@ const (
 	SecureClickHousePW = "tidemark"
 )
 
-// SecureStack returns the secure side's addresses and files. It skips the test, or fails it under CI=true, when the
-// stack was started without --secure.
+// SecureStack returns the secure side's addresses and files. It skips the test, or fails it under CI=true, when their
+// variables are unset (the stack is not running, or its environment is not in the shell).
 func SecureStack(t testing.TB) Secure {
 	t.Helper()
 	split := func(env string) []string {
-		return strings.Split(require(t, env, "the secure Kafka stack (stack.sh up --secure)"), ",")
+		return strings.Split(require(t, env, "the secure Kafka stack"), ",")
 	}
-	one := func(env string) string { return require(t, env, "the secure stack (stack.sh up --secure)") }
+	one := func(env string) string { return require(t, env, "the secure stack") }
 	return Secure{
 		SASLBrokers: split("TIDEMARK_KAFKA_SASL_BROKERS"), OAuthBrokers: split("TIDEMARK_KAFKA_OAUTH_BROKERS"),
 		MTLSBrokers: split("TIDEMARK_KAFKA_MTLS_BROKERS"),

@@ -30,11 +30,11 @@ import (
 // InCI reports whether the run is a CI run (CI=true), where a missing server is a failure, not a skip.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
-// require fails (under CI) or skips the test when the environment variable env is unset, naming the make target that
-// starts the server.
+// require fails (under CI) or skips the test when the environment variable env is unset, naming the command that
+// starts the stack (or reuses the running one) and sets its environment in the shell.
 func require(t testing.TB, env, what string) string {
 	t.Helper()
-	return requireStartedBy(t, env, what, "`make up`")
+	return requireStartedBy(t, env, what, "`eval \"$(make -s up)\"` in this shell")
 }
 
 // requireStartedBy is require for a server that `start` starts (a command, quoted), besides `make test`.
