@@ -241,9 +241,13 @@ func TestClusterRetentionMargins(t *testing.T) {
 
 // TestClusterWrongUnitTimestamp (issue 11 item 7): a producer that stamps records in seconds. The exporter counts the
 // stamp as wrong_unit and takes the time lag from the next record, flagged lower_bound, never 56 years.
+//
+// The topic keeps its records forever (retention.ms=-1): a stamp in 1970 makes the broker roll the segment at the
+// next append (segment.ms counts from the segment's first timestamp) and, under time retention, delete it at its next
+// retention check; TestClusterWrongUnitTimestampExpires covers that outcome.
 func TestClusterWrongUnitTimestamp(t *testing.T) {
 	e := newLagEnv(t, nil)
-	topic := e.topic("unit", 1, nil)
+	topic := e.topic("unit", 1, map[string]string{"retention.ms": "-1"})
 	now := time.Now()
 	produce(t, topic, []int32{0}, 1, time.UnixMilli(now.Unix())) // seconds written as milliseconds: 1970-01-21
 	ok := now.Add(-10 * time.Second).Truncate(time.Millisecond)
@@ -252,11 +256,35 @@ func TestClusterWrongUnitTimestamp(t *testing.T) {
 	e.commit(group, map[string]map[int32]int64{topic: {0: 0}})
 	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool { return g != nil && len(g.Partitions) == 1 })
 	p := partLag(t, g, topic, 0)
-	if p.Lag != 2 || !p.TimeLagKnown || !p.Flags.Has(lagexporter.FlagLowerBound) || p.TimeLag != e.loop.Latest().Time.Sub(ok) {
-		t.Fatalf("%+v, want lag 2 with the time lag of record 1 (%v ago), lower bound", *p, e.loop.Latest().Time.Sub(ok))
+	if p.LogStart != 0 || p.Lag != 2 || !p.TimeLagKnown || !p.Flags.Has(lagexporter.FlagLowerBound) || p.TimeLag != e.loop.Latest().Time.Sub(ok) {
+		t.Fatalf("%+v, want log start 0, lag 2 with the time lag of record 1 (%v ago), lower bound", *p, e.loop.Latest().Time.Sub(ok))
 	}
 	if n := e.loop.Health().InvalidTimestamps[lagexporter.TimestampWrongUnit]; n != 1 {
 		t.Fatalf("wrong_unit timestamps counted %d, want 1 (the record is read once; its answer is cached)", n)
+	}
+}
+
+// TestClusterWrongUnitTimestampExpires: under time retention the broker deletes a record stamped in seconds at once
+// (its segment's largest timestamp is in 1970, KIP-937), so an unconsumed record disappears without ever being old.
+// The exporter reports it as expired, not as lag, and takes the time lag from the first record that is left.
+func TestClusterWrongUnitTimestampExpires(t *testing.T) {
+	e := newLagEnv(t, nil)
+	// A week, the broker's default, pinned: the 1970 stamp is past any retention a cluster would set.
+	topic := e.topic("unitexp", 1, map[string]string{"retention.ms": "604800000"})
+	now := time.Now()
+	produce(t, topic, []int32{0}, 1, time.UnixMilli(now.Unix())) // seconds written as milliseconds: 1970-01-21
+	ok := now.Add(-10 * time.Second).Truncate(time.Millisecond)
+	produce(t, topic, []int32{0}, 1, ok) // rolls the segment: the 1970 one is now closed and eligible for deletion
+	group := e.prefix + "_g"
+	e.commit(group, map[string]map[int32]int64{topic: {0: 0}})
+	// The broker's retention check (every 5 s on the local stack) moves the log start to 1.
+	g := e.waitGroup(group, func(g *lagexporter.GroupLag) bool {
+		return g != nil && len(g.Partitions) == 1 && g.Partitions[0].LogStart == 1
+	})
+	p := partLag(t, g, topic, 0)
+	if p.Lag != 1 || p.ExpiredOffsets != 1 || !p.Flags.Has(lagexporter.FlagExpired) || p.Flags.Has(lagexporter.FlagLowerBound) ||
+		!p.TimeLagKnown || p.TimeLag != e.loop.Latest().Time.Sub(ok) {
+		t.Fatalf("%+v, want lag 1, 1 expired offset, the exact time lag of record 1 (%v ago)", *p, e.loop.Latest().Time.Sub(ok))
 	}
 }
 
