@@ -169,8 +169,8 @@ func TestUnknownStampMovesToNearestEnd(t *testing.T) {
 
 // TestWrongUnitStamps (item 2c): with an append anchor at 2026-11-29T12:00:00.000Z, a produce stamp declared in ms has
 // its unit guessed from its magnitude, and the guess is judged against the anchor. A value that, rescaled, lies
-// within the bounds of the anchor is in the wrong unit (and, with FixUnits, converted and kept, flagged and counted by reason); one that does not is
-// far in the future (or past) and says so.
+// within the bounds of the anchor is in the wrong unit (and, with FixUnits, converted and kept, flagged and counted
+// by reason); one that does not is far in the future (or past) and says so.
 func TestWrongUnitStamps(t *testing.T) {
 	const anchorMs = int64(1795953600000) // 2026-11-29T12:00:00Z
 	tests := []struct {
