@@ -32,6 +32,9 @@ type Metrics struct {
 	// WithoutMetadata counts receipts whose append stamp needed their topic's metadata and that were stored
 	// without it, by the lookup's outcome (missing: no such topic; failed; pending).
 	WithoutMetadata *prometheus.CounterVec // state
+	// LagRowsLost counts lag_snapshots rows the writer gave up on and that FollowLag no longer keeps for another
+	// write: their snapshot fell out of the bounded retry buffer (maxHeldSnapshots), or the feed stopped.
+	LagRowsLost prometheus.Counter
 	// UnknownTopics is the number of topic names the metadata cache tracks that are not known to exist (being
 	// looked up, missing or failed): at most collector.metadata.max_unknown_topics.
 	UnknownTopics prometheus.Gauge
@@ -138,6 +141,8 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help: "Receipts waiting for their topic's metadata to be looked up (the receipts partition reads on meanwhile)."}),
 		WithoutMetadata: cv("tidemark_collector_receipts_without_metadata_total",
 			"Receipts stored without their topic's metadata (no leader stamp), by lookup state: missing (no such topic), failed, pending.", "state"),
+		LagRowsLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_lag_rows_lost_total",
+			Help: "lag_snapshots rows the writer gave up on and that are no longer kept for another write (the retry buffer holds 16 snapshots): lost for good."}),
 		UnknownTopics: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_unknown_topics",
 			Help: "Topic names tracked by the metadata cache that are not known to exist (looked up, missing or failed); bounded by collector.metadata.max_unknown_topics."}),
 		LiveLabelSets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_live_label_sets",
@@ -185,7 +190,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.UnknownTopics,
+			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
 			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}

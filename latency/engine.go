@@ -506,8 +506,9 @@ func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 
 // wrongUnit decides a stamp ToMillis took for one in the wrong unit (guess: its reason), declaredMs being its value
 // read in its declared unit. The guess is confirmed only when the rescaled value agrees with the record's anchor
-// (within Bounds): KIP-937's bound is checked first, so a value far in the future that merely looks like µs or ns
-// is ReasonTooNew (and one far in the past that looks like seconds ReasonTooOld), not a unit error. A confirmed µs or
+// (within Bounds), so a value whose rescaling still lies beyond the bounds is ReasonTooNew (ReasonTooOld for one
+// that looks like seconds), not a unit error; a value far in the future as ms (beyond KIP-937's bound) whose µs
+// or ns reading agrees with the anchor is the unit error. A confirmed µs or
 // ns value is converted (its ms, fixed=true) when Config.FixUnits is on; seconds never are (they lost the
 // milliseconds a stage needs). Without an anchor the guess stands and nothing is converted.
 func (e *Engine) wrongUnit(m Moment, declaredMs float64, guess Reason, hasAnchor bool, anchorMs float64) (ms float64, why Reason, fixed bool) {

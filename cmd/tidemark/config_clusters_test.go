@@ -92,6 +92,13 @@ clusters:
   - {name: a, kafka: {brokers: ["a"]}, lag: {poll_interval: -1s}, collector: {probe: {enabled: true}}}
 `, []string{`clusters[0].kafka.brokers: "a" is not host:port`, "clusters[0].lag.poll_interval:",
 			"clusters[0].collector.probe.enabled: the collector writes to ClickHouse"}},
+		// The decoder names list entries with [i], which koanf's paths cannot read: the value is looked up by walking
+		// the list, so the message quotes it (and the second entry's, not the first's).
+		{"a bad duration in an entry", `
+clusters:
+  - {name: a, kafka: {brokers: ["a:9092"]}}
+  - {name: b, kafka: {brokers: ["b:9092"]}, lag: {poll_interval: 5x}}
+`, []string{`clusters[1].lag.poll_interval: want a duration like 500ms, 30s or 1m30s, got "5x"`}},
 		{"lag.cluster disagrees with the name", `
 clusters:
   - {name: a, kafka: {brokers: ["a:9092"]}, lag: {cluster: b}}

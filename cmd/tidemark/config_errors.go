@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,7 +61,7 @@ func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
 			}
 			return
 		}
-		lines[key] = key + ": " + wantGot(inner, k.Get(key))
+		lines[key] = key + ": " + wantGot(inner, configValue(k, key))
 	}
 	walk(err)
 	keys := make([]string, 0, len(lines))
@@ -76,6 +77,33 @@ func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
 		out = append(out, errors.New(o))
 	}
 	return errors.Join(out...)
+}
+
+// configValue is the value at key in k, where key may index lists as the decoder names them
+// ("clusters[0].lag.poll_interval"), which koanf's own paths cannot; nil when there is none.
+func configValue(k *koanf.Koanf, key string) any {
+	if !strings.Contains(key, "[") {
+		return k.Get(key)
+	}
+	var v any = k.Raw()
+	for _, seg := range strings.Split(key, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[name]
+		for rest != "" { // "0]" or "0][1]"
+			idx, after, ok := strings.Cut(rest, "]")
+			i, err := strconv.Atoi(idx)
+			l, isList := v.([]any)
+			if !ok || err != nil || !isList || i < 0 || i >= len(l) {
+				return nil
+			}
+			v, rest = l[i], strings.TrimPrefix(after, "[")
+		}
+	}
+	return v
 }
 
 // wantGot says what a key wanted and what it got, for a decode error of its value.

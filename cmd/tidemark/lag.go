@@ -49,7 +49,7 @@ func (lf *lagFlags) register(cmd *cobra.Command, withKafka bool) {
 		f.StringSliceVar(&lf.brokers, "brokers", strings.Split(def, ","), "bootstrap brokers, comma-separated (env TIDEMARK_KAFKA_BROKERS; overrides --config's kafka.brokers)")
 		f.StringVar(&lf.configPath, "config", "", "a Tidemark config file: its kafka: block (brokers, TLS, SASL) is used; flags override it")
 		registerKafkaFlags(f)
-		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of one poll cycle (> 0)")
+		f.DurationVar(&lf.timeout, "timeout", time.Minute, "deadline of the connection check, of one poll cycle, and of every network step in them (> 0)")
 		lf.hasTimeout = true
 		f.StringVar(&lf.cluster, "cluster", "default", "the cluster: with --config listing clusters:, the entry to read (its kafka: block; "+
 			"optional when it lists one); its name is the cluster label")
@@ -124,8 +124,9 @@ func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, err
 }
 
 // reader connects to the cluster the kafka: settings (--config, environment, flags) name. It checks the connection
-// first, so that a refused login or certificate is one error naming the broker and mechanism instead of a cycle of
-// per-partition failures.
+// first, so that a refused login or certificate, or a port that is not Kafka, is one error naming the broker and
+// mechanism instead of a cycle of per-partition failures. The check is bounded by --timeout, and so is every network
+// step of the reader (dial, each request), so no step of a command outlasts --timeout.
 func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
 	if lf.kafka == nil {
 		return nil, errors.New("lag flags: config must be called before reader")
@@ -136,10 +137,14 @@ func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cl.Check(ctx); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, lf.timeout)
+	defer cancel()
+	if err := cl.Check(cctx); err != nil {
 		return nil, err
 	}
-	return kafka.NewClusterReader(cl.Brokers(), cl.Sarama())
+	sc := cl.Sarama()
+	kafkaconfig.BoundTimeouts(sc, lf.timeout)
+	return kafka.NewClusterReader(cl.Brokers(), sc)
 }
 
 // newLagCmd is `tidemark lag`: one poll cycle against a live cluster, printed like Kafka's consumer-groups command

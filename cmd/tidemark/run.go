@@ -96,12 +96,13 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 
 // run wires and runs everything until ctx ends. The HTTP server comes first (startHTTP), so that /healthz (alive)
 // and /metrics answer while dependencies are still unreachable; /readyz is 503 with the reason until everything
-// runs. Then, with a clickhouse block, the store and writer (openStore) and the span exporter (startTracing); then
-// every cluster (clusterRun.run), each in its own goroutines: its collector and its lag exporter connect to its
-// Kafka, each retried with exponential backoff until it answers or ctx ends (a signal during the retries is a clean
-// stop), so one cluster being down delays nothing of the others. Stop order is the reverse: consumers stop (each
-// path drains its rows into the writer and commits), the lag exporters stop, the writer flushes and closes,
-// ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
+// runs. Then, with a clickhouse block, the store, writer, span exporter and collectors start in their own goroutine
+// (startHistory) while every cluster runs (clusterRun.run), each in its own goroutines: its lag exporter connects to
+// its Kafka at once, its collector once the store is up (a lag exporter never waits for its history store); each
+// dependency is retried with exponential backoff until it answers or ctx ends (a signal during the retries is a
+// clean stop), so one cluster or ClickHouse being down delays nothing of the others. Stop order is the reverse:
+// consumers stop (each path drains its rows into the writer and commits), the lag exporters stop, the writer flushes
+// and closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
 // gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
 // the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
 // is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
@@ -138,50 +139,118 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	}
 	defer stopHTTP(&err) // last: the HTTP server outlives everything else
 
-	var writer *store.Writer
-	var tp trace.TracerProvider // nil: no hop spans
+	// The store starts in its own goroutine: the lag exporters must not wait for their history store. The collector
+	// paths, and the lag feed into lag_snapshots, wait for it (clusterRun.run); /readyz names them as waiting.
+	rctx, failRun := context.WithCancelCause(sctx)
+	defer failRun(nil)
+	var hist *history
 	if cfg.clickHouse {
-		cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0006 were this cluster's
-		db, err := openStore(sctx, cfg, log, &ready.st)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		if writer, err = store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log}); err != nil {
-			return err
-		}
-		prov, err := startTracing(cfg, reg, log)
-		if err != nil {
-			return err
-		}
-		if prov != nil {
-			tp = prov
-			defer stopTracing(prov, cfg, log) // after the writer closed: the paths' last spans are queued by then
-		}
-		for _, cr := range clusters {
-			if err := cr.newCollector(cfg, writer, tp, reg); err != nil {
-				return err
-			}
-		}
+		hist = startHistory(rctx, cfg, clusters, reg, log, failRun)
 	}
 
-	runErr := runClusters(sctx, clusters, *cfg.LagEnabled, lagMetrics, func() {
+	runErr := runClusters(rctx, clusters, *cfg.LagEnabled, lagMetrics, hist, func() {
 		ready.st.setCheck(nil) // from now on each cluster says for itself
 		log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
 	}, log) // consumers have stopped and drained
-	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
-		runErr = errors.Join(runErr, cause) // the HTTP server failed
+	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil {
+		runErr = errors.Join(runErr, cause) // the HTTP server or the store's start failed
 	}
 	ready.st.set("stopping")
-	if writer != nil {
+	if hist != nil {
+		runErr = errors.Join(runErr, hist.close(cfg, log))
+	}
+	return runErr
+}
+
+// history is the ClickHouse side of `tidemark run`: the store, its writer, the span exporter and every cluster's
+// collector, started together in one goroutine (startHistory) while the lag exporters already run.
+type history struct {
+	done chan struct{} // closed when the start ended: the fields below are then set (or left nil when it failed)
+	st   readiness     // why the store is not up yet ("connecting to ClickHouse: ..."), "" once it is
+
+	db     *store.Store
+	writer *store.Writer
+	prov   *tracing.Provider
+}
+
+// startHistory connects to ClickHouse (retrying like every dependency, see openStore), then builds the writer, the
+// span exporter and each cluster's collector, and closes h.done. A failure other than ctx ending (a bad tracing
+// block, a collector config the engine refuses) ends the run through fail.
+func startHistory(ctx context.Context, cfg *runConfig, clusters []*clusterRun, reg prometheus.Registerer,
+	log *slog.Logger, fail context.CancelCauseFunc) *history {
+	h := &history{done: make(chan struct{})}
+	h.st.set("connecting to ClickHouse")
+	cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0006 were this cluster's
+	go func() {
+		defer close(h.done)
+		err := func() error {
+			db, err := openStore(ctx, cfg, log, &h.st)
+			if err != nil {
+				return err
+			}
+			h.db = db
+			if h.writer, err = store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log}); err != nil {
+				return err
+			}
+			if h.prov, err = startTracing(cfg, reg, log); err != nil {
+				return err
+			}
+			var tp trace.TracerProvider // nil: no hop spans
+			if h.prov != nil {
+				tp = h.prov
+			}
+			for _, cr := range clusters {
+				if err := cr.newCollector(cfg, h.writer, tp, reg); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			for _, cr := range clusters {
+				cr.col = nil // none of them runs: the run ends
+			}
+			if ctx.Err() == nil {
+				fail(err)
+			}
+			return
+		}
+		h.st.setCheck(nil)
+	}()
+	return h
+}
+
+// collector returns the cluster's collector once the store has started, nil while it has not (or never will: the
+// start failed or ctx ended first). ok reports whether the start has ended.
+func (h *history) collector(cr *clusterRun) (col *collector.Collector, ok bool) {
+	select {
+	case <-h.done:
+		return cr.col, true
+	default:
+		return nil, false
+	}
+}
+
+// close waits for the start to end (ctx has ended by then), flushes and closes the writer, exports the queued spans
+// (the paths' last spans are queued once the writer closed) and closes ClickHouse.
+func (h *history) close(cfg *runConfig, log *slog.Logger) error {
+	<-h.done
+	var err error
+	if h.writer != nil {
 		log.Info("stopping: flushing the writer")
 		fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
 		defer cancel()
-		if err := writer.Close(fctx); err != nil {
-			runErr = errors.Join(runErr, fmt.Errorf("close writer: %w", err))
+		if werr := h.writer.Close(fctx); werr != nil {
+			err = fmt.Errorf("close writer: %w", werr)
 		}
 	}
-	return runErr
+	if h.prov != nil {
+		stopTracing(h.prov, cfg, log)
+	}
+	if h.db != nil {
+		_ = h.db.Close()
+	}
+	return err
 }
 
 // runClusters runs every cluster until ctx ends (started is called once they are all started) and returns the
@@ -189,15 +258,15 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 // an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
 // why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
 // a process watching one cluster exits with that cluster's error, as it always did.
-func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetrics *promexport.Handler, started func(),
-	log *slog.Logger) error {
+func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetrics *promexport.Handler, hist *history,
+	started func(), log *slog.Logger) error {
 	errs := make([]error, len(clusters))
 	var wg sync.WaitGroup
 	for i, cr := range clusters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cr.run(ctx, lag, lagMetrics)
+			err := cr.run(ctx, lag, lagMetrics, hist)
 			if err == nil || ctx.Err() != nil {
 				return
 			}
@@ -353,15 +422,23 @@ func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.Tra
 	return err
 }
 
-// run runs the cluster's collector and lag exporter (when lag is on; its series go to lagMetrics) until ctx ends.
-func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.Handler) error {
+// run runs the cluster's collector and lag exporter (when lag is on; its series go to lagMetrics) until ctx ends. The
+// lag exporter starts at once; the collector, and the lag feed into lag_snapshots, start when hist (nil: no
+// clickhouse block) has started the store, and the snapshots taken meanwhile wait for them (at most
+// lagFeedBuffer; later ones are not written).
+func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.Handler, hist *history) error {
 	g, gctx := errgroup.WithContext(ctx)
-	if cr.col != nil {
+	if hist != nil {
 		// The collector connects to Kafka in its Run (retrying); until it does, and while its sink fails, it says why.
-		g.Go(func() error { return cr.col.Run(gctx) })
+		g.Go(func() error {
+			if col := cr.awaitCollector(gctx, hist); col != nil {
+				return col.Run(gctx)
+			}
+			return nil
+		})
 	}
 	if !lag {
-		cr.ready.setCheck(cr.col.Ready)
+		cr.ready.setCheck(cr.collectorCheck(hist))
 		return g.Wait()
 	}
 	g.Go(func() error {
@@ -370,9 +447,15 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 			return err
 		}
 		defer reader.Close()
-		if cr.col != nil {
-			// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from ours.
-			loop.SetBrokerClocks(cr.col.BrokerOffset)
+		if hist != nil {
+			// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from
+			// ours, once the collector runs.
+			loop.SetBrokerClocks(func(broker int32, at time.Time) (time.Duration, time.Duration, bool) {
+				if col, _ := hist.collector(cr); col != nil {
+					return col.BrokerOffset(broker, at)
+				}
+				return 0, 0, false
+			})
 		}
 		// lag.election: one active replica per cluster (lease group tidemark-lag-exporter-<cluster> by default); a
 		// standby serves the health series only (ActiveSource hides its snapshots) and writes no lag_snapshots rows.
@@ -381,39 +464,82 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 		lg, lctx := errgroup.WithContext(gctx)
 		rendered, cancelRender := loop.Subscribe(1)
 		defer cancelRender()
-		if cr.col != nil {
-			snaps, cancelSub := loop.Subscribe(4)
+		if hist != nil {
+			snaps, cancelSub := loop.Subscribe(lagFeedBuffer)
 			defer cancelSub()
 			var backfill time.Duration // a new holder writes the standby snapshots of the failover's gap
 			if cr.cfg.Lag.Election.Enabled {
 				backfill = cr.cfg.Lag.Election.SessionTimeout + cr.cfg.Lag.PollInterval
 			}
-			lg.Go(func() error { return cr.col.FollowLag(lctx, snaps, activity, backfill) })
+			lg.Go(func() error {
+				if col := cr.awaitCollector(lctx, hist); col != nil {
+					return col.FollowLag(lctx, snaps, activity, backfill)
+				}
+				return nil
+			})
 		}
 		lg.Go(func() error { return loop.Run(lctx) })
 		lg.Go(func() error { lagMetrics.Follow(lctx, rendered); return nil })
 		if cr.cfg.Lag.Election.Enabled {
 			lg.Go(func() error { return runLease(lctx, cr.cfg, activity, cr.log) })
 		}
-		cr.ready.setCheck(cr.check(loop))
+		cr.ready.setCheck(cr.check(loop, hist))
 		cr.log.Info("cluster running", "brokers", cr.cfg.Kafka.Brokers, "kafka_security", cr.cfg.Kafka.Describe(),
-			"collector", cr.col != nil)
+			"collector", hist != nil)
 		return lg.Wait()
 	})
 	return g.Wait()
 }
 
-// check is the cluster's readiness once its lag exporter runs: its collector's (connected, sink healthy), then its
-// lag exporter's (lagReady: a poll cycle succeeded recently, so a cluster whose brokers went away says so).
-func (cr *clusterRun) check(loop *lagexporter.Loop) func() error {
-	lag := lagReady(loop, &cr.cfg.Lag, time.Now)
+// lagFeedBuffer is how many lag snapshots wait for the collector's lag feed while ClickHouse is not up yet: with the
+// default poll interval (30 s), the first 8 minutes.
+const lagFeedBuffer = 16
+
+// awaitCollector waits until hist's start has ended and returns the cluster's collector, or nil when ctx ended first
+// or the start failed (the run then ends with that error).
+func (cr *clusterRun) awaitCollector(ctx context.Context, hist *history) *collector.Collector {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-hist.done:
+		col, _ := hist.collector(cr)
+		return col
+	}
+}
+
+// collectorCheck is the readiness of the cluster's collector: nil without one (hist nil), waiting for ClickHouse
+// while the store is not up, then the collector's own (connected to Kafka, sink healthy).
+func (cr *clusterRun) collectorCheck(hist *history) func() error {
 	return func() error {
-		if cr.col != nil {
-			if err := cr.col.Ready(); err != nil {
-				return err
-			}
+		if hist == nil {
+			return nil
 		}
-		return lag()
+		col, started := hist.collector(cr)
+		if !started {
+			return fmt.Errorf("collector waits for ClickHouse (%s)", hist.st.notReady())
+		}
+		if col == nil {
+			return errors.New("collector did not start")
+		}
+		return col.Ready()
+	}
+}
+
+// check is the cluster's readiness once its lag exporter runs: its collector's (collectorCheck), then its lag
+// exporter's (lagReady: a poll cycle succeeded recently, so a cluster whose brokers went away says so). A collector
+// that is not ready while the lag exporter is says so too: its lag series are being served.
+func (cr *clusterRun) check(loop *lagexporter.Loop, hist *history) func() error {
+	lag := lagReady(loop, &cr.cfg.Lag, time.Now)
+	col := cr.collectorCheck(hist)
+	return func() error {
+		lerr := lag()
+		if err := col(); err != nil {
+			if lerr == nil {
+				return fmt.Errorf("%w; lag exporter ready", err)
+			}
+			return err
+		}
+		return lerr
 	}
 }
 

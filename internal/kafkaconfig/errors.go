@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -31,6 +32,9 @@ var (
 	ErrSecurityProtocol = errors.New("security protocol mismatch")
 	// ErrUnreachable: no TCP connection (refused, timed out, unknown host).
 	ErrUnreachable = errors.New("broker unreachable")
+	// ErrNotKafka: the peer accepted the connection but did not answer an ApiVersions request like a Kafka broker
+	// (it stayed silent until the deadline, or answered something else: a ClickHouse or HTTP port).
+	ErrNotKafka = errors.New("not a Kafka broker")
 )
 
 // Error is a failed connection to Kafka, explained: which broker(s), with which security protocol and mechanism,
@@ -51,7 +55,15 @@ func (e *Error) Error() string {
 		b.WriteString("kafka brokers " + strings.Join(e.Brokers, ", "))
 	}
 	b.WriteString(" (" + e.Auth + "): ")
-	if e.Kind != nil {
+	var nk *notKafkaError
+	switch {
+	case errors.As(e.Err, &nk): // the evidence reads as part of the kind: "not a Kafka broker (no ApiVersions answer within 2s)"
+		b.WriteString(ErrNotKafka.Error() + " (" + nk.why + ")")
+		if nk.err != nil {
+			b.WriteString(": " + nk.err.Error())
+		}
+		return b.String()
+	case e.Kind != nil:
 		b.WriteString(e.Kind.Error() + ": ")
 	}
 	if e.Hint != "" {
@@ -92,8 +104,18 @@ func (cl *Client) classify(err error) (kind error, hint string) {
 		hse   *tlsconf.HandshakeError
 		ne    net.Error
 		oe    *net.OpError
+		nk    *notKafkaError
+		tae   *tlsAnswerError
 	)
 	switch {
+	case errors.As(err, &nk):
+		return ErrNotKafka, ""
+	case errors.As(err, &tae):
+		return ErrSecurityProtocol, "the broker answered with TLS: the port is a TLS listener (kafka.tls.enabled is false)"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// The caller's deadline cut the attempt short: nothing is known about the broker (context.DeadlineExceeded
+		// is also a net.Error timeout, which must not read as "unreachable").
+		return nil, ""
 	case errors.Is(err, ErrToken):
 		return ErrAuthentication, "could not get a token (kafka.sasl.oauth)"
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
@@ -151,22 +173,41 @@ func hungUp(err error) bool {
 		errors.Is(err, syscall.EPIPE)
 }
 
-// Check connects to the bootstrap brokers in order and sends each a Metadata request for no topics, which needs
-// the whole connection to work: TCP, TLS, ApiVersions and SASL. It returns nil at the first broker that answers,
-// else one error for the brokers that failed the same way (an *Error naming them all), or several joined when
-// they failed differently. ctx bounds the wait (each attempt is also bounded by the network timeouts).
+// Check connects to the bootstrap brokers in order. To each it first sends an ApiVersions request on a connection
+// of its own (TCP and TLS), so that a peer that accepts but is not Kafka is told apart (ErrNotKafka) from one that
+// cannot be reached; then a Metadata request for no topics through sarama, which needs the whole connection to work:
+// TCP, TLS, ApiVersions and SASL. It returns nil at the first broker that answers, else one error for the brokers that
+// failed the same way (an *Error naming them all), or several joined when they failed differently.
+//
+// ctx bounds every step: the dial, each read and write (sarama's network timeouts are cut to ctx's deadline) and the
+// whole check. Without a deadline each attempt is bounded by the network timeouts (10 s dial, 15 s per answer). A
+// deadline that passes while a broker is checked ends the check with the brokers checked so far; brokers after it are
+// not tried.
 func (cl *Client) Check(ctx context.Context) error {
-	var errs []*Error
-	for _, addr := range cl.cfg.Brokers {
+	var (
+		errs      []*Error
+		unchecked []string
+	)
+	for i, addr := range cl.cfg.Brokers {
+		if expired(ctx) && len(errs) > 0 {
+			unchecked = cl.cfg.Brokers[i:]
+			break
+		}
 		err := cl.checkOne(ctx, addr)
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("check kafka %s: %w", addr, ctx.Err())
-		}
 		var ke *Error
 		errors.As(cl.Explain(addr, err), &ke)
+		// A cancelled check, or a deadline that cut an attempt short without a classified failure, is the context's
+		// error: the broker was not judged.
+		if errors.Is(ctx.Err(), context.Canceled) || (expired(ctx) && ke.Kind == nil) {
+			if len(errs) == 0 {
+				return fmt.Errorf("check kafka %s: %w", addr, context.DeadlineExceeded)
+			}
+			unchecked = cl.cfg.Brokers[i:]
+			break
+		}
 		errs = append(errs, ke)
 	}
 	// Merge brokers that failed identically (same kind, hint and message but for the address).
@@ -182,19 +223,54 @@ func (cl *Client) Check(ctx context.Context) error {
 			merged[i].Brokers = append(merged[i].Brokers, e.Brokers[0])
 		}
 	}
-	if len(merged) == 1 {
+	if len(merged) == 1 && len(unchecked) == 0 {
 		return merged[0]
 	}
-	out := make([]error, len(merged))
+	out := make([]error, len(merged), len(merged)+1)
 	for i, m := range merged {
 		out[i] = m
+	}
+	if len(unchecked) > 0 {
+		what := "kafka broker "
+		if len(unchecked) > 1 {
+			what = "kafka brokers "
+		}
+		out = append(out, fmt.Errorf("%s%s: not checked: %w", what, strings.Join(unchecked, ", "), context.DeadlineExceeded))
 	}
 	return errors.Join(out...)
 }
 
+// expired reports a context that is done or whose deadline has passed (a connection deadline can fire a moment
+// before the context's own timer).
+func expired(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || (ok && !time.Now().Before(d))
+}
+
+// checkOne probes addr, then asks it for metadata through sarama with every network timeout cut to ctx's deadline.
 func (cl *Client) checkOne(ctx context.Context, addr string) error {
 	sc := cl.Sarama()
 	sc.Net.ReadTimeout = 15 * sc.Net.DialTimeout / 10
+	deadline, ok := ctx.Deadline()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if expired(ctx) {
+		return context.DeadlineExceeded
+	}
+	if !ok {
+		deadline = time.Now().Add(sc.Net.DialTimeout + sc.Net.ReadTimeout)
+	}
+	if err := cl.probe(ctx, addr, deadline); err != nil {
+		return err
+	}
+	if ok {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return context.DeadlineExceeded
+		}
+		BoundTimeouts(sc, left)
+	}
 	b := sarama.NewBroker(addr)
 	if err := b.Open(sc); err != nil {
 		return err
@@ -211,5 +287,16 @@ func (cl *Client) checkOne(ctx context.Context, addr string) error {
 	case <-ctx.Done():
 		go func() { <-done; _ = b.Close() }()
 		return ctx.Err()
+	}
+}
+
+// BoundTimeouts cuts sc's network timeouts (dial, read, write) and its metadata bound to at most d, so that no single
+// network step of a client made from sc outlasts d.
+func BoundTimeouts(sc *sarama.Config, d time.Duration) {
+	sc.Net.DialTimeout = min(sc.Net.DialTimeout, d)
+	sc.Net.ReadTimeout = min(sc.Net.ReadTimeout, d)
+	sc.Net.WriteTimeout = min(sc.Net.WriteTimeout, d)
+	if sc.Metadata.Timeout == 0 || sc.Metadata.Timeout > d {
+		sc.Metadata.Timeout = d
 	}
 }
