@@ -121,6 +121,9 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if cfg.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20 * 9 / 10)
 	}
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	clusters := newClusterRuns(cfg, log)
@@ -128,7 +131,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	ready.st.set("starting")
 	var metrics http.Handler = metricsHandler(reg)
 	var lagMetrics *promexport.Handler // every cluster's lag series, pre-rendered, and reg's metrics
-	if *cfg.LagEnabled {
+	if cfg.lagEnabled() {
 		lagMetrics = promexport.NewHandler(nil, reg)
 		metrics = lagMetrics
 	}
@@ -165,7 +168,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		}
 	}
 
-	runErr := runClusters(sctx, clusters, *cfg.LagEnabled, lagMetrics, func() {
+	runErr := runClusters(sctx, clusters, lagMetrics, func() {
 		ready.st.setCheck(nil) // from now on each cluster says for itself
 		log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
 	}, log) // consumers have stopped and drained
@@ -189,7 +192,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 // an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
 // why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
 // a process watching one cluster exits with that cluster's error, as it always did.
-func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetrics *promexport.Handler, started func(),
+func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promexport.Handler, started func(),
 	log *slog.Logger) error {
 	errs := make([]error, len(clusters))
 	var wg sync.WaitGroup
@@ -197,7 +200,7 @@ func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cr.run(ctx, lag, lagMetrics)
+			err := cr.run(ctx, *cr.cfg.Lag.Enabled, lagMetrics)
 			if err == nil || ctx.Err() != nil {
 				return
 			}
