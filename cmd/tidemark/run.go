@@ -127,7 +127,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	clusters := newClusterRuns(cfg, log)
-	ready := &processReadiness{clusters: clusters}
+	ready := &processReadiness{clusters: clusters, summary: startSummary(cfg)}
 	ready.st.set("starting")
 	var metrics http.Handler = metricsHandler(reg)
 	var lagMetrics *promexport.Handler // every cluster's lag series, pre-rendered, and reg's metrics
@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 
 	runErr := runClusters(sctx, clusters, lagMetrics, func() {
 		ready.st.setCheck(nil) // from now on each cluster says for itself
-		log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
+		log.Info("tidemark running", "runs", ready.summary)
 	}, log) // consumers have stopped and drained
 	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
 		runErr = errors.Join(runErr, cause) // the HTTP server failed
@@ -497,10 +497,14 @@ func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.T
 type processReadiness struct {
 	st       readiness
 	clusters []*clusterRun
+	summary  string // startSummary: the last line of every body
 }
 
 func (p *processReadiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	code, body := p.status(r.URL.Query().Get("cluster"))
+	if p.summary != "" {
+		body += "runs: " + p.summary + "\n"
+	}
 	if code != http.StatusOK {
 		http.Error(w, body, code)
 		return
