@@ -5,24 +5,20 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/confdecode"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/internal/tlsconf"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
@@ -291,23 +287,6 @@ func prefixLines(at string, err error) error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-// tlsBoolHook accepts `tls: true` / `tls: false` for a tls: block (the form clickhouse.tls had before the block
-// existed): true is TLS with the system roots.
-func tlsBoolHook(from, to reflect.Type, v any) (any, error) {
-	if to != reflect.TypeOf(tlsconf.Config{}) {
-		return v, nil
-	}
-	switch b := v.(type) {
-	case bool:
-		return map[string]any{"enabled": b}, nil
-	case string:
-		if p, err := strconv.ParseBool(b); err == nil { // from the environment: TIDEMARK_CLICKHOUSE__TLS=true
-			return map[string]any{"enabled": p}, nil
-		}
-	}
-	return v, nil
-}
-
 // loadSources layers the file at path (may be empty), the environment (environ, nil: os.Environ) and the changed
 // flags of fs (each flag's key is key(name); "" skips it) and checks that no defaulted key is set empty.
 func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key func(name string) string) (*koanf.Koanf, error) {
@@ -317,7 +296,7 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 		if err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
-		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
+		if k, err = confdecode.Parse(b); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -347,15 +326,7 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 	}
 	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
 	// variable in a template, say), not a request for the default.
-	var empty []error
-	for _, key := range defaultedStrings {
-		if k.Exists(key) {
-			if v := k.Get(key); v == nil || v == "" {
-				empty = append(empty, fmt.Errorf("%s: must not be empty (remove the key for its default)", key))
-			}
-		}
-	}
-	if len(empty) > 0 {
+	if empty := confdecode.CheckEmpty(k, defaultedStrings); len(empty) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
 	}
 	return k, nil
@@ -364,20 +335,8 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 // decode unmarshals the subtree at path ("" is everything) into out (a pointer to a struct); its errors are one line
 // per bad key, named by its full key (kafka.sasl.mechanism), sorted (decodeProblems).
 func decode(k *koanf.Koanf, path string, out any) error {
-	dc := &mapstructure.DecoderConfig{
-		RootName:         path,
-		TagName:          "yaml",
-		ErrorUnused:      true, // an unknown key is a mistake (a typo, an option of another version), never ignored
-		WeaklyTypedInput: true,
-		Result:           out,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.TextUnmarshallerHookFunc(),
-			tlsBoolHook,
-		),
-	}
-	if err := k.UnmarshalWithConf(path, out, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
-		return fmt.Errorf("config: %w", decodeProblems(err, k, path, reflect.TypeOf(out).Elem().String()))
+	if err := confdecode.Decode(confdecode.Subtree(k, path), path, out); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }
