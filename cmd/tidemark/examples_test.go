@@ -344,3 +344,44 @@ func TestExampleClusters(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStartLogsNoWarning: examples/collector.yaml with the receipts path added, on the stack with every topic
+// and the database new, is a first start that creates the replay-state topic and reads it at once: it becomes ready
+// and logs no WARN or ERROR line (no "collector cannot reach Kafka; retrying … read replay state: … topic or partition
+// that does not exist").
+func TestFirstStartLogsNoWarning(t *testing.T) {
+	loadExample(t, "collector.yaml")
+	brokers := testenv.Kafka(t)
+	db, _ := testenv.ClickHouseDB(t)
+	httpAddr := freeAddr(t)
+	topics := map[string]string{}
+	for _, key := range []string{"collector.probe.topic", "collector.receipts.topic", "collector.dead_letter_topic", "collector.replay_state_topic"} {
+		topics[key] = testenv.Name(t, "first")
+	}
+	set := map[string]any{
+		"kafka.brokers": brokers, "clickhouse.addr": []string{testenv.ClickHouseAddr(t)}, "clickhouse.database": db,
+		"http.listen": httpAddr, "lag.group_allow": []string{testenv.Name(t, "none")},
+		"collector.probe.group": testenv.Name(t, "probe-g"), "collector.receipts.enabled": true,
+		"collector.receipts.group": testenv.Name(t, "receipts-g"), "collector.receipts.partitions": 2,
+	}
+	for k, v := range topics {
+		set[k] = v
+	}
+	cfg := adaptExample(t, "collector.yaml", set)
+	t.Cleanup(func() {
+		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+			for _, tp := range topics {
+				_ = adm.DeleteTopic(tp)
+			}
+			_ = adm.Close()
+		}
+	})
+	rec := startExampleRun(t, cfg)
+	waitStatus(t, "http://"+httpAddr+"/readyz", http.StatusOK, 90*time.Second)
+	if log := rec.String(); !strings.Contains(log, "collector paths probe, receipts;") {
+		t.Errorf("the start-up line does not name both paths:\n%s", log)
+	}
+	if p := rec.problems(); len(p) > 0 {
+		t.Errorf("a first start on a healthy cluster logged %d warnings or errors:\n%s", len(p), strings.Join(p, "\n"))
+	}
+}
