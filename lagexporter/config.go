@@ -62,8 +62,12 @@ type StatusConfig struct {
 // Config configures the lag exporter's loop and collector. Call SetDefaults, then Validate (which also compiles the
 // patterns) before use.
 type Config struct {
-	// Cluster is the value of the `cluster` label. Default "default".
-	Cluster string `yaml:"cluster" json:"cluster,omitempty"`
+	// Enabled runs the lag exporter (default true). `tidemark run` reads it; the one-shot `tidemark lag` commands
+	// always measure.
+	Enabled *bool `yaml:"enabled" json:"-"`
+	// Cluster is the value of the `cluster` label. Default "default". In `tidemark run`'s configuration the cluster
+	// is named by clusters[].name, which sets it; this key is that name's deprecated spelling.
+	Cluster string `yaml:"cluster" json:"cluster,omitempty" deprecated:"clusters[].name"`
 	// PollInterval is the time between cycle starts. Default 30s.
 	PollInterval time.Duration `yaml:"poll_interval" json:"poll_interval,omitempty"`
 	// CycleTimeout bounds one cycle's cluster reads. Default: PollInterval.
@@ -96,6 +100,10 @@ type Config struct {
 
 // SetDefaults fills every zero field with its default.
 func (c *Config) SetDefaults() {
+	if c.Enabled == nil {
+		t := true
+		c.Enabled = &t
+	}
 	if c.Cluster == "" {
 		c.Cluster = "default"
 	}

@@ -5,24 +5,20 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/confdecode"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/internal/tlsconf"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
@@ -32,8 +28,8 @@ import (
 // variables, flags. Unknown keys anywhere are an error naming the key. testdata/config.yaml sets every option.
 type runConfig struct {
 	// Clusters are the Kafka clusters watched, each by name with its own client settings, lag options and collector
-	// paths (clusterConfig). Without it, the top-level kafka, lag and collector blocks are one cluster named by
-	// lag.cluster ("default"); with it, those blocks must not be set (clusterList).
+	// paths (clusterConfig). Without it, the top-level kafka, lag and collector blocks are one cluster named
+	// "default"; with it, those blocks must not be set (clusterList). A cluster is named only here (clusters[].name).
 	Clusters   []clusterConfig    `yaml:"clusters"`
 	Kafka      kafka.ClientConfig `yaml:"kafka"`
 	ClickHouse store.Config       `yaml:"clickhouse"`
@@ -43,8 +39,8 @@ type runConfig struct {
 	Latency   latencyConfig      `yaml:"latency"`
 	Collector collector.Config   `yaml:"collector"`
 	Lag       lagexporter.Config `yaml:"lag"`
-	// LagEnabled runs the lag exporter (default true).
-	LagEnabled *bool      `yaml:"lag_enabled"`
+	// LagEnabled is lag.enabled's deprecated spelling: it sets every cluster's lag.enabled that is not set.
+	LagEnabled *bool      `yaml:"lag_enabled" deprecated:"lag.enabled"`
 	HTTP       httpConfig `yaml:"http"`
 	Log        logConfig  `yaml:"log"`
 	// Tracing exports the collector's hop spans over OTLP (default off).
@@ -52,6 +48,8 @@ type runConfig struct {
 	// clickHouse is set when the configuration has a clickhouse block (file, TIDEMARK_CLICKHOUSE_* variables or
 	// --clickhouse.* flags). Without one, `tidemark run` is a pure lag exporter: no ClickHouse, no collector.
 	clickHouse bool
+	// warnings are the configuration's problems that do not stop it (deprecated keys), logged at start.
+	warnings []string
 	// MemoryLimitMB is the process's memory budget in MiB; 0 (default) sets none. Go's soft memory limit
 	// (runtime/debug.SetMemoryLimit) is set to 90 % of it, the rest being room for what the runtime does not count
 	// (the binary's code pages), and the writer's bounds not set explicitly are sized from it (budgetWriter).
@@ -60,8 +58,8 @@ type runConfig struct {
 }
 
 // clusterConfig is one Kafka cluster `tidemark run` watches: its name (the `cluster` label of every series about
-// it, the `cluster` column of every row from it), its client settings (the kafka: block), its lag exporter options
-// (lag.cluster is the name) and its collector paths.
+// it, the `cluster` column of every row from it; lag.cluster is set to it), its client settings (the kafka: block),
+// its lag exporter options and its collector paths.
 type clusterConfig struct {
 	Name      string             `yaml:"name"`
 	Kafka     kafka.ClientConfig `yaml:"kafka"`
@@ -69,7 +67,7 @@ type clusterConfig struct {
 	Collector collector.Config   `yaml:"collector"`
 }
 
-// DefaultClusterName names the cluster of a configuration without clusters: (lag.cluster's default): its rows and
+// DefaultClusterName names the cluster of a configuration without clusters:: its rows and
 // series carry cluster="default", and migration 0006 gives it to the rows stored before the cluster column existed.
 const DefaultClusterName = "default"
 
@@ -78,7 +76,7 @@ const DefaultClusterName = "default"
 var clusterNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // clusterList returns the clusters to run, defaults applied: the clusters: entries, or the top-level kafka, lag and
-// collector blocks as one cluster named by lag.cluster.
+// collector blocks as one cluster (named "default", or by the deprecated lag.cluster).
 func (c *runConfig) clusterList() []*clusterConfig {
 	if len(c.Clusters) == 0 {
 		return []*clusterConfig{{Name: c.Lag.Cluster, Kafka: c.Kafka, Lag: c.Lag, Collector: c.Collector}}
@@ -127,9 +125,6 @@ func (c *runConfig) setDefaults() {
 	t := true
 	if c.Migrate == nil {
 		c.Migrate = &t
-	}
-	if c.LagEnabled == nil {
-		c.LagEnabled = &t
 	}
 	c.budgetWriter()
 	c.Kafka.SetDefaults()
@@ -212,9 +207,6 @@ func (c *runConfig) validate() error {
 		if c.Tracing.Enabled { // the spans are the collector's hops: a lag exporter alone has none to export
 			errs = append(errs, errors.New("tracing.enabled: hop spans come from the collector's paths, which need a clickhouse block"))
 		}
-		if !*c.LagEnabled {
-			errs = append(errs, errors.New("lag_enabled: false and no clickhouse block: nothing to run (enable the lag exporter, or configure ClickHouse and the collector)"))
-		}
 	}
 	if err := c.Tracing.Validate(); err != nil {
 		errs = append(errs, err)
@@ -251,6 +243,9 @@ func (c *runConfig) validateCluster(at string, kc *kafka.ClientConfig, lag *lage
 	var errs []error
 	if err := kc.ValidateAt(at + "kafka"); err != nil {
 		errs = append(errs, err)
+	}
+	if !c.clickHouse && !*lag.Enabled {
+		errs = append(errs, fmt.Errorf("%slag.enabled: false and no clickhouse block: nothing to run (enable the lag exporter, or configure ClickHouse and the collector)", at))
 	}
 	if !c.clickHouse {
 		// Paths write to ClickHouse: never guess an address for them (the default would silently point at
@@ -292,23 +287,6 @@ func prefixLines(at string, err error) error {
 	return errors.New(strings.Join(lines, "\n"))
 }
 
-// tlsBoolHook accepts `tls: true` / `tls: false` for a tls: block (the form clickhouse.tls had before the block
-// existed): true is TLS with the system roots.
-func tlsBoolHook(from, to reflect.Type, v any) (any, error) {
-	if to != reflect.TypeOf(tlsconf.Config{}) {
-		return v, nil
-	}
-	switch b := v.(type) {
-	case bool:
-		return map[string]any{"enabled": b}, nil
-	case string:
-		if p, err := strconv.ParseBool(b); err == nil { // from the environment: TIDEMARK_CLICKHOUSE__TLS=true
-			return map[string]any{"enabled": p}, nil
-		}
-	}
-	return v, nil
-}
-
 // loadSources layers the file at path (may be empty), the environment (environ, nil: os.Environ) and the changed
 // flags of fs (each flag's key is key(name); "" skips it) and checks that no defaulted key is set empty.
 func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key func(name string) string) (*koanf.Koanf, error) {
@@ -318,7 +296,7 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 		if err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
-		if err := k.Load(rawbytes.Provider(b), yaml.Parser()); err != nil {
+		if k, err = confdecode.Parse(b); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
@@ -348,15 +326,7 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 	}
 	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
 	// variable in a template, say), not a request for the default.
-	var empty []error
-	for _, key := range defaultedStrings {
-		if k.Exists(key) {
-			if v := k.Get(key); v == nil || v == "" {
-				empty = append(empty, fmt.Errorf("%s: must not be empty (remove the key for its default)", key))
-			}
-		}
-	}
-	if len(empty) > 0 {
+	if empty := confdecode.CheckEmpty(k, defaultedStrings); len(empty) > 0 {
 		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
 	}
 	return k, nil
@@ -365,22 +335,29 @@ func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key fu
 // decode unmarshals the subtree at path ("" is everything) into out (a pointer to a struct); its errors are one line
 // per bad key, named by its full key (kafka.sasl.mechanism), sorted (decodeProblems).
 func decode(k *koanf.Koanf, path string, out any) error {
-	dc := &mapstructure.DecoderConfig{
-		RootName:         path,
-		TagName:          "yaml",
-		ErrorUnused:      true, // an unknown key is a mistake (a typo, an option of another version), never ignored
-		WeaklyTypedInput: true,
-		Result:           out,
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.TextUnmarshallerHookFunc(),
-			tlsBoolHook,
-		),
-	}
-	if err := k.UnmarshalWithConf(path, out, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: dc}); err != nil {
-		return fmt.Errorf("config: %w", decodeProblems(err, k, path, reflect.TypeOf(out).Elem().String()))
+	if err := confdecode.Decode(confdecode.Subtree(k, path), path, out); err != nil {
+		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// clusterLags returns the lag: block of every clusters: entry.
+func clusterLags(cls []clusterConfig) []*lagexporter.Config {
+	out := make([]*lagexporter.Config, len(cls))
+	for i := range cls {
+		out[i] = &cls[i].Lag
+	}
+	return out
+}
+
+// lagEnabled reports whether some cluster runs its lag exporter.
+func (c *runConfig) lagEnabled() bool {
+	for _, cl := range c.clusterList() {
+		if *cl.Lag.Enabled {
+			return true
+		}
+	}
+	return false
 }
 
 // engineConfig is the latency engine's configuration for cluster cl (each cluster has its own engine: paths are
@@ -406,11 +383,6 @@ func (c *runConfig) engineConfig(cl *clusterConfig) latency.Config {
 // Other TIDEMARK_ variables without a double underscore are not configuration and are ignored.
 const envPrefix = "TIDEMARK_"
 
-// listKeys are split on commas when they come from the environment.
-var listKeys = map[string]bool{"kafka.brokers": true, "kafka.sasl.oauth.scopes": true, "clickhouse.addr": true, "collector.tap.topics": true,
-	"collector.slo_thresholds": true,
-	"lag.group_allow":          true, "lag.group_deny": true, "lag.topic_allow": true, "lag.topic_deny": true}
-
 // envAliases maps the local stack's variables to the keys they fill when nothing else sets them.
 var envAliases = map[string]string{"TIDEMARK_KAFKA_BROKERS": "kafka.brokers", "TIDEMARK_CLICKHOUSE_ADDR": "clickhouse.addr"}
 
@@ -427,17 +399,6 @@ func envKey(k, v string) (string, any) {
 		return key, strings.Split(v, ",")
 	}
 	return key, v
-}
-
-// defaultedStrings are the string keys whose empty value SetDefaults replaces with a default.
-var defaultedStrings = []string{
-	"kafka.client_id",
-	"clickhouse.database", "clickhouse.user", "clickhouse.dialect",
-	"collector.reference_host", "collector.dead_letter_topic", "collector.receipts.topic", "collector.receipts.group",
-	"collector.probe.topic", "collector.probe.group", "collector.probe.instance_id", "collector.tap.group",
-	"lag.cluster", "lag.granularity", "lag.election.group", "lag.election.topic",
-	"tracing.protocol", "tracing.url_path", "tracing.compression", "tracing.service_name",
-	"http.listen", "log.level", "log.format",
 }
 
 // loadConfig reads the file at path (may be empty), then the environment (environ, nil: os.Environ), then the
@@ -457,6 +418,17 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 		return nil, err
 	}
 	cfg.clickHouse = k.Exists("clickhouse")
+	cfg.warnings = deprecatedKeys(k)
+	if cfg.LagEnabled != nil {
+		if k.Exists("lag.enabled") {
+			return nil, errors.New("config: lag_enabled: set lag.enabled only (lag_enabled is its deprecated spelling)")
+		}
+		for _, cl := range append([]*lagexporter.Config{&cfg.Lag}, clusterLags(cfg.Clusters)...) {
+			if cl.Enabled == nil {
+				cl.Enabled = cfg.LagEnabled
+			}
+		}
+	}
 	if k.Exists("clusters") {
 		// One place per setting: a top-level block beside clusters: would be silently ignored or silently merged.
 		var both []error

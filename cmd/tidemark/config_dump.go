@@ -20,6 +20,7 @@ func dumpConfig(v any) ([]byte, error) { return yaml.Marshal(dumpValue(reflect.V
 // without a clickhouse block, clickhouse and migrate are (a pure lag exporter uses neither).
 func dumpRunConfig(c *runConfig) ([]byte, error) {
 	m := dumpValue(reflect.ValueOf(c)).(map[string]any)
+	delete(m, "lag_enabled") // deprecated: its value is in lag.enabled
 	if len(c.Clusters) > 0 {
 		delete(m, "kafka")
 		delete(m, "lag")

@@ -62,9 +62,8 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 			IdleTTL: 30 * time.Minute, MaxLiveSeries: 500,
 			Metadata: collector.MetadataConfig{TTL: time.Minute, MissingTTL: 2 * time.Minute, MaxUnknownTopics: 200},
 		},
-		LagEnabled: &f,
 		Lag: lagexporter.Config{
-			Cluster: "prod", PollInterval: 15 * time.Second, CycleTimeout: 10 * time.Second, Granularity: lagexporter.GranularityTopic,
+			Enabled: &f, Cluster: "default", PollInterval: 15 * time.Second, CycleTimeout: 10 * time.Second, Granularity: lagexporter.GranularityTopic,
 			GroupAllow: []string{"app-.*"}, GroupDeny: []string{"tidemark-.*"}, TopicAllow: []string{"orders|payments"}, TopicDeny: []string{"__.*"},
 			Groups: []lagexporter.GroupRule{{Match: "billing-.*", Isolation: lagexporter.ReadCommitted, Reset: lagexporter.ResetLatest}},
 			Status: lagexporter.StatusConfig{Window: 5, StopAfter: 2 * time.Minute, WarnTimeLag: 30 * time.Second,
@@ -251,7 +250,7 @@ func TestConfigClickHouseBlock(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tracing.enabled: hop spans come from the collector's paths") {
 		t.Errorf("tracing without ClickHouse: err %v, want it refused", err)
 	}
-	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\nlag_enabled: false\n"), nil, noEnv)
+	_, err = loadConfig(writeConfig(t, "kafka: {brokers: [k:9092]}\nlag: {enabled: false}\n"), nil, noEnv)
 	if err == nil || !strings.Contains(err.Error(), "nothing to run") {
 		t.Errorf("nothing enabled: err %v, want nothing to run", err)
 	}

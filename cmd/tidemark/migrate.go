@@ -78,7 +78,7 @@ func newMigrateCmd() *cobra.Command {
 	f.StringVar(&cfg.Dialect, "dialect", "auto", "DDL dialect for a new database: auto, legacy (ClickHouse 18.16) or modern (>= 23)")
 	f.IntVar(&cfg.RetentionDays, "retention-days", 14, "days raw rows are kept (TTL on modern servers)")
 	f.IntVar(&cfg.RollupRetentionDays, "rollup-retention-days", 90, "days the per-minute and per-hour rollups are kept")
-	f.StringVar(&cfg.Cluster, "cluster", store.DefaultCluster, "Kafka cluster name given to the rows stored before the cluster column (migration 0006): the lag.cluster or first clusters: name of the config that wrote them")
+	f.StringVar(&cfg.Cluster, "cluster", store.DefaultCluster, "Kafka cluster name given to the rows stored before the cluster column (migration 0006): the first clusters: name of the config that wrote them (default without clusters:)")
 	f.BoolVar(&check, "check", false, "only report the schema version; exit non-zero unless current")
 	f.BoolVar(&dropExpired, "drop-expired", false, "after migrating, drop daily partitions older than the retention")
 	return cmd

@@ -122,14 +122,17 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	if cfg.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(int64(cfg.MemoryLimitMB) << 20 * 9 / 10)
 	}
+	for _, w := range cfg.warnings {
+		log.Warn(w)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	clusters := newClusterRuns(cfg, log)
-	ready := &processReadiness{clusters: clusters}
+	ready := &processReadiness{clusters: clusters, summary: startSummary(cfg)}
 	ready.st.set("starting")
 	var metrics http.Handler = metricsHandler(reg)
 	var lagMetrics *promexport.Handler // every cluster's lag series, pre-rendered, and reg's metrics
-	if *cfg.LagEnabled {
+	if cfg.lagEnabled() {
 		lagMetrics = promexport.NewHandler(nil, reg)
 		metrics = lagMetrics
 	}
@@ -148,9 +151,9 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		hist = startHistory(rctx, cfg, clusters, reg, log, failRun)
 	}
 
-	runErr := runClusters(rctx, clusters, *cfg.LagEnabled, lagMetrics, hist, func() {
+	runErr := runClusters(rctx, clusters, lagMetrics, hist, func() {
 		ready.st.setCheck(nil) // from now on each cluster says for itself
-		log.Info("tidemark running", "clusters", len(clusters), "clickhouse", cfg.ClickHouse.Addr, "collector", cfg.clickHouse)
+		log.Info("tidemark running", "runs", ready.summary)
 	}, log) // consumers have stopped and drained
 	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil {
 		runErr = errors.Join(runErr, cause) // the HTTP server or the store's start failed
@@ -258,7 +261,7 @@ func (h *history) close(cfg *runConfig, log *slog.Logger) error {
 // an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
 // why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
 // a process watching one cluster exits with that cluster's error, as it always did.
-func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetrics *promexport.Handler, hist *history,
+func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promexport.Handler, hist *history,
 	started func(), log *slog.Logger) error {
 	errs := make([]error, len(clusters))
 	var wg sync.WaitGroup
@@ -266,7 +269,7 @@ func runClusters(ctx context.Context, clusters []*clusterRun, lag bool, lagMetri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := cr.run(ctx, lag, lagMetrics, hist)
+			err := cr.run(ctx, *cr.cfg.Lag.Enabled, lagMetrics, hist)
 			if err == nil || ctx.Err() != nil {
 				return
 			}
@@ -620,10 +623,14 @@ func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.T
 type processReadiness struct {
 	st       readiness
 	clusters []*clusterRun
+	summary  string // startSummary: the last line of every body
 }
 
 func (p *processReadiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	code, body := p.status(r.URL.Query().Get("cluster"))
+	if p.summary != "" {
+		body += "runs: " + p.summary + "\n"
+	}
 	if code != http.StatusOK {
 		http.Error(w, body, code)
 		return

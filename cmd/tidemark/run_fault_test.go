@@ -130,7 +130,7 @@ collector:
   dead_letter_topic: %s
   replay_state_topic: %s
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
-lag_enabled: false
+lag: {enabled: false}
 `, strings.Join(brokers, ", "), px.Addr(), db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), receipts, testenv.Name(t, "g")))
 	waitStatus(t, d.base+"/readyz", http.StatusOK, 60*time.Second)
 	now := time.Now()
@@ -252,7 +252,7 @@ collector:
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
   max_live_series: 40
   idle_ttl: 3s
-lag_enabled: false
+lag: {enabled: false}
 `, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), receipts, testenv.Name(t, "g")))
 	const groups, perGroup = 400, 4
 	at := time.Now()

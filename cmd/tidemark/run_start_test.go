@@ -94,7 +94,7 @@ collector:
   dead_letter_topic: %s
   replay_state_topic: %s
   receipts: {enabled: true, topic: %s, group: %s, partitions: 1}
-lag_enabled: false
+lag: {enabled: false}
 http: {listen: "%s"}
 `, strings.Join(brokers, ", "), chAddr, db, testenv.Name(t, "dlq"), testenv.Name(t, "rs"), testenv.Name(t, "rc"), testenv.Name(t, "g"), httpAddr)
 		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {

@@ -99,7 +99,7 @@ collector:
   replay_state_topic: %s
   max_batch: 4
   receipts: {enabled: true, topic: %s, group: %s, partitions: 3}
-lag_enabled: false
+lag: {enabled: false}
 http: {listen: "127.0.0.1:0"}
 `, strings.Join(brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, state, receipts, testenv.Name(t, "g"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {

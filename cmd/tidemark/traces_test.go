@@ -93,7 +93,7 @@ collector:
   max_wait: 50ms
   receipts: {enabled: true, topic: %s, group: %s, partitions: 1}
   probe: {enabled: true, topic: %s, group: %s, interval: 200ms}
-lag_enabled: false
+lag: {enabled: false}
 http: {listen: "%s", shutdown_timeout: 5s}
 tracing: {enabled: true, protocol: %s, endpoint: "%s", batch_timeout: 100ms, timeout: 2s%s}
 `, strings.Join(r.brokers, ", "), testenv.ClickHouseAddr(t), db, dlq, testenv.Name(t, "rs"), r.receipts, testenv.Name(t, "rcg"), probe,

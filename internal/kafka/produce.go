@@ -157,7 +157,9 @@ type TopicSpec struct {
 }
 
 // EnsureTopic creates spec's topic if it does not exist and returns its partition count. An existing topic is left
-// as it is (its partition count is returned).
+// as it is (its partition count is returned). A topic it creates is returned once every broker's metadata shows
+// every partition with a leader (waitTopicMetadata): a controller accepts CreateTopics before the brokers learn the
+// topic, and a read or produce meanwhile fails with UNKNOWN_TOPIC_OR_PARTITION.
 func EnsureTopic(brokers []string, sc *sarama.Config, spec TopicSpec) (int32, error) {
 	if sc == nil {
 		sc = sarama.NewConfig()
@@ -210,8 +212,67 @@ func EnsureTopic(brokers []string, sc *sarama.Config, spec TopicSpec) (int32, er
 	if err := adm.CreateTopic(spec.Name, detail, false); err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return 0, fmt.Errorf("create topic %s: %w", spec.Name, err)
 	}
+	n := spec.Partitions
 	if spec.SpreadLeaders && spec.Partitions <= 0 {
-		return int32(len(ids)), nil
+		n = int32(len(ids))
 	}
-	return spec.Partitions, nil
+	if err := waitTopicMetadata(bs, sc, spec.Name, n, topicMetadataTimeout); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// topicMetadataTimeout bounds EnsureTopic's wait for a new topic's metadata: Kafka's brokers learn a topic from the
+// metadata log within milliseconds; a cluster that takes longer has a problem worth an error.
+const topicMetadataTimeout = 30 * time.Second
+
+// waitTopicMetadata waits until each of bs answers a metadata request for topic with n partitions (n <= 0: any), each with a
+// leader, as Kafka's own tests wait for a topic they create (TestUtils.waitForAllPartitionsMetadata). It returns
+// the last broker's answer as the error when timeout passes first.
+func waitTopicMetadata(bs []*sarama.Broker, sc *sarama.Config, topic string, n int32, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, b := range bs {
+		if err := b.Open(sc); err != nil && !errors.Is(err, sarama.ErrAlreadyConnected) {
+			return fmt.Errorf("wait for topic %s: connect to broker %d: %w", topic, b.ID(), err)
+		}
+		defer func() { _ = b.Close() }()
+		for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+			err := topicLed(b, topic, n)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("wait for topic %s on broker %d: %w", topic, b.ID(), err)
+			}
+			time.Sleep(wait)
+		}
+	}
+	return nil
+}
+
+// topicLed returns nil when broker b's metadata has topic with n partitions, each with a leader.
+func topicLed(b *sarama.Broker, topic string, n int32) error {
+	md, err := b.GetMetadata(&sarama.MetadataRequest{Version: 7, Topics: []string{topic}})
+	if err != nil {
+		return err
+	}
+	if len(md.Topics) != 1 {
+		return fmt.Errorf("metadata answer has %d topics", len(md.Topics))
+	}
+	t := md.Topics[0]
+	if !errors.Is(t.Err, sarama.ErrNoError) {
+		return t.Err
+	}
+	if len(t.Partitions) == 0 || (n > 0 && int32(len(t.Partitions)) != n) { // n <= 0: the broker's default count
+		return fmt.Errorf("%d of %d partitions known", len(t.Partitions), n)
+	}
+	for _, p := range t.Partitions {
+		if !errors.Is(p.Err, sarama.ErrNoError) {
+			return fmt.Errorf("partition %d: %w", p.ID, p.Err)
+		}
+		if p.Leader < 0 {
+			return fmt.Errorf("partition %d has no leader", p.ID)
+		}
+	}
+	return nil
 }

@@ -1,11 +1,9 @@
 package instrument
 
 import (
-	"bytes"
 	"fmt"
+	"io"
 	"os"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/tlsconf"
@@ -38,31 +36,29 @@ type KafkaError = kafkaconfig.Error
 func ResolveKafka(c KafkaConfig) (*KafkaClient, error) { return c.Resolve() }
 
 // LoadKafkaConfig reads the kafka: block of the YAML file at path: a `tidemark run` config (its other sections are
-// not read) or a file holding only that block. An unknown key inside the block is an error. Secrets belong in the
-// block's _file keys (password_file, client_secret_file, token_file), not in the file itself.
+// not read) or a file holding only that block. It reads the block with the code `tidemark run` and `tidemark lag`
+// use (kafkaconfig.LoadYAML), so a block loads, or fails with the same error, everywhere: an unknown key is an
+// error naming it, `tls: true` is TLS with the system roots. Secrets belong in the block's _file keys
+// (password_file, client_secret_file, token_file), not in the file itself. The file may be at most 1 MiB.
 func LoadKafkaConfig(path string) (KafkaConfig, error) {
 	var c KafkaConfig
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return c, fmt.Errorf("read kafka config: %w", err)
 	}
-	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return c, fmt.Errorf("kafka config %s: %w", path, err)
-	}
-	node, ok := doc["kafka"]
-	if !ok {
-		return c, fmt.Errorf("kafka config %s: no kafka: block", path)
-	}
-	raw, err := yaml.Marshal(&node)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxKafkaConfigBytes+1))
 	if err != nil {
+		return c, fmt.Errorf("read kafka config: %w", err)
+	}
+	if len(b) > maxKafkaConfigBytes {
+		return c, fmt.Errorf("kafka config %s: larger than %d bytes", path, maxKafkaConfigBytes)
+	}
+	if c, err = kafkaconfig.LoadYAML(b); err != nil {
 		return c, fmt.Errorf("kafka config %s: %w", path, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("kafka config %s: kafka: %w", path, err)
-	}
-	c.SetDefaults()
-	return c, c.Validate()
+	return c, nil
 }
+
+// maxKafkaConfigBytes caps LoadKafkaConfig's file, as `tidemark run --config` is capped.
+const maxKafkaConfigBytes = 1 << 20

@@ -30,7 +30,7 @@ collector: {probe: {enabled: true}}
 		t.Fatalf("got %+v", c)
 	}
 	for _, tc := range []struct{ body, want string }{
-		{"kafka: {brokers: [k:1], sasl: {mechanizm: PLAIN}}\n", "field mechanizm not found"},
+		{"kafka: {brokers: [k:1], sasl: {mechanizm: PLAIN}}\n", "kafka.sasl.mechanizm: unknown key"},
 		{"collector: {}\n", "no kafka: block"},
 		{"kafka: {brokers: [k:1], sasl: {mechanism: GSSAPI}}\n", `kafka.sasl.mechanism: "GSSAPI" is not one of`},
 	} {

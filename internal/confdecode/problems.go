@@ -1,25 +1,30 @@
-package main
+// Package confdecode decodes Tidemark's YAML configuration into its structs, one way for every reader: `tidemark
+// run`, `tidemark lag`, `lag record` and latency/instrument's LoadKafkaConfig. Parse reads a document (koanf with
+// its YAML parser), Decode fills a struct from a subtree with the same rules (yaml tags, unknown keys refused,
+// durations as "30s", `tls: true` for a tls: block) and the same errors (one sorted line per bad key, named by its
+// full key, in the file's terms), and Walk lists a struct's keys for the code that derives key lists from it.
+//
+// It imports koanf's core, its YAML parser and mapstructure only, so that latency/instrument can use it.
+package confdecode
 
 import (
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/knadh/koanf/v2"
 )
 
 // decodeProblems turns the decoder's errors into one line per bad key in the configuration's own terms, every key
 // once and sorted: "collector.max_batch: want a whole number, got \"abc\"", "collector.bogus: unknown key …". The
 // decoder itself reports Go names ('main.runConfig' has invalid keys: …) and its messages, several keys to a line.
-// Values are read back from k, the merged configuration, so a line shows what the user wrote. root is the decoded
+// Values are read back from raw, the decoded subtree, so a line shows what the user wrote. root is the decoded
 // subtree's key ("" for the whole configuration) and rootType the Go type decoded into (main.runConfig), the name the
 // decoder gives the root's unknown keys.
-func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
+func decodeProblems(err error, raw any, root, rootType string) error {
 	lines := map[string]string{}
 	var other []string
 	var walk func(error)
@@ -61,7 +66,7 @@ func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
 			}
 			return
 		}
-		lines[key] = key + ": " + wantGot(inner, configValue(k, key))
+		lines[key] = key + ": " + wantGot(inner, lookup(raw, root, key))
 	}
 	walk(err)
 	keys := make([]string, 0, len(lines))
@@ -79,32 +84,6 @@ func decodeProblems(err error, k *koanf.Koanf, root, rootType string) error {
 	return errors.Join(out...)
 }
 
-// configValue is the value at key in k, where key may index lists as the decoder names them
-// ("clusters[0].lag.poll_interval"), which koanf's own paths cannot; nil when there is none.
-func configValue(k *koanf.Koanf, key string) any {
-	if !strings.Contains(key, "[") {
-		return k.Get(key)
-	}
-	var v any = k.Raw()
-	for _, seg := range strings.Split(key, ".") {
-		name, rest, _ := strings.Cut(seg, "[")
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[name]
-		for rest != "" { // "0]" or "0][1]"
-			idx, after, ok := strings.Cut(rest, "]")
-			i, err := strconv.Atoi(idx)
-			l, isList := v.([]any)
-			if !ok || err != nil || !isList || i < 0 || i >= len(l) {
-				return nil
-			}
-			v, rest = l[i], strings.TrimPrefix(after, "[")
-		}
-	}
-	return v
-}
 
 // wantGot says what a key wanted and what it got, for a decode error of its value.
 func wantGot(err error, got any) string {
