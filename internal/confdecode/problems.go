@@ -84,7 +84,6 @@ func decodeProblems(err error, raw any, root, rootType string) error {
 	return errors.Join(out...)
 }
 
-
 // wantGot says what a key wanted and what it got, for a decode error of its value.
 func wantGot(err error, got any) string {
 	var want string
