@@ -24,6 +24,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -257,7 +258,9 @@ log: {level: warn}
 			return r, err
 		}
 		var stored uint64
-		_ = conn.QueryRow(ctx, "SELECT uniqExact(group, topic, partition, offset) FROM "+db+".latency_events").Scan(&stored)
+		if err := conn.QueryRow(ctx, "SELECT uniqExact(consumer_group, topic, partition, offset) FROM "+db+".latency_events").Scan(&stored); err != nil && !isUnknownTable(err) {
+			return r, fmt.Errorf("count stored keys: %w", err)
+		}
 		r.Keys = stored
 		if stored > 0 && start.IsZero() {
 			start = time.Now()
@@ -308,8 +311,10 @@ log: {level: warn}
 			"tidemark_collector_live_overflow_total": &r.LiveOverflow, "tidemark_collector_engine_paths": &r.EnginePaths,
 			"tidemark_collector_engine_hosts": &r.EngineHosts, "tidemark_collector_engine_hosts_evicted_total": &r.HostsEvicted,
 			`tidemark_store_writer_insert_duration_seconds_sum{table="latency_events"}`: &r.InsertSeconds} {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				*dst, _ = strconv.ParseFloat(v, 64)
+			// The family's series, with or without labels (the collector's carry cluster): their sum.
+			if rest, ok := strings.CutPrefix(line, name); ok && (rest[0] == ' ' || rest[0] == '{' && !strings.Contains(name, "{")) {
+				v, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+				*dst += v
 			}
 		}
 	}
@@ -324,6 +329,13 @@ log: {level: warn}
 		return r, fmt.Errorf("tidemark run after SIGTERM: %w", err)
 	}
 	return r, nil
+}
+
+// isUnknownTable reports whether err is ClickHouse's "table doesn't exist" (code 60), which the count meets until
+// the binary has created its schema.
+func isUnknownTable(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && (ex.Code == 60 || ex.Code == 81) // UNKNOWN_TABLE, UNKNOWN_DATABASE
 }
 
 func newProducer(brokers []string) (sarama.SyncProducer, error) {
