@@ -214,15 +214,15 @@ func (c *Collector) Run(ctx context.Context) error {
 }
 
 // housekeep enforces the collector's bounds until ctx ends: every tenth of collector.idle_ttl (1 s to 30 s) it
-// deletes the live series and engine paths idle for idle_ttl and forgets groups that stopped sending receipts; every
-// second it publishes the sizes it bounds (engine paths, unknown topics) as gauges.
+// deletes the live series, engine paths and host clocks idle for idle_ttl and forgets groups that stopped sending
+// receipts; every second it publishes the sizes it bounds (engine paths and hosts, unknown topics) as gauges.
 func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
 	ttl := c.cfg.IdleTTL
 	period := min(max(ttl/10, time.Second), 30*time.Second)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	m, d := c.opts.Metrics, c.deps
-	var evicted uint64
+	var evicted, hostsEvicted uint64
 	var swept time.Time
 	for {
 		if now := c.opts.Clock(); now.Sub(swept) >= period {
@@ -242,6 +242,10 @@ func (c *Collector) housekeep(ctx context.Context, meta *kafka.Metadata) {
 		m.EnginePaths.Set(float64(paths))
 		m.EnginePathsEvicted.Add(float64(total - evicted))
 		evicted = total
+		hosts, hostsTotal := c.opts.Engine.HostStats()
+		m.EngineHosts.Set(float64(hosts))
+		m.EngineHostsEvicted.Add(float64(hostsTotal - hostsEvicted))
+		hostsEvicted = hostsTotal
 		m.UnknownTopics.Set(float64(meta.Stats().Unknown))
 		select {
 		case <-ctx.Done():

@@ -48,6 +48,11 @@ type Metrics struct {
 	// EnginePathsEvicted counts those evicted, idle for collector.idle_ttl or least recently used at the bound.
 	EnginePaths        prometheus.Gauge
 	EnginePathsEvicted prometheus.Counter
+	// EngineHosts is the number of host clocks the latency engine holds an estimate for (≤ latency.max_hosts + the
+	// reference); EngineHostsEvicted counts those forgotten, idle for collector.idle_ttl or least recently used at
+	// the bound.
+	EngineHosts        prometheus.Gauge
+	EngineHostsEvicted prometheus.Counter
 	ProbeSent          *prometheus.CounterVec // broker
 	ProbeLost          *prometheus.CounterVec // broker
 	ProbeDup           *prometheus.CounterVec // broker
@@ -155,6 +160,10 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help: "(group, topic, partition) paths the latency engine keeps state for; bounded by latency.max_paths."}),
 		EnginePathsEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_engine_paths_evicted_total",
 			Help: "Latency engine paths evicted: idle for collector.idle_ttl, or least recently used when latency.max_paths were held."}),
+		EngineHosts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_engine_hosts",
+			Help: "Host clocks the latency engine keeps an offset estimate for, the reference included; bounded by latency.max_hosts."}),
+		EngineHostsEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_engine_hosts_evicted_total",
+			Help: "Host clocks the latency engine forgot: idle for collector.idle_ttl, or least recently used when latency.max_hosts were held. A host seen again starts afresh."}),
 		ProbeSent: cv("tidemark_probe_sent_total", "Probe records sent.", "broker"),
 		ProbeLost: cv("tidemark_probe_lost_total", "Probe records not received within the loss timeout.", "broker"),
 		ProbeDup:  cv("tidemark_probe_duplicates_total", "Extra deliveries of probe records.", "broker"),
@@ -191,7 +200,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
 	}

@@ -11,16 +11,19 @@ import (
 	"github.com/tidemark/tidemark/latency"
 )
 
-// hosts interns host names into the engine's ids and feeds the clock offsets hosts report (time sync) to the engine
-// when they change or at most every reportEvery, so the per-record path rarely takes an engine lock while the
-// engine's window still gets samples spread over time (it needs them to fit drift and settle).
+// hosts names host clocks by the engine's ids (the engine holds the only name table, bounded by latency.max_hosts
+// and collector.idle_ttl) and feeds the clock offsets hosts report (time sync) to the engine when they change or at
+// most every reportEvery, so the per-record path rarely takes an engine lock while the engine's window still gets
+// samples spread over time (it needs them to fit drift and settle).
 type hosts struct {
 	engine *latency.Engine
-	ids    sync.Map // string → latency.HostID
 
-	// mu guards reported: the last offset reported per host and when.
+	// mu guards reported: the last offset reported per host id and when. It holds at most twice the engine's
+	// MaxHosts ids: past that, the ids of hosts the engine has forgotten are dropped (such an id resolves to no host
+	// any more, see latency.Engine.Host).
 	mu       sync.Mutex
 	reported map[latency.HostID]lastReport
+	maxIDs   int
 }
 
 type lastReport struct {
@@ -32,17 +35,11 @@ type lastReport struct {
 const reportEvery = 2 * time.Second
 
 func newHosts(e *latency.Engine) *hosts {
-	return &hosts{engine: e, reported: map[latency.HostID]lastReport{}}
+	return &hosts{engine: e, reported: map[latency.HostID]lastReport{}, maxIDs: 2*e.Config().MaxHosts + 1}
 }
 
-func (h *hosts) id(name string) latency.HostID {
-	if v, ok := h.ids.Load(name); ok {
-		return v.(latency.HostID)
-	}
-	id := h.engine.Host(name)
-	h.ids.Store(name, id)
-	return id
-}
+// id returns the engine's id of the named host, marking it used (a lock-free lookup for a known host).
+func (h *hosts) id(name string) latency.HostID { return h.engine.Host(name) }
 
 // report feeds a host's self-reported (time-synced) offset when it differs from the last one reported or the last
 // report is older than reportEvery.
@@ -52,6 +49,13 @@ func (h *hosts) report(id latency.HostID, offset, unc time.Duration, at time.Tim
 	if ok && last.offset == offset && last.unc == unc && at.Sub(last.at) < reportEvery && !at.Before(last.at) {
 		h.mu.Unlock()
 		return
+	}
+	if !ok && len(h.reported) >= h.maxIDs {
+		for k := range h.reported {
+			if h.engine.HostName(k) == "" {
+				delete(h.reported, k)
+			}
+		}
 	}
 	h.reported[id] = lastReport{offset, unc, at}
 	h.mu.Unlock()

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -121,5 +122,35 @@ func TestTraceHex(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(10, func() { traceHex(tid, sid) }); n > 1 {
 		t.Errorf("traceHex allocated %.0f times, want 1", n)
+	}
+}
+
+// TestHostsBounded: a flood of host names, each reporting its clock offset, leaves the collector's per-host state
+// bounded by the engine's MaxHosts (the engine holds the only name table; the last-report table drops the ids of
+// hosts the engine forgot), and the newest host's report still reaches the engine.
+func TestHostsBounded(t *testing.T) {
+	const maxHosts = 16
+	e, err := latency.NewEngine(latency.Config{MaxHosts: maxHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHosts(e)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var last latency.HostID
+	for i := range 1000 {
+		last = h.id(fmt.Sprintf("pod-%04d", i))
+		h.report(last, 3*time.Millisecond, time.Millisecond, now)
+	}
+	if n := len(h.reported); n > 2*maxHosts+1 {
+		t.Errorf("%d last reports kept for 1000 hosts, want at most %d", n, 2*maxHosts+1)
+	}
+	if hosts, _ := e.HostStats(); hosts > maxHosts+1 {
+		t.Errorf("engine holds %d hosts, want at most %d", hosts, maxHosts+1)
+	}
+	if o, err := e.Offset(last, now); err != nil || o.Kind != latency.KindReported || o.Offset != 3*time.Millisecond {
+		t.Errorf("newest host's offset: %+v, %v; want reported 3ms", o, err)
+	}
+	if h.id("pod-0999") != last {
+		t.Error("a held host's name gave another id")
 	}
 }

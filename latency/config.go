@@ -44,6 +44,11 @@ type Config struct {
 	// cannot grow the engine without bound. A path is about 600 bytes without sketches; its eight sketches add 1 to
 	// 4 KB each as they fill (so up to ~30 KB a path: 20000 paths with full sketches are ~600 MB).
 	MaxPaths int
+	// MaxHosts bounds the clocks the engine keeps an offset estimate for, besides the reference (default 10000, at
+	// most MaxHostsLimit): creating a host past it first evicts the least recently used eighth (see Engine.Host).
+	// Receipts naming ever new hosts (pod churn, a hostile writer) cannot grow the engine without bound; a host
+	// costs about 5 KB (its two windows). Hosts idle for EvictIdle's idle time are forgotten as well.
+	MaxHosts int
 	// NoSketches: paths keep no quantile sketches, only their replay state and counters; the sketches of
 	// snapshots are empty. For callers that keep their distributions elsewhere (the collector: every row in
 	// ClickHouse, live Prometheus histograms), where the sketches would be the bulk of the engine's memory and
@@ -103,6 +108,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxPaths == 0 {
 		c.MaxPaths = 20000
 	}
+	if c.MaxHosts == 0 {
+		c.MaxHosts = 10000
+	}
 }
 
 // Validate reports the first invalid field, wrapping ErrConfig.
@@ -126,6 +134,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: relative accuracy must be in (0, 1), got %v", ErrConfig, c.RelativeAccuracy)
 	case c.MaxPaths < 1:
 		return fmt.Errorf("%w: max paths must be >= 1, got %d", ErrConfig, c.MaxPaths)
+	case c.MaxHosts < 1 || c.MaxHosts > MaxHostsLimit:
+		return fmt.Errorf("%w: max hosts must be in [1, %d], got %d", ErrConfig, MaxHostsLimit, c.MaxHosts)
 	}
 	return nil
 }

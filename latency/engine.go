@@ -25,10 +25,10 @@ type Engine struct {
 	two    windowConfig
 	env    windowConfig
 
-	hosts atomic.Pointer[[]*hostState] // index = HostID; replaced copy-on-write under mu
+	hosts atomic.Pointer[hostTable] // by slot (hosts.go); slots stored and the table grown under mu
 
-	mu    sync.Mutex // guards names and paths (and serialises host creation)
-	names map[string]HostID
+	mu    sync.Mutex // guards paths and hb's counts and free slots (and serialises host creation)
+	hb    hostBook
 	paths map[pathKey]*Path
 
 	// tick is the engine's coarse clock for path eviction: Unix seconds as last set by EvictIdle (0 before). Every
@@ -49,50 +49,19 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("create latency engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, bounds: boundsMs{age: durMs(cfg.Bounds.MaxAge), skew: durMs(cfg.Bounds.MaxSkew)}, pol: policy{tolMs: durMs(cfg.SkewTolerance), floorMs: durMs(cfg.UncertaintyFloor), ratio: cfg.UncertaintyRatio, driftMax: cfg.MaxDriftPPM * 1e-6}, two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
-		names: map[string]HostID{cfg.ReferenceHost: RefHost}, paths: map[pathKey]*Path{}}
+		paths: map[pathKey]*Path{}}
 	ref := newHostState(cfg.ReferenceHost, e.two, e.env)
 	ref.kind = KindReference
-	hs := []*hostState{ref}
+	hs := make(hostTable, 1, 8)
+	hs[RefHost].Store(ref)
 	e.hosts.Store(&hs)
+	e.hb.byName.Store(cfg.ReferenceHost, ref)
+	e.hb.n = 1
 	return e, nil
 }
 
 // Config returns the engine's configuration with defaults applied.
 func (e *Engine) Config() Config { return e.cfg }
-
-// Host returns the id of the named host's clock, creating it on first use. The reference host's name returns
-// RefHost. Callers on a hot path should keep the id.
-func (e *Engine) Host(name string) HostID {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if id, ok := e.names[name]; ok {
-		return id
-	}
-	old := *e.hosts.Load()
-	hs := make([]*hostState, len(old), len(old)+1)
-	copy(hs, old)
-	hs = append(hs, newHostState(name, e.two, e.env))
-	id := HostID(len(hs) - 1)
-	e.names[name] = id
-	e.hosts.Store(&hs)
-	return id
-}
-
-// HostName returns the name a host id was created with ("" for an unknown id).
-func (e *Engine) HostName(id HostID) string {
-	if h := e.host(id); h != nil {
-		return h.name
-	}
-	return ""
-}
-
-func (e *Engine) host(id HostID) *hostState {
-	hs := *e.hosts.Load()
-	if id < 0 || int(id) >= len(hs) {
-		return nil
-	}
-	return hs[id]
-}
 
 // ObserveBracket feeds one probe round trip (KindBracketed). It fails with ErrUnknownHost or ErrBadRoundTrip.
 func (e *Engine) ObserveBracket(b Bracket) error {
@@ -100,6 +69,7 @@ func (e *Engine) ObserveBracket(b Bracket) error {
 	if h == nil || b.Host == RefHost {
 		return fmt.Errorf("observe bracket for host %d: %w", b.Host, ErrUnknownHost)
 	}
+	e.touchHost(h)
 	bd, err := b.bound()
 	if err != nil {
 		return fmt.Errorf("observe bracket for %s: %w", h.name, err)
@@ -115,6 +85,7 @@ func (e *Engine) ObserveSync(x SyncExchange) error {
 	if h == nil || x.Host == RefHost {
 		return fmt.Errorf("observe sync for host %d: %w", x.Host, ErrUnknownHost)
 	}
+	e.touchHost(h)
 	bd, err := x.bound()
 	if err != nil {
 		return fmt.Errorf("observe sync for %s: %w", h.name, err)
@@ -132,6 +103,7 @@ func (e *Engine) ReportOffset(host HostID, offset, uncertainty time.Duration, at
 	if h == nil || host == RefHost {
 		return fmt.Errorf("report offset for host %d: %w", host, ErrUnknownHost)
 	}
+	e.touchHost(h)
 	if uncertainty < 0 {
 		return fmt.Errorf("report offset for %s: negative uncertainty %v", h.name, uncertainty)
 	}
@@ -166,7 +138,11 @@ func (e *Engine) Offsets(at time.Time) []Offset {
 	minDelay := e.minOneWayMs(hs)
 	atMs := timeToMs(at)
 	out := make([]Offset, 0, len(hs))
-	for id, h := range hs {
+	for id := range hs {
+		h := hs[id].Load()
+		if h == nil {
+			continue
+		}
 		if HostID(id) == RefHost {
 			out = append(out, Offset{Host: h.name, Kind: KindReference, At: at})
 			continue
@@ -187,10 +163,12 @@ func (e *Engine) MinOneWayDelay() (d time.Duration, ok bool) {
 }
 
 // minOneWayMs is MinOneWayDelay in ms, 0 when unknown.
-func (e *Engine) minOneWayMs(hs []*hostState) float64 {
+func (e *Engine) minOneWayMs(hs hostTable) float64 {
 	rtt := math.Inf(1)
-	for _, h := range hs {
-		rtt = math.Min(rtt, h.snap.Load().minRTTMs())
+	for i := range hs {
+		if h := hs[i].Load(); h != nil {
+			rtt = math.Min(rtt, h.snap.Load().minRTTMs())
+		}
 	}
 	if math.IsInf(rtt, 1) {
 		return 0
@@ -239,9 +217,10 @@ func (e *Engine) evictOldestLocked(n int) {
 }
 
 // EvictIdle sets the engine's coarse clock to now and removes every path not used (no record observed, no commit
-// observed) for idle or longer; it returns how many it removed. The collector calls it periodically with its idle
-// TTL. A path's use is stamped with the clock of the last EvictIdle before it, so idleness is measured to within
-// the calling period.
+// observed) for idle or longer; it returns how many it removed. It also forgets every host not used (named by Host,
+// or fed a bracket, sync exchange or reported offset) for idle or longer, the reference excepted (see Host; counted
+// by HostStats). The collector calls it periodically with its idle TTL. A use is stamped with the clock of the last
+// EvictIdle before it, so idleness is measured to within the calling period.
 func (e *Engine) EvictIdle(now time.Time, idle time.Duration) int {
 	t := now.Unix()
 	first := e.tick.Swap(t) == 0
@@ -260,6 +239,7 @@ func (e *Engine) EvictIdle(now time.Time, idle time.Duration) int {
 		}
 	}
 	e.evicted.Add(uint64(n))
+	e.evictIdleHostsLocked(cut, t, first)
 	return n
 }
 
@@ -331,7 +311,7 @@ type Path struct {
 	tracker  ReplayTracker // by value: one pointer less on every record
 	sk       sketches
 	counters Counters
-	skew     []uint64 // skew-suspected records blamed on each HostID
+	skew     []skewCount // skew-suspected records by blamed host (at most maxSkewHosts+1 entries)
 }
 
 // newPath returns a path without sketches: they are made on its first record, so the many paths that only ever see
@@ -427,31 +407,29 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 }
 
 // prepareGeneral is the full validation and correction of one record.
-func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
+func (e *Engine) prepareGeneral(hs hostTable, r *Record, res *Result) {
 	*res = Result{Offset: r.Offset, Uncertainty: math.NaN(), SinceRewindMs: math.NaN()}
 	var tl timeline
 	var unit uint8 // bit per moment: a stamp ToMillis took for the wrong unit, decided against the anchor below
 	var declared [NumMoments]float64
 	var guess [NumMoments]Reason
+	var host [NumMoments]HostID
 	for m := Moment(0); m < NumMoments; m++ {
 		s := r.Stamps[m]
 		if !s.Present() {
 			continue
 		}
-		ms, why := ToMillis(s)
-		if why == ReasonOK && s.Host != UnknownHost && (s.Host < 0 || int(s.Host) >= len(hs)) {
-			why = ReasonNegative // a host id this engine never issued: treat as corrupt input
+		host[m] = s.Host
+		if s.Host != UnknownHost && hs.at(s.Host) == nil {
+			host[m] = UnknownHost // a host that expired since its id was issued (or an id never issued): no known clock
 		}
+		ms, why := ToMillis(s)
 		switch why {
 		case ReasonOK:
 		case ReasonSeconds, ReasonMicros, ReasonNanos:
-			if s.Host == UnknownHost || (s.Host >= 0 && int(s.Host) < len(hs)) {
-				unit |= 1 << m
-				declared[m], guess[m] = float64(s.Value)*msPerUnit[min(s.Unit, Nanos)], why
-				continue
-			}
-			why = ReasonNegative
-			fallthrough
+			unit |= 1 << m
+			declared[m], guess[m] = float64(s.Value)*msPerUnit[min(s.Unit, Nanos)], why
+			continue
 		default:
 			res.Invalid[m] = why
 			res.Flags |= FlagInvalidStamp
@@ -463,7 +441,7 @@ func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 			ms += 0.5
 		}
 		tl.valid |= 1 << m
-		tl.obs[m], tl.host[m] = ms, s.Host
+		tl.obs[m], tl.host[m] = ms, host[m]
 	}
 	// Anchor the bounds on the append time (or the nearest thing to it) and reject stamps absurdly far from it.
 	anchor := Moment(NumMoments)
@@ -492,7 +470,7 @@ func (e *Engine) prepareGeneral(hs []*hostState, r *Record, res *Result) {
 		ms, why, fixed := e.wrongUnit(m, declared[m], guess[m], anchor < NumMoments, tl.obs[min(anchor, NumMoments-1)])
 		if fixed {
 			tl.valid |= 1 << m
-			tl.obs[m], tl.host[m] = ms, r.Stamps[m].Host
+			tl.obs[m], tl.host[m] = ms, host[m]
 			res.UnitFixed[m] = why
 			res.Flags |= FlagUnitCorrected
 			continue
@@ -571,7 +549,7 @@ func (p *Path) finish(offset int64, res *Result) {
 
 // resolve looks up every valid stamp's offset, feeding causal-envelope bounds first for hosts that have no
 // two-sided estimate.
-func (e *Engine) resolve(hs []*hostState, tl *timeline) {
+func (e *Engine) resolve(hs hostTable, tl *timeline) {
 	var snaps [NumMoments]*hostSnap
 	var unknown uint8
 	for v := tl.valid; v != 0; v &= v - 1 {
@@ -584,7 +562,12 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 			tl.res[m].kind = KindUnknown // never enveloped: no clock to keep a window for
 			continue
 		}
-		snaps[m] = hs[tl.host[m]].snap.Load()
+		h := hs.at(tl.host[m])
+		if h == nil { // expired since prepareGeneral looked
+			tl.host[m], tl.res[m].kind = UnknownHost, KindUnknown
+			continue
+		}
+		snaps[m] = h.snap.Load()
 		if snaps[m].two.ok {
 			snaps[m].lookup(tl.obs[m], &tl.res[m])
 		} else {
@@ -601,7 +584,10 @@ func (e *Engine) resolve(hs []*hostState, tl *timeline) {
 		if !tl.has(m) || tl.res[m].kind != KindUnknown || tl.host[m] == UnknownHost {
 			continue
 		}
-		h := hs[tl.host[m]]
+		h := hs.at(tl.host[m])
+		if h == nil {
+			continue
+		}
 		lo, hi, at, anchorUnc := math.Inf(-1), math.Inf(1), math.NaN(), 0.0
 		// The bounds use the anchors' estimates, not their worst cases: widening by the anchor's uncertainty would
 		// bias the envelope by that much on every record; the anchor's uncertainty is added to the result instead.

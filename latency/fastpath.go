@@ -15,7 +15,7 @@ import (
 //
 // It exists because the general path's loops and cases cost about three times the arithmetic on records that need
 // none of them (docs/latency.md, throughput).
-func (e *Engine) prepareFast(hs []*hostState, r *Record, res *Result) bool {
+func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 	st := &r.Stamps
 	if st[SourceAppend].Value != 0 || st[Commit].Value != 0 {
 		return false
@@ -95,10 +95,11 @@ func fastUntrusted(st *[NumMoments]Stamp, bad uint8, end Moment, res *Result) {
 // fastStamp converts and resolves one stamp for prepareFast: ms (with the half-millisecond of a ms stamp), the
 // offset and its uncertainty, and whether the offset has no drift fit yet (uns); ok is false for anything the general
 // path must look at.
-func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, uns, ok bool) {
-	// Unsigned compares: one test each for a negative or too-large host id or unit, and no bounds checks below. A
-	// value <= 0 fails the plausibility test (every unit's factor is positive).
-	if uint(s.Unit) >= uint(len(msPerUnit)) || uint(s.Host) >= uint(len(hs)) {
+func fastStamp(hs hostTable, s *Stamp) (ms, theta, unc float64, uns, ok bool) {
+	// An unsigned compare: one test for a negative or too-large unit, and no bounds check below. A value <= 0 fails
+	// the plausibility test (every unit's factor is positive). A stale or unknown host id is the general path's.
+	h := hs.at(s.Host)
+	if uint(s.Unit) >= uint(len(msPerUnit)) || h == nil {
 		return 0, 0, 0, false, false
 	}
 	ms = float64(s.Value) * msPerUnit[s.Unit]
@@ -111,7 +112,7 @@ func fastStamp(hs []*hostState, s *Stamp) (ms, theta, unc float64, uns, ok bool)
 	if s.Host == RefHost {
 		return ms, 0, 0, false, true
 	}
-	sn := hs[uint(s.Host)].snap.Load()
+	sn := h.snap.Load()
 	if !sn.two.ok || sn.prev.ok {
 		return 0, 0, 0, false, false
 	}

@@ -152,6 +152,8 @@ const fastPathMs = 100
 // hostState is one host's estimators. mu guards two and env; snap is replaced (never mutated) under mu.
 type hostState struct {
 	name        string
+	id          HostID       // slot and generation (hosts.go); fixed at creation
+	used        atomic.Int64 // the engine's tick when the host was last used (see Engine.EvictIdle)
 	mu          sync.Mutex
 	two         *window // brackets, sync exchanges, reported offsets
 	env         *window // causal envelope bounds from records

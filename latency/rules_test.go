@@ -274,7 +274,8 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	want := Config{ReferenceHost: "collector", Bounds: Bounds{MaxAge: 400 * 24 * time.Hour, MaxSkew: time.Hour},
 		Window: 2 * time.Minute, WindowBuckets: 24, EnvelopeWindow: time.Minute, EnvelopeBuckets: 12, MaxDriftPPM: 100,
 		StepTolerance: 5 * time.Millisecond, StepConfirm: 3, SkewTolerance: 2 * time.Millisecond,
-		UncertaintyFloor: 5 * time.Millisecond, UncertaintyRatio: 0.02, RelativeAccuracy: 0.01, MaxPaths: 20000}
+		UncertaintyFloor: 5 * time.Millisecond, UncertaintyRatio: 0.02, RelativeAccuracy: 0.01, MaxPaths: 20000,
+		MaxHosts: 10000}
 	if c != want {
 		t.Fatalf("defaults\n got %+v\nwant %+v", c, want)
 	}
@@ -293,6 +294,8 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		{"ratio above 1", func(c *Config) { c.UncertaintyRatio = 2 }},
 		{"zero confirm", func(c *Config) { c.StepConfirm = -1 }},
 		{"no paths", func(c *Config) { c.MaxPaths = -1 }},
+		{"no hosts", func(c *Config) { c.MaxHosts = -1 }},
+		{"more hosts than an id addresses", func(c *Config) { c.MaxHosts = MaxHostsLimit + 1 }},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

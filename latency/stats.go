@@ -116,11 +116,7 @@ func (p *Path) count(res *Result) bool {
 	if res.Flags&FlagSkewSuspected != 0 {
 		c.SkewSuspected++
 		for i := 0; i < res.NumSkewHosts; i++ {
-			h := int(res.SkewHosts[i])
-			for len(p.skew) <= h {
-				p.skew = append(p.skew, 0)
-			}
-			p.skew[h]++
+			p.blame(p.e.HostName(res.SkewHosts[i]))
 		}
 	}
 	if res.Flags&FlagOffsetUnknown != 0 {
@@ -169,6 +165,39 @@ func (p *Path) count(res *Result) bool {
 	return res.Live
 }
 
+// maxSkewHosts bounds the hosts a path counts skew-suspected records of by name: blame on further hosts is summed
+// under OtherHosts, so a path's state does not grow with the hosts that pass through it.
+const maxSkewHosts = 8
+
+// OtherHosts is the PathSnapshot.SkewSuspected key that sums blame on hosts beyond the first eight a path blamed, and
+// on a host forgotten (expired) before its record was counted.
+const OtherHosts = "(other)"
+
+// skewCount is a path's count of skew-suspected records blamed on one host, by name: a host's counts stay with its
+// name, never with an id a later host may reuse.
+type skewCount struct {
+	host string
+	n    uint64
+}
+
+// blame counts one skew-suspected record against the named host; p.mu must be held.
+func (p *Path) blame(host string) {
+	if host == "" {
+		host = OtherHosts
+	}
+	for i := range p.skew {
+		if p.skew[i].host == host {
+			p.skew[i].n++
+			return
+		}
+	}
+	if len(p.skew) >= maxSkewHosts && host != OtherHosts {
+		p.blame(OtherHosts)
+		return
+	}
+	p.skew = append(p.skew, skewCount{host, 1})
+}
+
 // PathSnapshot is one path's copied state.
 type PathSnapshot struct {
 	Group     string
@@ -181,7 +210,8 @@ type PathSnapshot struct {
 	Live          [NumStages]*Sketch
 	SinceRewind   *Sketch
 	E2EUpperBound *Sketch
-	// SkewSuspected counts skew-suspected records by blamed host name (C25's clock_skew_suspected_total{host}).
+	// SkewSuspected counts skew-suspected records by blamed host name (C25's clock_skew_suspected_total{host}); past
+	// eight hosts on one path, the rest are summed under OtherHosts.
 	SkewSuspected map[string]uint64
 }
 
@@ -212,10 +242,8 @@ func (p *Path) snapshot(reset bool) PathSnapshot {
 			s.Live[i] = p.sk.live[i].Copy()
 		}
 	}
-	for h, n := range p.skew {
-		if n > 0 {
-			s.SkewSuspected[p.e.HostName(HostID(h))] += n
-		}
+	for _, c := range p.skew {
+		s.SkewSuspected[c.host] += c.n
 	}
 	return s
 }

@@ -4,8 +4,13 @@
 // run gets a fresh receipts topic and database; the receipts are produced at -rate receipts/s while the binary runs,
 // as an application fleet sends them (-rate 0: all of them before it starts, a backlog drained at full speed).
 //
-// For each run it reports the binary's peak RSS (VmHWM of the process) against memory_limit_mb; the /metrics
-// scrape's series and bytes once every receipt is stored, with the live label sets, overflow and engine paths the
+// -mode hosts measures a flood of host names instead (pod churn, or a hostile writer): the baseline's receipts all
+// name one host, the attack's a new consumer and producer host per receipt, each with a reported clock offset (what
+// the instrumentation sends), on -baseline-groups groups; -receipts of each (default 50,000).
+//
+// For each run it reports the binary's peak RSS (VmHWM of the process) against memory_limit_mb, and fails when it
+// cannot be read; the /metrics scrape's series and bytes once every receipt is stored (counted as distinct keys in
+// ClickHouse, so a row stored twice does not count twice), with the live label sets, overflow and engine paths the
 // binary reports; the ingest rate (receipts over the time from the first produced to the last stored) and how far
 // the last receipt was stored behind its production; then the attack-to-baseline ratios. Before issue 10, 10k
 // groups gave 511k series, 60 MB scrapes and 590 MB RSS against memory_limit_mb 250, and ingest fell from 3k to 500
@@ -19,6 +24,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +44,12 @@ import (
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
+// workload is what one run's receipts name: groups groups, and a new host per receipt when hostChurn.
+type workload struct {
+	groups    int
+	hostChurn bool
+}
+
 const (
 	memoryLimitMB = 250
 	partitions    = 6 // of the receipts topic
@@ -45,8 +57,12 @@ const (
 )
 
 type runResult struct {
-	Groups        int     `json:"groups"`
-	Receipts      int     `json:"receipts"`
+	Groups int `json:"groups"`
+	// Hosts is the number of distinct host names the receipts carry.
+	Hosts    int `json:"hosts"`
+	Receipts int `json:"receipts"`
+	// Keys is the distinct (group, topic, partition, offset) keys stored: the run completes when it reaches Receipts.
+	Keys          uint64  `json:"keys_stored"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
 	UnderLimit    bool    `json:"rss_under_limit"`
 	Series        int     `json:"series"`
@@ -54,6 +70,8 @@ type runResult struct {
 	LiveLabelSets float64 `json:"live_label_sets"`
 	LiveOverflow  float64 `json:"live_overflow_total"`
 	EnginePaths   float64 `json:"engine_paths"`
+	EngineHosts   float64 `json:"engine_hosts"`
+	HostsEvicted  float64 `json:"engine_hosts_evicted_total"`
 	// Seconds is from the first receipt produced (-rate 0: the first row stored) to the last row stored.
 	Seconds      float64 `json:"seconds"`
 	ReceiptsPerS float64 `json:"receipts_per_s"`
@@ -65,6 +83,7 @@ type runResult struct {
 }
 
 type result struct {
+	Mode          string    `json:"mode"`
 	MemoryLimitMB int       `json:"memory_limit_mb"`
 	Rate          int       `json:"rate"`
 	Baseline      runResult `json:"baseline"`
@@ -80,20 +99,30 @@ func main() {
 	perGroup := flag.Int("per-group", 12, "receipts per group in the attack (the baseline gets as many receipts in all)")
 	rate := flag.Int("rate", 3000, "receipts/s produced while the binary runs; 0: all produced before it starts")
 	binPath := flag.String("bin", "", "tidemark binary to measure (default: build ./cmd/tidemark)")
+	mode := flag.String("mode", "groups", "groups: a flood of group names; hosts: a new host name per receipt")
+	receipts := flag.Int("receipts", 50000, "-mode hosts: receipts of each run")
 	flag.Parse()
+	if *mode != "groups" && *mode != "hosts" {
+		fmt.Fprintf(os.Stderr, "bench-cardinality: -mode %q: want groups or hosts\n", *mode)
+		os.Exit(2)
+	}
 	brokers := os.Getenv("TIDEMARK_KAFKA_BROKERS")
 	chAddr := os.Getenv("TIDEMARK_CLICKHOUSE_ADDR")
 	if brokers == "" || chAddr == "" {
 		fmt.Fprintln(os.Stderr, "bench-cardinality: TIDEMARK_KAFKA_BROKERS and TIDEMARK_CLICKHOUSE_ADDR must be set (make bench-cardinality sets them)")
 		os.Exit(2)
 	}
-	if err := bench(strings.Split(brokers, ","), chAddr, *binPath, *groups, *baseGroups, *perGroup, *rate); err != nil {
+	base, attack, n := workload{groups: *baseGroups}, workload{groups: *groups}, *groups**perGroup
+	if *mode == "hosts" {
+		attack, n = workload{groups: *baseGroups, hostChurn: true}, *receipts
+	}
+	if err := bench(strings.Split(brokers, ","), chAddr, *binPath, *mode, base, attack, n, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-cardinality:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(brokers []string, chAddr, bin string, groups, baseGroups, perGroup, rate int) error {
+func bench(brokers []string, chAddr, bin, mode string, base, attack workload, n, rate int) error {
 	dir, err := os.MkdirTemp("", "bench-cardinality")
 	if err != nil {
 		return err
@@ -106,12 +135,11 @@ func bench(brokers []string, chAddr, bin string, groups, baseGroups, perGroup, r
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
-	n := groups * perGroup
-	res := result{MemoryLimitMB: memoryLimitMB, Rate: rate}
-	if res.Baseline, err = runOnce(bin, dir, brokers, chAddr, baseGroups, n, rate); err != nil {
+	res := result{Mode: mode, MemoryLimitMB: memoryLimitMB, Rate: rate}
+	if res.Baseline, err = runOnce(bin, dir, brokers, chAddr, base, n, rate); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	if res.Attack, err = runOnce(bin, dir, brokers, chAddr, groups, n, rate); err != nil {
+	if res.Attack, err = runOnce(bin, dir, brokers, chAddr, attack, n, rate); err != nil {
 		return fmt.Errorf("attack: %w", err)
 	}
 	res.RSSRatio = res.Attack.PeakRSSMB / res.Baseline.PeakRSSMB
@@ -122,9 +150,14 @@ func bench(brokers []string, chAddr, bin string, groups, baseGroups, perGroup, r
 	return nil
 }
 
-// runOnce runs the binary on a fresh receipts topic and database until all n receipts of groups groups are stored.
-func runOnce(bin, dir string, brokers []string, chAddr string, groups, n, rate int) (runResult, error) {
-	r := runResult{Groups: groups, Receipts: n}
+// runOnce runs the binary on a fresh receipts topic and database until all n receipts of w are stored, counted as
+// distinct keys. It fails when the binary's RSS cannot be read: a figure that is not measured is not "under limit".
+func runOnce(bin, dir string, brokers []string, chAddr string, w workload, n, rate int) (runResult, error) {
+	groups := w.groups
+	r := runResult{Groups: groups, Hosts: 1, Receipts: n}
+	if w.hostChurn {
+		r.Hosts = n
+	}
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
 	topic, db := "bench-card-"+id, "tidemark_bench_card_"+id
 	sc := sarama.NewConfig()
@@ -146,7 +179,7 @@ func runOnce(bin, dir string, brokers []string, chAddr string, groups, n, rate i
 	defer prod.Close()
 	if rate == 0 {
 		fmt.Fprintf(os.Stderr, "%d groups: producing %d receipts...\n", groups, n)
-		if err := produce(prod, topic, groups, 0, n); err != nil {
+		if err := produce(prod, topic, w, 0, n); err != nil {
 			return r, err
 		}
 	}
@@ -216,11 +249,19 @@ log: {level: warn}
 		fmt.Fprintf(os.Stderr, "%d groups: producing %d receipts at %d/s...\n", groups, n, rate)
 		start = time.Now()
 		produced = make(chan error, 1)
-		go func() { produced <- producePaced(prod, topic, groups, n, rate, &lastProduced) }()
+		go func() { produced <- producePaced(prod, topic, w, n, rate, &lastProduced) }()
 	}
+	pid := cmd.Process.Pid
 	for {
+		// Read while the process runs: a status file that cannot be read fails the run, never reads as 0 MB.
+		if _, err := peakRSSMB(pid); err != nil {
+			return r, err
+		}
 		var stored uint64
-		_ = conn.QueryRow(ctx, "SELECT count() FROM "+db+".latency_events").Scan(&stored)
+		if err := conn.QueryRow(ctx, "SELECT uniqExact(consumer_group, topic, partition, offset) FROM "+db+".latency_events").Scan(&stored); err != nil && !isUnknownTable(err) {
+			return r, fmt.Errorf("count stored keys: %w", err)
+		}
+		r.Keys = stored
 		if stored > 0 && start.IsZero() {
 			start = time.Now()
 		}
@@ -228,12 +269,12 @@ log: {level: warn}
 			break
 		}
 		if time.Now().After(deadline) {
-			return r, fmt.Errorf("%d of %d rows stored after 15 minutes", stored, n)
+			return r, fmt.Errorf("%d of %d keys stored after 15 minutes", stored, n)
 		}
 		select {
 		case err := <-exited:
 			exited <- err // for the deferred wait
-			return r, fmt.Errorf("tidemark exited (%v) with %d of %d rows stored", err, stored, n)
+			return r, fmt.Errorf("tidemark exited (%v) with %d of %d keys stored", err, stored, n)
 		case err := <-produced:
 			if err != nil {
 				return r, fmt.Errorf("produce: %w", err)
@@ -268,13 +309,18 @@ log: {level: warn}
 		r.Series++
 		for name, dst := range map[string]*float64{"tidemark_collector_live_label_sets": &r.LiveLabelSets,
 			"tidemark_collector_live_overflow_total": &r.LiveOverflow, "tidemark_collector_engine_paths": &r.EnginePaths,
+			"tidemark_collector_engine_hosts": &r.EngineHosts, "tidemark_collector_engine_hosts_evicted_total": &r.HostsEvicted,
 			`tidemark_store_writer_insert_duration_seconds_sum{table="latency_events"}`: &r.InsertSeconds} {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				*dst, _ = strconv.ParseFloat(v, 64)
+			// The family's series, with or without labels (the collector's carry cluster): their sum.
+			if rest, ok := strings.CutPrefix(line, name); ok && (rest[0] == ' ' || rest[0] == '{' && !strings.Contains(name, "{")) {
+				v, _ := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+				*dst += v
 			}
 		}
 	}
-	r.PeakRSSMB = peakRSSMB(cmd.Process.Pid)
+	if r.PeakRSSMB, err = peakRSSMB(pid); err != nil {
+		return r, err
+	}
 	r.UnderLimit = r.PeakRSSMB < memoryLimitMB
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	err = <-exited
@@ -283,6 +329,13 @@ log: {level: warn}
 		return r, fmt.Errorf("tidemark run after SIGTERM: %w", err)
 	}
 	return r, nil
+}
+
+// isUnknownTable reports whether err is ClickHouse's "table doesn't exist" (code 60), which the count meets until
+// the binary has created its schema.
+func isUnknownTable(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && (ex.Code == 60 || ex.Code == 81) // UNKNOWN_TABLE, UNKNOWN_DATABASE
 }
 
 func newProducer(brokers []string) (sarama.SyncProducer, error) {
@@ -295,17 +348,26 @@ func newProducer(brokers []string) (sarama.SyncProducer, error) {
 
 // produce writes receipts [from, to) in records of perRecord receipts, record k of group k % groups on partition
 // group % partitions. Every receipt has a produce and a processed stamp of one host, 20 ms apart, taken now: a live
-// observation of the end-to-end latency (18 series per (group, topic)) that needs no clock correction.
-func produce(prod sarama.SyncProducer, topic string, groups, from, to int) error {
+// observation of the end-to-end latency (18 series per (group, topic)) that needs no clock correction. With
+// w.hostChurn receipt i names host "pod-<i>" and reports its clock (offset 0 ± 1 ms, as a synced host does), so each
+// receipt brings the collector a new clock to estimate.
+func produce(prod sarama.SyncProducer, topic string, w workload, from, to int) error {
+	groups := w.groups
 	at := time.Now()
 	var msgs []*sarama.ProducerMessage
 	for first := from; first < to; first += perRecord {
 		g := (first / perRecord) % groups
 		rs := make([]instrument.Receipt, 0, perRecord)
 		for i := first; i < min(first+perRecord, to); i++ {
-			rs = append(rs, instrument.Receipt{Group: fmt.Sprintf("app-%05d", g), Topic: "orders",
+			r := instrument.Receipt{Group: fmt.Sprintf("app-%05d", g), Topic: "orders",
 				Partition: int32(i % 3), Offset: int64(i), ProduceNs: at.UnixNano(), ProduceHost: "c1",
-				ProcessedNs: at.Add(20 * time.Millisecond).UnixNano(), Host: "c1"})
+				ProcessedNs: at.Add(20 * time.Millisecond).UnixNano(), Host: "c1"}
+			if w.hostChurn {
+				r.Host = fmt.Sprintf("pod-%07d", i)
+				r.ProduceHost = r.Host
+				r.Clock = instrument.ClockOffset{Uncertainty: time.Millisecond, Valid: true}
+			}
+			rs = append(rs, r)
 		}
 		v, err := instrument.AppendReceiptBatch(nil, rs)
 		if err != nil {
@@ -324,13 +386,13 @@ func produce(prod sarama.SyncProducer, topic string, groups, from, to int) error
 
 // producePaced produces n receipts at rate receipts/s, a tenth of a second's worth at a time, and sets *last to
 // when the last was acknowledged.
-func producePaced(prod sarama.SyncProducer, topic string, groups, n, rate int, last *time.Time) error {
+func producePaced(prod sarama.SyncProducer, topic string, w workload, n, rate int, last *time.Time) error {
 	const tick = 100 * time.Millisecond
 	step := max(perRecord, rate/10/perRecord*perRecord)
 	t0 := time.Now()
 	for from, k := 0, 0; from < n; from, k = from+step, k+1 {
 		time.Sleep(time.Until(t0.Add(time.Duration(k) * tick)))
-		if err := produce(prod, topic, groups, from, min(from+step, n)); err != nil {
+		if err := produce(prod, topic, w, from, min(from+step, n)); err != nil {
 			return err
 		}
 	}
@@ -338,19 +400,27 @@ func producePaced(prod sarama.SyncProducer, topic string, groups, n, rate int, l
 	return nil
 }
 
-// peakRSSMB reads a process's peak resident set size (VmHWM) from /proc.
-func peakRSSMB(pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// peakRSSMB reads a process's peak resident set size (VmHWM) from /proc. A status file that cannot be read, or
+// has no VmHWM line with a positive number of kB, is an error: the benchmark never reports an unread RSS as 0.
+func peakRSSMB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, fmt.Errorf("read peak RSS of pid %d: %w", pid, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseVmHWM(b)
+}
+
+// parseVmHWM returns the VmHWM of a /proc/<pid>/status text, in MB.
+func parseVmHWM(status []byte) (float64, error) {
+	sc := bufio.NewScanner(strings.NewReader(string(status)))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil || kb <= 0 {
+				return 0, fmt.Errorf("VmHWM %q: want a positive number of kB", strings.TrimSpace(v))
+			}
+			return kb / 1024, nil
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("no VmHWM line in the process status")
 }

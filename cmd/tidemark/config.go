@@ -101,6 +101,9 @@ type latencyConfig struct {
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxPaths bounds the engine's per-(group, topic, partition) state (default 20000; latency.Config.MaxPaths).
 	MaxPaths int `yaml:"max_paths"`
+	// MaxHosts bounds the host clocks the engine keeps an offset estimate for, ~5 KB each (default 10000, or from
+	// memory_limit_mb: budgetHosts; latency.Config.MaxHosts). Hosts idle for collector.idle_ttl are forgotten too.
+	MaxHosts int `yaml:"max_hosts"`
 	// FixUnits converts stamps in a clearly wrong unit (µs or ns declared as ms) instead of dropping them, flagged
 	// and counted by reason (latency.Config.FixUnits; default false).
 	FixUnits bool `yaml:"fix_units"`
@@ -127,6 +130,7 @@ func (c *runConfig) setDefaults() {
 		c.Migrate = &t
 	}
 	c.budgetWriter()
+	c.budgetHosts()
 	c.Kafka.SetDefaults()
 	c.ClickHouse.SetDefaults()
 	c.Collector.SetDefaults()
@@ -172,6 +176,15 @@ func (c *runConfig) budgetWriter() {
 	}
 	if w.BatchRows == 0 {
 		w.BatchRows = min(store.DefaultWriterBatchRows, max(1000, 40*mb))
+	}
+}
+
+// budgetHosts sizes latency.max_hosts from memory_limit_mb when the user did not set it: a sixteenth of the budget
+// at ~5 KB a host (the engine's two offset windows), at least 100 and at most the engine's default 10,000. At
+// memory_limit_mb 250: 3,200 hosts, 16 MiB. Each cluster has its own engine, so the bound is per cluster.
+func (c *runConfig) budgetHosts() {
+	if mb := c.MemoryLimitMB; mb > 0 && c.Latency.MaxHosts == 0 {
+		c.Latency.MaxHosts = min(10000, max(100, mb<<20/16/(5<<10)))
 	}
 }
 
@@ -367,7 +380,7 @@ func (c *runConfig) engineConfig(cl *clusterConfig) latency.Config {
 		ReferenceHost: cl.Collector.ReferenceHost,
 		Bounds:        latency.Bounds{MaxAge: c.Latency.MaxAge, MaxSkew: c.Latency.MaxSkew},
 		Window:        c.Latency.Window, EnvelopeWindow: c.Latency.EnvelopeWindow, SkewTolerance: c.Latency.SkewTolerance,
-		MaxPaths: c.Latency.MaxPaths,
+		MaxPaths: c.Latency.MaxPaths, MaxHosts: c.Latency.MaxHosts,
 		// The collector's distributions are its rows in ClickHouse and its live Prometheus histograms; the engine's
 		// own sketches would never be read and would be most of its memory (up to ~30 KB a path).
 		NoSketches: true,

@@ -50,7 +50,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 		Migrate:       &f,
 		MemoryLimitMB: 250,
 		Latency: latencyConfig{Window: 3 * time.Minute, EnvelopeWindow: 90 * time.Second, SkewTolerance: 3 * time.Millisecond,
-			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour, MaxPaths: 5000, FixUnits: true},
+			MaxSkew: 30 * time.Minute, MaxAge: 720 * time.Hour, MaxPaths: 5000, MaxHosts: 2000, FixUnits: true},
 		Collector: collector.Config{
 			ReferenceHost: "collector-a", DeadLetterTopic: "tm-dlq", ReplayStateTopic: "tm-replay-state", ClockOffsetInterval: 5 * time.Second, MaxBatch: 2000,
 			MaxWait: 200 * time.Millisecond, DrainTimeout: 20 * time.Second, SLOThresholds: []time.Duration{250 * time.Millisecond, time.Second},
@@ -86,6 +86,33 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("loaded config differs:\n got %+v\nwant %+v", *got, *want)
+	}
+}
+
+// TestMemoryLimitSizesTheHosts: memory_limit_mb sizes latency.max_hosts (a sixteenth of it at 5 KB a host, 100 to
+// 10,000); an explicit key is kept; without a limit the engine's default (10,000) stands.
+func TestMemoryLimitSizesTheHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"no limit: the engine's default", "", 10000},
+		{"250 MiB", "memory_limit_mb: 250\n", 3200}, // 250 MiB / 16 / 5 KiB
+		{"large limit: the default is the ceiling", "memory_limit_mb: 4096\n", 10000},
+		{"tiny limit: the floor", "memory_limit_mb: 4\n", 100},
+		{"explicit key wins", "memory_limit_mb: 250\nlatency: {max_hosts: 50000}\n", 50000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadConfig(writeConfig(t, "kafka: {brokers: [a:1]}\n"+tc.body), nil, noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := cfg.engineConfig(cfg.clusterList()[0])
+			lc.SetDefaults()
+			if lc.MaxHosts != tc.want {
+				t.Fatalf("engine max hosts %d, want %d", lc.MaxHosts, tc.want)
+			}
+		})
 	}
 }
 
