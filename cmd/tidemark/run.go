@@ -159,10 +159,19 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 			defer stopTracing(prov, cfg, log) // after the writer closed: the paths' last spans are queued by then
 		}
 		for _, cr := range clusters {
-			if err := cr.newCollector(cfg, writer, tp, reg); err != nil {
+			if err := cr.newCollector(cfg, db, writer, tp, reg); err != nil {
 				return err
 			}
 		}
+		// closed days whose rollups count some row twice (or miss one) are rebuilt from latency_events
+		repair, err := store.NewRollupRepairer(db, 0, 0, reg, log)
+		if err != nil {
+			return err
+		}
+		rctx, stopRepair := context.WithCancel(sctx)
+		repaired := make(chan struct{})
+		go func() { defer close(repaired); _ = repair.Run(rctx) }()
+		defer func() { stopRepair(); <-repaired }()
 	}
 
 	runErr := runClusters(sctx, clusters, *cfg.LagEnabled, lagMetrics, func() {
@@ -340,7 +349,7 @@ func newClusterRuns(cfg *runConfig, log *slog.Logger) []*clusterRun {
 }
 
 // newCollector builds the cluster's collector and its own latency engine; its metrics carry the cluster label.
-func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.TracerProvider, reg prometheus.Registerer) error {
+func (cr *clusterRun) newCollector(cfg *runConfig, db *store.Store, w *store.Writer, tp trace.TracerProvider, reg prometheus.Registerer) error {
 	engine, err := latency.NewEngine(cfg.engineConfig(cr.cfg))
 	if err != nil {
 		return err
@@ -349,6 +358,9 @@ func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.Tra
 	cr.col, err = collector.New(cr.cfg.Collector, collector.Options{
 		Kafka: cr.cfg.Kafka, Engine: engine, Sink: w, Metrics: collector.NewMetrics(creg, cr.cfg.Collector.SLOThresholds...),
 		Logger: cr.log, TracerProvider: tp, Cluster: cr.cfg.Name,
+		SeedReceipts: func(ctx context.Context, cluster string, partition int32, from int64) (int, error) {
+			return db.SeedReceiptKeys(ctx, w, cluster, partition, from, time.Now().Add(-store.SeedLookback))
+		},
 	})
 	return err
 }

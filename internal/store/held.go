@@ -6,6 +6,11 @@ import (
 	"time"
 )
 
+// SeedLookback is the record-time bound `tidemark run` gives SeedReceiptKeys: the rows in flight when an owner
+// crashed are this recent unless the collector was a day behind, and the rollup repair (RollupRepairer) corrects
+// what older ones count twice.
+const SeedLookback = 24 * time.Hour
+
 // SeedReceiptKeys puts into w's dedup window the keys of the latency rows ClickHouse already holds from receipts
 // partition receiptPartition at or past offset from (the partition's committed offset, 0 without a commit), among
 // rows of cluster with a record_time at or after since. Call it when the receipts partition is assigned, before any

@@ -47,7 +47,7 @@ func TestSeedReceiptKeysKeepsRereadOutOfRollups(t *testing.T) {
 		t.Fatalf("seeded %d keys, want 100 (receipts 100..199 of partition 3)", n)
 	}
 	writeAndFlush(t, w, Rows{Latency: receiptRows(day, 3, 100, 200)}) // the re-read tail and 100 new receipts
-	writeAndFlush(t, w, Rows{Latency: other[:10]})                     // not seeded: written again
+	writeAndFlush(t, w, Rows{Latency: other[:10]})                    // not seeded: written again
 	if got := testutil.ToFloat64(w.m.duplicates.WithLabelValues(TableLatency)); got != 100 {
 		t.Errorf("duplicate rows dropped %v, want 100", got)
 	}
