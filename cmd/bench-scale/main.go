@@ -13,7 +13,9 @@
 //     class it is a duplicate); on a ClickHouse cluster each replica is counted on its own (after SYSTEM SYNC
 //     REPLICA) and the worst one reported. rows_reinserted: rows inserted more than once by key, counted by a plain
 //     MergeTree materialized view the bench puts on latency_events (the at-least-once redelivery the crash caused,
-//     which the idempotent key absorbs);
+//     which the idempotent key absorbs; the survivor's seeded dedup window keeps it at 0);
+//   - rollup_double_counted / rollup_missing: the most, over latency_1m and latency_1h, by which a tier's row count
+//     exceeds / falls short of latency_events FINAL's (rollup_raw_rows): rows the views aggregated twice, or missed;
 //   - false_probe_loss: probe_events rows with status lost whose probe the probe topic's log holds;
 //   - lag_failover_s: the longest, over clusters, of the time from the kill until the end during which no live
 //     replica served tidemark_lag_exporter_active{cluster}=1 (both replicas scraped every 250 ms);
