@@ -43,6 +43,12 @@ type Options struct {
 	// Cluster names the Kafka cluster (Kafka's brokers) in every row written to Sink: the cluster column. "" leaves
 	// the rows' own value.
 	Cluster string
+	// SeedReceipts, if set, is called when the receipts path is assigned a partition, before any of its records is
+	// read, with the receipts group's committed offset of it (0 without a commit): it tells the sink's dedup window
+	// which rows ClickHouse already holds from that partition at or past the offset (store.Store.SeedReceiptKeys), so
+	// the rows an earlier owner inserted after its last commit are not inserted (and rolled up) again. It returns
+	// how many keys it added. An error is logged and the partition is read unseeded.
+	SeedReceipts func(ctx context.Context, cluster string, partition int32, from int64) (int, error)
 }
 
 // Collector runs the enabled paths.
@@ -377,6 +383,7 @@ func (c *Collector) Ready() error {
 // partitions newly held are restored from the state topic as a restarted process restores them, before any of
 // their receipts is read.
 func (c *Collector) receiptsAssigned(ctx context.Context, kc *kafkaconfig.Client, claims map[string][]int32) error {
+	c.seedReceipts(ctx, kc, claims[c.cfg.Receipts.Topic])
 	ck := c.deps.checkpoints
 	if ck == nil {
 		return nil
@@ -400,6 +407,29 @@ func (c *Collector) receiptsAssigned(ctx context.Context, kc *kafkaconfig.Client
 			"restored", gained, "dropped", lost)
 	}
 	return nil
+}
+
+// seedReceipts seeds the sink's dedup window with the rows ClickHouse holds from each newly claimed receipts
+// partition at or past the group's committed offset (Options.SeedReceipts); failures are logged, not fatal.
+func (c *Collector) seedReceipts(ctx context.Context, kc *kafkaconfig.Client, parts []int32) {
+	if c.opts.SeedReceipts == nil || len(parts) == 0 {
+		return
+	}
+	committed, err := kafka.CommittedOffsets(kc.Brokers(), kc.Sarama(), c.cfg.Receipts.Group, c.cfg.Receipts.Topic, parts)
+	if err != nil {
+		c.opts.Logger.Warn("dedup window not seeded: committed offsets unreadable", "err", err)
+		return
+	}
+	total := 0
+	for _, p := range parts {
+		n, err := c.opts.SeedReceipts(ctx, c.opts.Cluster, p, committed[p])
+		if err != nil {
+			c.opts.Logger.Warn("dedup window not seeded", "partition", p, "from", committed[p], "err", err)
+			continue
+		}
+		total += n
+	}
+	c.opts.Logger.Info("dedup window seeded with the rows stored past the receipts group's commits", "partitions", parts, "keys", total)
 }
 
 // drain waits for the sink to acknowledge what it accepted and publishes the replay checkpoints of what it

@@ -394,6 +394,8 @@ func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source,
 			dst = make([]store.LatencyRow, 0, len(rs)*hint)
 		}
 		dst = append(dst, p.row(ctx, &rs[j], now, cache))
+		// where the row came from: a successor assigned the partition seeds its dedup window from these
+		dst[len(dst)-1].ReceiptPartition, dst[len(dst)-1].ReceiptOffset = src.partition, off
 	}
 	p.pending.put(src.partition, off, dst[start:])
 	return dst

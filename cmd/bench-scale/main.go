@@ -13,7 +13,9 @@
 //     class it is a duplicate); on a ClickHouse cluster each replica is counted on its own (after SYSTEM SYNC
 //     REPLICA) and the worst one reported. rows_reinserted: rows inserted more than once by key, counted by a plain
 //     MergeTree materialized view the bench puts on latency_events (the at-least-once redelivery the crash caused,
-//     which the idempotent key absorbs);
+//     which the idempotent key absorbs; the survivor's seeded dedup window keeps it at 0);
+//   - rollup_double_counted / rollup_missing: the most, over latency_1m and latency_1h, by which a tier's row count
+//     exceeds / falls short of latency_events FINAL's (rollup_raw_rows): rows the views aggregated twice, or missed;
 //   - false_probe_loss: probe_events rows with status lost whose probe the probe topic's log holds;
 //   - lag_failover_s: the longest, over clusters, of the time from the kill until the end during which no live
 //     replica served tidemark_lag_exporter_active{cluster}=1 (both replicas scraped every 250 ms);
@@ -53,21 +55,26 @@ import (
 
 // result is the JSON line.
 type result struct {
-	Replicas           int     `json:"replicas"`
-	Clusters           int     `json:"clusters"`
-	ClickHouseReplicas int     `json:"clickhouse_replicas"`
-	RowsSent           int     `json:"rows_sent"`
-	RowsLost           int     `json:"rows_lost"`
-	RowsDuplicated     int     `json:"rows_duplicated"`
-	RowsExtra          int     `json:"rows_extra"`
-	RowsReinserted     int     `json:"rows_reinserted"`
-	ProbesDelivered    int     `json:"probes_delivered"`
-	ProbesReportedLost int     `json:"probes_reported_lost"`
-	FalseProbeLoss     int     `json:"false_probe_loss"`
-	LagFailoverS       float64 `json:"lag_failover_s"`
-	LagMaxActive       int     `json:"lag_exporters_max_active"`
-	LagSnapshotMaxGapS float64 `json:"lag_snapshot_max_gap_s"`
-	SessionTimeoutS    float64 `json:"session_timeout_s"`
+	Replicas           int `json:"replicas"`
+	Clusters           int `json:"clusters"`
+	ClickHouseReplicas int `json:"clickhouse_replicas"`
+	RowsSent           int `json:"rows_sent"`
+	RowsLost           int `json:"rows_lost"`
+	RowsDuplicated     int `json:"rows_duplicated"`
+	RowsExtra          int `json:"rows_extra"`
+	RowsReinserted     int `json:"rows_reinserted"`
+	// RollupDoubleCounted: the most, over latency_1m and latency_1h, by which the tier's row count exceeds the
+	// distinct rows of latency_events FINAL (a re-read row the views aggregated twice); RollupRows the tiers' count.
+	RollupDoubleCounted int64   `json:"rollup_double_counted"`
+	RollupMissing       int64   `json:"rollup_missing"`
+	RollupRawRows       int64   `json:"rollup_raw_rows"`
+	ProbesDelivered     int     `json:"probes_delivered"`
+	ProbesReportedLost  int     `json:"probes_reported_lost"`
+	FalseProbeLoss      int     `json:"false_probe_loss"`
+	LagFailoverS        float64 `json:"lag_failover_s"`
+	LagMaxActive        int     `json:"lag_exporters_max_active"`
+	LagSnapshotMaxGapS  float64 `json:"lag_snapshot_max_gap_s"`
+	SessionTimeoutS     float64 `json:"session_timeout_s"`
 	// ClusterLagMismatches sums over clusters; ClusterLagCompared is the group-partitions compared.
 	ClusterLagMismatches int `json:"cluster_lag_mismatches"`
 	ClusterLagCompared   int `json:"cluster_lag_compared"`
@@ -737,7 +744,7 @@ func (s *stage) compareLag(ctx context.Context, c *kcluster, r *replica, frozen 
 // count fills the ClickHouse and probe-log figures, after every replica stopped. On a ClickHouse cluster every
 // replica is synced and counted on its own; the worst replica's figures are reported.
 func (s *stage) count(ctx context.Context, res *result, sent map[receiptKey]int, killAt time.Time) error {
-	for _, t := range []string{"latency_events", "probe_events", "lag_snapshots"} {
+	for _, t := range []string{"latency_events", "probe_events", "lag_snapshots", "latency_1m", "latency_1h"} {
 		if err := s.ch.sync(ctx, s.db, t); err != nil {
 			return err
 		}
@@ -772,6 +779,9 @@ func (s *stage) count(ctx context.Context, res *result, sent map[receiptKey]int,
 		}
 	}
 	res.RowsReinserted = inserted - keys
+	if err := s.countRollups(ctx, res); err != nil {
+		return err
+	}
 
 	conn := s.ch.conns[0]
 	var hasInstance uint64
@@ -827,6 +837,30 @@ func (s *stage) count(ctx context.Context, res *result, sent map[receiptKey]int,
 			last = time.UnixMilli(max(last.UnixMilli(), at))
 		}
 		res.LagSnapshotMaxGapS = max(res.LagSnapshotMaxGapS, maxGap(ats, killAt, last).Seconds())
+	}
+	return nil
+}
+
+// countRollups compares each rollup tier's row count (its e2e stage's live + flagged + replay + backfill +
+// redelivery: one per row) with the distinct rows of latency_events FINAL, through the Distributed tables on a
+// ClickHouse cluster: a tier counting more has aggregated a re-inserted row twice (rollupDoubleCounted), one counting
+// fewer missed rows.
+func (s *stage) countRollups(ctx context.Context, res *result) error {
+	conn := s.ch.conns[0]
+	var raw uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM `+s.db+`.latency_events FINAL`).Scan(&raw); err != nil {
+		return fmt.Errorf("count latency_events FINAL: %w", err)
+	}
+	res.RollupRawRows = int64(raw)
+	for _, tier := range []string{"latency_1m", "latency_1h"} {
+		var n uint64
+		if err := conn.QueryRow(ctx, `SELECT sumMerge(live) + sumMerge(flagged) + sumMerge(replay) + sumMerge(backfill) + `+
+			`sumMerge(redelivery) FROM `+s.db+`.`+tier+` WHERE stage = 'e2e'`).Scan(&n); err != nil {
+			return fmt.Errorf("count %s: %w", tier, err)
+		}
+		logf("%s counts %d rows, latency_events FINAL %d", tier, n, raw)
+		res.RollupDoubleCounted = max(res.RollupDoubleCounted, int64(n)-int64(raw))
+		res.RollupMissing = max(res.RollupMissing, int64(raw)-int64(n))
 	}
 	return nil
 }

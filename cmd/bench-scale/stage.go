@@ -53,8 +53,13 @@ func envOr(name, def string) string {
 // startSecondKafka starts (unless running) a one-broker Kafka cluster, the second cluster `tidemark run` watches:
 // kafka.sh with its own state directory (TIDEMARK_STATE_DIR + "-bench-scale-b") and ports
 // TIDEMARK_BENCH_KAFKA_B_PORT (19592) and TIDEMARK_BENCH_KAFKA_B_CONTROLLER_PORT (19692). stop stops it if this
-// call started it.
+// call started it. When the stack runs its own second cluster (stack.sh up --second-cluster, TIDEMARK_KAFKA2_BROKERS
+// in its env), that one is used and left running: its ports are the same.
 func startSecondKafka(ctx context.Context) (brokers []string, stop func(), err error) {
+	if b := os.Getenv("TIDEMARK_KAFKA2_BROKERS"); b != "" {
+		logf("using the stack's second Kafka cluster %s", b)
+		return strings.Split(b, ","), func() {}, nil
+	}
 	state := envOr("TIDEMARK_STATE_DIR", filepath.Join(envOr("XDG_STATE_HOME", filepath.Join(os.Getenv("HOME"), ".local/state")), "tidemark/local"))
 	env := []string{"TIDEMARK_STATE_DIR=" + state + "-bench-scale-b",
 		"TIDEMARK_KAFKA_PORT=" + envOr("TIDEMARK_BENCH_KAFKA_B_PORT", "19592"),

@@ -171,9 +171,11 @@ type history struct {
 	done chan struct{} // closed when the start ended: the fields below are then set (or left nil when it failed)
 	st   readiness     // why the store is not up yet ("connecting to ClickHouse: ..."), "" once it is
 
-	db     *store.Store
-	writer *store.Writer
-	prov   *tracing.Provider
+	db         *store.Store
+	writer     *store.Writer
+	stopRepair context.CancelFunc // stops the rollup repairer
+	repaired   chan struct{}      // closed when the rollup repairer has returned
+	prov       *tracing.Provider
 }
 
 // startHistory connects to ClickHouse (retrying like every dependency, see openStore), then builds the writer, the
@@ -203,10 +205,18 @@ func startHistory(ctx context.Context, cfg *runConfig, clusters []*clusterRun, r
 				tp = h.prov
 			}
 			for _, cr := range clusters {
-				if err := cr.newCollector(cfg, h.writer, tp, reg); err != nil {
+				if err := cr.newCollector(cfg, h.db, h.writer, tp, reg); err != nil {
 					return err
 				}
 			}
+			// closed days whose rollups count some row twice (or miss one) are rebuilt from latency_events
+			repair, err := store.NewRollupRepairer(db, 0, 0, reg, log)
+			if err != nil {
+				return err
+			}
+			rctx, stop := context.WithCancel(ctx)
+			h.stopRepair, h.repaired = stop, make(chan struct{})
+			go func() { defer close(h.repaired); _ = repair.Run(rctx) }()
 			return nil
 		}()
 		if err != nil {
@@ -238,6 +248,10 @@ func (h *history) collector(cr *clusterRun) (col *collector.Collector, ok bool) 
 // (the paths' last spans are queued once the writer closed) and closes ClickHouse.
 func (h *history) close(cfg *runConfig, log *slog.Logger) error {
 	<-h.done
+	if h.repaired != nil {
+		h.stopRepair()
+		<-h.repaired
+	}
 	var err error
 	if h.writer != nil {
 		log.Info("stopping: flushing the writer")
@@ -412,7 +426,7 @@ func newClusterRuns(cfg *runConfig, log *slog.Logger) []*clusterRun {
 }
 
 // newCollector builds the cluster's collector and its own latency engine; its metrics carry the cluster label.
-func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.TracerProvider, reg prometheus.Registerer) error {
+func (cr *clusterRun) newCollector(cfg *runConfig, db *store.Store, w *store.Writer, tp trace.TracerProvider, reg prometheus.Registerer) error {
 	engine, err := latency.NewEngine(cfg.engineConfig(cr.cfg))
 	if err != nil {
 		return err
@@ -421,6 +435,9 @@ func (cr *clusterRun) newCollector(cfg *runConfig, w *store.Writer, tp trace.Tra
 	cr.col, err = collector.New(cr.cfg.Collector, collector.Options{
 		Kafka: cr.cfg.Kafka, Engine: engine, Sink: w, Metrics: collector.NewMetrics(creg, cr.cfg.Collector.SLOThresholds...),
 		Logger: cr.log, TracerProvider: tp, Cluster: cr.cfg.Name,
+		SeedReceipts: func(ctx context.Context, cluster string, partition int32, from int64) (int, error) {
+			return db.SeedReceiptKeys(ctx, w, cluster, partition, from, time.Now().Add(-store.SeedLookback))
+		},
 	})
 	return err
 }

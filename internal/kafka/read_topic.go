@@ -104,3 +104,27 @@ func EndOffsets(brokers []string, sc *sarama.Config, topic string) (map[int32]in
 	}
 	return out, nil
 }
+
+// CommittedOffsets returns group's committed offsets (the next offsets to read) of topic's partitions, with one
+// OffsetFetch through a fresh client; a partition without a commit is absent.
+func CommittedOffsets(brokers []string, sc *sarama.Config, group, topic string, partitions []int32) (map[int32]int64, error) {
+	adm, err := sarama.NewClusterAdmin(brokers, sc)
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s on %s: connect to %v: %w", group, topic, brokers, err)
+	}
+	defer adm.Close()
+	resp, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: partitions})
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of %s on %s: %w", group, topic, err)
+	}
+	out := make(map[int32]int64, len(partitions))
+	for p, b := range resp.Blocks[topic] {
+		if b.Err != sarama.ErrNoError {
+			return nil, fmt.Errorf("committed offset of %s on %s/%d: %w", group, topic, p, b.Err)
+		}
+		if b.Offset >= 0 {
+			out[p] = b.Offset
+		}
+	}
+	return out, nil
+}

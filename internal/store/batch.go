@@ -30,6 +30,7 @@ var latencyColumns = []string{
 	"ingest_naive_ms", "queue_naive_ms", "process_naive_ms", "e2e_naive_ms",
 	"ingest_ms", "queue_ms", "process_ms", "e2e_ms", "uncertainty_ms", "valid", "flags",
 	"producer_host", "broker_host", "consumer_host", "trace_id", "span_id", "cluster", "ver",
+	"receipt_partition", "receipt_offset",
 }
 
 var probeColumns = []string{
@@ -252,6 +253,10 @@ func (rs latencyBatch) appendTo(b driver.Batch, ver uint64, c *latencyCols) erro
 		func() error { return str(27, func(r *LatencyRow) string { return r.SpanID }) },
 		func() error { return str(28, func(r *LatencyRow) string { return r.Cluster }) },
 		func() error { return appendLatencyCol(b, 29, &c.u64, r, func(*LatencyRow) uint64 { return ver }) },
+		func() error {
+			return appendLatencyCol(b, 30, &c.i32, r, func(r *LatencyRow) int32 { p, _ := r.receiptSource(); return p })
+		},
+		func() error { return i64(31, func(r *LatencyRow) int64 { _, o := r.receiptSource(); return o }) },
 	} {
 		if err := fill(); err != nil {
 			return err

@@ -80,7 +80,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("`(tidemark_store_writer_[a-z_]+)").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("`(tidemark_store_(?:writer|rollup)_[a-z_]+)").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = true
 	}
 	reg := prometheus.NewRegistry()
@@ -89,6 +89,9 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.insertSeconds.WithLabelValues(TableLatency).Observe(0.1) // a vec without children is not gathered
+	if _, err := NewRollupRepairer(nil, 0, 0, reg, nil); err != nil {
+		t.Fatal(err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +108,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Errorf("docs/schema.md documents %s, which the writer does not register", name)
 	}
 	sort.Strings(registered)
-	if len(registered) != 11 {
+	if len(registered) != 15 {
 		t.Errorf("registered %v", registered)
 	}
 }

@@ -9,8 +9,9 @@
 // Delivery is at-least-once and idempotent: a Write's Ack runs only after ClickHouse acknowledged every row of it, so
 // the collector commits Kafka offsets only then; a row re-delivered after a crash collapses with its first copy in
 // the raw ReplacingMergeTree tables (key: consumer_group, topic, partition, offset, replay_class), and the writer's
-// dedup window keeps re-deliveries it has seen recently out of the rollups; Store.RebuildRollup makes a closed day's
-// rollups exact again after a crash. The rollups come in two tiers fed by their own materialized views on
+// dedup window, seeded on assignment with the rows already stored (SeedReceiptKeys), keeps re-deliveries out of the
+// rollups; RollupRepairer rebuilds (Store.RebuildRollup) a closed day whose rollup counts differ from the raw
+// table's. The rollups come in two tiers fed by their own materialized views on
 // latency_events: per minute (latency_1m) and per hour (latency_1h, migration 0002, for hour-wide buckets, where
 // merging minute states costs as much as scanning raw rows). docs/schema.md says exactly what the rollups can and
 // cannot promise.

@@ -77,3 +77,72 @@ func rollupSelect(tier rollupTier) (string, error) {
 		"\nWHERE observed_time >= toDateTime(?, 'UTC') AND observed_time < toDateTime(?, 'UTC')"+group, 1)
 	return sel, nil
 }
+
+// RollupCount is one UTC day of one rollup tier compared with the raw table: Rollup is the rows the tier counted
+// (live + flagged + replay + backfill + redelivery of its e2e stage: every row is counted in exactly one of them,
+// once per stage), Raw the rows of latency_events FINAL observed that day (each key once, as RebuildRollup counts
+// them). Rollup > Raw: rows inserted more than once were aggregated more than once; Rollup < Raw: rows the tier
+// never saw (inserted while a migration redefined its view, or before the tier existed).
+type RollupCount struct {
+	Table       string
+	Day         time.Time // 00:00 UTC
+	Rollup, Raw int64
+}
+
+// CountRollups compares each rollup tier's row count for the UTC day of day with the distinct rows of
+// latency_events FINAL observed that day: three queries (one per tier, one on the raw table), each bounded by the
+// store's max_execution_time.
+func (s *Store) CountRollups(ctx context.Context, day time.Time) ([]RollupCount, error) {
+	d := day.UTC()
+	from := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 0, 1)
+	var raw uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+TableLatency+" FINAL WHERE observed_time >= toDateTime(?, 'UTC')"+
+		" AND observed_time < toDateTime(?, 'UTC')", from.Unix(), to.Unix()).Scan(&raw); err != nil {
+		return nil, fmt.Errorf("count %s rows observed %s: %w", TableLatency, from.Format(time.DateOnly), err)
+	}
+	out := make([]RollupCount, 0, len(rollupTiers))
+	for _, tier := range rollupTiers {
+		bucket := "minute"
+		if tier.table == TableLatency1h {
+			bucket = "hour"
+		}
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT sumMerge(live) + sumMerge(flagged) + sumMerge(replay) + sumMerge(backfill) + "+
+			"sumMerge(redelivery) FROM "+tier.table+" WHERE stage = 'e2e' AND "+bucket+" >= toDateTime(?, 'UTC') AND "+
+			bucket+" < toDateTime(?, 'UTC')", from.Unix(), to.Unix()).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s rows of %s: %w", tier.table, from.Format(time.DateOnly), err)
+		}
+		out = append(out, RollupCount{Table: tier.table, Day: from, Rollup: int64(n), Raw: int64(raw)})
+	}
+	return out, nil
+}
+
+// RepairRollups checks the days closed days before now's UTC day, newest first (days 2: yesterday and the day
+// before), and rebuilds (RebuildRollup) each day on which some tier's count differs from the raw table's. It returns
+// every count it read, before any repair, and the days it rebuilt. A day that closed minutes ago may still receive
+// rows from a collector working through a backlog; a rebuild racing such a row can miscount it, which the next
+// check finds and repairs again.
+func (s *Store) RepairRollups(ctx context.Context, now time.Time, days int) (counts []RollupCount, rebuilt []time.Time, err error) {
+	today := now.UTC().Truncate(24 * time.Hour)
+	for i := 1; i <= days; i++ {
+		day := today.AddDate(0, 0, -i)
+		cs, err := s.CountRollups(ctx, day)
+		if err != nil {
+			return counts, rebuilt, err
+		}
+		counts = append(counts, cs...)
+		differ := false
+		for _, c := range cs {
+			differ = differ || c.Rollup != c.Raw
+		}
+		if !differ {
+			continue
+		}
+		if err := s.RebuildRollup(ctx, day); err != nil {
+			return counts, rebuilt, err
+		}
+		rebuilt = append(rebuilt, day)
+	}
+	return counts, rebuilt, nil
+}

@@ -109,6 +109,19 @@ type LatencyRow struct {
 
 	ProducerHost, BrokerHost, ConsumerHost string
 	TraceID, SpanID                        string // lowercase hex, '' when none
+
+	// ReceiptPartition and ReceiptOffset locate the receipts-topic record a row of Source SourceReceipt came from
+	// (latency_events.receipt_partition and receipt_offset; -1 is stored for rows of other sources).
+	ReceiptPartition int32
+	ReceiptOffset    int64
+}
+
+// receiptSource is the stored receipt_partition and receipt_offset: the row's own for a receipt row, else -1, -1.
+func (r *LatencyRow) receiptSource() (int32, int64) {
+	if r.Source != SourceReceipt {
+		return -1, -1
+	}
+	return r.ReceiptPartition, r.ReceiptOffset
 }
 
 // RecordTime is the row's partition and dedup anchor: the first plausible one (see PlausibleMs) of the append,

@@ -67,6 +67,8 @@ type fams struct {
 	evalDuration, requests                                                                     *family
 	// issue 17: Kafka 4 group types
 	groupInfo, streamsTopic, unsupported *family
+	// commits a Stable group left on partitions it no longer owns (flag unassigned): no per-partition lag series
+	staleCommit, staleCommitAge *family
 	// kafka_exporter compatibility names; nil unless lagexporter.Config.KafkaExporterCompat
 	kLag, kLagSum, kCurrent, kCurrentSum, kMembers, kTopicCurrent, kTopicOldest *family
 }
@@ -157,9 +159,11 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		invalidTimestamps:     counter(n("tidemark_lag_exporter_invalid_timestamps_total", "Record timestamps the exporter met and did not use for a time lag, by reason: missing (-1 or <= 0 ms), wrong_unit (seconds or microseconds written as milliseconds), future (after the observation time).", []string{"cluster", "reason"})),
 		partitionErrors:       counter(n("tidemark_lag_exporter_partition_errors_total", "Consecutive cycles in which the partition's offsets could not be read, by Kafka error code; only partitions failing now have a series.", []string{"cluster", "topic", "partition", "code"})),
 
-		groupInfo:    n("tidemark_lag_group_info", "1 per group, naming its Kafka group type (classic, consumer = KIP-848, share = KIP-932, streams = KIP-1071); join on (cluster, group) to select any lag series by type.", []string{"cluster", "group", "group_type"}),
-		streamsTopic: n("tidemark_lag_streams_topic_info", "1 per topic a streams group (KIP-1071) reads: the subtopology reading it and whether it is an internal repartition topic (internal=\"true\"); join on (cluster, group, topic) to show an application's lag per subtopology.", []string{"cluster", "group", "topic", "subtopology", "internal"}),
-		unsupported:  n("tidemark_lag_exporter_unsupported_rpc", "1 per group RPC some broker could not answer since start (e.g. ShareGroupDescribe before Kafka 4.1): groups of that type are listed without it.", []string{"cluster", "rpc"}),
+		groupInfo:      n("tidemark_lag_group_info", "1 per group, naming its Kafka group type (classic, consumer = KIP-848, share = KIP-932, streams = KIP-1071); join on (cluster, group) to select any lag series by type.", []string{"cluster", "group", "group_type"}),
+		streamsTopic:   n("tidemark_lag_streams_topic_info", "1 per topic a streams group (KIP-1071) reads: the subtopology reading it and whether it is an internal repartition topic (internal=\"true\"); join on (cluster, group, topic) to show an application's lag per subtopology.", []string{"cluster", "group", "topic", "subtopology", "internal"}),
+		staleCommit:    n("tidemark_lag_stale_commit_offset", "Committed offset a Stable group left on a partition none of its members is assigned and nobody commits on (flag unassigned, Burrow #854); such a partition has no lag, time-lag, committed or kafka_exporter series, only this one and its age.", gp),
+		staleCommitAge: n("tidemark_lag_stale_commit_age_seconds", "Seconds since the stale commit of tidemark_lag_stale_commit_offset was made (or, for a commit older than the exporter, since the exporter first saw it).", gp),
+		unsupported:    n("tidemark_lag_exporter_unsupported_rpc", "1 per group RPC some broker could not answer since start (e.g. ShareGroupDescribe before Kafka 4.1): groups of that type are listed without it.", []string{"cluster", "rpc"}),
 	}
 	if cfg.KafkaExporterCompat {
 		c.f.kLag = n("kafka_consumergroup_lag", "kafka_exporter compatible: effective lag of a consumer group on a partition.", []string{"consumergroup", "topic", "partition"})
@@ -270,7 +274,12 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 				}
 			}
 			for pi := range g.Partitions {
-				if p := &g.Partitions[pi]; p.Known {
+				p := &g.Partitions[pi]
+				if p.Flags.Has(lagexporter.FlagUnassigned) {
+					c.emitStaleCommit(add, s, g, p, pl(p.Partition))
+					continue
+				}
+				if p.Known {
 					add(f.partLag, float64(p.Lag), cl, g.Group, p.Topic, pl(p.Partition))
 					if compat {
 						add(f.kLag, float64(p.Lag), g.Group, p.Topic, pl(p.Partition))
@@ -316,7 +325,7 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 			}
 			if compat {
 				add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
-				add(f.kCurrentSum, float64(t.CommittedSum), g.Group, t.Topic)
+				add(f.kCurrentSum, float64(t.CommittedSum-staleCommitted(g, t)), g.Group, t.Topic)
 			}
 		}
 		if !perPartition {
@@ -325,6 +334,10 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 		for pi := range g.Partitions {
 			p := &g.Partitions[pi]
 			ps := pl(p.Partition)
+			if p.Flags.Has(lagexporter.FlagUnassigned) {
+				c.emitStaleCommit(add, s, g, p, ps)
+				continue
+			}
 			for i, name := range lagexporter.FlagNames {
 				if p.Flags&(1<<i) != 0 {
 					add(f.partFlag, 1, cl, g.Group, p.Topic, ps, name)
@@ -396,6 +409,35 @@ func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink fun
 			}
 		}
 	}
+}
+
+// emitStaleCommit emits the stale-commit series of p, a partition flagged unassigned: its committed offset and the
+// commit's age at the snapshot's time. A partition without a commit (a topic the group stopped subscribing to) has none.
+func (c *Collector) emitStaleCommit(add func(f *family, v float64, lvs ...string), s *lagexporter.Snapshot,
+	g *lagexporter.GroupLag, p *lagexporter.PartitionLag, ps string) {
+	if !p.HasCommit {
+		return
+	}
+	cl := c.cfg.Cluster
+	add(c.f.staleCommit, float64(p.Committed), cl, g.Group, p.Topic, ps)
+	if !p.CommitTime.IsZero() {
+		add(c.f.staleCommitAge, max(0, s.Time.Sub(p.CommitTime).Seconds()), cl, g.Group, p.Topic, ps)
+	}
+}
+
+// staleCommitted is the sum of the stale commits (flag unassigned) of g on topic t, which the kafka_exporter
+// compatible current-offset sum leaves out as it leaves out their partitions.
+func staleCommitted(g *lagexporter.GroupLag, t *lagexporter.TopicLag) int64 {
+	if t.UnassignedCommitted == 0 {
+		return 0
+	}
+	var sum int64
+	for i := range g.Partitions {
+		if p := &g.Partitions[i]; p.Topic == t.Topic && p.HasCommit && p.Flags.Has(lagexporter.FlagUnassigned) {
+			sum += p.Committed
+		}
+	}
+	return sum
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -71,7 +71,8 @@ func TestIssue11Series(t *testing.T) {
 			{6, "tidemark_lag_topic_offsets", `group="g",topic="legacy"`, 0},
 			{6, "tidemark_lag_group_offsets", `group="g"`, 50},
 			{6, "tidemark_lag_group_status", `group="g",status="OK"`, 1},
-			{6, "tidemark_lag_partition_flag", `flag="unassigned",group="g",partition="2",topic="legacy"`, 1},
+			{6, "tidemark_lag_stale_commit_offset", `group="g",partition="2",topic="legacy"`, 500},
+			{6, "tidemark_lag_partition_offsets", `group="g",partition="2",topic="legacy"`, absent},
 			{6, "tidemark_lag_topic_unassigned_committed_partitions", `group="e",topic="legacy"`, 0},
 		}},
 		{"i04_committed_ahead.jsonl", []want{
