@@ -45,7 +45,8 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run the collector, the lag exporter and the HTTP endpoints until interrupted",
 		Long: `Run the collector (probe, receipts and tap paths into ClickHouse), the lag exporter and the HTTP server
-(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `). Without a clickhouse block it runs as a pure lag
+(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `, and the lag API: /api/v1/lag and Burrow's /v3/kafka,
+docs/api.md). Without a clickhouse block it runs as a pure lag
 exporter: no database, no collector.
 
 Configuration: the YAML file given with --config, then TIDEMARK_* environment variables (a key's dots written as

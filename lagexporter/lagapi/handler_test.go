@@ -115,14 +115,14 @@ func TestGolden(t *testing.T) {
 	}{
 		{"lag_all", "/api/v1/lag", 200}, // every cluster; "new" has no snapshot yet and says so
 		{"lag_prod_stop", "/api/v1/lag?cluster=prod&status=stop", 200},
-		{"lag_group_two_clusters", "/api/v1/lag?group=billing", 200}, // the same group name in both clusters
+		{"lag_group_two_clusters", "/api/v1/lag?group=billing", 200},               // the same group name in both clusters
 		{"lag_group_status_mismatch", "/api/v1/lag?group=billing&status=ERR", 200}, // exists, no match: empty, not 404
 		{"burrow_clusters", "/v3/kafka", 200},
 		{"burrow_cluster", "/v3/kafka/prod", 200},
 		{"burrow_consumers", "/v3/kafka/prod/consumer", 200},
 		{"burrow_status", "/v3/kafka/prod/consumer/billing/status", 200}, // only the WARN partition listed
 		{"burrow_lag", "/v3/kafka/prod/consumer/billing/lag", 200},
-		{"burrow_lag_stopped", "/v3/kafka/prod/consumer/reports/lag", 200}, // STOP is ERR; the stale partition incomplete
+		{"burrow_lag_stopped", "/v3/kafka/prod/consumer/reports/lag", 200},  // STOP is ERR; the stale partition incomplete
 		{"burrow_lag_slash", "/v3/kafka/prod/consumer/team%2Fetl/lag", 200}, // REWIND partition, WARN group
 		{"burrow_notfound", "/v3/kafka/prod/consumer/nobody/status", 404},
 		{"burrow_notfound_cluster", "/v3/kafka/nowhere/consumer/billing/lag", 404},
