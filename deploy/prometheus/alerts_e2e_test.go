@@ -1,25 +1,26 @@
-package main
+package prometheus_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter/lagapi"
@@ -54,7 +55,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 
 	hook := newAlertReceiver(t)
 	am := testenv.PrivateAlertmanager(t, hook.url)
-	httpAddr := freeAddr(t)
+	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	cfgPath := filepath.Join(t.TempDir(), "run.yaml")
 	yamlText := fmt.Sprintf(`kafka: {brokers: [%s]}
 lag:
@@ -69,12 +70,7 @@ http: {listen: %q}
 	if err := os.WriteFile(cfgPath, []byte(yamlText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(cfgPath, nil, noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	waitStatus(t, "http://"+httpAddr+"/readyz", http.StatusOK, 90*time.Second)
+	runTidemark(t, cfgPath, httpAddr)
 	prom := testenv.PrivatePrometheus(t, httpAddr, interval.String(), am)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -146,37 +142,67 @@ http: {listen: %q}
 // shippedAlertFor reads each alert's `for` from the shipped rule file.
 func shippedAlertFor(t *testing.T) map[string]time.Duration {
 	t.Helper()
-	b, err := os.ReadFile("../../deploy/prometheus/tidemark.rules.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				For   string `yaml:"for"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]time.Duration{}
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == "" {
-				continue
-			}
-			var d time.Duration
-			if r.For != "" {
-				if d, err = time.ParseDuration(r.For); err != nil {
-					t.Fatalf("%s for %q: %v", r.Alert, r.For, err)
-				}
-			}
-			out[r.Alert] = d
+	for _, r := range readRules(t) {
+		if r.Alert == "" {
+			continue
 		}
+		var d time.Duration
+		if r.For != "" {
+			var err error
+			if d, err = time.ParseDuration(r.For); err != nil {
+				t.Fatalf("%s for %q: %v", r.Alert, r.For, err)
+			}
+		}
+		out[r.Alert] = d
 	}
 	return out
+}
+
+// runTidemark builds cmd/tidemark and runs `tidemark run --config cfgPath` until the test ends (SIGTERM, then a
+// bounded wait), and waits until its /readyz at httpAddr answers 200.
+func runTidemark(t *testing.T, cfgPath, httpAddr string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tidemark")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/tidemark").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/tidemark: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "run", "--config", cfgPath, "--log.level", "error")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()} // only the config file configures it
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("tidemark run: %v", err)
+			}
+		case <-time.After(time.Minute): // a hang guard: shutdown is bounded by http.shutdown_timeout
+			_ = cmd.Process.Kill()
+			t.Error("tidemark run did not stop within a minute of SIGTERM")
+		}
+	})
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get("http://" + httpAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("tidemark run exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tidemark run not ready within 90s")
+		}
+	}
 }
 
 // expectedAlert is an alert by name and its complete label set (alertname aside).
