@@ -22,7 +22,8 @@
 //     configures it.
 //
 // Around it: internal/kafka implements Cluster over a real cluster; package timeline is the timeline file format
-// (docs/lag-timeline.md) with its fake cluster, the Player, and Eval; package promexport serves snapshots on /metrics.
+// (docs/lag-timeline.md) with its fake cluster, the Player, and Eval; package promexport serves snapshots on /metrics; package lagapi serves them as JSON
+// (/api/v1/lag and Burrow's v3 API).
 //
 // Definitions (docs/lag.md): offsets are Kafka's exclusive "next" positions; End is the high watermark for
 // read_uncommitted groups and the last stable offset for read_committed groups (per-group configuration, the broker

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -29,6 +30,7 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
+	"github.com/tidemark/tidemark/lagexporter/lagapi"
 	"github.com/tidemark/tidemark/lagexporter/promexport"
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
@@ -43,7 +45,8 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run the collector, the lag exporter and the HTTP endpoints until interrupted",
 		Long: `Run the collector (probe, receipts and tap paths into ClickHouse), the lag exporter and the HTTP server
-(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `). Without a clickhouse block it runs as a pure lag
+(/metrics, /healthz, /readyz, ` + instrument.TimeSyncPath + `, and the lag API: /api/v1/lag and Burrow's /v3/kafka,
+docs/api.md). Without a clickhouse block it runs as a pure lag
 exporter: no database, no collector.
 
 Configuration: the YAML file given with --config, then TIDEMARK_* environment variables (a key's dots written as
@@ -136,7 +139,18 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		lagMetrics = promexport.NewHandler(nil, reg)
 		metrics = lagMetrics
 	}
-	sctx, stopHTTP, err := startHTTP(ctx, cfg, newMux(cfg, metrics, ready), log)
+	mux := newMux(cfg, metrics, ready)
+	if *cfg.LagEnabled {
+		host, _ := os.Hostname()
+		api := lagapi.NewHandler(host) // /api/v1/lag and Burrow's /v3/kafka, from the snapshots /metrics serves
+		for _, cr := range clusters {
+			api.Add(lagapi.Cluster{Name: cr.cfg.Name, Brokers: cr.cfg.Kafka.Brokers, PollInterval: cr.cfg.Lag.PollInterval,
+				Source: &cr.loop})
+		}
+		mux.Handle("/api/v1/lag", api)
+		mux.Handle("/v3/", api)
+	}
+	sctx, stopHTTP, err := startHTTP(ctx, cfg, mux, log)
 	if err != nil {
 		return err
 	}
@@ -412,6 +426,21 @@ type clusterRun struct {
 	log   *slog.Logger
 	col   *collector.Collector // nil without a clickhouse block
 	ready readiness
+	loop  loopSource // the lag exporter's loop once connected, for the lag API
+}
+
+// loopSource is a cluster's lag exporter loop once it exists. A standby replica (lag.election) polls too, so the lag
+// API answers from any replica behind a Service, while /metrics hides a standby's lag series.
+type loopSource struct {
+	p atomic.Pointer[lagexporter.Loop]
+}
+
+// Latest is the loop's latest snapshot, nil before the loop exists or has completed a cycle.
+func (s *loopSource) Latest() *lagexporter.Snapshot {
+	if l := s.p.Load(); l != nil {
+		return l.Latest()
+	}
+	return nil
 }
 
 func newClusterRuns(cfg *runConfig, log *slog.Logger) []*clusterRun {
@@ -467,6 +496,7 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 			return err
 		}
 		defer reader.Close()
+		cr.loop.p.Store(loop)
 		if hist != nil {
 			// A LogAppendTime is its broker's clock: the collector's probes know each probed broker's offset from
 			// ours, once the collector runs.

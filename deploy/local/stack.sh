@@ -55,7 +55,7 @@ parse() {
 install_all() {
   # kcat and faketime are the demo's external skewed producer; everything else is the servers.
   # zookeeper: the replicated ClickHouse cluster the clickhouse.cluster tests start (chcluster.sh).
-  apt_install clickhouse-server clickhouse-client prometheus kcat faketime openssl zookeeper
+  apt_install clickhouse-server clickhouse-client prometheus prometheus-alertmanager kcat faketime openssl zookeeper
   bash "$HERE/kafka.sh" install
   bash "$HERE/streams.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
