@@ -140,10 +140,13 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 		metrics = lagMetrics
 	}
 	mux := newMux(cfg, metrics, ready)
-	if *cfg.LagEnabled {
+	if cfg.lagEnabled() {
 		host, _ := os.Hostname()
 		api := lagapi.NewHandler(host) // /api/v1/lag and Burrow's /v3/kafka, from the snapshots /metrics serves
 		for _, cr := range clusters {
+			if !*cr.cfg.Lag.Enabled {
+				continue // no lag exporter, no snapshots: the API names only the clusters whose lag it serves
+			}
 			api.Add(lagapi.Cluster{Name: cr.cfg.Name, Brokers: cr.cfg.Kafka.Brokers, PollInterval: cr.cfg.Lag.PollInterval,
 				Source: &cr.loop})
 		}
