@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/internal/testenv"
 )
 
 // composeFile is the part of the Compose specification these tests read.
@@ -156,8 +158,12 @@ func TestComposeTidemark(t *testing.T) {
 	if mounted == "" {
 		t.Fatalf("--config %s is not a mounted file", tm.Command[2])
 	}
-	cfg := checkConfig(t, mounted)
-	kafka, _ := cfg["kafka"].(map[string]any)
+	text, err := os.ReadFile(mounted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, cluster := testenv.RunConfigKeys(t, string(text))
+	kafka, _ := cluster["kafka"].(map[string]any)
 	if brokers, _ := kafka["brokers"].([]any); len(brokers) != 1 || brokers[0] != "kafka:9092" {
 		t.Errorf("kafka.brokers %v, want the kafka service's PLAINTEXT listener kafka:9092", brokers)
 	}
@@ -300,35 +306,6 @@ func TestComposeGrafanaAndClickHouse(t *testing.T) {
 			t.Errorf("ClickHouse user %s is not defined in clickhouse-users.xml", u)
 		}
 	}
-}
-
-// keyPaths lists the dotted key paths of a YAML mapping; lists are leaves.
-func keyPaths(prefix string, m map[string]any, out *[]string) {
-	for k, v := range m {
-		p := prefix + k
-		*out = append(*out, p)
-		if sub, ok := v.(map[string]any); ok {
-			keyPaths(p+".", sub, out)
-		}
-	}
-}
-
-// checkConfig parses a `tidemark run` config file and checks that each key is one `tidemark run` knows: the command
-// rejects unknown keys, and cmd/tidemark/testdata/config.yaml, which its own test loads, sets every option.
-func checkConfig(t *testing.T, path string) map[string]any {
-	t.Helper()
-	var cfg, all map[string]any
-	readYAML(t, path, &cfg)
-	readYAML(t, "../../cmd/tidemark/testdata/config.yaml", &all)
-	var have, known []string
-	keyPaths("", cfg, &have)
-	keyPaths("", all, &known)
-	for _, k := range have {
-		if !slices.Contains(known, k) {
-			t.Errorf("%s: key %s is not an option of `tidemark run`", path, k)
-		}
-	}
-	return cfg
 }
 
 // TestComposeKnownKeys decodes compose.yaml with unknown keys refused into the subset of the Compose specification

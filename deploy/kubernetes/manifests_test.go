@@ -9,12 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tidemark/tidemark/internal/testenv"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,6 @@ var update = flag.Bool("update", false, "rewrite prometheus-operator/prometheusr
 const (
 	rulesFile          = "../prometheus/tidemark.rules.yml"
 	prometheusRuleFile = "prometheus-operator/prometheusrule.yaml"
-	configExample      = "../../cmd/tidemark/testdata/config.yaml" // sets every option of `tidemark run`
 )
 
 // obj is one parsed manifest, with the file it came from.
@@ -217,7 +217,7 @@ func TestManifestsWiring(t *testing.T) {
 	if cfgText == "" {
 		t.Fatalf("ConfigMap has no key %q for --config", key)
 	}
-	cfg := checkConfig(t, cfgText)
+	cfg, _ := testenv.RunConfigKeys(t, cfgText)
 	listen, _ := cfg["http"].(map[string]any)["listen"].(string)
 	if p, _ := strconv.Atoi(listen[strings.LastIndex(listen, ":")+1:]); p != ports["http"] {
 		t.Errorf("http.listen %q does not listen on the container port %d", listen, ports["http"])
@@ -315,18 +315,25 @@ func TestSecretsAreFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var files []string
-	var walk func(prefix string, m map[string]any)
-	walk = func(prefix string, m map[string]any) {
-		for key, v := range m {
-			if sub, ok := v.(map[string]any); ok {
-				walk(prefix+key+".", sub)
-			} else if s, ok := v.(string); ok && strings.HasSuffix(key, "_file") {
-				files = append(files, prefix+key+"="+s)
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for key, sub := range v {
+				if s, ok := sub.(string); ok && strings.HasSuffix(key, "_file") {
+					files = append(files, prefix+key+"="+s)
+				} else {
+					walk(prefix+key+".", sub)
+				}
+			}
+		case []any:
+			for i, sub := range v {
+				walk(strings.TrimSuffix(prefix, ".")+"["+strconv.Itoa(i)+"].", sub)
 			}
 		}
 	}
 	walk("", cfg)
-	if len(files) < 3 { // kafka.tls.ca_file, kafka.sasl.password_file, clickhouse.password_file
+	if len(files) < 3 { // clusters[0].kafka.tls.ca_file, .kafka.sasl.password_file, clickhouse.password_file
 		t.Fatalf("the shipped config names %d secret files (%v), want the Kafka CA and password and the ClickHouse password", len(files), files)
 	}
 	for _, f := range files {
@@ -370,43 +377,6 @@ func TestSecretsAreFiles(t *testing.T) {
 			}
 		}
 	}
-}
-
-// keyPaths lists the dotted key paths of a YAML mapping; lists are leaves.
-func keyPaths(prefix string, m map[string]any, out *[]string) {
-	for k, v := range m {
-		p := prefix + k
-		*out = append(*out, p)
-		if sub, ok := v.(map[string]any); ok {
-			keyPaths(p+".", sub, out)
-		}
-	}
-}
-
-// checkConfig parses a `tidemark run` config and checks that each of its keys is one `tidemark run` knows: the
-// command rejects unknown keys, and cmd/tidemark/testdata/config.yaml, which its own test loads, sets every option.
-func checkConfig(t *testing.T, text string) map[string]any {
-	t.Helper()
-	var cfg, all map[string]any
-	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
-		t.Fatalf("parse tidemark config: %v", err)
-	}
-	b, err := os.ReadFile(configExample)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, &all); err != nil {
-		t.Fatal(err)
-	}
-	var have, known []string
-	keyPaths("", cfg, &have)
-	keyPaths("", all, &known)
-	for _, k := range have {
-		if !slices.Contains(known, k) {
-			t.Errorf("config key %s is not an option of `tidemark run` (see %s)", k, configExample)
-		}
-	}
-	return cfg
 }
 
 // prometheusRule renders the PrometheusRule that wraps the rules file: its groups, comments kept, under spec.
@@ -553,13 +523,14 @@ func TestReplicasManifests(t *testing.T) {
 	if id == nil || id.ValueFrom == nil || id.ValueFrom.FieldRef == nil || id.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 		t.Errorf("container env %s = %+v, want the pod name (fieldRef metadata.name)", collector.InstanceIDEnv, id)
 	}
-	cfg := checkConfig(t, k["ConfigMap"].str("data", "tidemark.yaml"))
-	lag, _ := cfg["lag"].(map[string]any)
+	_, cluster := testenv.RunConfigKeys(t, k["ConfigMap"].str("data", "tidemark.yaml"))
+	lag, _ := cluster["lag"].(map[string]any)
 	el, _ := lag["election"].(map[string]any)
 	if el["enabled"] != true {
 		t.Errorf("lag.election.enabled = %v, want true with two replicas", el["enabled"])
 	}
-	probe, _ := cfg["collector"].(map[string]any)["probe"].(map[string]any)
+	coll, _ := cluster["collector"].(map[string]any)
+	probe, _ := coll["probe"].(map[string]any)
 	if _, set := probe["instance_id"]; set {
 		t.Errorf("collector.probe.instance_id is set in the ConfigMap: every pod would share it; the pod name is the id")
 	}
