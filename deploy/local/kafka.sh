@@ -183,7 +183,7 @@ wait_brokers() {
   while ((SECONDS < deadline)); do
     local all=1
     for i in $(seq 1 "$n"); do
-      if ! pid_alive "$KDIR/node-$i/pid"; then
+      if ! pid_running "$KDIR/node-$i/pid"; then
         for p in "$(node_port "$i")" $([[ $i -eq 1 ]] && echo "$CONTROLLER_PORT"); do
           if port_in_use "$p"; then
             log "Kafka node $i exited while starting: port $p is already in use (another process took it first)"

@@ -30,6 +30,11 @@ pid_alive() {
   tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$TIDEMARK_STATE_DIR"
 }
 
+# pid_running FILE: the process recorded in FILE, started by this script a moment ago, has not exited. Until the
+# fork has exec'd the server (seconds, on a loaded machine) its command line is the starting shell's, which
+# pid_alive would not recognise as ours, so a start-up wait asks only whether the process exists.
+pid_running() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
 # listens_on FILE PORT: the process recorded in FILE (pid_alive) is the one listening on PORT. A readiness probe alone
 # cannot tell: when tests pick free ports, another test's server may take the port between the pick and our server's
 # bind, our server then exits with "Address already in use", and the other server answers our probe.
@@ -45,7 +50,7 @@ wait_serving() {
   local secs=$1 what=$2 pidfile=$3 port=$4; shift 4
   local deadline=$((SECONDS + secs))
   while ((SECONDS < deadline)); do
-    if ! pid_alive "$pidfile"; then
+    if ! pid_running "$pidfile"; then
       if port_in_use "$port"; then
         log "$what exited while starting: port $port is already in use (another process took it first)"
       else
