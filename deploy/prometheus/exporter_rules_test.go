@@ -398,6 +398,14 @@ func TestRulesOnExporterRewindThenDied(t *testing.T) {
 		{at: 14, expr: firing, want: map[string]float64{
 			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
 		}},
+		// NoConsumers is pending until minute 18 and fires at minute 19, and still fires at the end.
+		{at: 18, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+		}},
+		{at: 19, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):         1,
+		}},
 		{at: 24, expr: firing, want: map[string]float64{
 			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
 			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):         1,
