@@ -23,7 +23,7 @@ import (
 // examplesDir holds the configurations the README starts from.
 const examplesDir = "../../examples"
 
-// loadExample loads examples/name with the real loader, as a user's `tidemark run --config` does (no environment),
+// loadExample loads examples/<name> with the real loader, as a user's `tidemark run --config` does (no environment),
 // and fails on any deprecation warning: an example shows the current spellings.
 func loadExample(t *testing.T, name string) *runConfig {
 	t.Helper()
@@ -37,7 +37,7 @@ func loadExample(t *testing.T, name string) *runConfig {
 	return cfg
 }
 
-// adaptExample writes a copy of examples/name with the values at the given paths replaced (dotted, list entries by
+// adaptExample writes a copy of examples/<name> with the values at the given paths replaced (dotted, list entries by
 // index: "clusters.1.lag.election.group") and loads it with the real loader: the stack's addresses and names unique
 // to the test run in place of the example's.
 func adaptExample(t *testing.T, name string, set map[string]any) *runConfig {

@@ -97,6 +97,13 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
 }
 
+// gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
+// the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
+// is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
+// the lag exporter uses about a quarter of kminion's CPU (docs/performance.md). This is the trade and the setting
+// Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
+const gcPercent = 75
+
 // run wires and runs everything until ctx ends. The HTTP server comes first (startHTTP), so that /healthz (alive)
 // and /metrics answer while dependencies are still unreachable; /readyz is 503 with the reason until everything
 // runs. Then, with a clickhouse block, the store, writer, span exporter and collectors start in their own goroutine
@@ -106,13 +113,6 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 // clean stop), so one cluster or ClickHouse being down delays nothing of the others. Stop order is the reverse:
 // consumers stop (each path drains its rows into the writer and commits), the lag exporters stop, the writer flushes
 // and closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
-// gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
-// the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
-// is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
-// the lag exporter uses about a quarter of kminion's CPU (docs/performance.md). This is the trade and the setting
-// Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
-const gcPercent = 75
-
 func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -10,7 +10,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// playCase replays testdata/name with Play and returns every poll, failed ones included, with the loop's health.
+// playCase replays testdata/<name> with Play and returns every poll, failed ones included, with the loop's health.
 func playCase(t *testing.T, name string) []Poll {
 	t.Helper()
 	tl, err := ReadFile(filepath.Join("testdata", name))

@@ -12,7 +12,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// evalAs replays testdata/name with every group given group type typ (as ListGroups v5 would list it), so a case
+// evalAs replays testdata/<name> with every group given group type typ (as ListGroups v5 would list it), so a case
 // written for classic groups runs on KIP-848 or streams groups.
 func evalAs(t *testing.T, name, typ string) []*Snapshot {
 	t.Helper()
