@@ -291,7 +291,7 @@ func (h *history) close(cfg *runConfig, log *slog.Logger) error {
 // clusters' errors, joined. Kafka being down is retried inside a cluster and never ends it; a cluster that ends with
 // an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
 // why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
-// a process watching one cluster exits with that cluster's error, as it always did.
+// a process watching one cluster exits with that cluster's error.
 func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promexport.Handler, hist *history,
 	started func(), log *slog.Logger) error {
 	errs := make([]error, len(clusters))
@@ -666,7 +666,7 @@ func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.T
 }
 
 // processReadiness is /readyz: the process's own state (starting, connecting to ClickHouse, stopping), then every
-// cluster's entry. With one cluster its reason is the answer, as it always was. With several, the process is ready
+// cluster's entry. With one cluster its reason is the answer. With several, the process is ready
 // while at least one cluster is, and the body names every cluster not ready and why: one cluster down must not make
 // Kubernetes take the pod out of its Service (a Prometheus ServiceMonitor scrapes only ready endpoints), which would
 // blind the others. ?cluster=NAME answers for that cluster alone (503 when it is not ready, 404 for no such cluster).

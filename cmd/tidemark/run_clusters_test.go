@@ -116,7 +116,7 @@ func consumerGroupsLag(t *testing.T, brokers []string, group string) map[int32]i
 	return lags
 }
 
-// TestRunTwoClusters is issue 13's two-clusters test: one `tidemark run` watching the shared stack's Kafka and a
+// TestRunTwoClusters: one `tidemark run` watching the shared stack's Kafka and a
 // second single-broker cluster of the test's own (started only here, on free ports). Each cluster's lag, labelled
 // by its name, equals its own consumer-groups command. Then the second cluster's broker stops: /readyz stays 200
 // and names it (its own entry 503), while the first cluster's lag exporter keeps publishing (its last-success time

@@ -110,7 +110,7 @@ func plainReceipt(at time.Time) func(i int) instrument.Receipt {
 	}
 }
 
-// TestReadyzSeesStalledClickHouse is issue 10's item 4 on the real servers: under the default retry-forever policy
+// TestReadyzSeesStalledClickHouse, on the real servers: under the default retry-forever policy
 // a frozen ClickHouse (the proxy stops forwarding and keeps the connections open, as SIGSTOP does) and then a dead
 // one (connections refused) never make the writer give up, and /readyz stayed 200 while rows piled up. Now /readyz
 // turns 503 naming the stall once rows have waited clickhouse.writer.stall_timeout without an acknowledgement, and
@@ -231,9 +231,9 @@ func metricValue(t *testing.T, body, name string) float64 {
 	return 0
 }
 
-// TestReceiptsOfManyGroupsKeepSeriesBounded is issue 10's item 3 on the real servers: receipts of 400 distinct
-// consumer groups reach a running `tidemark run`. Before the fix every (group, topic) kept about 51 series forever
-// (10k groups: 511k series, 60 MB scrapes). Now at most collector.max_live_series pairs have histograms (40 here),
+// TestReceiptsOfManyGroupsKeepSeriesBounded, on the real servers: receipts of 400 distinct
+// consumer groups reach a running `tidemark run`. Unbounded, every (group, topic) would keep about 51 series
+// forever (10k groups: 511k series, 60 MB scrapes); at most collector.max_live_series pairs have histograms (40 here),
 // the other groups' live observations are counted as overflow while every receipt is still stored in ClickHouse,
 // and after collector.idle_ttl without receipts the series and the engine's paths are gone. Its replay state topic
 // is its own: with the default one it restores the paths other runs on the cluster checkpointed (3 more evicted).

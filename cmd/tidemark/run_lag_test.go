@@ -20,7 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// TestRunLagExporterNeedsNoClickHouse is issue 15 item 7: `tidemark run` without a clickhouse block is a pure lag
+// TestRunLagExporterNeedsNoClickHouse: `tidemark run` without a clickhouse block is a pure lag
 // exporter. ClickHouse is never contacted (the only address it could use is one nothing listens on), /readyz turns
 // 200 once a poll cycle has published a snapshot, and /metrics serves the group's exact lag, pre-rendered, with the
 // process's own metrics, in OpenMetrics (gzip, as Prometheus asks) and in the text format.

@@ -178,7 +178,7 @@ http: {listen: "127.0.0.1:0"}
 	t.Logf("physical rows %d for %d keys (re-read rows collapse by key)", queryCount(t, conn, raw), n)
 }
 
-// TestRunSIGKILLedKeepsReplayClasses (issue 16, item 5): restarts do not change history. A group processed its
+// TestRunSIGKILLedKeepsReplayClasses: restarts do not change history. A group processed its
 // first pass over 3 partitions × 6000 records and committed the end; it is then reset to earliest (the commit
 // falls to 0) and processes everything again. `tidemark run` is SIGKILLed in the middle of that replay and started
 // again; the group's receipts topic is read again from its committed offsets. Every re-read receipt must keep its

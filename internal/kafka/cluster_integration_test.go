@@ -200,7 +200,7 @@ func TestClusterBasicAndTimestampTypes(t *testing.T) {
 	if p.Lag != 7 || !p.TimeLagKnown || p.TimeLag > time.Minute {
 		t.Fatalf("append/0 = %+v, want lag 7 and a time lag of seconds (broker append time overrides the hour-old stamp)", *p)
 	}
-	// The broker's clock, not ours, and this loop has no collector to correct it: said so (issue 16, item 3). The
+	// The broker's clock, not ours, and this loop has no collector to correct it: said so. The
 	// record read names the broker that appended it, the leader of its batch's epoch (the partition's only leader).
 	if p.Flags != lagexporter.FlagClockUncorrected {
 		t.Fatalf("append/0 flags %s, want append_clock_uncorrected", p.Flags)
