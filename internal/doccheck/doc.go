@@ -6,7 +6,9 @@
 //     comment that starts with another identifier's name;
 //   - a repository path cited in a comment or doc (a path whose first element is a top-level entry of the repository or
 //     an entry of the citing file's directory, or a relative Markdown link) that does not exist;
-//   - an absolute path of a developer's machine (under /home, /Users or /work) in any text file.
+//   - an absolute path of a developer's machine (under /home, /Users or /work) in any text file;
+//   - a comment or doc citing one of this project's issues by number: the history of a rule belongs in commit
+//     messages, the comment states the rule.
 //
 // Comments of TypeScript, shell and YAML files are read for paths too.
 //

@@ -254,8 +254,15 @@ func (c *checker) scriptComments(rel string, b []byte) {
 	}
 }
 
-// paths checks the repository paths cited in one line of text of file rel.
+// issueRE finds a citation of one of this project's issues (the word issue and its number): history, which belongs in
+// commit messages. Another project's issue is cited by its name and number (Burrow #854).
+var issueRE = regexp.MustCompile(`(?i)\bissues?[ -]#?[0-9]+\b`)
+
+// paths checks the repository paths cited in one line of text of file rel, and that it cites no issue.
 func (c *checker) paths(rel string, line int, text string) {
+	if m := issueRE.FindString(text); m != "" {
+		c.add(rel, line, "%q is history: state the rule (the commit message carries the issue)", m)
+	}
 	for _, m := range pathRE.FindAllStringSubmatchIndex(text, -1) {
 		p := text[m[2]:m[3]]
 		if m[3] < len(text) && text[m[3]] == '(' {

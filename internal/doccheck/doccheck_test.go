@@ -39,6 +39,7 @@ func TestFindings(t *testing.T) {
 	want := []string{
 		"docs/a.md:1: absolute path of a developer's machine /home/someone/x.sh: cite a path in the repository or a command",
 		"docs/a.md:1: path ../pkg/gone.go does not exist",
+		`docs/a.md:2: "issue 11" is history: state the rule (the commit message carries the issue)`,
 		"pkg/pkg.go:1: doc link [Missing]: no such identifier in this package",
 		"pkg/pkg.go:1: doc link [Real.Gone]: Real has no field or method Gone",
 		"pkg/pkg.go:1: doc link [strings.Nope]: strings has no Nope",

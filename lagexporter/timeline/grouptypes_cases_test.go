@@ -46,7 +46,7 @@ func evalAs(t *testing.T, name, typ string) []*Snapshot {
 func TestClassicCasesHoldForCommittingGroupTypes(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "[ci]*.jsonl"))
 	if err != nil || len(files) < 25 {
-		t.Fatalf("case timelines %v (%v), want the c* acceptance cases and the i* issue 11 timelines", files, err)
+		t.Fatalf("case timelines %v (%v), want the c* acceptance cases and the i* anomaly timelines", files, err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)
