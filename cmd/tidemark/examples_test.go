@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -126,22 +125,8 @@ func (l *logRecorder) problems() []string {
 func startExampleRun(t *testing.T, cfg *runConfig) *logRecorder {
 	t.Helper()
 	rec := &logRecorder{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(60 * time.Second): // hang guard
-			t.Error("run did not stop within 60s")
-		}
-	})
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	t.Cleanup(func() { stopChecked(t, stop) })
 	return rec
 }
 
@@ -195,7 +180,7 @@ func TestExampleLagExporter(t *testing.T) {
 	}
 	brokers := testenv.Kafka(t)
 	topic, group, want := seedExampleLag(t, brokers)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	cfg := adaptExample(t, "lag-exporter.yaml", map[string]any{"kafka.brokers": brokers, "http.listen": httpAddr,
 		"lag.poll_interval": "1s", "lag.group_allow": []string{group}})
 	rec := startExampleRun(t, cfg)
@@ -230,7 +215,7 @@ func TestExampleCollector(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic, group, want := seedExampleLag(t, brokers)
 	db, conn := testenv.ClickHouseDB(t)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	probe := testenv.Name(t, "probe")
 	cfg := adaptExample(t, "collector.yaml", map[string]any{
 		"kafka.brokers": brokers, "clickhouse.addr": []string{testenv.ClickHouseAddr(t)}, "clickhouse.database": db,
@@ -301,7 +286,7 @@ func TestExampleClusters(t *testing.T) {
 	var bases []string
 	var recs []*logRecorder
 	for range 2 {
-		httpAddr := freeAddr(t)
+		httpAddr := testenv.FreeAddr(t)
 		recs = append(recs, startExampleRun(t, adaptExample(t, "clusters.yaml", set(httpAddr))))
 		bases = append(bases, "http://"+httpAddr)
 	}
@@ -353,7 +338,7 @@ func TestFirstStartLogsNoWarning(t *testing.T) {
 	loadExample(t, "collector.yaml")
 	brokers := testenv.Kafka(t)
 	db, _ := testenv.ClickHouseDB(t)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	topics := map[string]string{}
 	for _, key := range []string{"collector.probe.topic", "collector.receipts.topic", "collector.dead_letter_topic", "collector.replay_state_topic"} {
 		topics[key] = testenv.Name(t, "first")

@@ -137,7 +137,7 @@ func TestRunTwoClusters(t *testing.T) {
 		}
 	})
 
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	var yaml strings.Builder
 	yaml.WriteString("clusters:\n")
 	for _, c := range []lagCluster{first, second} {
@@ -153,22 +153,8 @@ func TestRunTwoClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(60 * time.Second): // hang guard
-			t.Error("run did not stop within 60s")
-		}
-	}()
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	defer stopChecked(t, stop)
 	base := "http://" + httpAddr
 	if body := waitStatus(t, base+"/readyz", http.StatusOK, 90*time.Second); !strings.Contains(body, "cluster prod: ready") ||
 		!strings.Contains(body, "cluster dr: ready") {
@@ -274,7 +260,7 @@ func TestClusterErrorStopsOnlyItsCluster(t *testing.T) {
 			_ = adm.Close()
 		}
 	})
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	yaml := fmt.Sprintf(`clusters:
   - name: prod
     kafka: {brokers: [%[1]s]}

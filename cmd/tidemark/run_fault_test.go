@@ -26,7 +26,7 @@ type daemon struct {
 // startRun runs `tidemark run` with the YAML config body (its http.listen is set here) until stop or the test's end.
 func startRun(t *testing.T, body string) *daemon {
 	t.Helper()
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	p := filepath.Join(t.TempDir(), "run.yaml")
 	if err := os.WriteFile(p, []byte(body+fmt.Sprintf("http: {listen: %q}\n", httpAddr)), 0o600); err != nil {
 		t.Fatal(err)
@@ -46,26 +46,15 @@ func startRun(t *testing.T, body string) *daemon {
 // minute of the stop fails the test (a hang guard: shutdown is bounded by drain_timeout and shutdown_timeout).
 func runInTest(t *testing.T, cfg *runConfig, log *slog.Logger) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, log) }()
-	stopped := false
-	stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Minute):
-			t.Fatal("run did not return within a minute of the stop")
-			return nil
-		}
+	return testenv.RunWithHangGuard(t, "run", time.Minute, func(ctx context.Context) error { return run(ctx, cfg, log) })
+}
+
+// stopChecked stops a runInTest run and fails the test if run returned an error.
+func stopChecked(t *testing.T, stop func() error) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
 	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
 }
 
 // produceReceipts writes receipt records to topic: each record holds perRecord receipts of one group made by mk

@@ -35,7 +35,7 @@ func TestRunLagAPI(t *testing.T) {
 			_ = adm.Close()
 		}
 	})
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	p := filepath.Join(t.TempDir(), "run.yaml")
 	yaml := fmt.Sprintf("kafka: {brokers: [%s]}\nlag: {poll_interval: 1s, cycle_timeout: 2s, group_allow: [%q], topic_allow: [%q]}\nhttp: {listen: %q}\n",
 		strings.Join(brokers, ", "), group, topic, httpAddr)
@@ -122,7 +122,7 @@ func TestRunLagAPI(t *testing.T) {
 		t.Log("TIDEMARK_BURROW_EXPORTER is not set: the real Burrow client (burrow_exporter) is not run")
 		return
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "--burrow-addr", base, "--api-version", "3", "--metrics-addr", metricsAddr, "--interval", "1")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {

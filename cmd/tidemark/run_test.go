@@ -260,32 +260,11 @@ http: {listen: "127.0.0.1:0"}
 	}
 	commit := func(offset int64) {
 		t.Helper()
-		client, err := sarama.NewClient(brokers, testenv.SaramaConfig(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
-		om, err := sarama.NewOffsetManagerFromClient(group, client)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var poms []sarama.PartitionOffsetManager
+		commits := map[int32]int64{}
 		for p := int32(0); p < parts; p++ {
-			pom, err := om.ManagePartition(source, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pom.MarkOffset(offset, "")  // forward only
-			pom.ResetOffset(offset, "") // backward only
-			poms = append(poms, pom)
+			commits[p] = offset
 		}
-		om.Commit()
-		for _, pom := range poms {
-			_ = pom.Close()
-		}
-		if err := om.Close(); err != nil {
-			t.Fatal(err)
-		}
+		testenv.CommitOffsets(t, brokers, group, map[string]map[int32]int64{source: commits})
 		adm := testenv.Admin(t)
 		got, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{source: {0, 1, 2}})
 		if err != nil {

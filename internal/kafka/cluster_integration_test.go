@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -433,13 +432,7 @@ var cgLine = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\S+)`
 // TestClusterMatchesConsumerGroupsCommand: on a quiesced cluster Tidemark's offset lag equals the LAG column of
 // Kafka's own consumer-groups command (which measures HW − committed and prints "-" without a commit).
 func TestClusterMatchesConsumerGroupsCommand(t *testing.T) {
-	lib := os.Getenv("TIDEMARK_KAFKA_LIB")
-	if lib == "" {
-		if testenv.InCI() {
-			t.Fatal("TIDEMARK_KAFKA_LIB unset (deploy/local/stack.sh exports it)")
-		}
-		t.Skip("TIDEMARK_KAFKA_LIB unset")
-	}
+	lib := testenv.KafkaLib(t)
 	e := newLagEnv(t, nil)
 	topic := e.topic("peer", 3, nil)
 	produce(t, topic, []int32{0, 1, 2}, 50, time.Time{})
