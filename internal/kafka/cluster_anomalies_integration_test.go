@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -39,34 +40,31 @@ func waitLeader(t *testing.T, topic string, leader int32) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	var last int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := client.RefreshMetadata(topic); err != nil {
-			continue
+			return err
 		}
 		b, err := client.Leader(topic, 0)
 		if err != nil {
-			continue
+			return err
 		}
-		if last = b.ID(); last == leader {
-			return
+		if b.ID() != leader {
+			return fmt.Errorf("leader of %s/0 is %d, want %d", topic, b.ID(), leader)
 		}
-	}
-	t.Fatalf("leader of %s/0 is %d after 30s, want %d", topic, last, leader)
+		return nil
+	})
 }
 
 // waitHW waits (up to 30 s) until the partition's leader named in obs answers ListOffsets with high watermark hw.
 func waitHW(t *testing.T, r *ClusterReader, obs lagexporter.TopicObservation, hw int64) {
 	t.Helper()
-	var got []lagexporter.TopicObservation
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if got, err = r.ListOffsets(context.Background(), []lagexporter.TopicObservation{obs}); err == nil &&
-			got[0].Partitions[0].HighWatermark == hw && got[0].Partitions[0].Leader == obs.Partitions[0].Leader {
-			return
+	testenv.Eventually(t, 30*time.Second, func() error {
+		got, err := r.ListOffsets(context.Background(), []lagexporter.TopicObservation{obs})
+		if err == nil && got[0].Partitions[0].HighWatermark == hw && got[0].Partitions[0].Leader == obs.Partitions[0].Leader {
+			return nil
 		}
-	}
-	t.Fatalf("leader %d: %+v (%v) after 30s, want high watermark %d", obs.Partitions[0].Leader, got, err, hw)
+		return fmt.Errorf("leader %d: %+v (%v), want high watermark %d", obs.Partitions[0].Leader, got, err, hw)
+	})
 }
 
 // TestClusterLeaderMovedMidCycle: the partition's leader moves between the cycle's metadata read
