@@ -17,7 +17,6 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-
 // forward accepts on ln and pipes every connection to target until the test ends.
 func forward(t *testing.T, ln net.Listener, target string) {
 	var wg sync.WaitGroup
