@@ -134,24 +134,18 @@ func startExampleRun(t *testing.T, cfg *runConfig) *logRecorder {
 // returns the body.
 func waitLag(t *testing.T, base, cluster, topic, group string, want map[int32]int64, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		_, body := get(base + "/metrics")
-		ok := true
+	var body string
+	testenv.Eventually(t, timeout, func() error {
+		_, body = get(base + "/metrics")
 		for p, lag := range want {
 			if !strings.Contains(body, fmt.Sprintf("tidemark_lag_partition_offsets{cluster=%q,group=%q,partition=\"%d\",topic=%q} %d\n",
 				cluster, group, p, topic, lag)) {
-				ok = false
+				return fmt.Errorf("%s/metrics does not serve %s's lag %v on %s (cluster %s)", base, group, want, topic, cluster)
 			}
 		}
-		if ok {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/metrics does not serve %s's lag %v on %s (cluster %s) after %v", base, group, want, topic, cluster, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 // seedExampleLag creates a topic of two partitions with 10 records each and a group whose commits leave lag 7 and
