@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -85,6 +86,7 @@ func Check(root string) ([]Finding, error) {
 
 type checker struct {
 	root     string
+	goroot   string            // the Go installation whose src/ holds the standard library; "" when unknown
 	module   string            // module path from go.mod
 	requires map[string]string // required module path -> version
 	top      map[string]bool   // names of the repository's top-level entries
@@ -95,8 +97,8 @@ type checker struct {
 }
 
 func newChecker(root string) (*checker, error) {
-	c := &checker{root: root, requires: map[string]string{}, top: map[string]bool{}, symbols: map[string]map[string]bool{},
-		pkgNames: map[string][]string{}}
+	c := &checker{root: root, goroot: goroot(), requires: map[string]string{}, top: map[string]bool{},
+		symbols: map[string]map[string]bool{}, pkgNames: map[string][]string{}}
 	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
 		return nil, err
@@ -495,10 +497,7 @@ func (c *checker) resolve(link string, local map[string]bool, imports map[string
 		if _, ok := imports[parts[0]]; ok {
 			return ""
 		}
-		if c.stdDir(parts[0]) != "" {
-			return ""
-		}
-		return "no such identifier in this package"
+		return "no such identifier in this package" // an exported name; package names are lower case
 	}
 	name := strings.Join(parts[1:], ".")
 	if ip, ok := imports[parts[0]]; ok {
@@ -515,6 +514,9 @@ func (c *checker) resolve(link string, local map[string]bool, imports map[string
 		}
 		return c.inPackage(ips[0], name)
 	}
+	if c.goroot == "" {
+		return "" // perhaps a standard package, which cannot be read here
+	}
 	return fmt.Sprintf("no identifier %s here and no package %s", parts[0], parts[0])
 }
 
@@ -523,7 +525,7 @@ func (c *checker) resolve(link string, local map[string]bool, imports map[string
 func (c *checker) inPackage(ip, name string) string {
 	dir := c.packageDir(ip)
 	if dir == "" {
-		if first, _, _ := strings.Cut(ip, "/"); !strings.Contains(first, ".") || strings.HasPrefix(ip, c.module+"/") || ip == c.module {
+		if first, _, _ := strings.Cut(ip, "/"); (!strings.Contains(first, ".") && c.goroot != "") || strings.HasPrefix(ip, c.module+"/") || ip == c.module {
 			return "no package " + ip // in this module or the standard library, where every package is on this machine
 		}
 		return ""
@@ -594,12 +596,30 @@ func (c *checker) packageDir(ip string) string {
 	return ""
 }
 
-func (c *checker) stdDir(ip string) string {
-	first, _, _ := strings.Cut(ip, "/")
-	if strings.Contains(first, ".") {
+// goroot finds the Go installation: $GOROOT, else `go env GOROOT`, else the one this test was built with.
+func goroot() string {
+	for _, d := range []string{os.Getenv("GOROOT"), goEnvGOROOT(), runtime.GOROOT()} {
+		if st, err := os.Stat(filepath.Join(d, "src", "fmt")); d != "" && err == nil && st.IsDir() {
+			return d
+		}
+	}
+	return ""
+}
+
+func goEnvGOROOT() string {
+	out, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
 		return ""
 	}
-	d := filepath.Join(runtime.GOROOT(), "src", filepath.FromSlash(ip))
+	return strings.TrimSpace(string(out))
+}
+
+func (c *checker) stdDir(ip string) string {
+	first, _, _ := strings.Cut(ip, "/")
+	if strings.Contains(first, ".") || c.goroot == "" {
+		return ""
+	}
+	d := filepath.Join(c.goroot, "src", filepath.FromSlash(ip))
 	if st, err := os.Stat(d); err == nil && st.IsDir() {
 		return d
 	}
