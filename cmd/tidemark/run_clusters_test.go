@@ -70,24 +70,21 @@ func testenvWaitTopic(t *testing.T, brokers []string, topic string) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err := cl.RefreshMetadata(topic); err == nil {
-			if ps, err := cl.Partitions(topic); err == nil && len(ps) == 2 {
-				ok := true
-				for _, p := range ps {
-					if _, err := cl.Leader(topic, p); err != nil {
-						ok = false
-					}
-				}
-				if ok {
-					return
-				}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if err := cl.RefreshMetadata(topic); err != nil {
+			return err
+		}
+		ps, err := cl.Partitions(topic)
+		if err != nil || len(ps) != 2 {
+			return fmt.Errorf("topic %s on %v: partitions %v (%v), want 2", topic, brokers, ps, err)
+		}
+		for _, p := range ps {
+			if _, err := cl.Leader(topic, p); err != nil {
+				return fmt.Errorf("topic %s/%d on %v: %w", topic, p, brokers, err)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s has no leaders on %v", topic, brokers)
-		}
-	}
+		return nil
+	})
 }
 
 // consumerGroupsLag is Kafka's own consumer-groups command's LAG column for group on brokers, by partition.
@@ -228,16 +225,14 @@ func TestRunTwoClusters(t *testing.T) {
 	}
 	// The first cluster's samples keep advancing after the second stopped: a cycle that ended after the stop.
 	var last float64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		_, body = get("/metrics")
 		last = value(body, "tidemark_lag_exporter_last_success_timestamp_seconds", `cluster="prod"`)
 		if last > float64(stoppedAt.Add(time.Second).UnixMilli())/1000 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prod's last successful cycle %v is not after dr stopped (%v)", last, stoppedAt)
-		}
-	}
+		return fmt.Errorf("prod's last successful cycle %v is not after dr stopped (%v)", last, stoppedAt)
+	})
 	checkLag(body, first, wantFirst)
 	if v := value(body, "tidemark_lag_exporter_last_success_timestamp_seconds", `cluster="dr"`); v < 0 || v > last {
 		t.Errorf("dr's last success %v, want a time before prod's %v", v, last)
