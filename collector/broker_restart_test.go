@@ -11,7 +11,7 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// TestBrokerRestartResumes (issue 5, "a broker restarted → pipeline resumes by itself"): the only broker of a
+// TestBrokerRestartResumes (a broker restarted → the pipeline resumes by itself): the only broker of a
 // private cluster stops for 10 s mid-run and starts again on its data. Without any restart of the collector, the
 // receipts path stores every receipt produced before and after the outage exactly once by key, and the probe path
 // records loss only for probes sent while the broker was away.

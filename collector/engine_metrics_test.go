@@ -12,7 +12,7 @@ import (
 	"github.com/tidemark/tidemark/latency"
 )
 
-// TestEngineMetricsShowIntervals (issue 16, item 7): /metrics shows a clock offset as the interval it is. A
+// TestEngineMetricsShowIntervals: /metrics shows a clock offset as the interval it is. A
 // consumer C1 reported at −300 ms ± 0.1 ms has both bounds; a producer P placed only by the causal envelope (it is
 // 3 s ahead, ingests 1–4 ms against a broker known exactly) is bounded from below only, at 2999 ms less its bound's
 // own uncertainty (33 ms carried at 100 ppm: 0.0033 ms, latency's TestEnvelopeIntervalIsOneSided), and its upper

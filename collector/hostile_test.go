@@ -16,11 +16,11 @@ import (
 // ahead of the application's receipts; `-args -hostile-topics 10000` replays the issue's attack at full size.
 var hostileTopics = flag.Int("hostile-topics", 300, "receipt records naming made-up topics in TestReceiptsNamingUnknownTopicsDoNotFreeze")
 
-// TestReceiptsNamingUnknownTopicsDoNotFreeze is issue 10's item 1 on the real servers: a writer of receipts naming
+// TestReceiptsNamingUnknownTopicsDoNotFreeze, on the real servers: a writer of receipts naming
 // 300 topics that do not exist (each receipt's append stamp needs its topic's leader) sits in front of an
-// application's real receipts on every receipts partition. Before the fix the receipts path refreshed Kafka
-// metadata synchronously per unknown topic, about a second each, so the real receipts waited minutes behind them
-// (10,000 froze the path outright, and a stop waited too). Now lookups run in the background, in batches, answered
+// application's real receipts on every receipts partition. A synchronous metadata refresh per unknown topic, about
+// a second each, would keep the real receipts waiting minutes behind them (10,000 would freeze the path outright, and
+// a stop would wait too); lookups run in the background, in batches, answered
 // from a negative cache: the real receipts are stored at once; the first max_unknown_topics (100) unknown names are
 // tracked and their receipts stored without a leader's stamp, counted; receipts naming further unknown names are
 // dead-lettered with reason unknown_topic; and the collector stops promptly.

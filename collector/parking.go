@@ -18,8 +18,8 @@ const maxParkedReceipts = 1 << 16
 
 // parking holds the receipt records that must wait for a topic's metadata, or for the append leaders to place their
 // append stamps' offsets in a leader epoch (up to one refresh round, kafka.AppendLeaders.Await), so that a lookup
-// never blocks the record path (issue 10: one writer of receipts naming made-up topics froze the receipts path for
-// minutes).
+// never blocks the record path (a lookup in the path would let one writer of receipts naming made-up topics freeze
+// the receipts path for minutes).
 //
 // Records are parked per topic, in arrival order: a record is queued on every topic its receipts name, and it is
 // processed only once it is at the head of each of those queues and none of the topics it waits for is still being

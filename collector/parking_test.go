@@ -80,10 +80,10 @@ func appendReceipt(topic string, offset int64, at time.Time) instrument.Receipt 
 		RecordTimestampMs: at.UnixMilli(), HasRecordTimestamp: true, ProcessedNs: at.Add(5 * time.Millisecond).UnixNano(), Host: "c1"}
 }
 
-// TestParkedTopicDoesNotHoldThePartition is issue 10's freeze, at the handler: a record whose receipts need the
+// TestParkedTopicDoesNotHoldThePartition, at the handler: a record whose receipts need the
 // metadata of a topic still being looked up is parked and the handler returns at once; a later batch of other
 // topics is written meanwhile; when the lookup settles the parked batch is written, and offsets are still marked in
-// read order. Before the fix the handler itself waited for a synchronous lookup (about 1 s per unknown topic).
+// read order. The handler never waits for a lookup (a synchronous one costs about 1 s per unknown topic).
 func TestParkedTopicDoesNotHoldThePartition(t *testing.T) {
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	deps, sink, _ := newTestDeps(t, at.Add(time.Second))
@@ -272,7 +272,7 @@ func (a *stagedAppends) place(leader int32) {
 	close(a.round)
 }
 
-// TestAppendLeaderWaitIsParked: issue 16's append-leader lookup keeps issue 10's non-blocking record path. A
+// TestAppendLeaderWaitIsParked: the append-leader lookup keeps the record path non-blocking. A
 // receipt whose offset no round has placed in its leader epoch yet is parked (the handler returns at once, and
 // never calls the waiting AppendLeader: the fake panics), a later batch of another topic is written meanwhile, and
 // once the round ends the parked receipt is written attributed to its epoch's leader (broker 7, not the topic's

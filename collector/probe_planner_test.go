@@ -19,7 +19,7 @@ import (
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
-// TestSkewedClusterChanges (issue 16, items 1, 3 and 4) on a private 3-broker cluster whose broker 2 runs with its
+// TestSkewedClusterChanges, on a private 3-broker cluster whose broker 2 runs with its
 // wall clock exactly 3 s ahead (libfaketime, deploy/local/kafka.sh's TIDEMARK_KAFKA_FAKETIME), one cluster for all
 // three because a 4-broker cluster is the costliest thing a test starts here:
 //   - every broker is probed, and the probe brackets' hard interval holds broker 2's +3 s and broker 1's 0;

@@ -32,7 +32,7 @@ func (s *stateTopic) send(_ context.Context, ms []kafka.Message) error {
 	return nil
 }
 
-// TestReplayClassesSurviveRestart (issue 16, item 5): the receipts path of a first process handles a group's first
+// TestReplayClassesSurviveRestart: the receipts path of a first process handles a group's first
 // pass over source offsets 0..9 and the start of its replay (reset to earliest), then dies; a second process
 // restores the trackers and handles what the group re-delivers from the receipts commit on.
 //
@@ -265,7 +265,7 @@ func TestReplayCommitsSurviveRestart(t *testing.T) {
 	}
 }
 
-// TestReplayStateMovesWithThePartition (issue 13): replica A holds receipts partitions rc/0 and rc/1 and handles
+// TestReplayStateMovesWithThePartition: replica A holds receipts partitions rc/0 and rc/1 and handles
 // a group's first pass on both (paths app/orders/0 and /1, source offsets 0..9); the group commits 10 and is reset
 // to earliest. Then a rebalance hands rc/0 to replica B. A drops the path of rc/0 (engine state and checkpoints:
 // it must neither publish nor follow commits on it), B restores it from the state topic, and B's rows for the

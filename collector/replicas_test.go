@@ -135,7 +135,7 @@ func TestReplicasShareReceiptsAcrossRebalances(t *testing.T) {
 	t.Logf("receipt records consumed: A %v, B %v; physical rows %d", consumed(a), consumed(b), e.count("SELECT count() FROM latency_events WHERE topic = 'orders'"))
 }
 
-// TestReplicasMoveReplayState (issue 13): the per-path replay state moves with the receipts partition. Replica A
+// TestReplicasMoveReplayState: the per-path replay state moves with the receipts partition. Replica A
 // alone stores a group's first pass (3000 source offsets on each of 3 partitions); the group commits its end and is
 // reset to earliest, which both replicas' lag exporters observe. Replica B joins (a rebalance moves receipts
 // partitions, and their paths, to B) and the first half of the replay is read; A stops (B gets every partition)

@@ -178,7 +178,7 @@ func TestHopSpansOneIngestPerRecord(t *testing.T) {
 // one-sided.
 // The queue wait between two known clocks gets its span unless the lie moved its end: the projection that pools the
 // lying produce with the append moves the append by about 2.5 s, far beyond the accuracy target, so the queue wait
-// is not trusted either (trust follows the projection, issue 16 item 2) and its span, which would be shifted as much,
+// is not trusted either (trust follows the projection) and its span, which would be shifted as much,
 // is not made but counted untrusted.
 func TestHopSpansOfUntrustedStages(t *testing.T) {
 	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)

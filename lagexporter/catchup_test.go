@@ -16,7 +16,7 @@ func lagWindow(t0 time.Time, step time.Duration, lags ...int64) []Sample {
 	return w
 }
 
-// TestEstimateCatchUp pins the estimator of item 12 (catchup.go): the drain rate is the negated least-squares slope
+// TestEstimateCatchUp pins the catch-up estimator (catchup.go): the drain rate is the negated least-squares slope
 // of the lag over the window, ETA = lag / drain rate.
 func TestEstimateCatchUp(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -60,7 +60,7 @@ func TestEstimateCatchUp(t *testing.T) {
 	}
 }
 
-// TestComputeRetentionMargin pins item 11's margins: retention.ms − time lag, and retention.bytes − the unconsumed
+// TestComputeRetentionMargin pins the retention margins: retention.ms − time lag, and retention.bytes − the unconsumed
 // bytes of a partition of uniform record size.
 func TestComputeRetentionMargin(t *testing.T) {
 	del := &TopicRetention{CleanupPolicy: "delete", RetentionMs: 3_600_000, RetentionBytes: 1_000_000}

@@ -132,7 +132,7 @@ type gpState struct {
 	committed  int64
 	// replayFrom is the committed offset as far as it exists in the log: min(committed, high watermark). A later
 	// commit below it is a rewind; offsets above a high watermark that fell (truncation) were never delivered from
-	// the log as it is now, so they are no replay boundary (item 2).
+	// the log as it is now, so they are no replay boundary.
 	replayFrom int64
 	replay     ReplayState
 	// deletedThrough is the log start of the last read: unread records below it are already counted.
@@ -301,7 +301,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			pv := &partView{p: p, st: st}
 			if p.Known() {
 				if len(st.history) > 0 && (p.HighWatermark < st.last.HighWatermark || p.LastStable < st.last.LastStable) {
-					// truncation or stale offsets, not a consumer seeking back: counted and flagged (item 2)
+					// truncation or stale offsets, not a consumer seeking back: counted and flagged
 					pv.endDecreased = true
 					e.endDecreases[t.Topic]++
 				}
@@ -735,7 +735,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 		prev := st.replayFrom
 		if known {
 			// offsets past an end offset that fell no longer exist: a commit falling with the end (a consumer reset
-			// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end (item 2)
+			// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end
 			prev = min(prev, pv.p.HighWatermark)
 			if st.replay.Active {
 				st.replay.Boundary = min(st.replay.Boundary, pv.p.HighWatermark)

@@ -26,7 +26,7 @@ func TestComputeLag(t *testing.T) {
 		timeLag           time.Duration
 		timeKnown         bool
 		flags             Flags
-		// item 4, 5 and 6 magnitudes: committed past End, markers vs compaction, HW − LSO
+		// magnitudes: committed past End, markers vs compaction, HW − LSO
 		ahead, control, compacted, openTxn int64
 	}{
 		// Share groups (KIP-932, KIP-1226): Committed is the share-partition start offset (SPSO).
@@ -138,7 +138,7 @@ func TestComputeLag(t *testing.T) {
 			lag:  20, raw: 20, openTxn: 10,
 		},
 		{
-			// item 4: a read_committed group whose commit is past the LSO (but not the HW): ahead by 5, lag 0.
+			// a read_committed group whose commit is past the LSO (but not the HW): ahead by 5, lag 0.
 			name: "committed past the LSO",
 			in:   PartitionInput{HasCommit: true, Committed: 95, OffsetsKnown: true, HighWatermark: 100, LastStable: 90, Isolation: ReadCommitted},
 			lag:  0, raw: 0, timeKnown: true, flags: FlagAheadOfEnd, ahead: 5, openTxn: 10,
@@ -151,14 +151,14 @@ func TestComputeLag(t *testing.T) {
 			lag: 2, raw: 2, timeLag: 2 * time.Second, timeKnown: true, flags: FlagLowerBound,
 		},
 		{
-			// item 6: compaction removed 100..104: first consumable is 105, lag shrinks, the time lag is a lower bound
+			// compaction removed 100..104: first consumable is 105, lag shrinks, the time lag is a lower bound
 			name: "compaction gap",
 			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
 				Probe: gapProbe(100, 105, now.Add(-time.Minute), 110, 5), Now: now},
 			lag: 5, raw: 10, timeLag: time.Minute, timeKnown: true, flags: FlagCompacted | FlagLowerBound, compacted: 5,
 		},
 		{
-			// item 6: 100..101 compacted, 102 a COMMIT marker, 103 the first record: 2 compacted + 1 control, and the
+			// 100..101 compacted, 102 a COMMIT marker, 103 the first record: 2 compacted + 1 control, and the
 			// time lag is a lower bound because of the compaction part only.
 			name: "compaction gap then a marker",
 			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
@@ -167,7 +167,7 @@ func TestComputeLag(t *testing.T) {
 			control: 1, compacted: 2,
 		},
 		{
-			// item 6: markers only before the first record: exact time lag, no lower bound.
+			// markers only before the first record: exact time lag, no lower bound.
 			name: "markers before the first record",
 			in: PartitionInput{HasCommit: true, Committed: 100, OffsetsKnown: true, HighWatermark: 110, LastStable: 110,
 				Probe: gapProbe(100, 103, now.Add(-time.Minute), 110, 0), Now: now},
@@ -201,7 +201,7 @@ func TestComputeLag(t *testing.T) {
 			lag: 1, raw: 1, flags: FlagFutureTimestamp,
 		},
 		{
-			// QA: year 9999 with offset lag 5 used to give time lag 0 and no flag.
+			// year 9999 with offset lag 5: flagged, not time lag 0.
 			name: "year 9999 with backlog",
 			in: PartitionInput{HasCommit: true, Committed: 10, OffsetsKnown: true, HighWatermark: 15, LastStable: 15,
 				Probe: probe(10, 10, 10, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), 11, false), Now: now},
@@ -221,7 +221,7 @@ func TestComputeLag(t *testing.T) {
 				Probe: probe(10, 10, 10, time.UnixMilli(0), 11, false), Now: now},
 			lag: 1, raw: 1,
 		},
-		// Issue 16, item 3: a LogAppendTime is the appending broker's clock. The record was appended 5 s ago (true
+		// A LogAppendTime is the appending broker's clock. The record was appended 5 s ago (true
 		// time) by a broker whose clock is 3 s ahead of ours: its stamp reads now − 2 s.
 		{
 			name: "LogAppendTime, broker 3 s ahead, offset known",
@@ -279,7 +279,7 @@ func TestComputeLag(t *testing.T) {
 	}
 }
 
-// TestClassifyRecordTimestamp: the invalid stamps item 7 counts by reason, and the bounds of the plausible range.
+// TestClassifyRecordTimestamp: the invalid stamps counted by reason, and the bounds of the plausible range.
 func TestClassifyRecordTimestamp(t *testing.T) {
 	now := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -291,7 +291,7 @@ func TestClassifyRecordTimestamp(t *testing.T) {
 		{"NO_TIMESTAMP", time.UnixMilli(-1), TimestampMissing},
 		{"the epoch: a client without a clock", time.UnixMilli(0), TimestampMissing},
 		{"1 ms after the epoch", time.UnixMilli(1), TimestampWrongUnit},
-		// 2026-11-29 in seconds read as milliseconds: 1970-01-21, a 56-year time lag before this classification
+		// 2026-11-29 in seconds read as milliseconds: 1970-01-21, a 56-year time lag if not classified
 		{"seconds as milliseconds", time.UnixMilli(now.Unix()), TimestampWrongUnit},
 		{"last wrong-unit millisecond", time.UnixMilli(1e11 - 1), TimestampWrongUnit},
 		{"first plausible millisecond (1973-03-03)", time.UnixMilli(1e11), ""},

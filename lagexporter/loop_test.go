@@ -90,7 +90,7 @@ func TestLoopKeepsLastGoodSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// item 8: the partitions keep their last values, flagged stale, with their age; the sums leave them out and
+	// the partitions keep their last values, flagged stale, with their age; the sums leave them out and
 	// count them unknown (the aggregate is not complete), never adding frozen numbers to fresh ones.
 	g := s.Group("g")
 	if g == nil || g.Error == "" || len(g.Partitions) != 3 {

@@ -49,7 +49,7 @@ func TestEvaluateStatus(t *testing.T) {
 		// boundary, which is empty here, so the partition is REWIND.
 		{"replay", StatusInput{Window: win(1000000, 604800), Now: now, LastCommit: now, Replay: true, TimeLag: 604800 * time.Second, TimeLagKnown: true},
 			errTime, StatusRewind},
-		// item 1: a replay beside the health status. Records past the boundary have waited 30 s: under the 1 m ERR
+		// a replay beside the health status. Records past the boundary have waited 30 s: under the 1 m ERR
 		// threshold, still REWIND.
 		{"replay, live backlog fresh", StatusInput{Window: win(1000000, 604830), Now: now, LastCommit: now, Replay: true,
 			TimeLag: 604800 * time.Second, TimeLagKnown: true, LiveLag: 30, LiveTimeLag: 30 * time.Second, LiveTimeLagKnown: true},
@@ -58,13 +58,13 @@ func TestEvaluateStatus(t *testing.T) {
 		{"replay, live backlog over ERR", StatusInput{Window: win(1000000, 604920), Now: now, LastCommit: now, Replay: true,
 			TimeLag: 604800 * time.Second, TimeLagKnown: true, LiveLag: 120, LiveTimeLag: 2 * time.Minute, LiveTimeLagKnown: true},
 			errTime, StatusErr},
-		// item 1: the group rewound and then stopped committing: 20 minutes without a commit is STOP, replay or not.
+		// the group rewound and then stopped committing: 20 minutes without a commit is STOP, replay or not.
 		{"replay, then stopped", StatusInput{Window: win(1000000, 604800), Now: now, LastCommit: now.Add(-20 * time.Minute), Replay: true,
 			TimeLag: 604800 * time.Second, TimeLagKnown: true}, errTime, StatusStop},
-		// item 1: rewound, members still there, offset frozen over the whole window: STALL, replay or not.
+		// rewound, members still there, offset frozen over the whole window: STALL, replay or not.
 		{"replay, then stalled", StatusInput{Window: win(1000000, 604800, 1000000, 604830, 1000000, 604860, 1000000, 604890), Now: now,
 			LastCommit: recent, Replay: true, HasMembers: true}, nil, StatusStall},
-		// item 4: one read with the commit past End is not enough (a lagging broker's end offset) ...
+		// one read with the commit past End is not enough (a lagging broker's end offset) ...
 		{"ahead once", StatusInput{Window: win(50250, 0), Now: now, LastCommit: recent, AheadReads: 1}, nil, StatusOK},
 		// ... two consecutive commit-first reads are AHEAD, with lag 0.
 		{"ahead twice", StatusInput{Window: win(50250, 0), Now: now, LastCommit: recent, AheadReads: 2}, nil, StatusAhead},

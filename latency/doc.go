@@ -5,8 +5,8 @@
 //
 //   - [Record] and [Stamp]: the moments a message passed (produce, source-cluster append for mirrored topics,
 //     log-append, receive, processed, group commit), each with the host whose clock stamped it and its unit.
-//     [ValidateStamp] rejects the Kafka NO_TIMESTAMP sentinel (-1), values in the wrong unit and values absurdly
-//     far from the append time; rejected stamps are counted per [Reason] and never reach a percentile.
+//     [ToMillis] and [Bounds.Check] reject the Kafka NO_TIMESTAMP sentinel (-1), values in the wrong unit and
+//     values absurdly far from the append time; rejected stamps are counted per [Reason] and never reach a percentile.
 //   - Clock offsets ([Offset]): every host's offset from the reference clock (the collector's), with an
 //     uncertainty. Probe brackets ([Bracket]) and round-trip sync exchanges ([SyncExchange]) give two-sided
 //     bounds that are intersected over a sliding window after a drift fit (the NTP minimum-delay idea);
@@ -20,8 +20,8 @@
 //   - Replay classification ([Class]) per (group, topic, partition): live, replay (below an offset the group
 //     had already committed; the boundary comes from a committed-offset decrease), redelivery (duplicate of an
 //     uncommitted tail after a rebalance) and backfill (a new group's first pass over older data).
-//   - [Sketch]: a mergeable relative-error quantile sketch (DDSketch); [SLO] math: compliance, error budget,
-//     multiwindow multi-burn-rate alerts (Google SRE workbook).
+//   - [Sketch]: a mergeable relative-error quantile sketch (DDSketch); SLO math ([Objective], [SLOCounter]):
+//     compliance, error budget, multiwindow multi-burn-rate alerts (Google SRE workbook).
 //
 // [Engine] is the entry point: feed it brackets, sync exchanges, commit observations and records (through a
 // per-partition [Path]); read results, offsets, sketches and counters back. docs/latency.md explains the method

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Engine tests of issue 16's items 2, 2b, 2c and 7: trust follows the projection, an unknown stamp moves only as far
+// Engine tests of honest uncertainty: trust follows the projection, an unknown stamp moves only as far
 // as order requires, wrong-unit stamps are told from far-future ones (and optionally converted), and an envelope's
 // offset is reported as the one-sided interval it is. Every expected value is derived in its comment.
 
@@ -30,7 +30,7 @@ func wantStageMs(t *testing.T, r Result, s Stage, want float64) {
 	}
 }
 
-// TestTrustFollowsProjection (item 2): producer ±0.5 ms, broker ±1.5 ms, consumer ±0.5 ms, all offsets 0. The
+// TestTrustFollowsProjection: producer ±0.5 ms, broker ±1.5 ms, consumer ±0.5 ms, all offsets 0. The
 // consumer's processed stamp reads 3.6 ms before the append: within u_B + u_C + SkewTolerance = 1.5 + 0.5 + 2 = 4 ms,
 // so no pair is skew-suspected, and the projection resolves it. Weights 1/(u² + 0.25): broker 1/2.5 = 0.4, consumer
 // 1/0.5 = 2; append and processed pool at (10·0.4 + 6.4·2)/2.4 = 7 ms. The append moved 3 ms, more than the accuracy
@@ -92,7 +92,7 @@ func TestTrustFollowsProjection(t *testing.T) {
 	wantStageMs(t, res, StageIngest, (10*0.4+8.8*2)/2.4)
 }
 
-// TestUnknownStampMovesToNearestEnd (item 2b): an append stamp whose leader is not known (UnknownHost) between a
+// TestUnknownStampMovesToNearestEnd: an append stamp whose leader is not known (UnknownHost) between a
 // known producer (produce at 0) and consumer (processed at 100 ms). Its reading says nothing about where it lies:
 // it takes no part in the weighted fit and moves only to the nearest end of [0, 100], and stays where it reads
 // inside it. The record is flagged (offset unknown, skew-suspected) with nobody blamed; ingest and delivery rest on
@@ -167,7 +167,7 @@ func TestUnknownStampMovesToNearestEnd(t *testing.T) {
 	})
 }
 
-// TestWrongUnitStamps (item 2c): with an append anchor at 2026-11-29T12:00:00.000Z, a produce stamp declared in ms has
+// TestWrongUnitStamps: with an append anchor at 2026-11-29T12:00:00.000Z, a produce stamp declared in ms has
 // its unit guessed from its magnitude, and the guess is judged against the anchor. A value that, rescaled, lies
 // within the bounds of the anchor is in the wrong unit (and, with FixUnits, converted and kept, flagged and counted
 // by reason); one that does not is far in the future (or past) and says so.
@@ -233,7 +233,7 @@ func TestWrongUnitStamps(t *testing.T) {
 	}
 }
 
-// TestEnvelopeIntervalIsOneSided (item 7): an uninstrumented producer 3 s ahead, placed by the causal envelope against
+// TestEnvelopeIntervalIsOneSided: an uninstrumented producer 3 s ahead, placed by the causal envelope against
 // a broker known exactly (θ_B = 0). Ingests are 1, 2, 3, 4 ms, so its lower envelope is 3000 − 1 = 2999 ms: the
 // true offset is above it by the smallest produce → append delay, which no passive measurement can see. Offset
 // reports [2999 − u, +∞), u being the bound's own uncertainty, not a ±u around the truth: the bound was set by the

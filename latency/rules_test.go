@@ -109,7 +109,7 @@ func TestReplayTrackerRules(t *testing.T) {
 				}
 			}
 		})
-		// Restarts do not change history (issue 16, item 5): a tracker restored, through the encoding, from a
+		// Restarts do not change history: a tracker restored, through the encoding, from a
 		// checkpoint taken after any step classifies every later step as the one that ran through.
 		t.Run(tc.name+"/restored after every step", func(t *testing.T) {
 			for cut := range tc.steps {

@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,6 +44,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
 )
@@ -231,7 +231,7 @@ func run() error {
 
 	// The daemon, as a user runs it: a config file, nothing else. The environment is the bench's minus every
 	// TIDEMARK_ variable (the stack's TIDEMARK_CLICKHOUSE_ADDR would configure ClickHouse).
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ http:
 	}
 	logf("tidemark run --config (%d group-partitions):\n%s", res.GroupPartitions, cfgText)
 	cmd := exec.Command(bin, "run", "--config", cfgPath)
-	cmd.Env = cleanEnv("TIDEMARK_")
+	cmd.Env = benchproc.CleanEnv()
 	cmd.Stderr = &prefixWriter{prefix: "  tidemark: ", w: os.Stderr, keep: "level=ERROR|level=WARN"}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var cycles []cycleSample
@@ -335,7 +335,7 @@ type cycleSample struct{ n, read, eval float64 }
 // (its defaults), restricted to the bench's groups and topics, log dirs off.
 func runKminion(bin, dir string, brokers []string, prefix string, window, every time.Duration, gp int,
 	logf func(string, ...any)) (*exporterResult, error) {
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ logger:
 	}
 	logf("kminion (%d group-partitions):\n%s", gp, cfgText)
 	cmd := exec.Command(bin)
-	cmd.Env = append(cleanEnv("TIDEMARK_"), "CONFIG_FILEPATH="+cfgPath)
+	cmd.Env = append(benchproc.CleanEnv(), "CONFIG_FILEPATH="+cfgPath)
 	cmd.Stderr = &prefixWriter{prefix: "  kminion: ", w: os.Stderr, keep: `"level":"(error|warn)"`}
 	lagSeries := "kminion_kafka_consumer_group_topic_partition_lag"
 	return measure(cmd, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), measureOpts{
@@ -486,7 +486,7 @@ func measure(cmd *exec.Cmd, url string, o measureOpts, logf func(string, ...any)
 			return nil, fmt.Errorf("exited during the window: %v", err)
 		case <-tick.C:
 		}
-		if v, err := procStatusMB(pid, "VmRSS"); err == nil {
+		if v, err := benchproc.StatusMB(pid, "VmRSS"); err == nil {
 			rss = append(rss, v)
 		}
 		if time.Now().After(nextScrape) {
@@ -686,41 +686,6 @@ func procCPUSeconds(pid int) (float64, error) {
 		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	return (ut + st) / 100, nil
-}
-
-// procStatusMB reads a kB field of /proc/PID/status (VmRSS, VmHWM) in MB.
-func procStatusMB(pid int, field string) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			kb, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// cleanEnv returns the environment without the variables starting with prefix.
-func cleanEnv(prefix string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // prefixWriter passes on the lines matching keep (warnings and errors of the process under test), prefixed.

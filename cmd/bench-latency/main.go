@@ -1,7 +1,7 @@
 // Command bench-latency runs the latency simulator over fixed named scenarios (package latency/sim), prints a table,
-// and prints as its last line one JSON object with the figures issue 3 asks for: corrected-stage error p99 for
+// and prints as its last line one JSON object with these figures: corrected-stage error p99 for
 // bracketed, synced and envelope-only hosts, negative stages, replay precision and recall, and the throughput ratio
-// of the full pipeline against a naive baseline measured in the same run; and issue 16's: the corrected-stage error
+// of the full pipeline against a naive baseline measured in the same run; and the corrected-stage error
 // after a leader failover to a broker whose clock differs by seconds (failover_err_p99_ms).
 //
 //	go run ./cmd/bench-latency [-strict]

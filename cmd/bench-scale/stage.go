@@ -17,7 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// chclusterScript starts ZooKeeper and ClickHouse replicas (the chcluster branch of issue 13).
+// chclusterScript starts ZooKeeper and ClickHouse replicas (the chcluster stage).
 const chclusterScript = "deploy/local/chcluster.sh"
 
 // script runs a deploy/local script with env added to the bench's environment and returns its stdout.

@@ -65,23 +65,7 @@ func TestLagExporterFailover(t *testing.T) {
 		}
 	}
 	_ = prod.Close()
-	client, err := sarama.NewClient(brokers, testenv.SaramaConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	om, err := sarama.NewOffsetManagerFromClient(group, client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pom, err := om.ManagePartition(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pom.MarkOffset(4, "")
-	om.Commit()
-	_ = pom.Close()
-	_ = om.Close()
+	testenv.CommitOffsets(t, brokers, group, map[string]map[int32]int64{topic: {0: 4}})
 
 	const session = 6 * time.Second // the broker's group.min.session.timeout.ms
 	electGroup, leaseTopic, dlq := testenv.Name(t, "elect"), testenv.Name(t, "lease"), testenv.Name(t, "dlq")
@@ -90,7 +74,7 @@ func TestLagExporterFailover(t *testing.T) {
 		_ = adm.DeleteTopic(leaseTopic)
 		_ = adm.DeleteTopic(dlq)
 	})
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := []string{testenv.FreeAddr(t), testenv.FreeAddr(t)}
 	procs := make([]*exec.Cmd, 2)
 	for i, addr := range addrs {
 		cfgPath := filepath.Join(t.TempDir(), fmt.Sprintf("run%d.yaml", i))

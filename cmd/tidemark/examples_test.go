@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,7 +22,7 @@ import (
 // examplesDir holds the configurations the README starts from.
 const examplesDir = "../../examples"
 
-// loadExample loads examples/name with the real loader, as a user's `tidemark run --config` does (no environment),
+// loadExample loads examples/<name> with the real loader, as a user's `tidemark run --config` does (no environment),
 // and fails on any deprecation warning: an example shows the current spellings.
 func loadExample(t *testing.T, name string) *runConfig {
 	t.Helper()
@@ -37,7 +36,7 @@ func loadExample(t *testing.T, name string) *runConfig {
 	return cfg
 }
 
-// adaptExample writes a copy of examples/name with the values at the given paths replaced (dotted, list entries by
+// adaptExample writes a copy of examples/<name> with the values at the given paths replaced (dotted, list entries by
 // index: "clusters.1.lag.election.group") and loads it with the real loader: the stack's addresses and names unique
 // to the test run in place of the example's.
 func adaptExample(t *testing.T, name string, set map[string]any) *runConfig {
@@ -126,22 +125,8 @@ func (l *logRecorder) problems() []string {
 func startExampleRun(t *testing.T, cfg *runConfig) *logRecorder {
 	t.Helper()
 	rec := &logRecorder{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(60 * time.Second): // hang guard
-			t.Error("run did not stop within 60s")
-		}
-	})
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(rec, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	t.Cleanup(func() { stopChecked(t, stop) })
 	return rec
 }
 
@@ -149,24 +134,18 @@ func startExampleRun(t *testing.T, cfg *runConfig) *logRecorder {
 // returns the body.
 func waitLag(t *testing.T, base, cluster, topic, group string, want map[int32]int64, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		_, body := get(base + "/metrics")
-		ok := true
+	var body string
+	testenv.Eventually(t, timeout, func() error {
+		_, body = get(base + "/metrics")
 		for p, lag := range want {
 			if !strings.Contains(body, fmt.Sprintf("tidemark_lag_partition_offsets{cluster=%q,group=%q,partition=\"%d\",topic=%q} %d\n",
 				cluster, group, p, topic, lag)) {
-				ok = false
+				return fmt.Errorf("%s/metrics does not serve %s's lag %v on %s (cluster %s)", base, group, want, topic, cluster)
 			}
 		}
-		if ok {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/metrics does not serve %s's lag %v on %s (cluster %s) after %v", base, group, want, topic, cluster, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 // seedExampleLag creates a topic of two partitions with 10 records each and a group whose commits leave lag 7 and
@@ -195,7 +174,7 @@ func TestExampleLagExporter(t *testing.T) {
 	}
 	brokers := testenv.Kafka(t)
 	topic, group, want := seedExampleLag(t, brokers)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	cfg := adaptExample(t, "lag-exporter.yaml", map[string]any{"kafka.brokers": brokers, "http.listen": httpAddr,
 		"lag.poll_interval": "1s", "lag.group_allow": []string{group}})
 	rec := startExampleRun(t, cfg)
@@ -230,7 +209,7 @@ func TestExampleCollector(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic, group, want := seedExampleLag(t, brokers)
 	db, conn := testenv.ClickHouseDB(t)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	probe := testenv.Name(t, "probe")
 	cfg := adaptExample(t, "collector.yaml", map[string]any{
 		"kafka.brokers": brokers, "clickhouse.addr": []string{testenv.ClickHouseAddr(t)}, "clickhouse.database": db,
@@ -301,7 +280,7 @@ func TestExampleClusters(t *testing.T) {
 	var bases []string
 	var recs []*logRecorder
 	for range 2 {
-		httpAddr := freeAddr(t)
+		httpAddr := testenv.FreeAddr(t)
 		recs = append(recs, startExampleRun(t, adaptExample(t, "clusters.yaml", set(httpAddr))))
 		bases = append(bases, "http://"+httpAddr)
 	}
@@ -319,20 +298,18 @@ func TestExampleClusters(t *testing.T) {
 	for _, cl := range orig.Clusters {
 		// The lease holder serves the cluster's lag; wait until one does, then the other must not.
 		var holder int
-		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		testenv.Eventually(t, 90*time.Second, func() error {
 			holder = -1
 			for i, base := range bases {
 				if _, body := get(base + "/metrics"); series(body, cl.Name) {
 					holder = i
 				}
 			}
-			if holder >= 0 {
-				break
+			if holder < 0 {
+				return fmt.Errorf("no replica serves cluster %s's lag", cl.Name)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no replica serves cluster %s's lag after 90s", cl.Name)
-			}
-		}
+			return nil
+		})
 		waitLag(t, bases[holder], cl.Name, topic, group, want, 30*time.Second)
 		if _, body := get(bases[1-holder] + "/metrics"); series(body, cl.Name) {
 			t.Errorf("both replicas serve cluster %s's lag: the election did not choose one", cl.Name)
@@ -353,7 +330,7 @@ func TestFirstStartLogsNoWarning(t *testing.T) {
 	loadExample(t, "collector.yaml")
 	brokers := testenv.Kafka(t)
 	db, _ := testenv.ClickHouseDB(t)
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	topics := map[string]string{}
 	for _, key := range []string{"collector.probe.topic", "collector.receipts.topic", "collector.dead_letter_topic", "collector.replay_state_topic"} {
 		topics[key] = testenv.Name(t, "first")

@@ -131,7 +131,7 @@ func TestKafkaMSKBlock(t *testing.T) {
 }
 
 // TestLagKafkaConfigErrors: the one-shot commands read a run config's kafka: block through the same decoder as
-// `tidemark run` (issue 10's per-key errors): one sorted line per bad key, named by its full key, and the same 1 MiB
+// `tidemark run`, with per-key errors: one sorted line per bad key, named by its full key, and the same 1 MiB
 // cap on --config.
 func TestLagKafkaConfigErrors(t *testing.T) {
 	p := writeConfig(t, "kafka:\n  brokers: [a:1]\n  sasl: {mechanism: PLAIN, user: u, password: p, zzz: 1, aaa: 2}\n  tls: {enabled: yes-please}\n")

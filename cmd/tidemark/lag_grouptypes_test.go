@@ -101,15 +101,13 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 	// the streams app processes its 20 input records, then stops; 4 more arrive for it
 	p := testenv.StartJava(t, app, "dev.tidemark.lagapp.LagStreamsApp", bootstrap, gapp, tin, tout, t.TempDir(), "0")
 	p.WaitLine("RUNNING", 2*time.Minute)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		g := cycle().Group(gapp)
 		if g != nil && g.Topic(tin) != nil && g.Topic(tin).CommittedSum == 20 && g.Total.Lag == 0 && len(g.Topics) == 2 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("streams app never caught up: %+v", g)
-		}
-	}
+		return fmt.Errorf("streams app has not caught up: %+v", g)
+	})
 	p.Stop()
 	produce(tin, 4)
 
@@ -118,20 +116,18 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 		lag int64
 	}{g848: {lagexporter.GroupConsumer, 7}, gshare: {lagexporter.GroupShare, 15}, gapp: {lagexporter.GroupStreams, 4}}
 	var snap *lagexporter.Snapshot
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 60*time.Second, func() error {
 		snap = cycle()
 		ok := len(snap.Groups) == 3
 		for _, g := range snap.Groups {
 			ok = ok && len(g.Members) == 0 && g.Total.Lag == want[g.Group].lag
 		}
 		if ok {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b, _ := json.Marshal(snap.Groups)
-			t.Fatalf("groups never reached the expected backlogs %v: %s", want, b)
-		}
-	}
+		b, _ := json.Marshal(snap.Groups)
+		return fmt.Errorf("groups have not reached the expected backlogs %v: %s", want, b)
+	})
 
 	// tidemark lag --group REGEX -o json, the command a script runs: the same fields for every type
 	out, err := runLag(t, "--brokers", bootstrap, "--group", prefix+".*", "--topic", prefix+".*", "-o", "json")

@@ -87,10 +87,10 @@ func TestLagConfigErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		// QA: a negative --timeout used to be accepted silently (the default was kept)
+		// a negative --timeout is an error, not silently replaced by the default
 		{"negative timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "-1s"}, "--timeout: must be > 0, got -1s"},
 		{"zero timeout", []string{"--brokers", "127.0.0.1:1", "--timeout", "0s"}, "--timeout: must be > 0, got 0s"},
-		// a zero interval used to reach time.NewTicker, which panics
+		// a zero interval must not reach time.NewTicker, which panics
 		{"record zero interval", []string{"record", "--brokers", "127.0.0.1:1", "--out", filepath.Join(dir, "r.jsonl"), "--interval", "0s"}, "--interval: must be > 0, got 0s"},
 		{"record negative count", []string{"record", "--brokers", "127.0.0.1:1", "--out", filepath.Join(dir, "r.jsonl"), "--count", "-1"}, "--count: must be >= 0"},
 		// the pattern as typed, named by its flag
@@ -113,9 +113,9 @@ func TestLagConfigErrors(t *testing.T) {
 	}
 }
 
-// TestLagEvalIssue11Columns: the table shows the retention margin and the catch-up estimate (issue 11 items 11 and
-// 12), and the JSON output carries them with the other new fields.
-func TestLagEvalIssue11Columns(t *testing.T) {
+// TestLagEvalRetentionAndCatchUpColumns: the table shows the retention margin and the catch-up estimate, and the
+// JSON output carries them with the other anomaly fields.
+func TestLagEvalRetentionAndCatchUpColumns(t *testing.T) {
 	row := func(out, group, topic string) []string { // the last poll's row of group on topic
 		var last []string
 		for _, line := range strings.Split(out, "\n") {

@@ -97,6 +97,13 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
 }
 
+// gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
+// the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
+// is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
+// the lag exporter uses about a quarter of kminion's CPU (docs/performance.md). This is the trade and the setting
+// Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
+const gcPercent = 75
+
 // run wires and runs everything until ctx ends. The HTTP server comes first (startHTTP), so that /healthz (alive)
 // and /metrics answer while dependencies are still unreachable; /readyz is 503 with the reason until everything
 // runs. Then, with a clickhouse block, the store, writer, span exporter and collectors start in their own goroutine
@@ -106,13 +113,6 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 // clean stop), so one cluster or ClickHouse being down delays nothing of the others. Stop order is the reverse:
 // consumers stop (each path drains its rows into the writer and commits), the lag exporters stop, the writer flushes
 // and closes, ClickHouse closes, and the HTTP server shuts down within http.shutdown_timeout.
-// gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
-// the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
-// is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
-// the lag exporter uses about a quarter of kminion's CPU (docs/performance.md). This is the trade and the setting
-// Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
-const gcPercent = 75
-
 func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	defer func() {
 		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -291,7 +291,7 @@ func (h *history) close(cfg *runConfig, log *slog.Logger) error {
 // clusters' errors, joined. Kafka being down is retried inside a cluster and never ends it; a cluster that ends with
 // an error anyway (a lease topic of several partitions, a defect) stops alone: it is logged, its /readyz entry says
 // why until the process restarts, and the other clusters go on. runClusters returns when every cluster has ended, so
-// a process watching one cluster exits with that cluster's error, as it always did.
+// a process watching one cluster exits with that cluster's error.
 func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promexport.Handler, hist *history,
 	started func(), log *slog.Logger) error {
 	errs := make([]error, len(clusters))
@@ -666,7 +666,7 @@ func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.T
 }
 
 // processReadiness is /readyz: the process's own state (starting, connecting to ClickHouse, stopping), then every
-// cluster's entry. With one cluster its reason is the answer, as it always was. With several, the process is ready
+// cluster's entry. With one cluster its reason is the answer. With several, the process is ready
 // while at least one cluster is, and the body names every cluster not ready and why: one cluster down must not make
 // Kubernetes take the pod out of its Service (a Prometheus ServiceMonitor scrapes only ready endpoints), which would
 // blind the others. ?cluster=NAME answers for that cluster alone (503 when it is not ready, 404 for no such cluster).

@@ -70,24 +70,21 @@ func testenvWaitTopic(t *testing.T, brokers []string, topic string) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err := cl.RefreshMetadata(topic); err == nil {
-			if ps, err := cl.Partitions(topic); err == nil && len(ps) == 2 {
-				ok := true
-				for _, p := range ps {
-					if _, err := cl.Leader(topic, p); err != nil {
-						ok = false
-					}
-				}
-				if ok {
-					return
-				}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		if err := cl.RefreshMetadata(topic); err != nil {
+			return err
+		}
+		ps, err := cl.Partitions(topic)
+		if err != nil || len(ps) != 2 {
+			return fmt.Errorf("topic %s on %v: partitions %v (%v), want 2", topic, brokers, ps, err)
+		}
+		for _, p := range ps {
+			if _, err := cl.Leader(topic, p); err != nil {
+				return fmt.Errorf("topic %s/%d on %v: %w", topic, p, brokers, err)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s has no leaders on %v", topic, brokers)
-		}
-	}
+		return nil
+	})
 }
 
 // consumerGroupsLag is Kafka's own consumer-groups command's LAG column for group on brokers, by partition.
@@ -116,7 +113,7 @@ func consumerGroupsLag(t *testing.T, brokers []string, group string) map[int32]i
 	return lags
 }
 
-// TestRunTwoClusters is issue 13's two-clusters test: one `tidemark run` watching the shared stack's Kafka and a
+// TestRunTwoClusters: one `tidemark run` watching the shared stack's Kafka and a
 // second single-broker cluster of the test's own (started only here, on free ports). Each cluster's lag, labelled
 // by its name, equals its own consumer-groups command. Then the second cluster's broker stops: /readyz stays 200
 // and names it (its own entry 503), while the first cluster's lag exporter keeps publishing (its last-success time
@@ -137,7 +134,7 @@ func TestRunTwoClusters(t *testing.T) {
 		}
 	})
 
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	var yaml strings.Builder
 	yaml.WriteString("clusters:\n")
 	for _, c := range []lagCluster{first, second} {
@@ -153,22 +150,8 @@ func TestRunTwoClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(60 * time.Second): // hang guard
-			t.Error("run did not stop within 60s")
-		}
-	}()
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	defer stopChecked(t, stop)
 	base := "http://" + httpAddr
 	if body := waitStatus(t, base+"/readyz", http.StatusOK, 90*time.Second); !strings.Contains(body, "cluster prod: ready") ||
 		!strings.Contains(body, "cluster dr: ready") {
@@ -242,16 +225,14 @@ func TestRunTwoClusters(t *testing.T) {
 	}
 	// The first cluster's samples keep advancing after the second stopped: a cycle that ended after the stop.
 	var last float64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		_, body = get("/metrics")
 		last = value(body, "tidemark_lag_exporter_last_success_timestamp_seconds", `cluster="prod"`)
 		if last > float64(stoppedAt.Add(time.Second).UnixMilli())/1000 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prod's last successful cycle %v is not after dr stopped (%v)", last, stoppedAt)
-		}
-	}
+		return fmt.Errorf("prod's last successful cycle %v is not after dr stopped (%v)", last, stoppedAt)
+	})
 	checkLag(body, first, wantFirst)
 	if v := value(body, "tidemark_lag_exporter_last_success_timestamp_seconds", `cluster="dr"`); v < 0 || v > last {
 		t.Errorf("dr's last success %v, want a time before prod's %v", v, last)
@@ -274,7 +255,7 @@ func TestClusterErrorStopsOnlyItsCluster(t *testing.T) {
 			_ = adm.Close()
 		}
 	})
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	yaml := fmt.Sprintf(`clusters:
   - name: prod
     kafka: {brokers: [%[1]s]}

@@ -26,7 +26,7 @@ type daemon struct {
 // startRun runs `tidemark run` with the YAML config body (its http.listen is set here) until stop or the test's end.
 func startRun(t *testing.T, body string) *daemon {
 	t.Helper()
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	p := filepath.Join(t.TempDir(), "run.yaml")
 	if err := os.WriteFile(p, []byte(body+fmt.Sprintf("http: {listen: %q}\n", httpAddr)), 0o600); err != nil {
 		t.Fatal(err)
@@ -46,26 +46,15 @@ func startRun(t *testing.T, body string) *daemon {
 // minute of the stop fails the test (a hang guard: shutdown is bounded by drain_timeout and shutdown_timeout).
 func runInTest(t *testing.T, cfg *runConfig, log *slog.Logger) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, log) }()
-	stopped := false
-	stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Minute):
-			t.Fatal("run did not return within a minute of the stop")
-			return nil
-		}
+	return testenv.RunWithHangGuard(t, "run", time.Minute, func(ctx context.Context) error { return run(ctx, cfg, log) })
+}
+
+// stopChecked stops a runInTest run and fails the test if run returned an error.
+func stopChecked(t *testing.T, stop func() error) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Errorf("run: %v", err)
 	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
 }
 
 // produceReceipts writes receipt records to topic: each record holds perRecord receipts of one group made by mk
@@ -110,7 +99,7 @@ func plainReceipt(at time.Time) func(i int) instrument.Receipt {
 	}
 }
 
-// TestReadyzSeesStalledClickHouse is issue 10's item 4 on the real servers: under the default retry-forever policy
+// TestReadyzSeesStalledClickHouse, on the real servers: under the default retry-forever policy
 // a frozen ClickHouse (the proxy stops forwarding and keeps the connections open, as SIGSTOP does) and then a dead
 // one (connections refused) never make the writer give up, and /readyz stayed 200 while rows piled up. Now /readyz
 // turns 503 naming the stall once rows have waited clickhouse.writer.stall_timeout without an acknowledgement, and
@@ -231,9 +220,9 @@ func metricValue(t *testing.T, body, name string) float64 {
 	return 0
 }
 
-// TestReceiptsOfManyGroupsKeepSeriesBounded is issue 10's item 3 on the real servers: receipts of 400 distinct
-// consumer groups reach a running `tidemark run`. Before the fix every (group, topic) kept about 51 series forever
-// (10k groups: 511k series, 60 MB scrapes). Now at most collector.max_live_series pairs have histograms (40 here),
+// TestReceiptsOfManyGroupsKeepSeriesBounded, on the real servers: receipts of 400 distinct
+// consumer groups reach a running `tidemark run`. Unbounded, every (group, topic) would keep about 51 series
+// forever (10k groups: 511k series, 60 MB scrapes); at most collector.max_live_series pairs have histograms (40 here),
 // the other groups' live observations are counted as overflow while every receipt is still stored in ClickHouse,
 // and after collector.idle_ttl without receipts the series and the engine's paths are gone. Its replay state topic
 // is its own: with the default one it restores the paths other runs on the cluster checkpointed (3 more evicted).

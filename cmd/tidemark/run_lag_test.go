@@ -20,7 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// TestRunLagExporterNeedsNoClickHouse is issue 15 item 7: `tidemark run` without a clickhouse block is a pure lag
+// TestRunLagExporterNeedsNoClickHouse: `tidemark run` without a clickhouse block is a pure lag
 // exporter. ClickHouse is never contacted (the only address it could use is one nothing listens on), /readyz turns
 // 200 once a poll cycle has published a snapshot, and /metrics serves the group's exact lag, pre-rendered, with the
 // process's own metrics, in OpenMetrics (gzip, as Prometheus asks) and in the text format.
@@ -55,7 +55,7 @@ func TestRunLagExporterNeedsNoClickHouse(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = adm.DeleteGroup(group) })
 
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	p := filepath.Join(t.TempDir(), "lag.yaml")
 	if err := os.WriteFile(p, []byte(fmt.Sprintf(`kafka: {brokers: [%s]}
 lag: {cluster: it, poll_interval: 1s, group_allow: [%q], topic_allow: [%q]}
@@ -72,22 +72,8 @@ http: {listen: %q}
 	if cfg.clickHouse {
 		t.Fatal("config without a clickhouse block uses ClickHouse")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(60 * time.Second): // hang guard
-			t.Error("run did not stop within 60s")
-		}
-	}()
+	stop := runInTest(t, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	defer stopChecked(t, stop)
 	base := "http://" + httpAddr
 	waitStatus(t, base+"/readyz", http.StatusOK, 60*time.Second)
 

@@ -35,7 +35,7 @@ func TestRunLagAPI(t *testing.T) {
 			_ = adm.Close()
 		}
 	})
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	p := filepath.Join(t.TempDir(), "run.yaml")
 	yaml := fmt.Sprintf("kafka: {brokers: [%s]}\nlag: {poll_interval: 1s, cycle_timeout: 2s, group_allow: [%q], topic_allow: [%q]}\nhttp: {listen: %q}\n",
 		strings.Join(brokers, ", "), group, topic, httpAddr)
@@ -122,7 +122,7 @@ func TestRunLagAPI(t *testing.T) {
 		t.Log("TIDEMARK_BURROW_EXPORTER is not set: the real Burrow client (burrow_exporter) is not run")
 		return
 	}
-	metricsAddr := freeAddr(t)
+	metricsAddr := testenv.FreeAddr(t)
 	cmd := exec.Command(bin, "--burrow-addr", base, "--api-version", "3", "--metrics-addr", metricsAddr, "--interval", "1")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -151,16 +151,13 @@ func TestRunLagAPI(t *testing.T) {
 	}
 	totalKey := fmt.Sprintf(`kafka_burrow_total_lag{cluster="default",group=%q}`, group)
 	var got map[string]float64
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if got = read(); len(got) > 0 {
-			if _, ok := got[totalKey]; ok {
-				break
-			}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		got = read()
+		if _, ok := got[totalKey]; ok {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("burrow_exporter exported no lag of %s within 30s: %v", group, got)
-		}
-	}
+		return fmt.Errorf("burrow_exporter exported no lag of %s: %v", group, got)
+	})
 	for part, l := range want {
 		if v, ok := got[key(part)]; !ok || v != float64(l) {
 			t.Errorf("burrow_exporter %s = %v (present %v), want %d (consumer-groups command)", key(part), v, ok, l)

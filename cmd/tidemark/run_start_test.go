@@ -17,18 +17,6 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// freeAddr returns a loopback address nothing listens on (a port the kernel just handed out and took back).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // forward accepts on ln and pipes every connection to target until the test ends.
 func forward(t *testing.T, ln net.Listener, target string) {
 	var wg sync.WaitGroup
@@ -64,19 +52,18 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// waitStatus waits until url answers with status want and returns the body.
 func waitStatus(t *testing.T, url string, want int, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		code, body := get(url)
-		if code == want {
-			return body
+	var body string
+	testenv.Eventually(t, timeout, func() error {
+		var code int
+		if code, body = get(url); code != want {
+			return fmt.Errorf("%s: %d %q, want %d", url, code, body, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d %q after %v, want %d", url, code, body, timeout, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 // TestRunWaitsForClickHouse is QA defect 5: with ClickHouse unreachable at start, `tidemark run` serves /healthz
@@ -85,7 +72,7 @@ func waitStatus(t *testing.T, url string, want int, timeout time.Duration) strin
 func TestRunWaitsForClickHouse(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	db, _ := testenv.ClickHouseDB(t)
-	chAddr := freeAddr(t)
+	chAddr := testenv.FreeAddr(t)
 	writeCfg := func(brokers []string, httpAddr string) string {
 		p := filepath.Join(t.TempDir(), "run.yaml")
 		cfg := fmt.Sprintf(`kafka: {brokers: [%s]}
@@ -104,7 +91,7 @@ http: {listen: "%s"}
 	}
 	var retries *logCounter // the running process's "cannot reach ClickHouse; retrying" warnings
 	start := func(brokers []string) (base string, stop func() error) {
-		httpAddr := freeAddr(t)
+		httpAddr := testenv.FreeAddr(t)
 		cfg, err := loadConfig(writeCfg(brokers, httpAddr), nil, noEnv)
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +134,7 @@ http: {listen: "%s"}
 
 	// Brokers unreachable (ClickHouse up through the proxy): the collector retries instead of exiting on "ensure
 	// dead-letter topic", /readyz names Kafka, and a stop is clean.
-	base, stop = start([]string{freeAddr(t)})
+	base, stop = start([]string{testenv.FreeAddr(t)})
 	waitStatus(t, base+"/healthz", http.StatusOK, 10*time.Second)
 	deadline := time.Now().Add(20 * time.Second)
 	for {

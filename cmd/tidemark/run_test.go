@@ -178,7 +178,7 @@ http: {listen: "127.0.0.1:0"}
 	t.Logf("physical rows %d for %d keys (re-read rows collapse by key)", queryCount(t, conn, raw), n)
 }
 
-// TestRunSIGKILLedKeepsReplayClasses (issue 16, item 5): restarts do not change history. A group processed its
+// TestRunSIGKILLedKeepsReplayClasses: restarts do not change history. A group processed its
 // first pass over 3 partitions × 6000 records and committed the end; it is then reset to earliest (the commit
 // falls to 0) and processes everything again. `tidemark run` is SIGKILLed in the middle of that replay and started
 // again; the group's receipts topic is read again from its committed offsets. Every re-read receipt must keep its
@@ -260,32 +260,11 @@ http: {listen: "127.0.0.1:0"}
 	}
 	commit := func(offset int64) {
 		t.Helper()
-		client, err := sarama.NewClient(brokers, testenv.SaramaConfig(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer client.Close()
-		om, err := sarama.NewOffsetManagerFromClient(group, client)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var poms []sarama.PartitionOffsetManager
+		commits := map[int32]int64{}
 		for p := int32(0); p < parts; p++ {
-			pom, err := om.ManagePartition(source, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pom.MarkOffset(offset, "")  // forward only
-			pom.ResetOffset(offset, "") // backward only
-			poms = append(poms, pom)
+			commits[p] = offset
 		}
-		om.Commit()
-		for _, pom := range poms {
-			_ = pom.Close()
-		}
-		if err := om.Close(); err != nil {
-			t.Fatal(err)
-		}
+		testenv.CommitOffsets(t, brokers, group, map[string]map[int32]int64{source: commits})
 		adm := testenv.Admin(t)
 		got, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{source: {0, 1, 2}})
 		if err != nil {

@@ -60,7 +60,7 @@ func startSecureDaemon(t *testing.T, cfgPath string, extraEnv ...string) *secure
 	d.topics.receipts = testenv.CreateTopic(t, "rc", testenv.Topic{Partitions: 2}) // the app may write before the daemon connects
 	d.topics.probe = testenv.Name(t, "probe")
 	d.topics.dlq = testenv.Name(t, "dlq")
-	httpAddr := freeAddr(t)
+	httpAddr := testenv.FreeAddr(t)
 	env := append([]string{
 		"TIDEMARK_CLICKHOUSE__DATABASE=" + db,
 		"TIDEMARK_CLICKHOUSE__WRITER__FLUSH_INTERVAL=100ms",

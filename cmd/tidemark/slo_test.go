@@ -160,7 +160,7 @@ func TestSLOReportFlags(t *testing.T) {
 		{[]string{"--objective", "1"}, "SLO target must be in (0, 1)"},
 		{[]string{"--threshold", "0s"}, "SLO threshold must be positive"},
 		{[]string{"--at", "yesterday"}, "want an RFC 3339 time"},
-		// Year 1 parses as Go's zero time: it was reported as "SLO report end time missing" (issue 10).
+		// Year 1 parses as Go's zero time, which must not read as "SLO report end time missing".
 		{[]string{"--at", "0001-01-01T00:00:00Z"}, "--at 0001-01-01T00:00:00Z: Tidemark's tables hold times from 1970-01-01T00:00:00Z to 2106-02-07T06:28:15Z"},
 		{[]string{"--at", "2200-01-01T00:00:00Z"}, "give an end within them"},
 	} {

@@ -70,7 +70,7 @@ type tracedRun struct {
 // grpc or http), and waits until /readyz answers.
 func startTracedRun(t *testing.T, protocol, otlpEndpoint, extra string) *tracedRun {
 	t.Helper()
-	r := &tracedRun{t: t, brokers: testenv.Kafka(t), addr: freeAddr(t), done: make(chan error, 1),
+	r := &tracedRun{t: t, brokers: testenv.Kafka(t), addr: testenv.FreeAddr(t), done: make(chan error, 1),
 		topic:    testenv.CreateTopic(t, "orders", testenv.Topic{Partitions: 1, Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}}),
 		receipts: testenv.Name(t, "rc"), group: testenv.Name(t, "app")}
 	var db string

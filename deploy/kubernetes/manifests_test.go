@@ -480,7 +480,7 @@ func TestManifestsStrictSchema(t *testing.T) {
 	}
 }
 
-// TestReplicasManifests (issue 13): two replicas that roll one at a time with no gap (maxSurge 1, maxUnavailable 0),
+// TestReplicasManifests: two replicas that roll one at a time with no gap (maxSurge 1, maxUnavailable 0),
 // a PodDisruptionBudget over the same pods keeping one available, each pod's instance id its own name (downward
 // API, the variable the collector reads), and the lag-exporter election on in the config (else both replicas would
 // export and store the same lag). Decoded with the Kubernetes API types, so a misspelt field fails here.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -55,7 +54,7 @@ func TestAlertsEndToEnd(t *testing.T) {
 
 	hook := newAlertReceiver(t)
 	am := testenv.PrivateAlertmanager(t, hook.url)
-	httpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
+	httpAddr := testenv.FreeAddr(t)
 	cfgPath := filepath.Join(t.TempDir(), "run.yaml")
 	yamlText := fmt.Sprintf(`kafka: {brokers: [%s]}
 lag:
@@ -427,17 +426,16 @@ func (h delayHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.Consu
 // waitGroup polls /api/v1/lag until the group satisfies ok.
 func waitGroup(t *testing.T, httpAddr, group string, ok func(*lagapi.ClusterGroup) bool) {
 	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testenv.Eventually(t, 90*time.Second, func() error {
 		var r lagapi.LagResponse
-		if resp, err := http.Get("http://" + httpAddr + "/api/v1/lag?group=" + url.QueryEscape(group)); err == nil {
-			if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Groups) == 1 && ok(&r.Groups[0]) {
-				resp.Body.Close()
-				return
-			}
-			resp.Body.Close()
+		resp, err := http.Get("http://" + httpAddr + "/api/v1/lag?group=" + url.QueryEscape(group))
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s did not reach the expected state within 90s: %+v", group, r.Groups)
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Groups) == 1 && ok(&r.Groups[0]) {
+			return nil
 		}
-	}
+		return fmt.Errorf("group %s not in the expected state: %d %+v", group, resp.StatusCode, r.Groups)
+	})
 }

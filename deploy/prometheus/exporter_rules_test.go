@@ -379,7 +379,7 @@ func TestRulesOnExporterTransactions(t *testing.T) {
 	})
 }
 
-// TestRulesOnExporterRewindThenDied (issue 11 item 1): the "rewound and then died" timeline of the lag exporter's own
+// TestRulesOnExporterRewindThenDied: the "rewound and then died" timeline of the lag exporter's own
 // tests (lagexporter/timeline/testdata/i01_rewind_then_died.jsonl): group g is reset to earliest at minute 1,
 // replays until minute 3, and from minute 4 has no members and commits nothing. Its status is STOP from minute 9
 // while it still replays, so TidemarkConsumerGroupStalled pages at minute 14; it has a backlog and no consumers, so
@@ -398,6 +398,14 @@ func TestRulesOnExporterRewindThenDied(t *testing.T) {
 		{at: 14, expr: firing, want: map[string]float64{
 			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
 		}},
+		// NoConsumers is pending until minute 18 and fires at minute 19, and still fires at the end.
+		{at: 18, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+		}},
+		{at: 19, expr: firing, want: map[string]float64{
+			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
+			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):         1,
+		}},
 		{at: 24, expr: firing, want: map[string]float64{
 			alert("TidemarkConsumerGroupStalled", g+`,severity="page",status="STOP"`): 1,
 			alert("TidemarkConsumerGroupNoConsumers", g+`,severity="ticket"`):         1,
@@ -407,7 +415,7 @@ func TestRulesOnExporterRewindThenDied(t *testing.T) {
 	})
 }
 
-// TestRulesOnExporterRetentionRisk (issue 11 item 11): topic ret keeps records 6 hours. Group slow sits on a record
+// TestRulesOnExporterRetentionRisk: topic ret keeps records 6 hours. Group slow sits on a record
 // produced 5 h 10 m before the start: 50 minutes of margin, one less each minute, so TidemarkConsumerGroupRetentionRisk
 // pages after 5 minutes; at minute 10 retention deletes up to 100 offsets past its commit. Group fresh is 10 s
 // behind. Group replay was reset to earliest at minute 1: its first record is about to be deleted, but it was

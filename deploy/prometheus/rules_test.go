@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/promexport"
 	"github.com/tidemark/tidemark/latency"
@@ -264,18 +265,10 @@ func TestAlertsDocumented(t *testing.T) {
 	}
 }
 
-// promtool returns the path of promtool (Debian package prometheus, installed by deploy/local/stack.sh install). It
-// skips the test when promtool is missing, and fails it under CI=true, where a missing tool is a broken set-up.
+// promtool returns the path of promtool (testenv.Tool: skipped when missing, failed under CI=true).
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("promtool not found (CI=true): %v; `bash deploy/local/stack.sh install` installs it", err)
-		}
-		t.Skipf("promtool not found: %v", err)
-	}
-	return p
+	return testenv.Tool(t, "promtool")
 }
 
 func execPromtool(path string, args ...string) (string, error) {

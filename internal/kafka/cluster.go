@@ -1,7 +1,9 @@
-// Package kafka is Tidemark's Kafka adapter, the only package (besides tests and the application instrumentation)
-// that imports sarama. Cluster reads for the lag exporter live in cluster*.go (ClusterReader implements
-// lagexporter.Cluster; CommitOffsets and friends serve tests and benchmarks); consumers and producers for the
-// collector live in consume*.go and produce*.go.
+// Package kafka is Tidemark's Kafka adapter, over sarama and, for the RPCs sarama lacks, franz-go's kmsg. It does four
+// jobs: the lag exporter's cluster reads (cluster*.go, epochs.go: ClusterReader implements lagexporter.Cluster;
+// CommitOffsets and friends serve tests and benchmarks), the collector's consumers and producers (consume*.go,
+// produce.go), topic administration (topic_admin.go) and the lease election (lease.go). Connection settings come
+// from internal/kafkaconfig, which also imports sarama (to build its config), as do the application
+// instrumentation (latency/instrument) and cmd/tidemark; internal/importrules' test lists them.
 package kafka
 
 import (

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -200,7 +199,7 @@ func TestClusterBasicAndTimestampTypes(t *testing.T) {
 	if p.Lag != 7 || !p.TimeLagKnown || p.TimeLag > time.Minute {
 		t.Fatalf("append/0 = %+v, want lag 7 and a time lag of seconds (broker append time overrides the hour-old stamp)", *p)
 	}
-	// The broker's clock, not ours, and this loop has no collector to correct it: said so (issue 16, item 3). The
+	// The broker's clock, not ours, and this loop has no collector to correct it: said so. The
 	// record read names the broker that appended it, the leader of its batch's epoch (the partition's only leader).
 	if p.Flags != lagexporter.FlagClockUncorrected {
 		t.Fatalf("append/0 flags %s, want append_clock_uncorrected", p.Flags)
@@ -433,13 +432,7 @@ var cgLine = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\S+)`
 // TestClusterMatchesConsumerGroupsCommand: on a quiesced cluster Tidemark's offset lag equals the LAG column of
 // Kafka's own consumer-groups command (which measures HW − committed and prints "-" without a commit).
 func TestClusterMatchesConsumerGroupsCommand(t *testing.T) {
-	lib := os.Getenv("TIDEMARK_KAFKA_LIB")
-	if lib == "" {
-		if testenv.InCI() {
-			t.Fatal("TIDEMARK_KAFKA_LIB unset (deploy/local/stack.sh exports it)")
-		}
-		t.Skip("TIDEMARK_KAFKA_LIB unset")
-	}
+	lib := testenv.KafkaLib(t)
 	e := newLagEnv(t, nil)
 	topic := e.topic("peer", 3, nil)
 	produce(t, topic, []int32{0, 1, 2}, 50, time.Time{})

@@ -36,7 +36,7 @@ func TestProbeBatches(t *testing.T) {
 		first, tsOff int64
 		scanned      int64
 		gap          bool
-		gapOffsets   int64 // item 6: compacted offsets before the first record
+		gapOffsets   int64 // compacted offsets before the first record
 	}{
 		// C01: data 0..4 of T1, COMMIT marker at 5, HW 6; from 5 there is nothing to consume up to End.
 		{"C01 marker at the tail", lagexporter.RecordRequest{Offset: 5, End: 6, Isolation: rc},
@@ -54,13 +54,13 @@ func TestProbeBatches(t *testing.T) {
 		// compaction: offsets 100..104 removed, next batch starts at 105.
 		{"compaction gap", lagexporter.RecordRequest{Offset: 100, End: 110, Isolation: ru},
 			[]*sarama.RecordBatch{data(105, 5, -1, false)}, nil, 105, 105, 110, true, 5},
-		// item 6: 100, 101 compacted, 102 a COMMIT marker, then data: 2 compacted offsets; the marker is not a gap.
+		// 100, 101 compacted, 102 a COMMIT marker, then data: 2 compacted offsets; the marker is not a gap.
 		{"compaction then a marker", lagexporter.RecordRequest{Offset: 100, End: 110, Isolation: ru},
 			[]*sarama.RecordBatch{marker(102, 7), data(103, 7, -1, false)}, nil, 103, 103, 110, true, 2},
-		// item 6: compaction inside a batch: 200..209 with 200..202 removed (the batch keeps its base offset).
+		// compaction inside a batch: 200..209 with 200..202 removed (the batch keeps its base offset).
 		{"compaction inside a batch", lagexporter.RecordRequest{Offset: 200, End: 210, Isolation: ru},
 			[]*sarama.RecordBatch{holes(data(200, 10, -1, false), 0, 1, 2)}, nil, 203, 203, 210, true, 3},
-		// item 6: a batch compaction emptied (300..304), then a record at 305: 5 compacted offsets.
+		// a batch compaction emptied (300..304), then a record at 305: 5 compacted offsets.
 		{"emptied batch", lagexporter.RecordRequest{Offset: 300, End: 310, Isolation: ru},
 			[]*sarama.RecordBatch{holes(data(300, 5, -1, false), 0, 1, 2, 3, 4), data(305, 5, -1, false)}, nil, 305, 305, 310, true, 5},
 		// nothing fetched (partition max bytes too small to tell): nothing claimed.
@@ -97,7 +97,7 @@ func holes(b *sarama.RecordBatch, deltas ...int64) *sarama.RecordBatch {
 	return b
 }
 
-// TestProbeBatchesInvalidTimestamps (item 7): the stamps skipped before the first valid one are counted by problem.
+// TestProbeBatchesInvalidTimestamps: the stamps skipped before the first valid one are counted by problem.
 func TestProbeBatchesInvalidTimestamps(t *testing.T) {
 	noTS := &sarama.RecordBatch{FirstOffset: 10, Records: []*sarama.Record{{}}}
 	secs := &sarama.RecordBatch{FirstOffset: 11, FirstTimestamp: time.UnixMilli(t0.Unix()), Records: []*sarama.Record{{}}} // seconds as ms

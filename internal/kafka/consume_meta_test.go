@@ -43,8 +43,8 @@ func awaitAll(t *testing.T, m *Metadata, names []string) {
 }
 
 // TestMetadataLooksUpInTheBackground: on the real broker, a lookup never blocks (first answer TopicPending), all
-// names queued meanwhile go in one Metadata request per BatchTopics names (300 names, two requests; before issue 10
-// each unknown name cost a synchronous refresh of about a second), existing topics get their leaders, epochs and
+// names queued meanwhile go in one Metadata request per BatchTopics names (300 names, two requests,
+// not a synchronous refresh of about a second per unknown name), existing topics get their leaders, epochs and
 // timestamp type, and missing ones are answered from the negative cache without a further request.
 func TestMetadataLooksUpInTheBackground(t *testing.T) {
 	lat := testenv.CreateTopic(t, "lat", testenv.Topic{Partitions: 3, Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}})

@@ -112,12 +112,7 @@ func TestEnsureTopicSpreadsLeaders(t *testing.T) {
 func TestRunGroupWaitsForKafka(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, "rgwait", testenv.Topic{Partitions: 1})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there until the forwarder starts
+	addr := testenv.FreeAddr(t) // nothing listens there until the forwarder starts
 
 	retrying := make(chan struct{}, 16)
 	log := slog.New(logSignal{msg: "consumer group cannot reach Kafka; retrying", ch: retrying})

@@ -321,7 +321,7 @@ func TestGroupTypeStreams(t *testing.T) {
 }
 
 // checkDescribeGroupsAnswer pins what DescribeGroups, the only describe RPC classic tools use, answers for a group of
-// a new type (KIP-1043): v0-v5 (sarama's range, so kafka_exporter and Tidemark before this change) a Dead group
+// a new type (KIP-1043): v0-v5 (sarama's range, so kafka_exporter) a Dead group
 // without error, protocol or members; v6 (franz-go's kadm, so kminion) GROUP_ID_NOT_FOUND (69) with a message.
 func (e *lagEnv) checkDescribeGroupsAnswer(name string) {
 	e.t.Helper()

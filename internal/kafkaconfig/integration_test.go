@@ -426,11 +426,10 @@ func TestPasswordRotationUnderRunningClient(t *testing.T) {
 // waitCheck polls cond (each call is a real login against the cluster) until it holds, failing after a minute.
 func waitCheck(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
+	testenv.Eventually(t, time.Minute, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

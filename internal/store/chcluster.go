@@ -216,7 +216,7 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/%s/schema_migrations', '{sh
 ORDER BY version`, db, cluster, db)
 }
 
-// clusterRetention returns retention statements for the local tables: TTLs and partitions live on them.
+// retention returns retention statements for the local tables: TTLs and partitions live on them.
 func (c *clusterTransform) retention(stmts []string) ([]string, error) {
 	var out []string
 	for _, st := range stmts {

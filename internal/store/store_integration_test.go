@@ -175,7 +175,7 @@ func TestSchemaFromOtherBuildsDetected(t *testing.T) {
 		}
 	})
 	// Rows Tidemark never writes: Migrate must answer ErrMigrationTable naming the row, not panic (a version-0 row
-	// used to index ms[-1]), and must create no table.
+	// must not index ms[-1]), and must create no table.
 	for _, tc := range []struct {
 		name string
 		row  appliedMigration

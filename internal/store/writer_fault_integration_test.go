@@ -8,12 +8,12 @@ import (
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
-// TestWriterGiveUpKeepsRepeatedRowsOnRealServer is issue 10's data loss on the real server, made deterministic: the
+// TestWriterGiveUpKeepsRepeatedRowsOnRealServer, on the real server and made deterministic: the
 // writer's take hook holds the first batch (rows 0-9) between being taken and being prepared; meanwhile a second
 // Write repeats rows 5-9 (as a re-read after an earlier give-up does) and the proxy to ClickHouse goes down. The first
 // batch then exhausts retry_max_elapsed and is given up; its ack brings the proxy back, so the second batch (rows
-// 10-14) is stored. Before the fix the second Write was acknowledged and rows 5-9 were nowhere: the collector would
-// have committed their offsets. Now its ack carries the give-up, and the re-read that follows stores all 15 rows.
+// 10-14) is stored. Acknowledging the second Write would leave rows 5-9 nowhere, their offsets committed by the
+// collector; its ack carries the give-up, and the re-read that follows stores all 15 rows.
 func TestWriterGiveUpKeepsRepeatedRowsOnRealServer(t *testing.T) {
 	db, conn := testenv.ClickHouseDB(t)
 	px := testenv.NewProxy(t, testenv.ClickHouseAddr(t))

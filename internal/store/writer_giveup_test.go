@@ -40,10 +40,10 @@ func partitionRows(partition int32, from, to int64) Rows {
 	return r
 }
 
-// TestWriterDuplicateOfGivenUpRowIsNotAcked is issue 10's data loss, step by step: a Write repeats rows whose first
+// TestWriterDuplicateOfGivenUpRowIsNotAcked, step by step: a Write repeats rows whose first
 // copy is in a batch on its way to ClickHouse (a re-read after an earlier give-up does exactly that); the window drops
 // the repeats; then the first copy is given up. The repeating Write must not be acknowledged as stored: its caller
-// would commit offsets of rows that are nowhere. Before the fix its ack was nil and rows 5-9 were lost.
+// would commit offsets of rows that are nowhere (a nil ack loses rows 5-9).
 func TestWriterDuplicateOfGivenUpRowIsNotAcked(t *testing.T) {
 	unknownTable := &clickhouse.Exception{Code: 60, Message: "Table x doesn't exist"} // permanent: given up at once
 	block := make(chan struct{})

@@ -35,7 +35,7 @@ func PrivatePrometheus(t testing.TB, target, interval, alertmanager string) stri
 	return "127.0.0.1:" + port
 }
 
-// startScript runs deploy/local/SCRIPT with args and registers SCRIPT stop (same env) at cleanup; a failure to start
+// startScript runs deploy/local/<script> with args and registers `<script> stop` (same env) at cleanup; a failure to start
 // fails the test with the script's output (e.g. the port was taken between FreePort and the server's bind).
 func startScript(t testing.TB, script string, env []string, args ...string) {
 	t.Helper()

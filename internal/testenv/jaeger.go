@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,18 +86,6 @@ func (p *Private) script(cmd string) ([]byte, error) {
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (the kernel's ephemeral range, outside every
-// worktree's fixed block), for a private server a test starts.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // JaegerTrace is a trace as Jaeger's query API returns it (GET /api/traces/<id>).

@@ -21,7 +21,7 @@ type Provider struct {
 	q *queue
 }
 
-// NewMetrics creates the queue's metrics and registers them on reg (nil: not registered). queued reads the queue
+// newMetrics creates the queue's metrics and registers them on reg (nil: not registered). queued reads the queue
 // length for the gauge; NewProvider passes its queue's.
 func newMetrics(reg prometheus.Registerer, queued func() float64) *Metrics {
 	m := &Metrics{

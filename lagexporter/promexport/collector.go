@@ -60,12 +60,12 @@ type fams struct {
 	logStart, highWatermark, lastStable                                                      *family
 	cycles, errors, cycleDuration, lastSuccess, snapshotTime, groupPartitions                *family
 	active                                                                                   *family // ActiveReporter sources only
-	// issue 11: anomalies as numbers, partial failure, retention risk, catch-up
+	// anomalies as numbers, partial failure, retention risk, catch-up
 	partAhead, partControl, partCompacted, partStale, partRetentionSeconds, partRetentionBytes *family
 	topicUnassigned, topicUnreadDeleted, topicRetentionSeconds, topicRetentionBytes            *family
 	groupReplaying, groupCatchUp, openTxn, endDecreases, invalidTimestamps, partitionErrors    *family
 	evalDuration, requests                                                                     *family
-	// issue 17: Kafka 4 group types
+	// Kafka 4 group types
 	groupInfo, streamsTopic, unsupported *family
 	// commits a Stable group left on partitions it no longer owns (flag unassigned): no per-partition lag series
 	staleCommit, staleCommitAge *family

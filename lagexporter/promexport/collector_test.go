@@ -365,12 +365,12 @@ func groupSeries(ss []series, g string) (map[string]int, int) {
 // a group on one topic with 6 partitions and 3 members exposes 51 series (50 in its first poll), and 4 member
 // restarts (new member and client ids each time) neither add series nor leave old members behind.
 //
-// The count was 46 before issue 11, which added, in steady state, 2 series per (group, topic) (the unassigned-commit
-// count and the unread-records-deleted counter, both always present so that increase() and absence alerts work) and
-// 2 per group (the replaying gauge beside the status, and the catch-up estimate, which needs two samples of the
-// window and so is absent in the first poll). Every other series issue 11 added exists only while its condition
-// holds (ahead, stale, compaction, retention margins, failing partitions) and none holds for this healthy group.
-// Issue 17 added the group-type info series (tidemark_lag_group_info), one per group.
+// In steady state the anomaly series add 2 per (group, topic) (the unassigned-commit count and the
+// unread-records-deleted counter, both always present so that increase() and absence alerts work) and 2 per group
+// (the replaying gauge beside the status, and the catch-up estimate, which needs two samples of the window and so is
+// absent in the first poll). Every other anomaly series exists only while its condition holds (ahead, stale,
+// compaction, retention margins, failing partitions) and none holds for this healthy group. The group-type info
+// series (tidemark_lag_group_info) is one per group.
 func TestC16SeriesBudget(t *testing.T) {
 	want := map[string]int{
 		// per partition: lag, time lag, committed offset (6 partitions)

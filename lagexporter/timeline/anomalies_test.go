@@ -10,7 +10,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// playCase replays testdata/name with Play and returns every poll, failed ones included, with the loop's health.
+// playCase replays testdata/<name> with Play and returns every poll, failed ones included, with the loop's health.
 func playCase(t *testing.T, name string) []Poll {
 	t.Helper()
 	tl, err := ReadFile(filepath.Join("testdata", name))
@@ -24,7 +24,7 @@ func playCase(t *testing.T, name string) []Poll {
 	return polls
 }
 
-// TestCommittedAhead (issue 11 item 4): the magnitude of a commit past End is its own number, the lag stays 0, and
+// TestCommittedAhead: the magnitude of a commit past End is its own number, the lag stays 0, and
 // AHEAD turns on at the second consecutive commit-first read that is ahead and clears at the first that is not.
 func TestCommittedAhead(t *testing.T) {
 	snaps := evalCase(t, "i04_committed_ahead.jsonl")
@@ -44,7 +44,7 @@ func TestCommittedAhead(t *testing.T) {
 	}
 }
 
-// TestOpenTransactionsAndCompaction (issue 11 items 5 and 6): HW − LSO per partition; raw − effective lag split into
+// TestOpenTransactionsAndCompaction: HW − LSO per partition; raw − effective lag split into
 // transaction markers and compaction, and only compaction makes the time lag a lower bound.
 func TestOpenTransactionsAndCompaction(t *testing.T) {
 	s := evalCase(t, "i05_open_transactions_and_compaction.jsonl")[0]
@@ -68,7 +68,7 @@ func TestOpenTransactionsAndCompaction(t *testing.T) {
 	}
 }
 
-// TestInvalidTimestampsCounted (issue 11 item 7): every invalid stamp the exporter meets is counted by reason, once
+// TestInvalidTimestampsCounted: every invalid stamp the exporter meets is counted by reason, once
 // per record read (a cached answer is not counted again); valid stamps after them still give the time lag.
 func TestInvalidTimestampsCounted(t *testing.T) {
 	polls := playCase(t, "i07_invalid_timestamps.jsonl")
@@ -92,7 +92,7 @@ func TestInvalidTimestampsCounted(t *testing.T) {
 	}
 }
 
-// TestStalePartitionsAndErrorCounters (issue 11 items 8 and 9): a partition whose read failed shows its last values,
+// TestStalePartitionsAndErrorCounters: a partition whose read failed shows its last values,
 // flagged stale with their age, and leaves the sums (counted unknown, not complete); errors are counted per partition
 // and code while the partition fails, and the series goes with the first good read.
 func TestStalePartitionsAndErrorCounters(t *testing.T) {
@@ -136,7 +136,7 @@ func TestStalePartitionsAndErrorCounters(t *testing.T) {
 	}
 }
 
-// TestRetentionMargins (issue 11 item 11): time and bytes left before retention may delete the first unconsumed
+// TestRetentionMargins: time and bytes left before retention may delete the first unconsumed
 // record, and the records deleted unread once the log start passes the commit.
 func TestRetentionMargins(t *testing.T) {
 	snaps := evalCase(t, "i11_retention.jsonl")
@@ -170,7 +170,7 @@ func TestRetentionMargins(t *testing.T) {
 	}
 }
 
-// TestCatchUpEstimate (issue 11 item 12): a group that drains 2 records/s net catches up in lag / 2 seconds; one that
+// TestCatchUpEstimate: a group that drains 2 records/s net catches up in lag / 2 seconds; one that
 // falls behind never does (+Inf).
 func TestCatchUpEstimate(t *testing.T) {
 	snaps := evalCase(t, "i12_catch_up.jsonl")

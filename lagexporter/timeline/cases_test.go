@@ -9,7 +9,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// evalCase replays testdata/name through Eval (the live loop's code path) and returns one snapshot per line.
+// evalCase replays testdata/<name> through Eval (the live loop's code path) and returns one snapshot per line.
 func evalCase(t *testing.T, name string) []*Snapshot {
 	t.Helper()
 	tl, err := ReadFile(filepath.Join("testdata", name))

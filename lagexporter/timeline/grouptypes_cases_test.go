@@ -12,7 +12,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// evalAs replays testdata/name with every group given group type typ (as ListGroups v5 would list it), so a case
+// evalAs replays testdata/<name> with every group given group type typ (as ListGroups v5 would list it), so a case
 // written for classic groups runs on KIP-848 or streams groups.
 func evalAs(t *testing.T, name, typ string) []*Snapshot {
 	t.Helper()
@@ -38,7 +38,7 @@ func evalAs(t *testing.T, name, typ string) []*Snapshot {
 // TestClassicCasesHoldForCommittingGroupTypes: KIP-848 consumer groups and streams groups commit offsets, so every
 // acceptance case written for classic groups (C01 transaction markers, C03 read order, C05 log start, C06/C10
 // partitions without a commit, C11 an empty group's growing lag, C12 STOP, C14 simple consumers, C15 series of deleted
-// groups, C16 cardinality, C21/C23/C27 time lag, C30 replays, ...) and every issue 11 timeline (a rewound group that
+// groups, C16 cardinality, C21/C23/C27 time lag, C30 replays, ...) and every i* timeline (a rewound group that
 // dies, falling end offsets, unassigned stale commits, commits ahead of the end, retention margins, catch-up, ...)
 // gives the same snapshots, number for number and status for status, when its groups are of those types; only
 // group_type differs. A rule keyed on the type by mistake
@@ -46,7 +46,7 @@ func evalAs(t *testing.T, name, typ string) []*Snapshot {
 func TestClassicCasesHoldForCommittingGroupTypes(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "[ci]*.jsonl"))
 	if err != nil || len(files) < 25 {
-		t.Fatalf("case timelines %v (%v), want the c* acceptance cases and the i* issue 11 timelines", files, err)
+		t.Fatalf("case timelines %v (%v), want the c* acceptance cases and the i* anomaly timelines", files, err)
 	}
 	for _, f := range files {
 		name := filepath.Base(f)

@@ -79,7 +79,7 @@ func (f *faultyCluster) ReadRecords(ctx context.Context, reqs []RecordRequest) (
 	return out, err
 }
 
-// TestRecordEvalKeepsEveryError (issue 11 item 10): a recorded incident replays with the same counters. Every kind
+// TestRecordEvalKeepsEveryError: a recorded incident replays with the same counters. Every kind
 // of failure the live loop can see (a cycle that reads nothing, partial errors of each kind, partitions failing with
 // a code, a failed record read, a cycle past its deadline) is written by `lag record` and played back by `lag eval`:
 // the replay's health after every cycle and its snapshots equal the live ones.

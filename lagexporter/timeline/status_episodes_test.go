@@ -7,7 +7,7 @@ import (
 	. "github.com/tidemark/tidemark/lagexporter"
 )
 
-// TestRewindThenDied (issue 11 item 1): a group reset to earliest that then loses its members and stops committing
+// TestRewindThenDied: a group reset to earliest that then loses its members and stops committing
 // is REWIND only while nothing else is wrong. From 12:09 (its last commit change was at 12:03; status.stop_after is
 // 5 m, exclusive) it is STOP, and still replaying: the replay is an episode beside the health status.
 func TestRewindThenDied(t *testing.T) {
@@ -46,7 +46,7 @@ func TestRewindThenDied(t *testing.T) {
 	}
 }
 
-// TestEndOffsetDecreased (issue 11 item 2): a high watermark that falls in the same topic incarnation is flagged and
+// TestEndOffsetDecreased: a high watermark that falls in the same topic incarnation is flagged and
 // counted, and a group whose commit falls with it is not rewinding; a group that seeks back below what it had read
 // of the surviving log is.
 func TestEndOffsetDecreased(t *testing.T) {
@@ -88,7 +88,7 @@ func TestEndOffsetDecreased(t *testing.T) {
 	}
 }
 
-// TestUnassignedCommits (issue 11 item 3, Burrow #854): commits a Stable group's members no longer consume do not
+// TestUnassignedCommits (Burrow #854): commits a Stable group's members no longer consume do not
 // drive its lag sums or its status to STOP; they are counted apart. The same commits in an Empty group are lag, and
 // STOP (today's behaviour, case C11); a partition someone still commits on is consumed, assigned or not.
 func TestUnassignedCommits(t *testing.T) {

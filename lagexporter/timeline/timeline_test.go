@@ -31,10 +31,10 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 		{"bad kind", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":1,"kind":"ctrl"}]}`,
 			"x.jsonl:1: log[0].kind: \"ctrl\" is not one of"},
 		{"late config", good + "\n" + `{"config":{}}`, "x.jsonl:2: config must be on the first line"},
-		// QA: a second object on one line used to be dropped silently
+		// a second object on one line is an error, not dropped silently
 		{"two objects on a line", good + good, "x.jsonl:1: trailing data after the JSON object"},
 		{"garbage after the object", good + ` x`, "x.jsonl:1: trailing data"},
-		// QA: duplicates used to be accepted with the last one winning
+		// duplicates are errors, not accepted with the last one winning
 		{"duplicate partition", `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t","partitions":[{"partition":0,"log_start":0,"high_watermark":5},{"partition":0,"log_start":0,"high_watermark":9}]}]}`,
 			"x.jsonl:1: topics[0].partitions[1]: duplicate partition t/0"},
 		{"duplicate topic", `{"time":"2026-11-29T12:00:00Z","topics":[{"topic":"t"},{"topic":"t"}]}`, `x.jsonl:1: topics[1]: duplicate topic "t"`},
@@ -48,7 +48,7 @@ func TestReadTimelineErrorsNameTheLine(t *testing.T) {
 		{"config duration", `{"config":{"status_stop_after":"5 minutes"}}`, `x.jsonl:1: config: status_stop_after: time: unknown unit`},
 		{"config negative duration", `{"config":{"status_simple_consumer_window":"-1s"}}`, `x.jsonl:1: config: status_simple_consumer_window: must be > 0, got -1s`},
 		{"config negative offset threshold", `{"config":{"status_warn_offset_lag":-1}}`, `x.jsonl:1: config: status_warn_offset_lag: must be >= 0`},
-		// QA: step_ms of -1e12 or 1e308 gave time lags of centuries (and overflowed time.Duration)
+		// step_ms of -1e12 or 1e308 would give time lags of centuries (and overflow time.Duration)
 		{"step_ms huge", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":2,"timestamp":"2026-11-29T11:00:00Z","step_ms":1e308}]}`,
 			"x.jsonl:1: log[0].step_ms: 1e+308 is outside ±8.64e+07"},
 		{"step_ms very negative", `{"time":"2026-11-29T12:00:00Z","log":[{"topic":"t","partition":0,"from":0,"to":2,"timestamp":"2026-11-29T11:00:00Z","step_ms":-1e12}]}`,
@@ -178,7 +178,7 @@ func TestStaleAndRecreated(t *testing.T) {
 	if !p0.Known || p0.Lag != 5 || !p0.Flags.Has(FlagStale) || p0.StaleFor() != 30*time.Second {
 		t.Errorf("stale p0: %+v, want known lag 5 stale for 30s", *p0)
 	}
-	// item 8: but the sums leave it out and count it unknown: 10 from p1 only, not complete.
+	// but the sums leave it out and count it unknown: 10 from p1 only, not complete.
 	if g.Total.Lag != 10 || g.Total.Unknown != 1 || g.Total.Complete {
 		t.Errorf("sum %d unknown %d complete %v, want 10 1 false", g.Total.Lag, g.Total.Unknown, g.Total.Complete)
 	}
@@ -234,10 +234,10 @@ func TestTimelineEdgeTimestamps(t *testing.T) {
 	}{
 		// the reference: kind no_timestamp at offset 10, record 11 gives 2 s, a lower bound (C27)
 		{"no_timestamp kind", `{"topic":"t","partition":0,"from":10,"to":11,"kind":"no_timestamp"},` + tail, 2 * time.Second, true, FlagLowerBound},
-		// QA: the epoch used to give a 56-year time lag; now it is the same as no_timestamp
+		// the epoch is the same as no_timestamp, not a 56-year time lag
 		{"epoch", `{"topic":"t","partition":0,"from":10,"to":11,"timestamp":"1970-01-01T00:00:00Z"},` + tail, 2 * time.Second, true, FlagLowerBound},
 		{"before the epoch", `{"topic":"t","partition":0,"from":10,"to":11,"timestamp":"1969-12-31T23:59:59.999Z"},` + tail, 2 * time.Second, true, FlagLowerBound},
-		// QA: year 9999 with offset lag 2 used to give time lag 0 unflagged. A single line has a one-point history,
+		// year 9999 with offset lag 2 is flagged, not time lag 0. A single line has a one-point history,
 		// so the interpolation fallback has nothing before the record: the time lag stays unknown.
 		{"year 9999", `{"topic":"t","partition":0,"from":10,"to":12,"timestamp":"9999-01-01T00:00:00Z"}`, 0, false, FlagFutureTimestamp},
 	}

@@ -17,7 +17,7 @@ import (
 const ScopeName = "github.com/tidemark/tidemark/latency/instrument"
 
 // The span names and attributes follow the OpenTelemetry messaging semantic conventions for Kafka (semconv v1.43.0,
-// docs/messaging/kafka.md and messaging-spans.md):
+// https://github.com/open-telemetry/semantic-conventions/blob/v1.43.0/docs/messaging/kafka.md and messaging-spans.md):
 //
 //   - the producer's span is "send <topic>", kind PRODUCER, messaging.operation.name "send", type "send";
 //   - the consumer's span is "process <topic>", kind CONSUMER, messaging.operation.name "process", type "process",

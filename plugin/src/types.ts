@@ -1,7 +1,7 @@
 import type { DataQuery, DataSourceJsonData } from '@grafana/data';
 
 /**
- * The query model shared with the Go backend (plugin/pkg/query.go); docs/plugin.md documents every field.
+ * The query model shared with the Go backend (plugin/pkg/plugin/query.go); docs/plugin.md documents every field.
  * A change here needs the same change there.
  */
 export const QUERY_TYPES = [

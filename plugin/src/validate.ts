@@ -55,7 +55,7 @@ export function splitFilter(value: string | undefined): string[] {
 
 /**
  * validateQuery returns the problems the backend would reject the query for, as messages for the editor. It mirrors
- * plugin/pkg/query.go's validation so the user sees the error before running the query; the backend still checks.
+ * plugin/pkg/plugin/query.go's validation so the user sees the error before running the query; the backend still checks.
  * Values that still hold a template variable ($topic) are not checked: they are only known after interpolation.
  */
 export function validateQuery(q: TidemarkQuery): string[] {

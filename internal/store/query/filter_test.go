@@ -30,7 +30,7 @@ func TestChooseSource(t *testing.T) {
 		{"1h at 1m buckets", Window{now.Add(-time.Hour), now, time.Minute}, false, SourceRollup},
 		{"1h at 59s buckets", Window{now.Add(-time.Hour), now, 59 * time.Second}, false, SourceRaw},
 		// Grafana's 7-day panel at ~1000 points asks for 10 min buckets: the minute tier would merge 10,080 states per
-		// series, no faster than raw rows, so the hourly tier answers in hour buckets (issue 15 item 8)
+		// series, no faster than raw rows, so the hourly tier answers in hour buckets
 		{"7d at 10m", Window{now.Add(-7 * 24 * time.Hour), now, 10 * time.Minute}, false, SourceRollup1h},
 		{"7d at 59m59s", Window{now.Add(-7 * 24 * time.Hour), now, time.Hour - time.Second}, false, SourceRollup1h},
 		// up to two days of minutes the minute tier is cheap enough: 2,880 states per series
@@ -145,7 +145,7 @@ func TestValidateInputs(t *testing.T) {
 		// clickhouse-go binds it as cast(5e-324, 'Float64'), which ClickHouse 18.16 cannot parse
 		{"subnormal threshold", validateThreshold(5e-324)},
 		{"threshold over a week", validateThreshold(math.Nextafter(MaxThresholdMs, math.Inf(1)))},
-		// a filter of 100,001 names came back as "Max query size exceeded" (a 502) before this bound
+		// without this bound, a filter of 100,001 names comes back as "Max query size exceeded" (a 502)
 		{"too many names", validateValues("group", names(MaxFilterValues+1, 1))},
 		{"names too long in total", validateValues("group", names(MaxFilterBytes/255+1, 255))},
 		{"filter over the bound in hosts", Filter{Hosts: names(MaxFilterValues+1, 1)}.validate()},

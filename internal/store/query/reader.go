@@ -140,13 +140,7 @@ func (r *Reader) CheckSchema(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch {
-	case v < store.CurrentSchemaVersion:
-		return v, fmt.Errorf("schema version %d, want %d: %w", v, store.CurrentSchemaVersion, store.ErrSchemaOutdated)
-	case v > store.CurrentSchemaVersion:
-		return v, fmt.Errorf("schema version %d, this build reads %d: %w", v, store.CurrentSchemaVersion, store.ErrSchemaNewer)
-	}
-	return v, nil
+	return v, store.CheckSchemaVersion(v)
 }
 
 // ServerVersion returns the server's version string, e.g. "18.16.1".

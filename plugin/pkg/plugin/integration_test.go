@@ -470,9 +470,9 @@ func TestQueryWithBadConnectionSettings(t *testing.T) {
 	}
 }
 
-// TestTimeRangesPastDateTimeAreUserErrors is issue 10's item 5 on the real server: ClickHouse's DateTime is a
-// UInt32 of seconds, and a bound past it does not fail there, it wraps: [2107, 2200) answered the fixture's data
-// (2026) and [1970, 2262) answered nothing, without an error. A range reaching outside 1970-01-01 … 2106-02-07 is now
+// TestTimeRangesPastDateTimeAreUserErrors, on the real server: ClickHouse's DateTime is a
+// UInt32 of seconds, and a bound past it does not fail there, it wraps: [2107, 2200) would answer the fixture's
+// data (2026) and [1970, 2262) nothing, without an error. A range reaching outside 1970-01-01 … 2106-02-07 is
 // the user's error, saying which times the columns hold; the whole of that span still answers.
 func TestTimeRangesPastDateTimeAreUserErrors(t *testing.T) {
 	c, s := seeded(t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -39,37 +40,34 @@ func waitLeader(t *testing.T, topic string, leader int32) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	var last int32 = -1
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := client.RefreshMetadata(topic); err != nil {
-			continue
+			return err
 		}
 		b, err := client.Leader(topic, 0)
 		if err != nil {
-			continue
+			return err
 		}
-		if last = b.ID(); last == leader {
-			return
+		if b.ID() != leader {
+			return fmt.Errorf("leader of %s/0 is %d, want %d", topic, b.ID(), leader)
 		}
-	}
-	t.Fatalf("leader of %s/0 is %d after 30s, want %d", topic, last, leader)
+		return nil
+	})
 }
 
 // waitHW waits (up to 30 s) until the partition's leader named in obs answers ListOffsets with high watermark hw.
 func waitHW(t *testing.T, r *ClusterReader, obs lagexporter.TopicObservation, hw int64) {
 	t.Helper()
-	var got []lagexporter.TopicObservation
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if got, err = r.ListOffsets(context.Background(), []lagexporter.TopicObservation{obs}); err == nil &&
-			got[0].Partitions[0].HighWatermark == hw && got[0].Partitions[0].Leader == obs.Partitions[0].Leader {
-			return
+	testenv.Eventually(t, 30*time.Second, func() error {
+		got, err := r.ListOffsets(context.Background(), []lagexporter.TopicObservation{obs})
+		if err == nil && got[0].Partitions[0].HighWatermark == hw && got[0].Partitions[0].Leader == obs.Partitions[0].Leader {
+			return nil
 		}
-	}
-	t.Fatalf("leader %d: %+v (%v) after 30s, want high watermark %d", obs.Partitions[0].Leader, got, err, hw)
+		return fmt.Errorf("leader %d: %+v (%v), want high watermark %d", obs.Partitions[0].Leader, got, err, hw)
+	})
 }
 
-// TestClusterLeaderMovedMidCycle (issue 11 item 9): the partition's leader moves between the cycle's metadata read
+// TestClusterLeaderMovedMidCycle: the partition's leader moves between the cycle's metadata read
 // and its ListOffsets. The old leader answers NOT_LEADER_OR_FOLLOWER; the reader refreshes the topic's metadata and
 // asks the new leader in the same call, so the cycle has the offsets and no error: no stale cycle.
 func TestClusterLeaderMovedMidCycle(t *testing.T) {
@@ -120,7 +118,7 @@ func TestClusterLeaderMovedMidCycle(t *testing.T) {
 	}
 	waitLeader(t, topic, b)
 	// a new leader's high watermark catches up with the old one's once its follower fetches again (it may answer 0
-	// for a moment: the falling end offset of item 2); wait for it so the numbers below are the log's
+	// for a moment: a falling end offset); wait for it so the numbers below are the log's
 	fresh := stale
 	fresh.Partitions = []lagexporter.PartitionObservation{{Partition: 0, Leader: b}}
 	waitHW(t, e.reader, fresh, 25)
@@ -144,7 +142,7 @@ func TestClusterLeaderMovedMidCycle(t *testing.T) {
 	}
 }
 
-// TestClusterPartitionErrorCode (issue 11 item 9): a partition the broker does not know is answered
+// TestClusterPartitionErrorCode: a partition the broker does not know is answered
 // UNKNOWN_TOPIC_OR_PARTITION; the metadata refresh names no leader for it, so it is not asked again, and its error
 // carries Kafka's name for the per-partition error counter.
 func TestClusterPartitionErrorCode(t *testing.T) {
@@ -171,7 +169,7 @@ func TestClusterPartitionErrorCode(t *testing.T) {
 	}
 }
 
-// TestClusterRetentionMargins (issue 11 item 11): a topic keeping records one hour or 10 MB; the group's first
+// TestClusterRetentionMargins: a topic keeping records one hour or 10 MB; the group's first
 // unconsumed record was produced 30 minutes ago. The margins come from DescribeConfigs (read once, then cached) and
 // DescribeLogDirs; DeleteRecords past the commit counts the records deleted unread. The broker's own time retention
 // would delete the records 30 minutes after they were produced, longer than the package's test timeout, so only the
@@ -241,7 +239,7 @@ func TestClusterRetentionMargins(t *testing.T) {
 	}
 }
 
-// TestClusterWrongUnitTimestamp (issue 11 item 7): a producer that stamps records in seconds. The exporter counts the
+// TestClusterWrongUnitTimestamp: a producer that stamps records in seconds. The exporter counts the
 // stamp as wrong_unit and takes the time lag from the next record, flagged lower_bound, never 56 years.
 //
 // The topic keeps its records forever (retention.ms=-1): a stamp in 1970 makes the broker roll the segment at the
@@ -290,7 +288,7 @@ func TestClusterWrongUnitTimestampExpires(t *testing.T) {
 	}
 }
 
-// TestClusterRecordIncidentThenEval (issue 11 item 10): an incident recorded from the real cluster (a cycle that ran
+// TestClusterRecordIncidentThenEval: an incident recorded from the real cluster (a cycle that ran
 // out of time before it could read anything) replays through `lag eval` with the live counters.
 func TestClusterRecordIncidentThenEval(t *testing.T) {
 	e := newLagEnv(t, nil)

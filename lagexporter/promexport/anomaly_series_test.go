@@ -37,8 +37,8 @@ func playSeries(t *testing.T, file string, mutate func(*Config)) [][]series {
 	return out
 }
 
-// TestIssue11Series pins the exposed values of every series issue 11 added, on the timelines of its items.
-func TestIssue11Series(t *testing.T) {
+// TestAnomalySeries pins the exposed values of every anomaly, retention and catch-up series, on the i* timelines.
+func TestAnomalySeries(t *testing.T) {
 	type want struct {
 		poll        int
 		name, label string
@@ -52,7 +52,7 @@ func TestIssue11Series(t *testing.T) {
 		{"i01_rewind_then_died.jsonl", []want{
 			{1, "tidemark_lag_group_replaying", `group="g"`, 1},
 			{1, "tidemark_lag_group_status", `status="REWIND"`, 1},
-			// item 1: dead and replaying: both at once
+			// dead and replaying: both at once
 			{24, "tidemark_lag_group_replaying", `group="g"`, 1},
 			{24, "tidemark_lag_group_status", `status="STOP"`, 1},
 			{24, "tidemark_lag_group_catch_up_seconds", `group="g"`, math.Inf(1)},
@@ -135,7 +135,7 @@ func TestIssue11Series(t *testing.T) {
 			}
 		})
 	}
-	// at topic granularity the per-partition series of issue 11 go with the others; the topic and group ones stay
+	// at topic granularity the per-partition anomaly series go with the others; the topic and group ones stay
 	ss := playSeries(t, "i11_retention.jsonl", func(c *Config) { c.Granularity = GranularityTopic })[2]
 	for _, name := range []string{"tidemark_lag_partition_retention_margin_seconds", "tidemark_partition_open_transaction_offsets"} {
 		if n := countSeries(ss, name, ""); n != 0 {
