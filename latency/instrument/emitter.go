@@ -78,7 +78,7 @@ type Emitter struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	emitted, dropped, sent, failed, records atomic.Uint64
+	emitted, dropped, sent, failed, records                atomic.Uint64
 	ackEmitted, ackDropped, ackSent, ackFailed, ackRecords atomic.Uint64
 }
 
