@@ -104,6 +104,9 @@ type Scenario struct {
 	OneWay      Delay         // network one-way delay (producer→broker, broker→consumer, probes, sync), ms
 	Processing  Delay         // receive→processed, ms
 	Producer    Mode
+	// ProducerAcks: instrumented producers report each record's acknowledgement (latency/instrument's AckReporter),
+	// which the collector feeds to Engine.ObserveAck: send ≤ append ≤ ack brackets the producer's clock two-sided.
+	ProducerAcks bool
 	Consumer    Mode
 	WithReceive bool // stamp receive as well as processed
 	// Intervals: probes per broker, sync exchanges per synced host, consumer commits, lag-exporter commit polls.
