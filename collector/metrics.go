@@ -67,6 +67,9 @@ type Metrics struct {
 	// AppendLeaderUnknown counts LogAppendTime stamps whose appending broker (the leader of the record's epoch)
 	// could not be known: they are corrected with no broker's clock and flagged.
 	AppendLeaderUnknown prometheus.Counter
+	// ProducerAcks counts instrumented producers' acknowledgements by outcome: bracketed (fed to the engine) or the
+	// reason it bracketed nothing (see the Ack* outcome constants).
+	ProducerAcks *prometheus.CounterVec // outcome
 	// E2ELatency is the corrected end-to-end latency (s) of live receipts only (latency.Result.Live), by group and
 	// topic, with trace-id exemplars: what the SLO burn-rate rules in deploy/prometheus read.
 	E2ELatency *prometheus.HistogramVec // group, topic
@@ -180,6 +183,8 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help: "Probe topic reconciles that failed (retried at the next interval)."}),
 		AppendLeaderUnknown: prometheus.NewCounter(prometheus.CounterOpts{Name: "tidemark_collector_append_leader_unknown_total",
 			Help: "LogAppendTime stamps whose appending broker (the leader of the record's leader epoch) could not be known; their stages are flagged."}),
+		ProducerAcks: cv("tidemark_collector_producer_acks_total",
+			"Producer acknowledgements from the receipts topic, by outcome: bracketed (their producer host's clock was bracketed with send <= append <= ack) or why not.", "outcome"),
 		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_e2e_latency_seconds",
 			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.",
@@ -200,7 +205,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.ProducerAcks, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
 	}

@@ -34,6 +34,7 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.ProbePlanActions.WithLabelValues("a").Inc()
 	m.ProbePlanErrors.Inc()
 	m.AppendLeaderUnknown.Inc()
+	m.ProducerAcks.WithLabelValues("o").Inc()
 	m.E2ELatency.WithLabelValues("g", "t").Observe(1)
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
 	m.TraceDecisions.WithLabelValues("p", "d").Inc()

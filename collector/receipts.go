@@ -174,11 +174,12 @@ type Receipts struct {
 	stored  storedOffsets
 	pending pendingRows
 	park    parking
+	acks    *ackFeed // producer acknowledgements (ack batches in the receipts topic)
 }
 
 // newReceipts returns the receipts path; ctx bounds its background work (the parked records' waiters).
 func newReceipts(ctx context.Context, d *pathDeps) *Receipts {
-	p := &Receipts{pathDeps: d}
+	p := &Receipts{pathDeps: d, acks: newAckFeed(ctx, d)}
 	p.park.ctx = ctx
 	return p
 }
@@ -319,6 +320,7 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 		bad  []kafka.Record
 		errs []error
 		buf  []instrument.Receipt
+		acks []instrument.Ack
 	)
 	part, from, to := b.Partition, b.Records[0].Offset, b.Records[len(b.Records)-1].Offset+1
 	rb := &receiptBatch{ctx: ctx, b: b, left: 1, from: from, to: to}
@@ -341,6 +343,15 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 		}
 		if again, ok := p.pending.get(part, off); ok {
 			rb.rows.Latency = append(rb.rows.Latency, again...) // read again after the writer gave up on it: same rows
+			continue
+		}
+		if instrument.IsAckBatch(b.Records[i].Value) {
+			var err error
+			if acks, err = instrument.DecodeAckBatch(acks[:0], b.Records[i].Value); err != nil {
+				bad, errs = append(bad, b.Records[i]), append(errs, err)
+			} else {
+				p.acks.add(acks)
+			}
 			continue
 		}
 		var err error

@@ -19,3 +19,8 @@ var ErrImplausibleOffset = errors.New("reported clock offset beyond max skew")
 // ErrBadCheckpoint is returned by ReplayCheckpoint.UnmarshalBinary for bytes it did not write (another length or
 // version): the checkpoint is ignored, never half-restored.
 var ErrBadCheckpoint = errors.New("malformed replay checkpoint")
+
+// ErrAppendClockUnknown is returned by Engine.ObserveAck when the clock of the broker that stamped the append has no
+// two-sided estimate at that stamp (no probe bracket yet, only a causal envelope, or a clock step's ambiguity): the
+// append stamp cannot be placed on the reference clock within a bound, so the acknowledgement brackets nothing.
+var ErrAppendClockUnknown = errors.New("append stamp's broker clock not bracketed")

@@ -210,10 +210,15 @@ func (g *gen) run(ctx context.Context, producers, consumers hostList, partitions
 	defer stopProducers()
 	var pwg sync.WaitGroup
 	for _, h := range producers {
+		em, err := g.newEmitter(h.name)
+		if err != nil {
+			return err
+		}
+		g.emitters = append(g.emitters, em)
 		pwg.Add(1)
 		go func() {
 			defer pwg.Done()
-			if err := g.produce(pctx, h); err != nil {
+			if err := g.produce(pctx, h, em); err != nil {
 				g.log.Error("producer", "host", h.name, "err", err)
 			}
 		}()
@@ -270,14 +275,16 @@ func (g *gen) run(ctx context.Context, producers, consumers hostList, partitions
 }
 
 func (g *gen) progress(start time.Time) {
-	var sent, dropped uint64
+	var sent, dropped, acks, acksDropped uint64
 	for _, e := range g.emitters {
 		st := e.Stats()
 		sent += st.Sent
 		dropped += st.Dropped + st.Failed
+		acks += st.Acks.Sent
+		acksDropped += st.Acks.Dropped + st.Acks.Failed
 	}
-	fmt.Printf("loadgen %5.0fs  produced %7d  processed %7d  receipts sent %7d  dropped %d\n",
-		time.Since(start).Seconds(), g.produced.Load(), g.processed.Load(), sent, dropped)
+	fmt.Printf("loadgen %5.0fs  produced %7d  processed %7d  receipts sent %7d  dropped %d  acks sent %7d  dropped %d\n",
+		time.Since(start).Seconds(), g.produced.Load(), g.processed.Load(), sent, dropped, acks, acksDropped)
 }
 
 func (g *gen) offsetSource(ctx context.Context, h host, clock instrument.Clock) instrument.OffsetSource {
@@ -289,17 +296,21 @@ func (g *gen) offsetSource(ctx context.Context, h host, clock instrument.Clock) 
 	return ts
 }
 
-func (g *gen) produce(ctx context.Context, h host) error {
+// produce runs producer host h until ctx ends; its acknowledgements go out through em (the host's own emitter), so
+// the collector brackets its clock with send <= append <= ack.
+func (g *gen) produce(ctx context.Context, h host, em *instrument.Emitter) error {
 	clock := instrument.OffsetClock(time.Now, h.skew)
 	c := saramaConfig()
 	c.Producer.Interceptors = []sarama.ProducerInterceptor{instrument.NewProducerInterceptor(instrument.ProducerConfig{
 		Host: h.name, Clock: clock, Offsets: g.offsetSource(ctx, h, clock), TracerProvider: g.tracerProvider("producer-" + h.name)})}
 	c.Producer.Return.Errors = true
+	c.Producer.Return.Successes = true // the acknowledgements the AckReporter brackets the host's clock with
 	c.Producer.Flush.Frequency = 5 * time.Millisecond
-	p, err := sarama.NewAsyncProducer(g.brokers, c)
+	ap, err := sarama.NewAsyncProducer(g.brokers, c)
 	if err != nil {
 		return fmt.Errorf("producer %s: %w", h.name, err)
 	}
+	p := instrument.WrapAsyncProducer(ap, instrument.NewAckReporter(instrument.AckConfig{Host: h.name, Clock: clock}, em), false)
 	go func() {
 		for err := range p.Errors() {
 			g.log.Warn("produce", "host", h.name, "err", err)
@@ -322,9 +333,8 @@ func (g *gen) produce(ctx context.Context, h host) error {
 	}
 }
 
-// newConsumerHost makes the host's receipt emitter and consumer helper (kept across the reset rounds).
-func (g *gen) newConsumerHost(ctx context.Context, h host) error {
-	clock := instrument.OffsetClock(time.Now, h.skew)
+// newEmitter makes host's emitter of receipts and acknowledgements, on an idempotent producer of its own.
+func (g *gen) newEmitter(host string) (*instrument.Emitter, error) {
 	c := saramaConfig()
 	c.Producer.Idempotent = true
 	c.Producer.RequiredAcks = sarama.WaitForAll
@@ -332,9 +342,18 @@ func (g *gen) newConsumerHost(ctx context.Context, h host) error {
 	c.Producer.Return.Successes = true
 	ap, err := sarama.NewAsyncProducer(g.brokers, c)
 	if err != nil {
-		return fmt.Errorf("receipt producer %s: %w", h.name, err)
+		return nil, fmt.Errorf("receipt producer %s: %w", host, err)
 	}
-	em := instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: g.receipts})
+	return instrument.NewEmitter(ap, instrument.EmitterConfig{Topic: g.receipts}), nil
+}
+
+// newConsumerHost makes the host's receipt emitter and consumer helper (kept across the reset rounds).
+func (g *gen) newConsumerHost(ctx context.Context, h host) error {
+	clock := instrument.OffsetClock(time.Now, h.skew)
+	em, err := g.newEmitter(h.name)
+	if err != nil {
+		return err
+	}
 	rc, err := instrument.NewConsumer(instrument.ConsumerConfig{Group: g.group, Host: h.name, Clock: clock,
 		Offsets: g.offsetSource(ctx, h, clock), TracerProvider: g.tracerProvider("consumer-" + h.name)}, em)
 	if err != nil {

@@ -51,6 +51,14 @@ type EmitterStats struct {
 	Sent    uint64 // acknowledged by Kafka
 	Failed  uint64 // the producer reported an error for their record, or they failed Receipt.Validate
 	Records uint64 // Kafka records (batches) handed to the producer
+	// Acks counts producer acknowledgements (EmitAck) the same way, apart from receipts: each ends in exactly one
+	// of its Sent, Dropped, Failed, or is in flight; its Records are the ack batches.
+	Acks AckStats
+}
+
+// AckStats are an emitter's counters of producer acknowledgements (see EmitterStats).
+type AckStats struct {
+	Emitted, Dropped, Sent, Failed, Records uint64
 }
 
 // Emitter sends receipts to the receipts topic asynchronously: Emit puts a receipt on a bounded queue and returns at
@@ -61,6 +69,7 @@ type Emitter struct {
 	cfg      EmitterConfig
 	producer sarama.AsyncProducer
 	queue    chan Receipt
+	acks     chan Ack // bounded like queue, by QueueSize
 	done     chan struct{}
 	wg       sync.WaitGroup
 
@@ -69,15 +78,20 @@ type Emitter struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	emitted, dropped, sent, failed, records atomic.Uint64
+	emitted, dropped, sent, failed, records                atomic.Uint64
+	ackEmitted, ackDropped, ackSent, ackFailed, ackRecords atomic.Uint64
 }
+
+// ackCount is the Metadata of an ack batch's Kafka record (a receipt batch's is an int): how many acks it holds.
+type ackCount int
 
 // NewEmitter starts an emitter that owns producer (it drains the producer's Successes and Errors channels and
 // closes it in Close). Sent is counted only when the producer's Config.Producer.Return.Successes is true. The producer should be idempotent (or MaxOpenRequests 1) so retries keep order;
 // the collector collapses duplicates either way.
 func NewEmitter(producer sarama.AsyncProducer, cfg EmitterConfig) *Emitter {
 	cfg.setDefaults()
-	e := &Emitter{cfg: cfg, producer: producer, queue: make(chan Receipt, cfg.QueueSize), done: make(chan struct{})}
+	e := &Emitter{cfg: cfg, producer: producer, queue: make(chan Receipt, cfg.QueueSize), acks: make(chan Ack, cfg.QueueSize),
+		done: make(chan struct{})}
 	e.wg.Add(3)
 	go e.batchLoop()
 	go e.drainSuccesses()
@@ -103,11 +117,34 @@ func (e *Emitter) Emit(r Receipt) bool {
 	}
 }
 
+// EmitAck queues a producer acknowledgement without blocking, on a queue of its own (QueueSize) so acks never crowd
+// out receipts. It returns false, and counts a drop in Stats().Acks, when that queue is full or the emitter closed.
+// Acks are sent in ack batches (AckBatchVersion), never mixed with receipts, so a collector that predates them
+// dead-letters only the ack records.
+func (e *Emitter) EmitAck(a Ack) bool {
+	e.ackEmitted.Add(1)
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		e.ackDropped.Add(1)
+		return false
+	}
+	select {
+	case e.acks <- a:
+		return true
+	default:
+		e.ackDropped.Add(1)
+		return false
+	}
+}
+
 // Stats returns the counters.
 func (e *Emitter) Stats() EmitterStats {
 	return EmitterStats{
 		Emitted: e.emitted.Load(), Dropped: e.dropped.Load(), Sent: e.sent.Load(), Failed: e.failed.Load(),
 		Records: e.records.Load(),
+		Acks: AckStats{Emitted: e.ackEmitted.Load(), Dropped: e.ackDropped.Load(), Sent: e.ackSent.Load(),
+			Failed: e.ackFailed.Load(), Records: e.ackRecords.Load()},
 	}
 }
 
@@ -118,6 +155,7 @@ func (e *Emitter) Close() {
 		e.closeMu.Lock()
 		e.closed = true
 		close(e.queue)
+		close(e.acks)
 		e.closeMu.Unlock()
 		<-e.done // batch loop flushed everything it had
 		e.producer.AsyncClose()
@@ -134,7 +172,8 @@ func (e *Emitter) batchLoop() {
 	defer e.wg.Done()
 	defer close(e.done)
 	pending := make(map[partKey][]Receipt)
-	n := 0
+	pendingAcks := make(map[partKey][]Ack)
+	n := 0 // receipts and acks waiting
 	timer := time.NewTimer(e.cfg.Linger)
 	timer.Stop()
 	flush := func() {
@@ -146,29 +185,50 @@ func (e *Emitter) batchLoop() {
 			}
 			delete(pending, k)
 		}
+		for k, as := range pendingAcks {
+			for len(as) > 0 {
+				m := min(len(as), e.cfg.MaxBatch)
+				e.sendAcks(k, as[:m])
+				as = as[m:]
+			}
+			delete(pendingAcks, k)
+		}
 		n = 0
 	}
-	for {
+	added := func() {
+		if n == 0 {
+			timer.Reset(e.cfg.Linger)
+		}
+		n++
+		if n >= e.cfg.MaxBatch {
+			timer.Stop()
+			flush()
+		}
+	}
+	queue, acks := e.queue, e.acks
+	for queue != nil || acks != nil {
 		select {
-		case r, ok := <-e.queue:
+		case r, ok := <-queue:
 			if !ok {
-				flush()
-				return
+				queue = nil // Close closes both: the loop ends once both are drained
+				continue
 			}
 			k := partKey{r.Topic, r.Partition}
-			if n == 0 {
-				timer.Reset(e.cfg.Linger)
-			}
 			pending[k] = append(pending[k], r)
-			n++
-			if n >= e.cfg.MaxBatch {
-				timer.Stop()
-				flush()
+			added()
+		case a, ok := <-acks:
+			if !ok {
+				acks = nil
+				continue
 			}
+			k := partKey{a.Topic, a.Partition}
+			pendingAcks[k] = append(pendingAcks[k], a)
+			added()
 		case <-timer.C:
 			flush()
 		}
 	}
+	flush()
 }
 
 func (e *Emitter) send(k partKey, rs []Receipt) {
@@ -178,31 +238,55 @@ func (e *Emitter) send(k partKey, rs []Receipt) {
 		// hand-built value); encode the receipts one by one so only the bad ones are lost.
 		for i := range rs {
 			if one, err := AppendReceiptBatch(nil, rs[i:i+1]); err == nil {
-				e.produce(k, one, 1)
+				e.produce(k, one, int(1))
 			} else {
 				e.failed.Add(1)
 			}
 		}
 		return
 	}
-	e.produce(k, v, len(rs))
+	e.produce(k, v, int(len(rs)))
 }
 
-func (e *Emitter) produce(k partKey, value []byte, n int) {
-	e.records.Add(1)
+// sendAcks is send for producer acknowledgements: one ack batch, or the good ones one by one.
+func (e *Emitter) sendAcks(k partKey, as []Ack) {
+	v, err := AppendAckBatch(nil, as)
+	if err != nil {
+		for i := range as {
+			if one, err := AppendAckBatch(nil, as[i:i+1]); err == nil {
+				e.produce(k, one, ackCount(1))
+			} else {
+				e.ackFailed.Add(1)
+			}
+		}
+		return
+	}
+	e.produce(k, v, ackCount(len(as)))
+}
+
+// produce hands one record to the producer; meta is its count, an int for receipts or an ackCount for acks.
+func (e *Emitter) produce(k partKey, value []byte, meta any) {
+	if _, ok := meta.(ackCount); ok {
+		e.ackRecords.Add(1)
+	} else {
+		e.records.Add(1)
+	}
 	e.producer.Input() <- &sarama.ProducerMessage{
 		Topic:    e.cfg.Topic,
 		Key:      sarama.StringEncoder(k.topic + "/" + strconv.Itoa(int(k.partition))),
 		Value:    sarama.ByteEncoder(value),
-		Metadata: n,
+		Metadata: meta,
 	}
 }
 
 func (e *Emitter) drainSuccesses() {
 	defer e.wg.Done()
 	for m := range e.producer.Successes() {
-		if n, ok := m.Metadata.(int); ok {
+		switch n := m.Metadata.(type) {
+		case int:
 			e.sent.Add(uint64(n))
+		case ackCount:
+			e.ackSent.Add(uint64(n))
 		}
 	}
 }
@@ -210,8 +294,11 @@ func (e *Emitter) drainSuccesses() {
 func (e *Emitter) drainErrors() {
 	defer e.wg.Done()
 	for pe := range e.producer.Errors() {
-		if n, ok := pe.Msg.Metadata.(int); ok {
+		switch n := pe.Msg.Metadata.(type) {
+		case int:
 			e.failed.Add(uint64(n))
+		case ackCount:
+			e.ackFailed.Add(uint64(n))
 		}
 	}
 }

@@ -20,6 +20,9 @@ const (
 	ObsSync
 	ObsCommit
 	ObsRecord
+	// ObsAck is an instrumented producer's acknowledgement (Scenario.ProducerAcks): T1 send and T4 ack on the
+	// producer's clock (ms), Remote the append stamp (ms, the clock of broker Broker).
+	ObsAck
 )
 
 // OffsetReport is a host's self-measured clock offset carried in a receipt (ModeReported): offset ± uncertainty, ms.
@@ -44,6 +47,8 @@ type Observation struct {
 	// Bracket: send and ack on the reference clock (ms), the broker's append stamp (ms, its clock).
 	Send, Ack float64
 	Remote    int64
+	// Ack: the broker (index into Flow.Hosts) that stamped Remote.
+	Broker int
 	// Sync: T1, T4 on the host clock, T2, T3 on the reference clock (ms).
 	T1, T2, T3, T4 float64
 	// Commit and record.
@@ -316,6 +321,14 @@ func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func
 		recs = append(recs, simRecord{produce: t, append: app, producer: prod, broker: broker,
 			produceStamp: stampOn(sc.Producer, prod, t, produceUnit),
 			appendStamp:  int64(math.Floor(f.clocks[broker].read(app)))})
+		if sc.ProducerAcks {
+			// The acknowledgement travels back one way; it reaches the collector through the receipts topic after
+			// the emitter's linger (100 ms) and another one-way trip.
+			ack := app + sc.OneWay.draw(r) + r.Float64()*0.3
+			pc := f.clocks[prod]
+			f.Obs = append(f.Obs, Observation{At: ack + 100 + sc.OneWay.draw(r), Kind: ObsAck, Host: prod, Broker: broker,
+				T1: pc.read(t), T4: pc.read(ack), Remote: recs[len(recs)-1].appendStamp, Truth: -1})
+		}
 	}
 
 	type event struct {

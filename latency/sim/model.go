@@ -90,22 +90,25 @@ type Failover struct {
 
 // Scenario is one simulated deployment.
 type Scenario struct {
-	Name        string
-	Seed        uint64
-	Start       time.Time
-	Duration    time.Duration
-	Brokers     int
-	Producers   int
-	Consumers   int
-	Partitions  int
-	Rate        float64       // records per second per partition (Poisson arrivals)
-	MaxOffset   time.Duration // host offsets are uniform in ±MaxOffset
-	DriftPPM    float64       // each host drifts by ±DriftPPM (random sign)
-	OneWay      Delay         // network one-way delay (producer→broker, broker→consumer, probes, sync), ms
-	Processing  Delay         // receive→processed, ms
-	Producer    Mode
-	Consumer    Mode
-	WithReceive bool // stamp receive as well as processed
+	Name       string
+	Seed       uint64
+	Start      time.Time
+	Duration   time.Duration
+	Brokers    int
+	Producers  int
+	Consumers  int
+	Partitions int
+	Rate       float64       // records per second per partition (Poisson arrivals)
+	MaxOffset  time.Duration // host offsets are uniform in ±MaxOffset
+	DriftPPM   float64       // each host drifts by ±DriftPPM (random sign)
+	OneWay     Delay         // network one-way delay (producer→broker, broker→consumer, probes, sync), ms
+	Processing Delay         // receive→processed, ms
+	Producer   Mode
+	// ProducerAcks: instrumented producers report each record's acknowledgement (latency/instrument's AckReporter),
+	// which the collector feeds to Engine.ObserveAck: send ≤ append ≤ ack brackets the producer's clock two-sided.
+	ProducerAcks bool
+	Consumer     Mode
+	WithReceive  bool // stamp receive as well as processed
 	// Intervals: probes per broker, sync exchanges per synced host, consumer commits, lag-exporter commit polls.
 	ProbeInterval, SyncInterval, CommitInterval, PollInterval time.Duration
 	Steps                                                     []Step

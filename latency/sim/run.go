@@ -57,6 +57,9 @@ type Report struct {
 	// Confusion[truth][predicted] counts records by class.
 	Confusion [latency.NumClasses][latency.NumClasses]int
 	MinIngest float64
+	// AcksUsed and AcksRefused count the producer acknowledgements the engine took as brackets and those it refused
+	// (their broker not bracketed yet, a clock step): Scenario.ProducerAcks.
+	AcksUsed, AcksRefused int
 	// Elapsed is the wall time spent inside the engine (brackets, syncs, commits and records).
 	Elapsed time.Duration
 	Engine  *latency.Engine
@@ -122,6 +125,15 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 			err = e.ObserveBracket(latency.Bracket{Host: ids[o.Host], Send: timeOf(o.Send), RemoteMs: o.Remote, Ack: timeOf(o.Ack)})
 		case ObsSync:
 			err = e.ObserveSync(latency.SyncExchange{Host: ids[o.Host], T1: timeOf(o.T1), T2: timeOf(o.T2), T3: timeOf(o.T3), T4: timeOf(o.T4)})
+		case ObsAck:
+			// As the collector does: an ack that brackets nothing (its broker not bracketed yet, a clock step) is
+			// counted and dropped.
+			if aerr := e.ObserveAck(latency.ProducerAck{Host: ids[o.Host], Broker: ids[o.Broker], Send: timeOf(o.T1),
+				Ack: timeOf(o.T4), AppendMs: o.Remote}); aerr != nil {
+				rep.AcksRefused++
+			} else {
+				rep.AcksUsed++
+			}
 		case ObsCommit:
 			paths[o.Partition].ObserveCommit(o.Offset, timeOf(o.At))
 		case ObsRecord:

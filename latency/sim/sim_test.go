@@ -148,3 +148,55 @@ func TestFailoverScenario(t *testing.T) {
 			rep.BeforeFailover.Quantile(0.99), rep.AfterFailover.Quantile(0.99), len(rep.AfterFailover.Abs))
 	}
 }
+
+// TestProducerAcksBracketProducers: the envelope scenario (producers that do not sync), once as it is and once with
+// the producers reporting their acknowledgements. Without acks each producer is a one-sided envelope; with them it
+// is bracketed, its interval contains the injected truth at the end of the run, and it is finite where the
+// envelope's is open. The bracket is about as wide as the narrowest round trip the window kept (one-way delays of
+// at least 1 ms each way) plus 1 ms of truncation plus twice the broker's uncertainty: a few ms, held under 10.
+func TestProducerAcksBracketProducers(t *testing.T) {
+	var sc Scenario
+	for _, s := range Scenarios() {
+		if s.Name == "envelope" {
+			sc = s
+		}
+	}
+	sc.Partitions, sc.Duration = 3, 90*time.Second
+	for _, acks := range []bool{false, true} {
+		sc.ProducerAcks = acks
+		f, err := Generate(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(f, latency.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := f.Obs[len(f.Obs)-1].At
+		for h, name := range f.Hosts {
+			if f.Roles[h] != RoleProducer {
+				continue
+			}
+			o, err := rep.Engine.Offset(rep.Engine.Host(name), timeOf(end))
+			if err != nil {
+				t.Fatal(err)
+			}
+			truth := msDur(f.TrueOffset(h, end))
+			t.Logf("acks=%v %s: %v [%v, %v], truth %v", acks, name, o.Kind, o.Lower, o.Upper, truth)
+			if !acks {
+				if o.Kind != latency.KindEnvelope || o.Upper != latency.Unbounded {
+					t.Errorf("%s without acks: %v [%v, %v], want a one-sided envelope", name, o.Kind, o.Lower, o.Upper)
+				}
+				continue
+			}
+			if o.Kind != latency.KindBracketed || o.Lower > truth || o.Upper < truth || o.Upper-o.Lower > 10*time.Millisecond {
+				t.Errorf("%s with acks: %v [%v, %v], want bracketed around the truth %v, under 10 ms wide",
+					name, o.Kind, o.Lower, o.Upper, truth)
+			}
+		}
+		if acks && (rep.AcksUsed == 0 || rep.AcksRefused > rep.AcksUsed/100) {
+			t.Errorf("acks used %d, refused %d: want nearly all used (only those before the first probe refused)",
+				rep.AcksUsed, rep.AcksRefused)
+		}
+	}
+}
