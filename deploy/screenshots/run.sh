@@ -3,14 +3,16 @@
 #
 # 1. uses the running local stack (make screenshots starts it with deploy/local/stack.sh with);
 # 2. runs `tidemark run` (probe, receipts, lag exporter) into a fresh database and cmd/loadgen (producers with skewed
-#    clocks, a consumer group of two hosts) for SHOTS_SECONDS;
+#    clocks, a consumer group of two hosts) for SHOTS_SECONDS; when the load lasts longer than SHOTS_RESET_AT (55 s)
+#    the group is reset to earliest then, as in the demo: the lag it causes drains before the load ends;
 # 3. cmd/dashboard-frames starts the plugin's backend binary (gpx_tidemark) as Grafana does (go-plugin, gRPC),
 #    resolves the dashboards' variables through its resource handler and asks QueryData for every Tidemark panel;
 # 4. plugin/scripts/dashboards.mjs draws the frames with Grafana's own @grafana/ui and @grafana/data components in
 #    headless Chromium (Debian's package, installed here when missing), writes one PNG per dashboard and a
 #    manifest.json of what each panel drew, and fails when a Tidemark panel drew nothing.
 #
-# Usage: run.sh [OUTDIR]   (default docs/screenshots). Env: SHOTS_SECONDS (default 40), the stack's env;
+# Usage: run.sh [OUTDIR]   (default docs/screenshots). Env: SHOTS_SECONDS (default 40), SHOTS_RESET_AT (55s;
+# 0 never), the stack's env;
 # SHOTS_KEEP=1 keeps the work directory (frames.json, logs) and the database.
 # No Grafana server is involved. The database is dropped at the end.
 set -euo pipefail
@@ -84,7 +86,7 @@ if ! wait_until 60 "tidemark run" curl -fs "http://127.0.0.1:$PORT/readyz"; then
 
 log "load for ${SHOTS_SECONDS}s into $DB"
 "$WORK/loadgen" --brokers "$TIDEMARK_KAFKA_BROKERS" --topic "$TOPIC" --receipts-topic "$RECEIPTS" --group "$GROUP" \
-  --duration "${SHOTS_SECONDS}s" --rate 100 \
+  --duration "${SHOTS_SECONDS}s" --reset-at "${SHOTS_RESET_AT:-55s}" --rate 100 \
   --producer p-ahead:+2500ms --producer p-behind:-800ms --producer p-exact:0 \
   --consumer c-behind:-300ms:4ms --consumer c-ahead:+150ms:6ms:sync \
   --timesync "http://127.0.0.1:$PORT/v1/timesync" --injected "$WORK/injected.tsv" 2>"$WORK/loadgen.log" ||

@@ -311,7 +311,8 @@ function DashboardView({ d }: { d: Dashboard }) {
       </div>
       {excluded.length > 0 && (
         <div data-excluded-list style={{ padding: '4px 8px', color: theme.colors.text.secondary, fontSize: 11 }}>
-          Left out, {excluded.length} panel(s) that read Prometheus, not the Tidemark backend:{' '}
+          Left out, {excluded.length} panel(s) that read {[...new Set(excluded.map((p) => p.datasource))].join(', ')}, not the
+          Tidemark backend:{' '}
           {excluded.map((p) => p.title).join(' · ')}.
         </div>
       )}
