@@ -19,7 +19,7 @@ npm run --silent check-dist
 
 if [[ -n ${TIDEMARK_KAFKA_BROKERS:-} && -n ${TIDEMARK_CLICKHOUSE_ADDR:-} ]]; then
   shots=$(mktemp -d /tmp/tidemark-shots-test.XXXXXX)
-  # 45 s: the collector's 30 s warm-up leaves 15 s of settled end-to-end samples, which the e2e panels need
+  # 45 s: past the collector's 30 s clock warm-up, which lets few end-to-end samples through (docs/plugin.md)
   SHOTS_SECONDS=${SHOTS_SECONDS:-45} bash ../deploy/screenshots/run.sh "$shots"
   rm -rf "$shots"
 elif [[ ${CI:-} == true ]]; then
