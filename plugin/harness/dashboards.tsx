@@ -211,6 +211,7 @@ function Viz({ p, frames, width, height }: VizProps) {
               graphMode={o.graphMode ?? BigValueGraphMode.None}
               justifyMode={BigValueJustifyMode.Auto}
               textMode={o.textMode ?? BigValueTextMode.Auto}
+              count={shown.length}
             />
           ))}
         </div>
