@@ -6,7 +6,7 @@ STACK := bash deploy/local/stack.sh
 # Go test flags; CI runs everything with the race detector.
 GOTESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: help up down env install test check vet unit demo plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-cardinality bench-plugin bench-scale
+.PHONY: help up down env install test check vet unit demo screenshots plugin stress bench-latency bench-lag bench-lag-large bench-collector bench-cardinality bench-plugin bench-scale
 
 help:
 	@echo "make test     start real Kafka (with its SASL_SSL, OAUTHBEARER and mTLS listeners) + ClickHouse + Jaeger"
@@ -14,6 +14,8 @@ help:
 	@echo "make demo     run Tidemark on real traffic between hosts with skewed clocks and print the report"
 	@echo "make up|down  start / stop the local stack (3 Kafka brokers with the secure listeners, the OIDC issuer,"
 	@echo "              ClickHouse with its TLS port); 'make env' prints its env; every command above reuses it"
+	@echo "make screenshots  a short load on the local stack, then every shipped dashboard drawn from the plugin backend's"
+	@echo "              frames with Grafana's UI components in headless Chromium, into docs/screenshots/ (no Grafana server)"
 	@echo "make plugin   build the Grafana plugin into plugin/dist"
 	@echo "make stress   repeat the tests (-race, -count, -cpu) to find flaky ones; prints failures per test (docs/testing.md)"
 	@echo "make bench-latency|bench-lag|bench-lag-large|bench-collector|bench-cardinality|bench-plugin|bench-scale   benchmarks (ratios against same-run baselines)"
@@ -65,6 +67,10 @@ demo:
 # STRESS_PKGS tune it (see .ci/stress).
 stress:
 	bash .ci/stress
+
+# screenshots: docs/screenshots/dashboard-*.png from a 75 s load (SHOTS_SECONDS); deploy/screenshots/run.sh says how.
+screenshots:
+	$(STACK) with -- env SHOTS_SECONDS=$${SHOTS_SECONDS:-75} bash deploy/screenshots/run.sh
 
 plugin:
 	bash plugin/build.sh
