@@ -64,9 +64,10 @@ var may = map[string][]string{
 
 // only lists the outside clients that only some packages may import, and those packages.
 var only = map[string][]string{
-	"github.com/IBM/sarama":                     {"internal/kafka", "internal/kafkaconfig", "latency/instrument", "cmd/...", "internal/testenv"},
-	"github.com/ClickHouse/clickhouse-go/":      {"internal/store", "internal/store/query", "internal/store/query/querytest", "cmd/...", "internal/testenv"},
-	"github.com/grafana/grafana-plugin-sdk-go/": {"plugin/pkg", "plugin/pkg/plugin"},
+	"github.com/IBM/sarama":                {"internal/kafka", "internal/kafkaconfig", "latency/instrument", "cmd/...", "internal/testenv"},
+	"github.com/ClickHouse/clickhouse-go/": {"internal/store", "internal/store/query", "internal/store/query/querytest", "cmd/...", "internal/testenv"},
+	// cmd/dashboard-frames plays Grafana: it starts the plugin binary and speaks the SDK's gRPC protocol to it.
+	"github.com/grafana/grafana-plugin-sdk-go/": {"plugin/pkg", "plugin/pkg/plugin", "cmd/dashboard-frames"},
 	module + "plugin/":                          {"plugin/pkg", "plugin/pkg/plugin"},
 	module + "internal/testenv":                 {"internal/testenv/...", "internal/store/query/querytest", "deploy/..."},
 }
