@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func otlpRequest(t *testing.T, spans ...testSpan) []byte {
 		sp.SetKind(s.kind)
 		sp.SetName("orders process")
 		sp.SetTraceID(pcommon.TraceID{s.trace, 1})
-		sp.SetSpanID(pcommon.SpanID{byte(i + 1)})
+		sp.SetSpanID(pcommon.SpanID{1, byte(i >> 8), byte(i)})
 		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(s.start))
 		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(s.end))
 		if err := sp.Attributes().FromRaw(s.attrs); err != nil {
@@ -381,4 +382,80 @@ func TestSpansHeldBounded(t *testing.T) {
 	if len(e.s.order) > 2*2+1 {
 		t.Fatalf("producer order keeps %d keys", len(e.s.order))
 	}
+}
+
+// countingSink acknowledges every write at once and keeps only a count of rows.
+type countingSink struct{ rows atomic.Int64 }
+
+func (s *countingSink) Write(_ context.Context, rows store.Rows, ack store.Ack) error {
+	s.rows.Add(int64(rows.Len()))
+	if ack != nil {
+		ack(nil)
+	}
+	return nil
+}
+
+// TestSpansFloodBounded: 100,000 malformed Kafka spans, then 100,000 consumer spans whose producer span never
+// comes, leave the path holding at most max_pending consumer spans, and the heap (after a GC) within a few MB of
+// where it started: every malformed span is dead-lettered, every consumer span is stored.
+func TestSpansFloodBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods 200,000 spans")
+	}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	e := newSpansEnv(t, t0, SpansConfig{MaxPending: 1000}, nil)
+	sink := &countingSink{}
+	e.s.sink = sink
+	var dead atomic.Int64
+	e.s.dlq = dlqFunc(func(recs []kafka.Record) { dead.Add(int64(len(recs))) })
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	const perRecord, records = 1000, 100
+	bad := make([]testSpan, perRecord)
+	for i := range bad {
+		bad[i] = javaProducer("p", "orders", 0, int64(i), t0, t0.Add(time.Millisecond))
+		delete(bad[i].attrs, "messaging.kafka.message.offset")
+	}
+	badReq := otlpRequest(t, bad...)
+	off := int64(0)
+	for r := 0; r < records; r++ {
+		e.handle(t, off, badReq)
+		off++
+	}
+	for r := 0; r < records; r++ {
+		spans := make([]testSpan, perRecord)
+		for i := range spans {
+			spans[i] = javaProcess("c", "g", "orders", int64(i%10), int64(r*perRecord+i), t0, t0.Add(time.Millisecond))
+		}
+		e.handle(t, off, otlpRequest(t, spans...))
+		off++
+		if e.s.held > 1000 {
+			t.Fatalf("%d consumer spans held, max_pending 1000", e.s.held)
+		}
+	}
+	if err := e.s.sweep(context.Background(), t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	after := heap()
+	if dead.Load() != records || sink.rows.Load() != records*perRecord || e.s.held != 0 {
+		t.Fatalf("%d dead-lettered records, %d rows, %d held; want %d, %d, 0", dead.Load(), sink.rows.Load(), e.s.held, records, records*perRecord)
+	}
+	grown := int64(after) - int64(before)
+	t.Logf("heap %d → %d bytes (%+d) after 200,000 spans", before, after, grown)
+	if grown > 16<<20 {
+		t.Fatalf("heap grew %d bytes after the flood", grown)
+	}
+}
+
+// dlqFunc is a DeadLetters that hands the records to a function and keeps nothing.
+type dlqFunc func(recs []kafka.Record)
+
+func (f dlqFunc) Send(_ context.Context, _ string, recs []kafka.Record, _ []error) error {
+	f(recs)
+	return nil
 }
