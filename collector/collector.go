@@ -218,9 +218,12 @@ func (c *Collector) Run(ctx context.Context) error {
 		group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, 0, s.HandleBatch, nil)
 		g.Go(func() error { return s.Run(gctx) })
 	}
+	rcv := &otlpReceiver{topic: c.cfg.Spans.Topic, send: prod.SendAll, log: c.opts.Logger}
 	if addr := c.cfg.Spans.OTLPHTTPListen; addr != "" {
-		rcv := &otlpReceiver{topic: c.cfg.Spans.Topic, send: prod.SendAll, log: c.opts.Logger}
 		g.Go(func() error { return serveOTLP(gctx, addr, rcv, c.opts.Logger) })
+	}
+	if addr := c.cfg.Spans.OTLPGRPCListen; addr != "" {
+		g.Go(func() error { return serveOTLPGRPC(gctx, addr, rcv, c.opts.Logger) })
 	}
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
@@ -310,7 +313,7 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 			return nil, fmt.Errorf("ensure receipts topic: %w", err)
 		}
 	}
-	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" {
+	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" || c.cfg.Spans.OTLPGRPCListen != "" {
 		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
 			return nil, fmt.Errorf("ensure spans topic: %w", err)
 		}

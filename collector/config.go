@@ -143,6 +143,9 @@ type SpansConfig struct {
 	// (POST /v1/traces) and write each request, split by trace id and keyed by it, into the spans topic: agents can
 	// export straight to Tidemark without an OpenTelemetry Collector. Off by default.
 	OTLPHTTPListen string `yaml:"otlp_http_listen"`
+	// OTLPGRPCListen, when set (e.g. "127.0.0.1:4317"), serves the OTLP/gRPC trace service the same way. Off by
+	// default.
+	OTLPGRPCListen string `yaml:"otlp_grpc_listen"`
 }
 
 // SetDefaults fills zero fields with their documented defaults.

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -99,7 +102,8 @@ func (c *clusterAppends) refreshLocked(ctx context.Context) {
 	_, _ = c.r.Metadata(ctx) // partial failure leaves those partitions without a leader: answered as such
 }
 
-// otlpHTTPMaxBody bounds one OTLP/HTTP request body (the OpenTelemetry exporters' batches are far smaller).
+// otlpHTTPMaxBody bounds one OTLP request (HTTP body or gRPC message; the OpenTelemetry exporters' batches are far
+// smaller).
 const otlpHTTPMaxBody = 8 << 20
 
 // otlpReceiver serves OTLP/HTTP protobuf trace exports (POST /v1/traces) and writes each request into the spans
@@ -131,26 +135,86 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an OTLP ExportTraceServiceRequest: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if err := o.write(req); err != nil {
+		if errors.Is(err, errSpansTopic) {
+			http.Error(w, "spans topic unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(resp)
+}
+
+// errSpansTopic marks an export the spans topic did not take: the exporter should retry.
+var errSpansTopic = errors.New("spans topic unavailable")
+
+// write splits req by trace id and writes it into the spans topic, waiting for Kafka's acknowledgement.
+func (o *otlpReceiver) write(req ptraceotlp.ExportRequest) error {
 	keys, parts := splitByTrace(req.Traces())
 	ms := make([]kafka.Message, 0, len(parts))
 	for i, td := range parts {
 		b, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
 		if err != nil {
-			http.Error(w, "encode: "+err.Error(), http.StatusInternalServerError)
-			return
+			return fmt.Errorf("encode spans of one trace: %w", err)
 		}
 		ms = append(ms, kafka.Message{Topic: o.topic, Partition: -1, Key: keys[i], Value: b})
 	}
-	if len(ms) > 0 {
-		if err := o.send(ms); err != nil {
-			o.log.Warn("OTLP receiver: spans not written to the spans topic", "records", len(ms), "err", err)
-			http.Error(w, "spans topic unavailable", http.StatusServiceUnavailable)
-			return
-		}
+	if len(ms) == 0 {
+		return nil
 	}
-	resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(resp)
+	if err := o.send(ms); err != nil {
+		o.log.Warn("OTLP receiver: spans not written to the spans topic", "records", len(ms), "err", err)
+		return fmt.Errorf("%w: %w", errSpansTopic, err)
+	}
+	return nil
+}
+
+// otlpGRPC is the OTLP/gRPC trace service over the same writes: Unavailable when the spans topic did not take the
+// spans (the exporters retry).
+type otlpGRPC struct {
+	ptraceotlp.UnimplementedGRPCServer
+	r *otlpReceiver
+}
+
+// Export implements ptraceotlp.GRPCServer.
+func (g *otlpGRPC) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	if err := g.r.write(req); err != nil {
+		if errors.Is(err, errSpansTopic) {
+			return ptraceotlp.NewExportResponse(), status.Error(codes.Unavailable, err.Error())
+		}
+		return ptraceotlp.NewExportResponse(), status.Error(codes.Internal, err.Error())
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+// serveOTLPGRPC serves the OTLP/gRPC trace service on addr until ctx ends (then stops gracefully within 5 s).
+func serveOTLPGRPC(ctx context.Context, addr string, r *otlpReceiver, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("collector.spans.otlp_grpc_listen: %w", err)
+	}
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(otlpHTTPMaxBody))
+	ptraceotlp.RegisterGRPCServer(srv, &otlpGRPC{r: r})
+	log.Info("serving OTLP/gRPC trace exports into the spans topic", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("OTLP/gRPC receiver: %w", err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		srv.Stop()
+	}
+	<-errc
+	return nil
 }
 
 // serveOTLP serves the OTLP receiver on addr until ctx ends (then shuts down within 5 s).

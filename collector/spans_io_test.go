@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
@@ -135,5 +142,59 @@ func TestClusterAppends(t *testing.T) {
 	}
 	if f.refreshes != 1 {
 		t.Fatalf("%d metadata refreshes, want 1", f.refreshes)
+	}
+}
+
+// TestOTLPGRPCReceiver: the OTLP/gRPC trace service writes an export like the HTTP receiver (one record per trace,
+// keyed by it), answers Unavailable when Kafka does not take it, and stops when its context ends.
+func TestOTLPGRPCReceiver(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a := javaProducer("p", "orders", 0, 1, t0, t0.Add(time.Millisecond))
+	b := javaProcess("c", "g", "orders", 0, 1, t0, t0.Add(time.Millisecond))
+	b.trace = 9
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(otlpRequest(t, a, b)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sent []kafka.Message
+	var sendErr error
+	rcv := &otlpReceiver{topic: "spans", log: slog.New(slog.DiscardHandler), send: func(ms []kafka.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if sendErr != nil {
+			return sendErr
+		}
+		sent = append(sent, ms...)
+		return nil
+	}}
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveOTLPGRPC(ctx, addr, rcv, slog.New(slog.DiscardHandler)) }()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := ptraceotlp.NewGRPCClient(cc)
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	// WaitForReady: the first call waits for the server to listen instead of failing at once.
+	if _, err := client.Export(rctx, req, grpc.WaitForReady(true)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(sent) != 2 || sent[0].Key[0] != 0 || sent[1].Key[0] != 9 {
+		t.Fatalf("sent %d records, want 2 keyed by their trace ids", len(sent))
+	}
+	sendErr = errors.New("no brokers")
+	mu.Unlock()
+	if _, err := client.Export(rctx, req); status.Code(err) != codes.Unavailable {
+		t.Fatalf("kafka down: %v, want Unavailable", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

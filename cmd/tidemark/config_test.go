@@ -59,7 +59,7 @@ func TestConfigFileSetsEveryOption(t *testing.T) {
 				LossTimeout: 15 * time.Second, Partitions: 6, ReconcileInterval: 5 * time.Minute, Replication: 2},
 			Tap: collector.TapConfig{Enabled: true, Topics: []string{"orders", "payments"}, Group: "tm-tap-g", SampleRate: 0.25, FromBeginning: true},
 			Spans: collector.SpansConfig{Enabled: true, Topic: "tm-spans", Group: "tm-spans-g", Partitions: 4, JoinWait: 7 * time.Second,
-				JoinWindow: 90 * time.Second, MaxPending: 5000, OTLPHTTPListen: "127.0.0.1:14318"},
+				JoinWindow: 90 * time.Second, MaxPending: 5000, OTLPHTTPListen: "127.0.0.1:14318", OTLPGRPCListen: "127.0.0.1:14317"},
 			Traces:  collector.TracesConfig{SampleRatio: &ratio, KeepOver: 2 * time.Second},
 			IdleTTL: 30 * time.Minute, MaxLiveSeries: 500,
 			Metadata: collector.MetadataConfig{TTL: time.Minute, MissingTTL: 2 * time.Minute, MaxUnknownTopics: 200},
