@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
@@ -44,6 +46,59 @@ type producerSide struct {
 	start, end int64
 	host       string
 	seen       time.Time // when it was read (reference clock), for collector.spans.join_window
+	bracketed  bool      // fed to the engine as a bracket (guarded by Spans.mu once kept)
+}
+
+// spanRef names one span: a consumer span's parent or link, which for the agents' consumer spans is the producer
+// span of its record (the trace context rides in the record's headers).
+type spanRef struct {
+	trace pcommon.TraceID
+	span  pcommon.SpanID
+}
+
+// keptProducers are producer spans kept for join_window, at most max_pending, forgotten oldest first.
+type keptProducers[K comparable] struct {
+	m     map[K]*producerSide
+	order []K // keys in arrival order (may repeat a key; expiry checks seen)
+}
+
+func (t *keptProducers[K]) get(k K) *producerSide { return t.m[k] }
+
+// put keeps p under k, forgetting the oldest first when max producer spans are kept; it reports whether it did.
+func (t *keptProducers[K]) put(k K, p *producerSide, max int) (evicted bool) {
+	if t.m == nil {
+		t.m = map[K]*producerSide{}
+	}
+	if _, ok := t.m[k]; !ok && len(t.m) >= max {
+		for len(t.order) > 0 && !evicted {
+			old := t.order[0]
+			t.order = t.order[1:]
+			if _, ok := t.m[old]; ok {
+				delete(t.m, old)
+				evicted = true
+			}
+		}
+	}
+	t.m[k] = p
+	t.order = append(t.order, k)
+	return evicted
+}
+
+// expire forgets producer spans read before cut.
+func (t *keptProducers[K]) expire(cut time.Time) {
+	n := 0
+	for n < len(t.order) {
+		k := t.order[n]
+		p, ok := t.m[k]
+		if ok && !p.seen.Before(cut) {
+			break
+		}
+		if ok {
+			delete(t.m, k)
+		}
+		n++
+	}
+	t.order = t.order[n:]
 }
 
 // heldConsumer is a consumer span waiting for its record's producer span (collector.spans.join_wait).
@@ -99,17 +154,20 @@ type Spans struct {
 	reader appendReader
 	stored storedOffsets
 
-	mu        sync.Mutex // guards producers, order, queues, waiting, held
-	producers map[recordKey]*producerSide
-	order     []recordKey // producer keys in arrival order (may repeat a key; expiry checks seen)
-	queues    map[pathKey][]*heldConsumer
-	waiting   map[recordKey][]*heldConsumer
-	held      int
+	mu sync.Mutex // guards producers, bySpan, queues, waiting, waitingBySpan, held
+	// producers are the producer spans that name their record; bySpan those that do not (no offset: Python's
+	// confluent-kafka instrumentation), found through a consumer span's parent or link.
+	producers     keptProducers[recordKey]
+	bySpan        keptProducers[spanRef]
+	queues        map[pathKey][]*heldConsumer
+	waiting       map[recordKey][]*heldConsumer
+	waitingBySpan map[spanRef][]*heldConsumer
+	held          int
 }
 
 func newSpans(d *pathDeps, cfg SpansConfig, appends appendReader) *Spans {
-	return &Spans{pathDeps: d, cfg: cfg, reader: appends, producers: map[recordKey]*producerSide{},
-		queues: map[pathKey][]*heldConsumer{}, waiting: map[recordKey][]*heldConsumer{}}
+	return &Spans{pathDeps: d, cfg: cfg, reader: appends, queues: map[pathKey][]*heldConsumer{},
+		waiting: map[recordKey][]*heldConsumer{}, waitingBySpan: map[spanRef][]*heldConsumer{}}
 }
 
 // HandleBatch is the spans path's kafka.BatchHandler.
@@ -159,7 +217,7 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		seen := make(map[recordKey]bool, len(spans))
 		for i := range spans {
 			k := recordKey{spans[i].topic, spans[i].partition, spans[i].offset}
-			if !seen[k] {
+			if !spans[i].noOffset && !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
 			}
@@ -187,6 +245,9 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 	// Producer spans first: a consumer span of the same batch then joins at once.
 	for i := range spans {
 		if spans[i].side == sideProducer {
+			if spans[i].noOffset {
+				s.metrics.Spans.WithLabelValues("producer_no_offset").Inc()
+			}
 			s.producer(ctx, &spans[i], appends, now)
 		}
 	}
@@ -209,29 +270,46 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 func (s *Spans) producer(ctx context.Context, ks *kafkaSpan, appends map[recordKey]appendStamp, now time.Time) {
 	s.metrics.Spans.WithLabelValues("producer").Inc()
 	k := recordKey{ks.topic, ks.partition, ks.offset}
-	if app, ok := appends[k]; ok && app.ms > 0 {
-		broker, _ := s.brokerOf(app)
-		err := s.engine.ObserveSpanBracket(latency.SpanBracket{Host: s.hosts.id(ks.host), Broker: broker,
-			Start: time.Unix(0, ks.start), End: time.Unix(0, ks.end), AppendMs: app.ms})
-		s.metrics.SpanBrackets.WithLabelValues(bracketOutcome(err)).Inc()
-	}
-	var ready []*spanBatch
-	s.mu.Lock()
-	s.expireProducersLocked(now)
-	if len(s.producers) >= s.cfg.MaxPending {
-		s.dropOldestProducerLocked()
-	}
 	p := &producerSide{start: ks.start, end: ks.end, host: ks.host, seen: now}
-	s.producers[k] = p
-	s.order = append(s.order, k)
-	for _, h := range s.waiting[k] {
+	if app, ok := appends[k]; ok && app.ms > 0 && !ks.noOffset {
+		s.bracket(p, app)
+	}
+	s.mu.Lock()
+	s.producers.expire(now.Add(-s.cfg.JoinWindow))
+	s.bySpan.expire(now.Add(-s.cfg.JoinWindow))
+	var waiting []*heldConsumer
+	var evicted bool
+	if ks.noOffset {
+		ref := spanRef{ks.traceID, ks.spanID}
+		evicted = s.bySpan.put(ref, p, s.cfg.MaxPending)
+		waiting = s.waitingBySpan[ref]
+	} else {
+		evicted = s.producers.put(k, p, s.cfg.MaxPending)
+		waiting = s.waiting[k]
+	}
+	if evicted {
+		s.metrics.Spans.WithLabelValues("producer_evicted").Inc()
+	}
+	for _, h := range waiting {
 		h.prod = p
 	}
-	delete(s.waiting, k)
 	// Waiting consumers of this record may now complete, in their paths' order.
-	ready = s.drainLocked(ctx, now)
+	ready := s.drainLocked(ctx, now)
 	s.mu.Unlock()
 	_ = s.submitAll(ready) // a failed write ends its batch's session (submit); nothing to add here
+}
+
+// bracket feeds producer span p, whose record was appended at app, to the engine as a bracket of its host's clock
+// (once per producer span).
+func (s *Spans) bracket(p *producerSide, app appendStamp) {
+	if p.bracketed {
+		return
+	}
+	p.bracketed = true
+	broker, _ := s.brokerOf(app)
+	err := s.engine.ObserveSpanBracket(latency.SpanBracket{Host: s.hosts.id(p.host), Broker: broker,
+		Start: time.Unix(0, p.start), End: time.Unix(0, p.end), AppendMs: app.ms})
+	s.metrics.SpanBrackets.WithLabelValues(bracketOutcome(err)).Inc()
 }
 
 // brokerOf is the engine host and broker_host name of the broker that stamped app (latency.UnknownHost when not
@@ -262,7 +340,12 @@ func (s *Spans) consumerLocked(ctx context.Context, ks *kafkaSpan, app appendSta
 	s.metrics.Spans.WithLabelValues("consumer").Inc()
 	k := recordKey{ks.topic, ks.partition, ks.offset}
 	pk := pathKey{ks.group, ks.topic, ks.partition}
-	h := &heldConsumer{ks: *ks, app: app, batch: sb, deadline: now.Add(s.cfg.JoinWait), prod: s.producers[k]}
+	h := &heldConsumer{ks: *ks, app: app, batch: sb, deadline: now.Add(s.cfg.JoinWait), prod: s.producers.get(k)}
+	for _, ref := range ks.refs {
+		if h.prod == nil {
+			h.prod = s.bySpan.get(ref)
+		}
+	}
 	var ready []*spanBatch
 	if h.prod == nil && s.held >= s.cfg.MaxPending && s.cfg.JoinWait > 0 {
 		// Full: this span cannot wait, and so neither can those of its path before it (their order is kept).
@@ -280,6 +363,9 @@ func (s *Spans) consumerLocked(ctx context.Context, ks *kafkaSpan, app appendSta
 	s.queues[pk] = append(s.queues[pk], h)
 	if h.prod == nil {
 		s.waiting[k] = append(s.waiting[k], h)
+		for _, ref := range ks.refs {
+			s.waitingBySpan[ref] = append(s.waitingBySpan[ref], h)
+		}
 	}
 	s.held++
 	return append(ready, s.drainLocked(ctx, now)...)
@@ -308,8 +394,8 @@ func (s *Spans) drainPathLocked(ctx context.Context, pk pathKey, now time.Time, 
 		}
 		if h.prod == nil {
 			s.metrics.Spans.WithLabelValues("join_timeout").Inc()
-			s.unwaitLocked(h)
 		}
+		s.unwaitLocked(h)
 		h.batch.add(s.row(ctx, h, now))
 		h.done = true
 		s.held--
@@ -326,52 +412,32 @@ func (s *Spans) drainPathLocked(ctx context.Context, pk pathKey, now time.Time, 
 	return ready
 }
 
-// unwaitLocked removes h from its record's waiting list.
+// unwaitLocked removes h from the waiting lists of its record and of the spans that may be its producer span.
 func (s *Spans) unwaitLocked(h *heldConsumer) {
 	k := recordKey{h.ks.topic, h.ks.partition, h.ks.offset}
-	w := s.waiting[k]
+	if w := without(s.waiting[k], h); len(w) == 0 {
+		delete(s.waiting, k)
+	} else {
+		s.waiting[k] = w
+	}
+	for _, ref := range h.ks.refs {
+		if w := without(s.waitingBySpan[ref], h); len(w) == 0 {
+			delete(s.waitingBySpan, ref)
+		} else {
+			s.waitingBySpan[ref] = w
+		}
+	}
+}
+
+// without returns w without h (in place).
+func without(w []*heldConsumer, h *heldConsumer) []*heldConsumer {
 	keep := w[:0]
 	for _, x := range w {
 		if x != h {
 			keep = append(keep, x)
 		}
 	}
-	if len(keep) == 0 {
-		delete(s.waiting, k)
-	} else {
-		s.waiting[k] = keep
-	}
-}
-
-// expireProducersLocked forgets producer spans older than join_window.
-func (s *Spans) expireProducersLocked(now time.Time) {
-	cut := now.Add(-s.cfg.JoinWindow)
-	n := 0
-	for n < len(s.order) {
-		k := s.order[n]
-		p, ok := s.producers[k]
-		if ok && !p.seen.Before(cut) {
-			break
-		}
-		if ok {
-			delete(s.producers, k)
-		}
-		n++
-	}
-	s.order = s.order[n:]
-}
-
-// dropOldestProducerLocked forgets the oldest producer span (max_pending).
-func (s *Spans) dropOldestProducerLocked() {
-	for len(s.order) > 0 {
-		k := s.order[0]
-		s.order = s.order[1:]
-		if _, ok := s.producers[k]; ok {
-			delete(s.producers, k)
-			s.metrics.Spans.WithLabelValues("producer_evicted").Inc()
-			return
-		}
-	}
+	return keep
 }
 
 // row corrects one consumer span (joined with its producer span when h.prod is set) and returns its latency row.
@@ -393,6 +459,9 @@ func (s *Spans) row(_ context.Context, h *heldConsumer, now time.Time) store.Lat
 	}
 	producer, broker := "", ""
 	if p := h.prod; p != nil {
+		if h.app.ms > 0 {
+			s.bracket(p, h.app) // a producer span without the offset learns its record from the consumer span
+		}
 		producer = p.host
 		rec.Stamps[latency.Produce] = latency.Stamp{Value: p.start, Host: s.hosts.id(p.host), Unit: latency.Nanos}
 		raw.event = nsToMs(p.start)
@@ -453,7 +522,8 @@ func (s *Spans) Run(ctx context.Context) error {
 // sweep completes the consumer spans whose join_wait is over at now and forgets producer spans past join_window.
 func (s *Spans) sweep(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
-	s.expireProducersLocked(now)
+	s.producers.expire(now.Add(-s.cfg.JoinWindow))
+	s.bySpan.expire(now.Add(-s.cfg.JoinWindow))
 	ready := s.drainLocked(ctx, now)
 	s.mu.Unlock()
 	return s.submitAll(ready)

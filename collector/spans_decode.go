@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -51,6 +52,11 @@ type kafkaSpan struct {
 	host    string
 	traceID pcommon.TraceID
 	spanID  pcommon.SpanID
+	// noOffset is set for a producer span that does not name its record's offset (Python's confluent-kafka
+	// instrumentation): it is joined through the consumer spans' refs, and learns its record from them.
+	noOffset bool
+	// refs are, for a consumer span, the spans that may be its record's producer span: its parent and its links.
+	refs []spanRef
 }
 
 // Attribute names of both messaging semantic-convention generations, as the OpenTelemetry agents emit them (the
@@ -106,18 +112,30 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span) (kafkaSpan, error) {
 	if ks.topic, ok = firstStr(attrs, attrTopic); !ok || ks.topic == "" {
 		return kafkaSpan{}, fmt.Errorf("%w: no topic (%s)", errMalformedSpan, attrTopic[0])
 	}
-	part, ok := firstInt(attrs, attrPartition)
-	if !ok || part < 0 || part > 1<<31-1 {
-		if ks.side == sideConsumer && !ks.covers {
-			return kafkaSpan{}, errBatchSpan // a receive span over a poll of several partitions
+	part, okPart := firstInt(attrs, attrPartition)
+	off, okOff := firstInt(attrs, attrOffset)
+	if !okPart || !okOff {
+		// Python's confluent-kafka instrumentation names the record only as messaging.message.id =
+		// "<topic>.<partition>.<offset>".
+		if p, o, ok := parseMessageID(attrs, ks.topic); ok {
+			part, off, okPart, okOff = p, o, true, true
 		}
-		return kafkaSpan{}, fmt.Errorf("%w: no partition (%s)", errMalformedSpan, attrPartition[0])
 	}
-	ks.partition = int32(part)
-	if ks.offset, ok = firstInt(attrs, attrOffset); !ok || ks.offset < 0 {
-		if ks.side == sideConsumer && !ks.covers {
-			return kafkaSpan{}, errBatchSpan
-		}
+	okPart = okPart && part >= 0 && part <= 1<<31-1
+	okOff = okOff && off >= 0
+	_, hasPart := firstStr(attrs, attrPartition)
+	_, hasOff := firstStr(attrs, attrOffset)
+	garbled := (hasPart && !okPart) || (hasOff && !okOff) // present but not a partition or offset
+	switch {
+	case okPart && okOff:
+		ks.partition, ks.offset = int32(part), off
+	case ks.side == sideConsumer && !ks.covers:
+		return kafkaSpan{}, errBatchSpan // a receive span over a poll of several partitions
+	case ks.side == sideProducer && !garbled && sp.Status().Code() != ptrace.StatusCodeError:
+		ks.noOffset, ks.partition, ks.offset = true, -1, -1
+	case !okPart:
+		return kafkaSpan{}, fmt.Errorf("%w: no partition (%s)", errMalformedSpan, attrPartition[0])
+	default:
 		return kafkaSpan{}, fmt.Errorf("%w: no offset (%s)", errMalformedSpan, attrOffset[0])
 	}
 	if ks.side == sideConsumer {
@@ -135,7 +153,38 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span) (kafkaSpan, error) {
 	if sp.TraceID().IsEmpty() || sp.SpanID().IsEmpty() {
 		return kafkaSpan{}, fmt.Errorf("%w: no trace or span id", errMalformedSpan)
 	}
+	if ks.side == sideConsumer {
+		if parent := sp.ParentSpanID(); !parent.IsEmpty() {
+			ks.refs = append(ks.refs, spanRef{sp.TraceID(), parent})
+		}
+		for i := 0; i < sp.Links().Len() && len(ks.refs) < maxSpanRefs; i++ {
+			l := sp.Links().At(i)
+			ks.refs = append(ks.refs, spanRef{l.TraceID(), l.SpanID()})
+		}
+	}
 	return ks, nil
+}
+
+// maxSpanRefs bounds the parent and links a consumer span is joined through.
+const maxSpanRefs = 4
+
+// parseMessageID reads messaging.message.id as "<topic>.<partition>.<offset>" for the span's topic.
+func parseMessageID(attrs pcommon.Map, topic string) (partition, offset int64, ok bool) {
+	v, found := attrs.Get("messaging.message.id")
+	if !found {
+		return 0, 0, false
+	}
+	rest, cut := strings.CutPrefix(v.AsString(), topic+".")
+	if !cut {
+		return 0, 0, false
+	}
+	ps, os, cut := strings.Cut(rest, ".")
+	if !cut {
+		return 0, 0, false
+	}
+	p, err1 := strconv.ParseInt(ps, 10, 32)
+	o, err2 := strconv.ParseInt(os, 10, 64)
+	return p, o, err1 == nil && err2 == nil
 }
 
 // firstStr returns the first of names present in m, as a string (ints are formatted).

@@ -25,7 +25,17 @@ type testSpan struct {
 	attrs      map[string]any
 	start, end time.Time
 	trace      byte
+	failed     bool         // status ERROR
+	parent     *testSpanRef // the consumer span's parent (nil: none)
 }
+
+// testSpanRef names a span of a test request: its trace byte and its index in the request (span id).
+type testSpanRef struct {
+	trace byte
+	index int
+}
+
+func testSpanID(i int) pcommon.SpanID { return pcommon.SpanID{1, byte(i >> 8), byte(i)} }
 
 // otlpRequest encodes spans as one OTLP ExportTraceServiceRequest, one resource per span.
 func otlpRequest(t *testing.T, spans ...testSpan) []byte {
@@ -40,7 +50,13 @@ func otlpRequest(t *testing.T, spans ...testSpan) []byte {
 		sp.SetKind(s.kind)
 		sp.SetName("orders process")
 		sp.SetTraceID(pcommon.TraceID{s.trace, 1})
-		sp.SetSpanID(pcommon.SpanID{1, byte(i >> 8), byte(i)})
+		sp.SetSpanID(testSpanID(i))
+		if s.failed {
+			sp.Status().SetCode(ptrace.StatusCodeError)
+		}
+		if s.parent != nil {
+			sp.SetParentSpanID(testSpanID(s.parent.index))
+		}
 		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(s.start))
 		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(s.end))
 		if err := sp.Attributes().FromRaw(s.attrs); err != nil {
@@ -82,12 +98,13 @@ func TestClassifySpan(t *testing.T) {
 		return m
 	}
 	tests := []struct {
-		name    string
-		span    testSpan
-		side    spanSide
-		covers  bool
-		group   string
-		wantErr error
+		name     string
+		span     testSpan
+		side     spanSide
+		covers   bool
+		noOffset bool
+		group    string
+		wantErr  error
 	}{
 		{name: "java agent producer", span: javaProducer("h", "orders", 3, 100, t0, t1), side: sideProducer},
 		{name: "java agent process span", span: javaProcess("h", "g", "orders", 3, 100, t0, t1), side: sideConsumer, covers: true, group: "g"},
@@ -117,8 +134,15 @@ func TestClassifySpan(t *testing.T) {
 			start: t0, end: t1, attrs: kafkaAttrs("messaging.destination.name", "orders", "messaging.operation", "process",
 				"messaging.destination.partition.id", "3", "messaging.kafka.offset", int64(100))}},
 		// A failed send has no offset: it names no record.
-		{name: "producer without offset", wantErr: errMalformedSpan, span: testSpan{host: "h", kind: ptrace.SpanKindProducer,
-			start: t0, end: t1, attrs: kafkaAttrs("messaging.destination.name", "orders", "messaging.destination.partition.id", "3")}},
+		{name: "failed producer without offset", wantErr: errMalformedSpan, span: testSpan{host: "h", kind: ptrace.SpanKindProducer,
+			start: t0, end: t1, failed: true, attrs: kafkaAttrs("messaging.destination.name", "orders", "messaging.destination.partition.id", "3")}},
+		// Python's confluent-kafka instrumentation: a producer span without the offset is joined through the
+		// consumer span's parent; its consumer span names the record in messaging.message.id.
+		{name: "python producer without offset", side: sideProducer, noOffset: true, span: testSpan{host: "h", kind: ptrace.SpanKindProducer,
+			start: t0, end: t1, attrs: kafkaAttrs("messaging.destination.name", "orders", "messaging.operation", "publish")}},
+		{name: "python process span", side: sideConsumer, covers: true, group: "g", span: testSpan{host: "h", kind: ptrace.SpanKindConsumer,
+			start: t0, end: t1, attrs: kafkaAttrs("messaging.destination.name", "orders", "messaging.operation", "process",
+				"messaging.message.id", "orders.3.100", "messaging.kafka.consumer.group", "g")}},
 		{name: "no host", wantErr: errMalformedSpan, span: javaProducer("", "orders", 3, 100, t0, t1)},
 		{name: "ends before it starts", wantErr: errMalformedSpan, span: javaProducer("h", "orders", 3, 100, t1, t0)},
 		{name: "partition not a number", wantErr: errMalformedSpan, span: testSpan{host: "h", kind: ptrace.SpanKindProducer,
@@ -142,8 +166,12 @@ func TestClassifySpan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ks.side != tc.side || ks.covers != tc.covers || ks.group != tc.group || ks.topic != "orders" ||
-				ks.partition != 3 || ks.offset != 100 || ks.host != "h" || ks.start != t0.UnixNano() || ks.end != t1.UnixNano() {
+			wantPart, wantOff := int32(3), int64(100)
+			if tc.noOffset {
+				wantPart, wantOff = -1, -1
+			}
+			if ks.side != tc.side || ks.covers != tc.covers || ks.noOffset != tc.noOffset || ks.group != tc.group || ks.topic != "orders" ||
+				ks.partition != wantPart || ks.offset != wantOff || ks.host != "h" || ks.start != t0.UnixNano() || ks.end != t1.UnixNano() {
 				t.Fatalf("got %+v", ks)
 			}
 		})
@@ -339,16 +367,16 @@ func TestSpansJoinWaitsForProducer(t *testing.T) {
 }
 
 // TestSpansBadInputDeadLettered: a record that is not OTLP is dead-lettered whole; a request holding a good Kafka
-// span, an HTTP span and a Kafka span without an offset yields the good span's row, skips the HTTP span, and
+// span, an HTTP span and a consumer span without its group yields the good span's row, skips the HTTP span, and
 // dead-letters a request holding the bad span only.
 func TestSpansBadInputDeadLettered(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	e := newSpansEnv(t, t0, SpansConfig{JoinWait: -1}, nil) // -1: rejected by Validate, here: no waiting
 	e.s.cfg.JoinWait = 0
 	http := testSpan{host: "h", kind: ptrace.SpanKindServer, start: t0, end: t0.Add(time.Millisecond), attrs: map[string]any{"http.route": "/"}}
-	noOffset := javaProducer("p", "orders", 0, 7, t0, t0.Add(time.Millisecond))
-	delete(noOffset.attrs, "messaging.kafka.message.offset")
-	mixed := otlpRequest(t, javaProcess("c", "g", "orders", 0, 7, t0, t0.Add(time.Millisecond)), http, noOffset)
+	noGroup := javaProcess("c", "g", "orders", 0, 8, t0, t0.Add(time.Millisecond))
+	delete(noGroup.attrs, "messaging.kafka.consumer.group")
+	mixed := otlpRequest(t, javaProcess("c", "g", "orders", 0, 7, t0, t0.Add(time.Millisecond)), http, noGroup)
 	e.handle(t, 0, []byte{0xff, 0xff, 0xff}, mixed)
 	if len(e.dlq.recs) != 2 || !errors.Is(e.dlq.reasons[0], errMalformedOTLP) || !errors.Is(e.dlq.reasons[1], errMalformedSpan) {
 		t.Fatalf("dead letters %d %v", len(e.dlq.recs), e.dlq.reasons)
@@ -375,12 +403,12 @@ func TestSpansHeldBounded(t *testing.T) {
 		// each consumer span in its own partition (path), so a full queue does not hold later ones back
 		e.handle(t, 2*i, otlpRequest(t, javaProcess("c", "g", "orders", i%10, 1000+i, t0, t0.Add(time.Millisecond))))
 		e.handle(t, 2*i+1, otlpRequest(t, javaProducer("p", "other", 0, i, t0, t0.Add(time.Millisecond))))
-		if e.s.held > 2 || len(e.s.producers) > 2 {
-			t.Fatalf("after %d: %d consumer spans held, %d producer spans kept; max_pending 2", i+1, e.s.held, len(e.s.producers))
+		if e.s.held > 2 || len(e.s.producers.m) > 2 {
+			t.Fatalf("after %d: %d consumer spans held, %d producer spans kept; max_pending 2", i+1, e.s.held, len(e.s.producers.m))
 		}
 	}
-	if len(e.s.order) > 2*2+1 {
-		t.Fatalf("producer order keeps %d keys", len(e.s.order))
+	if len(e.s.producers.order) > 2*2+1 {
+		t.Fatalf("producer order keeps %d keys", len(e.s.producers.order))
 	}
 }
 
@@ -418,8 +446,8 @@ func TestSpansFloodBounded(t *testing.T) {
 	const perRecord, records = 1000, 100
 	bad := make([]testSpan, perRecord)
 	for i := range bad {
-		bad[i] = javaProducer("p", "orders", 0, int64(i), t0, t0.Add(time.Millisecond))
-		delete(bad[i].attrs, "messaging.kafka.message.offset")
+		bad[i] = javaProcess("c", "g", "orders", 0, int64(i), t0, t0.Add(time.Millisecond))
+		delete(bad[i].attrs, "messaging.kafka.consumer.group")
 	}
 	badReq := otlpRequest(t, bad...)
 	off := int64(0)
@@ -515,5 +543,48 @@ func TestSpansConcurrentPartitions(t *testing.T) {
 	e.s.mu.Unlock()
 	if got := sink.rows.Load(); got != 4*perPartition || held != 0 {
 		t.Fatalf("%d rows, %d held; want %d rows, none held", got, held, 4*perPartition)
+	}
+}
+
+// TestSpansJoinThroughParent: Python's confluent-kafka instrumentation gives a producer span without the offset and
+// a process span naming its record in messaging.message.id, whose parent is the producer span. The consumer span,
+// read first, waits; the producer span completes it through the parent, with the produce stamp, and, now that its
+// record (and so its append time) is known, brackets the producer's host.
+func TestSpansJoinThroughParent(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	appends := map[recordKey]appendStamp{{"orders", 2, 40}: {ms: t0.Add(3 * time.Millisecond).UnixMilli(), broker: 1}}
+	e := newSpansEnv(t, t0.Add(time.Second), SpansConfig{JoinWait: 5 * time.Second}, appends)
+	bracketBroker(t, e.s, t0)
+	producer := testSpan{host: "py-producer", kind: ptrace.SpanKindProducer, start: t0, end: t0.Add(6 * time.Millisecond), trace: 5,
+		attrs: map[string]any{"messaging.system": "kafka", "messaging.destination.name": "orders", "messaging.operation": "publish"}}
+	consumer := testSpan{host: "py-consumer", kind: ptrace.SpanKindConsumer, trace: 5, parent: &testSpanRef{trace: 5, index: 0},
+		start: t0.Add(20 * time.Millisecond), end: t0.Add(30 * time.Millisecond), attrs: map[string]any{
+			"messaging.system": "kafka", "messaging.destination.name": "orders", "messaging.operation": "process",
+			"messaging.message.id": "orders.2.40", "messaging.kafka.consumer.group": "pyg"}}
+	// The consumer span sits at index 1 of its own request; its parent is span index 0 of the producer's.
+	e.handle(t, 0, otlpRequest(t, testSpan{host: "unrelated", kind: ptrace.SpanKindServer, start: t0, end: t0.Add(time.Millisecond),
+		attrs: map[string]any{"http.route": "/"}}, consumer))
+	if e.s.held != 1 {
+		t.Fatalf("%d held, want the consumer span waiting", e.s.held)
+	}
+	e.handle(t, 1, otlpRequest(t, producer))
+	rows := e.latencyRows()
+	if len(rows) != 1 || rows[0].Offset != 40 || rows[0].Partition != 2 || rows[0].Group != "pyg" ||
+		rows[0].ProducerHost != "py-producer" || rows[0].EventMs != t0.UnixMilli() {
+		t.Fatalf("rows %+v", rows)
+	}
+	if len(e.s.waitingBySpan) != 0 || len(e.s.waiting) != 0 || e.s.held != 0 {
+		t.Fatalf("left waiting: %d by span, %d by record, %d held", len(e.s.waitingBySpan), len(e.s.waiting), e.s.held)
+	}
+	if o, _ := e.s.engine.Offset(e.s.hosts.id("py-producer"), t0); o.Kind != latency.KindBracketed {
+		t.Fatalf("producer host %v (%v), want bracketed through its joined record", o.Offset, o.Kind)
+	}
+	// The other order: the producer span first, kept by its span id; the consumer span joins it at once.
+	producer.trace, consumer.trace, consumer.parent.trace = 6, 6, 6
+	consumer.attrs["messaging.message.id"] = "orders.2.41"
+	e.handle(t, 2, otlpRequest(t, producer))
+	e.handle(t, 3, otlpRequest(t, producer, consumer)) // index 1 again; a repeated producer span is kept once
+	if rows := e.latencyRows(); len(rows) != 2 || rows[1].Offset != 41 || rows[1].ProducerHost != "py-producer" || e.s.held != 0 {
+		t.Fatalf("rows %+v, %d held", rows, e.s.held)
 	}
 }
