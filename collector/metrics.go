@@ -75,7 +75,8 @@ type Metrics struct {
 	StageLatency *prometheus.HistogramVec // stage, group, topic
 	// LatencyBuckets are E2ELatency's and StageLatency's upper bounds in seconds (see LatencyBuckets).
 	LatencyBuckets []float64
-	// Spans counts the spans path's spans by outcome: producer and consumer (Kafka spans about one record), not_kafka
+	// Spans counts the spans path's spans by outcome: producer and consumer (Kafka spans about one record),
+	// producer_no_offset (producer spans joined through their span id), not_kafka
 	// and batch (skipped), malformed and malformed_request (dead-lettered), no_append (records whose LogAppendTime
 	// could not be read), no_processed_end (consumer spans that end at the hand-over), join_timeout and join_overflow
 	// (consumer rows stored without their producer span), producer_evicted (producer spans forgotten at max_pending).
