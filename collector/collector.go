@@ -158,6 +158,9 @@ func (c *Collector) Run(ctx context.Context) error {
 	if conn.admin != nil {
 		defer conn.admin.Close()
 	}
+	if conn.records != nil {
+		defer conn.records.Close()
+	}
 	c.setup.ok()
 	c.started.Store(true)
 	prod, meta := conn.prod, conn.meta
@@ -209,6 +212,18 @@ func (c *Collector) Run(ctx context.Context) error {
 				metrics: c.opts.Metrics, log: c.opts.Logger, added: p.rejoin, assigned: p.ensureAssigned}
 			g.Go(func() error { return pl.run(gctx) })
 		}
+	}
+	if c.cfg.Spans.Enabled {
+		s := newSpans(c.deps, c.cfg.Spans, &clusterAppends{r: conn.records})
+		group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, 0, s.HandleBatch, nil)
+		g.Go(func() error { return s.Run(gctx) })
+	}
+	rcv := &otlpReceiver{topic: c.cfg.Spans.Topic, send: prod.SendAll, log: c.opts.Logger}
+	if addr := c.cfg.Spans.OTLPHTTPListen; addr != "" {
+		g.Go(func() error { return serveOTLP(gctx, addr, rcv, c.opts.Logger) })
+	}
+	if addr := c.cfg.Spans.OTLPGRPCListen; addr != "" {
+		g.Go(func() error { return serveOTLPGRPC(gctx, addr, rcv, c.opts.Logger) })
 	}
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
@@ -267,6 +282,8 @@ type kafkaConn struct {
 	prod   *kafka.Producer
 	meta   *kafka.Metadata
 	admin  *kafka.TopicAdmin // nil unless the probe topic planner runs
+	// records reads records' append times by offset (nil unless the spans path runs).
+	records *kafka.ClusterReader
 	// appends places offsets in leader epochs: whose clock stamped a LogAppendTime.
 	appends *kafka.AppendLeaders
 	// state is the replay-state topic as read at start, receiptEnds the receipts topic's high watermarks then.
@@ -294,6 +311,11 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 	if c.cfg.Receipts.Enabled {
 		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
 			return nil, fmt.Errorf("ensure receipts topic: %w", err)
+		}
+	}
+	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" || c.cfg.Spans.OTLPGRPCListen != "" {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
+			return nil, fmt.Errorf("ensure spans topic: %w", err)
 		}
 	}
 	var state []kafka.Record
@@ -344,11 +366,22 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 		meta.Close()
 		return nil, err
 	}
+	if c.cfg.Spans.Enabled {
+		if conn.records, err = kafka.NewClusterReader(brokers, kc.Sarama()); err != nil {
+			prod.Close()
+			meta.Close()
+			conn.appends.Close()
+			return nil, err
+		}
+	}
 	if c.cfg.Probe.Enabled && c.cfg.Probe.ReconcileInterval > 0 {
 		if conn.admin, err = kafka.NewTopicAdmin(brokers, kc.Sarama()); err != nil {
 			prod.Close()
 			meta.Close()
 			conn.appends.Close()
+			if conn.records != nil {
+				conn.records.Close()
+			}
 			return nil, err
 		}
 	}

@@ -23,6 +23,7 @@ type Config struct {
 	Receipts         ReceiptsConfig `yaml:"receipts"`
 	Probe            ProbeConfig    `yaml:"probe"`
 	Tap              TapConfig      `yaml:"tap"`
+	Spans            SpansConfig    `yaml:"spans"`
 	// ClockOffsetInterval is how often the engine's clock-offset estimates are written to clock_offsets (default 10 s).
 	ClockOffsetInterval time.Duration `yaml:"clock_offset_interval"`
 	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms).
@@ -115,6 +116,38 @@ type TapConfig struct {
 	FromBeginning bool `yaml:"from_beginning"`
 }
 
+// SpansConfig configures the spans path: OpenTelemetry trace data (OTLP protobuf ExportTraceServiceRequest, as the
+// OpenTelemetry Collector's Kafka exporter writes it with encoding otlp_proto) read from a spans topic, whose Kafka
+// messaging spans become latency rows (spans.go).
+type SpansConfig struct {
+	// Enabled turns the spans path on (default off).
+	Enabled bool `yaml:"enabled"`
+	// Topic is the spans topic the path reads, and the OTLP receiver writes (default tidemark-spans).
+	Topic string `yaml:"topic"`
+	// Group is the spans path's consumer group, shared by the replicas (default tidemark-spans).
+	Group string `yaml:"group"`
+	// Partitions of the spans topic when the collector creates it (default 6). Producers should key requests by
+	// trace id (the OpenTelemetry Collector's Kafka exporter: partition_traces_by_id) so one replica sees both
+	// sides of a record.
+	Partitions int32 `yaml:"partitions"`
+	// JoinWait is how long a consumer span waits for its record's producer span before it is stored without the
+	// produce stamp (default 10s; agents export in batches every few seconds).
+	JoinWait time.Duration `yaml:"join_wait"`
+	// JoinWindow is how long a producer span is kept for the consumer spans of its record, one per consumer group
+	// (default 2m).
+	JoinWindow time.Duration `yaml:"join_window"`
+	// MaxPending bounds the producer spans kept, and the consumer spans waiting, each (default 100000). Beyond it
+	// the oldest producer span is forgotten, and a new consumer span is stored at once without waiting.
+	MaxPending int `yaml:"max_pending"`
+	// OTLPHTTPListen, when set (e.g. "127.0.0.1:4318"), makes the collector serve OTLP/HTTP protobuf trace exports
+	// (POST /v1/traces) and write each request, split by trace id and keyed by it, into the spans topic: agents can
+	// export straight to Tidemark without an OpenTelemetry Collector. Off by default.
+	OTLPHTTPListen string `yaml:"otlp_http_listen"`
+	// OTLPGRPCListen, when set (e.g. "127.0.0.1:4317"), serves the OTLP/gRPC trace service the same way. Off by
+	// default.
+	OTLPGRPCListen string `yaml:"otlp_grpc_listen"`
+}
+
 // SetDefaults fills zero fields with their documented defaults.
 func (c *Config) SetDefaults() {
 	def := func(s *string, v string) {
@@ -138,6 +171,16 @@ func (c *Config) SetDefaults() {
 		c.Probe.InstanceID = defaultInstanceID()
 	}
 	def(&c.Tap.Group, DefaultTapGroup)
+	def(&c.Spans.Topic, DefaultSpansTopic)
+	def(&c.Spans.Group, DefaultSpansGroup)
+	if c.Spans.Partitions == 0 {
+		c.Spans.Partitions = 6
+	}
+	defd(&c.Spans.JoinWait, 10*time.Second)
+	defd(&c.Spans.JoinWindow, 2*time.Minute)
+	if c.Spans.MaxPending == 0 {
+		c.Spans.MaxPending = 100000
+	}
 	if c.Receipts.Partitions == 0 {
 		c.Receipts.Partitions = 6
 	}
@@ -273,6 +316,18 @@ func (c *Config) Validate() error {
 	if !(c.Tap.SampleRate > 0 && c.Tap.SampleRate <= 1) {
 		bad("tap.sample_rate", "must be in (0, 1], got %v", c.Tap.SampleRate)
 	}
+	if c.Spans.Partitions < 1 {
+		bad("spans.partitions", "must be >= 1, got %d", c.Spans.Partitions)
+	}
+	if c.Spans.JoinWait < 0 {
+		bad("spans.join_wait", "must be >= 0, got %v", c.Spans.JoinWait)
+	}
+	if c.Spans.JoinWindow < c.Spans.JoinWait {
+		bad("spans.join_window", "must be >= spans.join_wait (%v), got %v", c.Spans.JoinWait, c.Spans.JoinWindow)
+	}
+	if c.Spans.MaxPending < 1 {
+		bad("spans.max_pending", "must be >= 1, got %d", c.Spans.MaxPending)
+	}
 	if c.MaxBatch < 1 || c.MaxBatch > 100000 {
 		bad("max_batch", "must be in [1, 100000], got %d", c.MaxBatch)
 	}
@@ -317,6 +372,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	topic("probe.topic", c.Probe.Topic)
+	topic("spans.topic", c.Spans.Topic)
+	if c.Spans.Enabled && c.Receipts.Enabled && c.Spans.Topic == c.Receipts.Topic {
+		bad("spans.topic", "must differ from receipts.topic (%s)", c.Receipts.Topic)
+	}
 	for i, tp := range c.Tap.Topics {
 		topic(fmt.Sprintf("tap.topics[%d]", i), tp)
 	}

@@ -19,6 +19,8 @@ const (
 	DefaultReceiptsGrp = "tidemark-receipts"
 	DefaultStateTopic  = "tidemark-replay-state"
 	DefaultTapGroup    = "tidemark-tap"
+	DefaultSpansTopic  = "tidemark-spans"
+	DefaultSpansGroup  = "tidemark-spans"
 )
 
 // sender is the part of internal/kafka's Producer the dead-letter queue uses.

@@ -1,4 +1,4 @@
-// Package collector turns Kafka traffic into corrected latency rows in ClickHouse. It runs three paths, each its own
+// Package collector turns Kafka traffic into corrected latency rows in ClickHouse. It runs four paths, each its own
 // consumer group (docs/architecture.md, "The collector's paths"):
 //
 //   - [Probe]: owns a LogAppendTime probe topic with a partition led by every broker, produces sequenced probes,
@@ -7,6 +7,9 @@
 //   - [Receipts]: consumes the receipts topic that instrumented applications write (package latency/instrument) and
 //     turns each receipt into a corrected latency row.
 //   - [Tap]: reads monitored topics (optionally sampled) for produce/append stamps and trace ids.
+//   - [Spans]: consumes OpenTelemetry trace data (OTLP) from a spans topic and turns the Kafka messaging spans that
+//     OpenTelemetry agents record into the stamps receipts carry; producer spans bracket their hosts' clocks. The
+//     collector can also serve OTLP (HTTP and gRPC) and write what it receives into that topic.
 //
 // Every stamp goes through the latency engine (skew, replay, validity). Records that do not decode go to a
 // dead-letter topic and are counted; the pipeline continues. Delivery into the [Sink] is at-least-once: a batch's
@@ -25,5 +28,5 @@
 // import graph, which costs nothing in cmd/tidemark (it links the store anyway); TestNoClickHouseImport keeps
 // clickhouse-go out of the collector's own non-test files.
 //
-// Main types: [Config], [Collector], [Sink], [DeadLetters], [Metrics], and the three paths.
+// Main types: [Config], [Collector], [Sink], [DeadLetters], [Metrics], and the four paths.
 package collector

@@ -78,6 +78,17 @@ type Metrics struct {
 	StageLatency *prometheus.HistogramVec // stage, group, topic
 	// LatencyBuckets are E2ELatency's and StageLatency's upper bounds in seconds (see LatencyBuckets).
 	LatencyBuckets []float64
+	// Spans counts the spans path's spans by outcome: producer and consumer (Kafka spans about one record),
+	// producer_no_offset (producer spans joined through their span id), not_kafka
+	// and batch (skipped), malformed and malformed_request (dead-lettered), no_append (records whose LogAppendTime
+	// could not be read), no_processed_end (consumer spans that end at the hand-over), join_timeout and join_overflow
+	// (consumer rows stored without their producer span), producer_evicted (producer spans forgotten at max_pending).
+	Spans *prometheus.CounterVec // outcome
+	// SpanBrackets counts producer spans fed to the clock estimator, by outcome (bracketed, broker_not_bracketed,
+	// implausible, bad_round_trip, unknown_host).
+	SpanBrackets *prometheus.CounterVec // outcome
+	// SpansHeld is the number of consumer spans waiting for their producer span (≤ collector.spans.max_pending).
+	SpansHeld prometheus.Gauge
 	// TraceDecisions counts records by the hop-span sampler's decision (sampled, slow, unsampled, ratio,
 	// no_trace); only while tracing is on (traces.go).
 	TraceDecisions *prometheus.CounterVec // path, decision
@@ -145,6 +156,11 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 		Skewed:      cv("tidemark_collector_skew_suspected_total", "Rows kept out of percentiles because a clock offset was unknown or inconsistent.", "path"),
 		BadTraceParent: cv("tidemark_collector_bad_traceparent_total",
 			"Records whose traceparent header is malformed; the record is kept without trace context.", "path"),
+		Spans: cv("tidemark_collector_spans_total", "Spans read by the spans path, by outcome.", "outcome"),
+		SpanBrackets: cv("tidemark_collector_span_brackets_total",
+			"Producer spans fed to the clock estimator as brackets of their host's clock, by outcome.", "outcome"),
+		SpansHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_spans_held",
+			Help: "Consumer spans waiting for their record's producer span."}),
 		Parked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tidemark_collector_parked_receipts",
 			Help: "Receipts waiting for their topic's metadata to be looked up (the receipts partition reads on meanwhile)."}),
 		WithoutMetadata: cv("tidemark_collector_receipts_without_metadata_total",
@@ -204,7 +220,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
-			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
+			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Spans, m.SpanBrackets, m.SpansHeld, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
 			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.ProducerAcks, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
@@ -225,6 +241,10 @@ func reason(err error) string {
 		return "malformed"
 	case errors.Is(err, errUnknownTopic):
 		return "unknown_topic"
+	case errors.Is(err, errMalformedOTLP):
+		return "malformed_otlp"
+	case errors.Is(err, errMalformedSpan):
+		return "malformed_span"
 	}
 	return "other"
 }

@@ -39,6 +39,8 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
 	m.TraceDecisions.WithLabelValues("p", "d").Inc()
 	m.HopSpans.WithLabelValues("p", "s", "o").Inc()
+	m.Spans.WithLabelValues("o").Inc()
+	m.SpanBrackets.WithLabelValues("o").Inc()
 	// The engine mirror: one host with an estimate, one rejected stamp and one converted from µs.
 	eng, err := latency.NewEngine(latency.Config{FixUnits: true})
 	if err != nil {

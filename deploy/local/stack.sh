@@ -58,6 +58,7 @@ install_all() {
   apt_install clickhouse-server clickhouse-client prometheus prometheus-alertmanager kcat faketime openssl zookeeper
   bash "$HERE/kafka.sh" install
   bash "$HERE/streams.sh" install
+  bash "$HERE/otel-app.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
 }
 
@@ -73,6 +74,7 @@ env_all() {
   bash "$HERE/kafka.sh" env
   second env | sed -n 's/^export TIDEMARK_KAFKA_BROKERS=/export TIDEMARK_KAFKA2_BROKERS=/p'
   bash "$HERE/streams.sh" env
+  bash "$HERE/otel-app.sh" env
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
   bash "$HERE/jaeger.sh" env

@@ -67,9 +67,18 @@ type JavaProcess struct {
 // process is stopped (SIGTERM, SIGKILL after 20 s) when the test ends.
 func StartJava(t testing.TB, classpath, class string, args ...string) *JavaProcess {
 	t.Helper()
+	return startJava(t, nil, nil, classpath, class, args...)
+}
+
+func startJava(t testing.TB, env, jvmOpts []string, classpath, class string, args ...string) *JavaProcess {
+	t.Helper()
 	p := &JavaProcess{t: t, name: class[strings.LastIndex(class, ".")+1:], done: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
-	p.cmd = exec.Command("java", append([]string{"-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath, class}, args...)...)
+	argv := append([]string{"-Xmx256m", "-XX:+UseSerialGC"}, jvmOpts...)
+	p.cmd = exec.Command("java", append(append(argv, "-cp", classpath, class), args...)...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -261,4 +270,25 @@ func tail(s string) string {
 		return "..." + s[len(s)-4000:]
 	}
 	return s
+}
+
+// OTelApp returns the classpath of the plain Kafka test application and the path of the OpenTelemetry Java agent
+// (TIDEMARK_OTEL_APP_CP and TIDEMARK_OTEL_JAVAAGENT, exported by deploy/local/otel-app.sh).
+func OTelApp(t testing.TB) (classpath, agent string) {
+	t.Helper()
+	return require(t, "TIDEMARK_OTEL_APP_CP", "the OpenTelemetry test app"), require(t, "TIDEMARK_OTEL_JAVAAGENT", "the OpenTelemetry Java agent")
+}
+
+// StartJavaWith is StartJava with extra JVM options (e.g. -javaagent) and environment (e.g. libfaketime's
+// LD_PRELOAD and FAKETIME) added to the test's own.
+func StartJavaWith(t testing.TB, env, jvmOpts []string, classpath, class string, args ...string) *JavaProcess {
+	t.Helper()
+	return startJava(t, env, jvmOpts, classpath, class, args...)
+}
+
+// Output returns the stdout lines printed so far.
+func (p *JavaProcess) Output() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
 }

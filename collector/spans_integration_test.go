@@ -1,0 +1,200 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidemark/tidemark/internal/testenv"
+	"github.com/tidemark/tidemark/latency"
+)
+
+// agentTruth is what the plain Kafka application printed about one record, on its own clock (ms).
+type agentTruth struct {
+	send, ack, recv, done int64
+	hasSend, hasDone      bool
+}
+
+// TestJavaAgentSpans runs a plain kafka-clients application (deploy/local/otel-app: no Tidemark code) under the
+// OpenTelemetry Java agent against the real brokers, exporting OTLP/HTTP to the collector's own receiver, which
+// writes the spans into the spans topic; the spans path turns them into rows. Every record gets a row; no stage is
+// negative; each trusted stage is within its stated uncertainty of the truth; the application's host is bracketed by
+// its producer spans around its true offset: 0, and +2 s under libfaketime (its producer and consumer spans then
+// disagree with the brokers' LogAppendTime by 2 s, which naive stages show as a 2 s ingest and a negative queue
+// wait).
+func TestJavaAgentSpans(t *testing.T) {
+	t.Run("same clock", func(t *testing.T) { runJavaAgentApp(t, 0) })
+	t.Run("clock 2s ahead", func(t *testing.T) { runJavaAgentApp(t, 2*time.Second) })
+}
+
+// fakeTimeLib is Debian's libfaketime (package faketime).
+const fakeTimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+func runJavaAgentApp(t *testing.T, skew time.Duration) {
+	cp, agent := testenv.OTelApp(t)
+	e := newEnv(t)
+	port := testenv.FreePort(t)
+	e.cfg.Spans = SpansConfig{Enabled: true, Topic: testenv.Name(t, "sp"), Group: testenv.Name(t, "spg"), Partitions: 3,
+		JoinWait: 10 * time.Second, OTLPHTTPListen: fmt.Sprintf("127.0.0.1:%d", port)}
+	r := e.start(nil, nil)
+	defer r.stop(t)
+	e.waitTopicReady(e.cfg.Spans.Topic, e.cfg.Spans.Partitions)
+	// The producer spans bracket the application's clock against the appending broker's: wait until the probes
+	// bracket every broker.
+	brokers := e.brokerCount()
+	if got := waitFor(int64(brokers), time.Minute, func() int64 {
+		n := int64(0)
+		for _, o := range r.engine.Offsets(time.Now()) {
+			if strings.HasPrefix(o.Host, "broker-") && o.Kind == latency.KindBracketed && !o.Suspect {
+				n++
+			}
+		}
+		return n
+	}); got < int64(brokers) {
+		t.Fatalf("%d of %d brokers bracketed by the probes after a minute", got, brokers)
+	}
+
+	const n, procMs, host = 30, 5, "java-otel-app"
+	group := testenv.Name(t, "javaapp")
+	var env []string
+	if skew != 0 {
+		if _, err := os.Stat(fakeTimeLib); err != nil {
+			if testenv.InCI() {
+				t.Fatalf("libfaketime missing (%v): deploy/local/stack.sh installs Debian's faketime", err)
+			}
+			t.Skipf("libfaketime missing (%v): apt-get install faketime", err)
+		}
+		// The wall clock only: the JVM's timed waits need real monotonic clocks (see deploy/local/kafka.sh).
+		env = []string{"LD_PRELOAD=" + fakeTimeLib, fmt.Sprintf("FAKETIME=%+.3fs", skew.Seconds()),
+			"FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_FORCE_MONOTONIC_FIX=0"}
+	}
+	app := testenv.StartJavaWith(t, env, []string{
+		"-javaagent:" + agent,
+		"-Dotel.service.name=otel-app",
+		"-Dotel.resource.attributes=host.name=" + host,
+		"-Dotel.traces.exporter=otlp", "-Dotel.metrics.exporter=none", "-Dotel.logs.exporter=none",
+		"-Dotel.exporter.otlp.protocol=http/protobuf",
+		fmt.Sprintf("-Dotel.exporter.otlp.traces.endpoint=http://127.0.0.1:%d/v1/traces", port),
+		"-Dotel.bsp.schedule.delay=200",
+		"-Dotel.javaagent.logging=none",
+	}, cp, "dev.tidemark.otelapp.SpansApp", strings.Join(e.brokers, ","), e.source, group, fmt.Sprint(n), fmt.Sprint(procMs))
+	app.WaitLine("FINISHED", 3*time.Minute)
+	app.Wait(time.Minute) // exits once the agent flushed its spans
+
+	truth := map[[2]int64]*agentTruth{}
+	at := func(p, o int64) *agentTruth {
+		k := [2]int64{p, o}
+		if truth[k] == nil {
+			truth[k] = &agentTruth{}
+		}
+		return truth[k]
+	}
+	for _, line := range app.Output() {
+		var p, o, a, b int64
+		if _, err := fmt.Sscanf(line, "SENT %d %d %d %d", &p, &o, &a, &b); err == nil {
+			tr := at(p, o)
+			tr.send, tr.ack, tr.hasSend = a, b, true
+		} else if _, err := fmt.Sscanf(line, "DONE %d %d %d %d", &p, &o, &a, &b); err == nil {
+			tr := at(p, o)
+			tr.recv, tr.done, tr.hasDone = a, b, true
+		}
+	}
+	if len(truth) != n {
+		t.Fatalf("the application reported %d records, want %d", len(truth), n)
+	}
+
+	q := "SELECT count() FROM latency_events WHERE topic = ? AND consumer_group = ?"
+	if got := e.waitCount(n, 90*time.Second, q, e.source, group); got != n {
+		t.Fatalf("%d rows for the application's %d records", got, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := e.conn.Query(ctx, `SELECT partition, offset, append_ts_ms, ingest_ms, queue_ms, process_ms, e2e_ms,
+		ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms,
+		uncertainty_ms, valid, flags, producer_host, consumer_host, broker_host, trace_id
+		FROM latency_events WHERE topic = ? AND consumer_group = ? ORDER BY partition, offset`, e.source, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var worst, maxErr float64
+	seen, trusted, untrusted := 0, 0, 0
+	for rows.Next() {
+		var (
+			part                                  int32
+			off, app, ingest, queue, process, e2e int64
+			nIngest, nQueue, nProcess, nE2E       int64
+			unc                                   float64
+			valid                                 uint8
+			flags                                 uint32
+			producer, consumer, broker, trace     string
+		)
+		if err := rows.Scan(&part, &off, &app, &ingest, &queue, &process, &e2e, &nIngest, &nQueue, &nProcess, &nE2E,
+			&unc, &valid, &flags, &producer, &consumer, &broker, &trace); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		tr := truth[[2]int64{int64(part), off}]
+		if tr == nil || !tr.hasSend || !tr.hasDone {
+			t.Fatalf("row for %d/%d, which the application did not both send and process", part, off)
+		}
+		if producer != host || consumer != host || broker == "" || trace == "" || app == 0 {
+			t.Errorf("%d/%d: producer %q consumer %q broker %q trace %q append %d", part, off, producer, consumer, broker, trace, app)
+		}
+		// The brokers and the collector share this machine's clock; the application's runs skew ahead. The spans'
+		// raw stamps with the skew taken off the application's are the truth of what the spans measure; the
+		// application's own readings bound them from outside (its send time is read before send() begins, its
+		// processed time before the next record is asked for, where the agent's process span ends).
+		sk := skew.Milliseconds()
+		tIngest, tQueue, tProcess, tE2E := nIngest+sk, nQueue-sk, nProcess, nE2E
+		if tIngest > app-(tr.send-sk)+1 || tProcess < tr.done-tr.recv-1 {
+			t.Errorf("%d/%d: the spans' ingest %d ms / processing %d ms lie outside the application's own %d / %d ms",
+				part, off, tIngest, tProcess, app-(tr.send-sk), tr.done-tr.recv)
+		}
+		for _, st := range []struct {
+			name      string
+			bit       uint8
+			got, want int64
+		}{
+			{"ingest", 1, ingest, tIngest}, {"queue", 2, queue, tQueue}, {"process", 4, process, tProcess}, {"e2e", 8, e2e, tE2E},
+		} {
+			if st.got < 0 {
+				t.Errorf("%d/%d: %s stage %d ms is negative", part, off, st.name, st.got)
+			}
+			if valid&st.bit == 0 {
+				untrusted++ // flagged (e.g. unsettled: the clock estimate is still warming up): not in percentiles
+				continue
+			}
+			trusted++
+			// +1: stages are stored in whole ms.
+			d := math.Abs(float64(st.got - st.want))
+			worst, maxErr = math.Max(worst, d-unc), math.Max(maxErr, d)
+			if d > unc+1 {
+				t.Errorf("%d/%d: %s stage %d ms, truth %d ms, stated uncertainty %.1f ms (flags %b)", part, off, st.name, st.got, st.want, unc, flags)
+			}
+		}
+	}
+	if seen != n {
+		t.Fatalf("read %d rows, want %d", seen, n)
+	}
+	o, err := r.engine.Offset(r.col.deps.hosts.id(host), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Kind != latency.KindBracketed {
+		t.Fatalf("application host %s: %v ± %v (%v), want bracketed by its producer spans", host, o.Offset, o.Uncertainty, o.Kind)
+	}
+	// The true offset is the skew, to within the few ms libfaketime's shift takes to apply (none without it).
+	if o.Lower > skew+time.Millisecond || o.Upper < skew-time.Millisecond {
+		t.Fatalf("application host bounds [%v, %v] exclude its true offset %v", o.Lower, o.Upper, skew)
+	}
+	if trusted == 0 {
+		t.Fatal("no stage of any row is trusted")
+	}
+	t.Logf("%d records; %d stages trusted, %d flagged; application host offset %v ± %v (bracketed); largest trusted stage error %.0f ms, beyond its stated uncertainty %.1f ms",
+		n, trusted, untrusted, o.Offset, o.Uncertainty, maxErr, worst)
+}
