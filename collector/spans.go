@@ -141,7 +141,7 @@ func (sb *spanBatch) release() bool {
 // spans of OpenTelemetry agents into the stamps receipts carry: produce (producer span start), append (the record's
 // LogAppendTime, read by offset), receive and processed (the consumer span's start and, for a span that covers
 // processing, its end). A producer span brackets its record's append (start ≤ append ≤ end), so it also brackets
-// its host's clock (latency.Engine.ObserveSpanBracket); consumer hosts get the causal envelope from their rows.
+// its host's clock (latency.Engine.ObserveAck, as for acknowledged records); consumer hosts get the causal envelope from their rows.
 //
 // Consumer spans are joined with their record's producer span: a producer span is kept for join_window; a consumer
 // span whose producer span is not there yet waits up to join_wait, in its (group, topic, partition)'s arrival
@@ -307,8 +307,8 @@ func (s *Spans) bracket(p *producerSide, app appendStamp) {
 	}
 	p.bracketed = true
 	broker, _ := s.brokerOf(app)
-	err := s.engine.ObserveSpanBracket(latency.SpanBracket{Host: s.hosts.id(p.host), Broker: broker,
-		Start: time.Unix(0, p.start), End: time.Unix(0, p.end), AppendMs: app.ms})
+	err := s.engine.ObserveAck(latency.ProducerAck{Host: s.hosts.id(p.host), Broker: broker,
+		Send: time.Unix(0, p.start), Ack: time.Unix(0, p.end), AppendMs: app.ms})
 	s.metrics.SpanBrackets.WithLabelValues(bracketOutcome(err)).Inc()
 }
 
@@ -324,7 +324,7 @@ func bracketOutcome(err error) string {
 	switch {
 	case err == nil:
 		return "bracketed"
-	case errors.Is(err, latency.ErrBrokerNotBracketed):
+	case errors.Is(err, latency.ErrAppendClockUnknown):
 		return "broker_not_bracketed"
 	case errors.Is(err, latency.ErrImplausibleOffset):
 		return "implausible"
