@@ -106,13 +106,13 @@ func TestNoActiveTime(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	samples := []activeSample{
-		{at(0), []bool{false, false}},    // before the kill: start-up, not counted
-		{at(250), []bool{true, false}},   // kill at 400
-		{at(500), []bool{false, false}},  // from here
-		{at(750), []bool{false, false}},  // ...
-		{at(1000), []bool{false, true}},  // to here: 500 ms without an active exporter
-		{at(1250), []bool{true, true}},   // split brain
-		{at(1500), []bool{false, false}}, // the last sample closes no interval
+		{at(0), []bool{false, false}, time.Time{}},    // before the kill: start-up, not counted
+		{at(250), []bool{true, false}, time.Time{}},   // kill at 400
+		{at(500), []bool{false, false}, time.Time{}},  // from here
+		{at(750), []bool{false, false}, time.Time{}},  // ...
+		{at(1000), []bool{false, true}, time.Time{}},  // to here: 500 ms without an active exporter
+		{at(1250), []bool{true, true}, time.Time{}},   // split brain
+		{at(1500), []bool{false, false}, time.Time{}}, // the last sample closes no interval
 	}
 	gap, maxActive := noActiveTime(samples, at(400))
 	if gap != 500*time.Millisecond || maxActive != 2 {
