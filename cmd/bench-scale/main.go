@@ -255,6 +255,9 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	defer s.ch.close()
+	if v, err := s.ch.conns[0].ServerVersion(); err == nil {
+		s.prov.Peers["clickhouse"] = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	}
 	if err := s.ch.execEach(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
 		return nil, fmt.Errorf("drop %s: %w", s.db, err)
 	}
