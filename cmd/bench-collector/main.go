@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -109,6 +110,14 @@ type result struct {
 	// PipelineStartupSeconds is from process start to the first consumed record (topic checks, connections, group
 	// join), outside the measured time.
 	PipelineStartupSeconds benchproc.Spread `json:"pipeline_startup_seconds"`
+	// Load-independent costs per receipt: the `tidemark run` process's CPU (µs), heap bytes and heap objects
+	// allocated (its /metrics, from the last scrape before the first consumed record to the end of the phase), and
+	// the bench process's CPU in the raw pipeline (getrusage: the transport alone). They move with the code, not
+	// with the machine's load.
+	PipelineCPUUsPerReceipt      benchproc.Spread `json:"pipeline_cpu_us_per_receipt"`
+	RawPipelineCPUUsPerReceipt   benchproc.Spread `json:"raw_pipeline_cpu_us_per_receipt"`
+	PipelineAllocBytesPerReceipt benchproc.Spread `json:"pipeline_alloc_bytes_per_receipt"`
+	PipelineAllocsPerReceipt     benchproc.Spread `json:"pipeline_allocs_per_receipt"`
 	// Rows acknowledged beyond n (re-deliveries) and distinct keys stored, per pipeline round.
 	PipelineRedelivered []int `json:"pipeline_redelivered"`
 	PipelineStoredKeys  []int `json:"pipeline_stored_keys"`
@@ -233,6 +242,7 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 	var (
 		pipe, rawPipe, rawCons, rawIns, vsRaw, ratio, rss, startup []float64
 		pIns, pCPU, rIns, rCPU                                     []float64
+		pUs, rUs, pAlloc, pAllocs                                  []float64
 		fill                                                       *rowFiller
 	)
 	type phase struct {
@@ -246,6 +256,7 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 			return err
 		}
 		pipe, rss, startup = append(pipe, ph.rowsPerS), append(rss, ph.rss[0]), append(startup, ph.startup)
+		pUs, pAlloc, pAllocs = append(pUs, ph.cpuUsPerReceipt), append(pAlloc, ph.allocBytesPerReceipt), append(pAllocs, ph.allocsPerReceipt)
 		res.PipelineRedelivered = append(res.PipelineRedelivered, ph.redelivered)
 		res.PipelineStoredKeys = append(res.PipelineStoredKeys, ph.storedKeys)
 		i, c := insertStats(ctx, st, from, time.Now())
@@ -260,12 +271,12 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 		return nil
 	}}
 	rawPipelinePhase := phase{"raw_pipeline", func() error {
-		from := time.Now()
+		from, cpu0 := time.Now(), cpuSeconds()
 		rate, err := rawPipeline(ctx, st, eff, fill, brokers, topic, n)
 		if err != nil {
 			return err
 		}
-		rawPipe = append(rawPipe, rate)
+		rawPipe, rUs = append(rawPipe, rate), append(rUs, (cpuSeconds()-cpu0)*1e6/float64(n))
 		i, c := insertStats(ctx, st, from, time.Now())
 		rIns, rCPU = append(rIns, i), append(rCPU, c)
 		return nil
@@ -309,6 +320,8 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 	res.RSSMB, res.PipelineStartupSeconds = benchproc.NewSpread(rss), benchproc.NewSpread(startup)
 	res.PipelineInserts, res.PipelineCHCPUUsRow = benchproc.NewSpread(pIns), benchproc.NewSpread(pCPU)
 	res.RawPipelineInserts, res.RawPipelineCHCPUUsRow = benchproc.NewSpread(rIns), benchproc.NewSpread(rCPU)
+	res.PipelineCPUUsPerReceipt, res.RawPipelineCPUUsPerReceipt = benchproc.NewSpread(pUs), benchproc.NewSpread(rUs)
+	res.PipelineAllocBytesPerReceipt, res.PipelineAllocsPerReceipt = benchproc.NewSpread(pAlloc), benchproc.NewSpread(pAllocs)
 	if replicas > 0 {
 		if res.Replicas, err = replicaPhases(ctx, st, bins[0], dir, brokers, chAddr, topic, n, replicas, eff.ClickHouse.Writer.BatchRows, quiesce); err != nil {
 			return err
@@ -322,6 +335,15 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
+}
+
+// cpuSeconds is this process's CPU time so far (user + system, getrusage), 0 if unreadable.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // kafkaVersion is the Kafka release of the local stack's jars (TIDEMARK_KAFKA_LIB names a directory like

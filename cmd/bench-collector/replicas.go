@@ -67,9 +67,12 @@ func replicaPhases(ctx context.Context, st *store.Store, bin, dir string, broker
 }
 
 type phaseResult struct {
-	rowsPerS, startup       float64
-	rss                     []float64
-	redelivered, storedKeys int
+	rowsPerS, startup float64
+	// The processes' CPU (µs), heap bytes and heap objects allocated per receipt, from the last scrape before the
+	// first consumed record to the end of the phase (their /metrics).
+	cpuUsPerReceipt, allocBytesPerReceipt, allocsPerReceipt float64
+	rss                                                     []float64
+	redelivered, storedKeys                                 int
 }
 
 // userConfig is the configuration a user writes to run the receipts path: the memory budget
@@ -142,7 +145,12 @@ func replicaPhase(ctx context.Context, st *store.Store, bin, dir string, brokers
 		}
 		procs = append(procs, proc{p, "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"})
 	}
+	// costs are the processes' summed CPU seconds, heap bytes and heap objects allocated (process_cpu_seconds_total,
+	// go_memstats_alloc_bytes_total, go_memstats_mallocs_total): at the last scrape before any record was consumed
+	// (base) and at the last one (end).
+	var base, end [3]float64
 	progress := func() (consumed, acked float64, err error) {
+		var costs [3]float64
 		for _, p := range procs {
 			if p.p.Exited() {
 				return 0, 0, fmt.Errorf("%s exited: %v\n%s", p.p.Name, p.p.Wait(0), p.p.Tail(20))
@@ -154,7 +162,15 @@ func replicaPhase(ctx context.Context, st *store.Store, bin, dir string, brokers
 			c, _ := f.Value("tidemark_collector_records_total", map[string]string{"path": "receipts"})
 			a, _ := f.Value("tidemark_collector_rows_acked_total", map[string]string{"path": "receipts"})
 			consumed, acked = consumed+c, acked+a
+			for i, name := range []string{"process_cpu_seconds_total", "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total"} {
+				v, _ := f.Value(name, nil)
+				costs[i] += v
+			}
 		}
+		if consumed == 0 {
+			base = costs
+		}
+		end = costs
 		return consumed, acked, nil
 	}
 	samples, err := poll(ctx, receipts, 5*time.Minute, progress)
@@ -167,6 +183,9 @@ func replicaPhase(ctx context.Context, st *store.Store, bin, dir string, brokers
 	}
 	ph.rowsPerS, ph.startup = rate, first.Sub(start).Seconds()
 	ph.redelivered = int(samples[len(samples)-1].acked) - receipts
+	ph.cpuUsPerReceipt = (end[0] - base[0]) * 1e6 / float64(receipts)
+	ph.allocBytesPerReceipt = (end[1] - base[1]) / float64(receipts)
+	ph.allocsPerReceipt = (end[2] - base[2]) / float64(receipts)
 	for _, p := range procs {
 		v, err := benchproc.StatusMB(p.p.Pid(), "VmHWM")
 		if err != nil {
