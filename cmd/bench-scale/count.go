@@ -4,15 +4,15 @@ package main
 // from what ClickHouse, Kafka's log and Kafka's own consumer-groups command say (count_test.go tests each).
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/benchproc"
 )
 
 // receiptKey is the source record a receipt reports on: latency_events' key without replay_class, so a receipt
@@ -80,51 +80,17 @@ func falseProbeLoss(lost []probeKey, delivered map[probeKey]bool, withInstance b
 	return n
 }
 
-// gpKey is one group-partition.
-type gpKey struct {
-	Group, Topic string
-	Partition    int32
-}
+// gpKey, groupOffsets and ourOffsets are benchproc's (internal/benchproc/lagcheck.go): bench-lag checks lag the
+// same way.
+type (
+	gpKey        = benchproc.GroupPartition
+	groupOffsets = benchproc.GroupOffsets
+	ourOffsets   = benchproc.ExportedOffsets
+)
 
-func (k gpKey) String() string { return fmt.Sprintf("%s %s/%d", k.Group, k.Topic, k.Partition) }
-
-// cgRow is a data row of `kafka-consumer-groups.sh --describe`: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET
-// LAG CONSUMER-ID HOST CLIENT-ID (the last three may be "-").
-var cgRow = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)`)
-
-// groupOffsets is one group-partition in `kafka-consumer-groups.sh --describe`: CURRENT-OFFSET (the committed
-// offset), LOG-END-OFFSET and LAG.
-type groupOffsets struct{ Committed, End, Lag int64 }
-
-// parseGroupOffsets reads `kafka-consumer-groups.sh --describe --all-groups` output and returns the offsets of
-// every group-partition of a group named with prefix that has a commit (a "-" CURRENT-OFFSET or LAG, no commit, is
-// left out, as Tidemark's offset lag of such a partition depends on lag.groups[].reset). Headers, blank lines and
-// notices are skipped; a data row whose numbers do not parse is an error.
+// parseGroupOffsets is benchproc.ParseGroupOffsets.
 func parseGroupOffsets(r io.Reader, prefix string) (map[gpKey]groupOffsets, error) {
-	out := map[gpKey]groupOffsets{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := cgRow.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] == "GROUP" || !strings.HasPrefix(m[1], prefix) || m[6] == "-" || m[4] == "-" {
-			continue
-		}
-		p, err := strconv.ParseInt(m[3], 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("partition %q: %w", m[3], err)
-		}
-		var o groupOffsets
-		for _, f := range []struct {
-			dst  *int64
-			text string
-		}{{&o.Committed, m[4]}, {&o.End, m[5]}, {&o.Lag, m[6]}} {
-			if *f.dst, err = strconv.ParseInt(f.text, 10, 64); err != nil {
-				return nil, fmt.Errorf("offsets %q %q %q of %s %s/%s: %w", m[4], m[5], m[6], m[1], m[2], m[3], err)
-			}
-		}
-		out[gpKey{m[1], m[2], int32(p)}] = o
-	}
-	return out, sc.Err()
+	return benchproc.ParseGroupOffsets(r, prefix)
 }
 
 // parseConsumerGroups is parseGroupOffsets' LAG column alone.
@@ -140,36 +106,9 @@ func parseConsumerGroups(r io.Reader, prefix string) (map[gpKey]int64, error) {
 	return out, nil
 }
 
-// ourOffsets is Tidemark's view of one group-partition from one snapshot: tidemark_lag_partition_committed_offset
-// and tidemark_lag_partition_offsets.
-type ourOffsets struct{ Committed, Lag int64 }
-
-// liveLagMismatches checks Tidemark's snapshot (ours) against Kafka's command run before it (before) and after it
-// (after), while the load moves offsets: committed and end offsets only grow, so a snapshot read between the two
-// commands must have, per group-partition, before.Committed ≤ committed ≤ after.Committed and a lag within
-// [max(0, before.End − after.Committed), after.End − before.Committed]. A group-partition both commands list and the
-// snapshot lacks is a mismatch; one only one command lists (a first commit meanwhile) is not compared. It returns
-// the mismatches sorted, one line each, and how many group-partitions it compared.
-func liveLagMismatches(before, after map[gpKey]groupOffsets, ours map[gpKey]ourOffsets) (mism []string, compared int) {
-	for k, b := range before {
-		a, ok := after[k]
-		if !ok {
-			continue
-		}
-		compared++
-		o, ok := ours[k]
-		lo, hi := max(0, b.End-a.Committed), a.End-b.Committed
-		switch {
-		case !ok:
-			mism = append(mism, fmt.Sprintf("%s: kafka committed %d..%d, tidemark none", k, b.Committed, a.Committed))
-		case o.Committed < b.Committed || o.Committed > a.Committed:
-			mism = append(mism, fmt.Sprintf("%s: kafka committed %d..%d, tidemark %d", k, b.Committed, a.Committed, o.Committed))
-		case o.Lag < lo || o.Lag > hi:
-			mism = append(mism, fmt.Sprintf("%s: kafka lag within %d..%d, tidemark %d", k, lo, hi, o.Lag))
-		}
-	}
-	slices.Sort(mism)
-	return mism, compared
+// liveLagMismatches is benchproc.LiveLagMismatches.
+func liveLagMismatches(before, after map[gpKey]groupOffsets, ours map[gpKey]ourOffsets) ([]string, int) {
+	return benchproc.LiveLagMismatches(before, after, ours)
 }
 
 // lagMismatches compares each group-partition Kafka's command reports (theirs) with Tidemark's exported offset lag

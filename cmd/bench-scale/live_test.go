@@ -7,7 +7,7 @@ import (
 )
 
 func TestLiveLagMismatches(t *testing.T) {
-	k := func(p int32) gpKey { return gpKey{"bench-app", "orders", p} }
+	k := func(p int32) gpKey { return gpKey{Group: "bench-app", Topic: "orders", Partition: p} }
 	before := map[gpKey]groupOffsets{
 		k(0): {Committed: 100, End: 150, Lag: 50},
 		k(1): {Committed: 100, End: 150, Lag: 50},
@@ -54,7 +54,7 @@ other           orders  0          1               2               1    -       
 		t.Fatal(err)
 	}
 	// partition 1 has no commit and "other" is not a bench group: only partition 0
-	if len(got) != 1 || got[gpKey{"bs-x-app", "orders", 0}] != (groupOffsets{120, 170, 50}) {
+	if len(got) != 1 || got[gpKey{Group: "bs-x-app", Topic: "orders", Partition: 0}] != (groupOffsets{Committed: 120, End: 170, Lag: 50}) {
 		t.Fatalf("got %v", got)
 	}
 }

@@ -46,7 +46,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -806,7 +805,7 @@ func (s *stage) compareLag(ctx context.Context, c *kcluster, r *replica, frozen 
 			return
 		}
 		p, _ := strconv.Atoi(l["partition"])
-		ours[gpKey{l["group"], l["topic"], int32(p)}] = int64(v)
+		ours[gpKey{Group: l["group"], Topic: l["topic"], Partition: int32(p)}] = int64(v)
 	})
 	out, err := s.describeGroups(ctx, c)
 	if err != nil {
@@ -823,17 +822,11 @@ func (s *stage) compareLag(ctx context.Context, c *kcluster, r *replica, frozen 
 
 // describeGroups runs Kafka's own `kafka-consumer-groups.sh --describe --all-groups` (its tool class) on c.
 func (s *stage) describeGroups(ctx context.Context, c *kcluster) (string, error) {
-	cmd := exec.CommandContext(ctx, "java", "-cp", s.kafkaLib+"/*", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-		"--bootstrap-server", strings.Join(c.brokers, ","), "--describe", "--all-groups")
-	out, err := cmd.Output()
+	out, err := benchproc.DescribeGroups(ctx, s.kafkaLib, c.brokers)
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return "", fmt.Errorf("kafka-consumer-groups --describe on %s: %w", c.name, err)
+		return "", fmt.Errorf("%s: %w", c.name, err)
 	}
-	return string(out), nil
+	return out, nil
 }
 
 // lagPollInterval is the replicas' lag.poll_interval (config).
@@ -909,22 +902,7 @@ func (s *stage) snapshotAfter(ctx context.Context, c *kcluster, after time.Time,
 			if !ok || at < float64(after.UnixNano())/1e9 {
 				continue
 			}
-			committed, lag := map[gpKey]int64{}, map[gpKey]int64{}
-			for name, m := range map[string]map[gpKey]int64{"tidemark_lag_partition_committed_offset": committed,
-				"tidemark_lag_partition_offsets": lag} {
-				fams.Each(name, func(l map[string]string, v float64) {
-					if l["cluster"] == c.name && strings.HasPrefix(l["group"], c.prefix) {
-						p, _ := strconv.Atoi(l["partition"])
-						m[gpKey{l["group"], l["topic"], int32(p)}] = int64(v)
-					}
-				})
-			}
-			ours := map[gpKey]ourOffsets{}
-			for k, co := range committed {
-				if l, ok := lag[k]; ok {
-					ours[k] = ourOffsets{Committed: co, Lag: l}
-				}
-			}
+			ours := benchproc.SnapshotOffsets(fams, c.name, c.prefix)
 			return ours, true
 		}
 		time.Sleep(100 * time.Millisecond)
