@@ -326,6 +326,9 @@ http:
 	cleanup() // before the result, so that the JSON object is the last line
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
+	if res.PeerLagMismatches > 0 {
+		return fmt.Errorf("%d of %d group-partitions' lag differ from Kafka's consumer-groups command", res.PeerLagMismatches, res.PeerRowsCompared)
+	}
 	return nil
 }
 
@@ -885,5 +888,11 @@ func peer(ctx context.Context, res *result, bin string, brokers []string, prefix
 	}
 	logf("peer at %d groups: tidemark %.2fs, kafka %.2fs, %d rows compared, %d mismatches", n, res.PeerTidemark,
 		res.PeerKafka, res.PeerRowsCompared, res.PeerLagMismatches)
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read the consumer-groups command's output: %w", err)
+	}
+	if res.PeerRowsCompared == 0 {
+		return fmt.Errorf("compared no row with Kafka's consumer-groups command (%d bytes of output): a check of nothing is no check", len(theirs))
+	}
 	return nil
 }
