@@ -829,13 +829,10 @@ func (s *stage) describeGroups(ctx context.Context, c *kcluster) (string, error)
 	return out, nil
 }
 
-// lagPollInterval is the replicas' lag.poll_interval (config).
-const lagPollInterval = time.Second
-
 // liveLagLoop compares, until ctx ends (the load is over), each cluster's lag as the active replica serves it with
 // Kafka's command run just before and just after the scrape (liveLagMismatches), adding to res's LiveLag fields.
-// The scrape must serve a snapshot stamped at least one poll interval after the first command returned, so every
-// offset in it was read between the two commands. A round without an active replica serving such a snapshot
+// The scrape must serve a snapshot whose reads began after the first command returned (benchproc.SnapshotReadsFrom),
+// so every offset in it was read between the two commands. A round without an active replica serving such a snapshot
 // within 15 s (the failover) is skipped and logged.
 func (s *stage) liveLagLoop(ctx context.Context, res *result) {
 	for ctx.Err() == nil {
@@ -853,7 +850,7 @@ func (s *stage) liveLagLoop(ctx context.Context, res *result) {
 				logf("live lag check on %s: %v", c.name, err)
 				continue
 			}
-			ours, ok := s.snapshotAfter(ctx, c, beforeAt.Add(lagPollInterval), 15*time.Second)
+			ours, ok := s.snapshotAfter(ctx, c, beforeAt, 15*time.Second)
 			if !ok {
 				logf("live lag check on %s: no active replica served a snapshot newer than %s", c.name, beforeAt.Format("15:04:05.000"))
 				continue
@@ -885,8 +882,8 @@ func (s *stage) liveLagLoop(ctx context.Context, res *result) {
 	}
 }
 
-// snapshotAfter scrapes the live replicas every 100 ms until one is c's active lag exporter serving a snapshot
-// stamped after `after`, and returns that snapshot's committed offsets and lags of the bench's groups.
+// snapshotAfter scrapes the live replicas every 100 ms until one is c's active lag exporter serving a snapshot whose
+// reads began after `after`, and returns that snapshot's committed offsets and lags of the bench's groups.
 func (s *stage) snapshotAfter(ctx context.Context, c *kcluster, after time.Time, timeout time.Duration) (map[gpKey]ourOffsets, bool) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -898,8 +895,7 @@ func (s *stage) snapshotAfter(ctx context.Context, c *kcluster, after time.Time,
 			if err != nil || !s.isActive(fams, c.name) {
 				continue
 			}
-			at, ok := fams.Value("tidemark_lag_exporter_snapshot_timestamp_seconds", map[string]string{"cluster": c.name})
-			if !ok || at < float64(after.UnixNano())/1e9 {
+			if from, ok := benchproc.SnapshotReadsFrom(fams, c.name); !ok || from.Before(after) {
 				continue
 			}
 			ours := benchproc.SnapshotOffsets(fams, c.name, c.prefix)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The lag check the benchmarks share: Tidemark's exported lag against Apache Kafka's own consumer-groups command
@@ -140,4 +141,17 @@ func SnapshotOffsets(f Families, cluster, groupPrefix string) map[GroupPartition
 		}
 	}
 	return out
+}
+
+// SnapshotReadsFrom is when the reads behind the lag snapshot a scrape serves for cluster began: the snapshot's
+// observation time (tidemark_lag_exporter_snapshot_timestamp_seconds, when the cycle's reads finished) minus the
+// cycle's reads (tidemark_lag_exporter_cycle_duration_seconds). Every offset in the snapshot was read at or after
+// it. ok is false when the scrape has no snapshot of cluster.
+func SnapshotReadsFrom(f Families, cluster string) (from time.Time, ok bool) {
+	at, ok := f.Value("tidemark_lag_exporter_snapshot_timestamp_seconds", map[string]string{"cluster": cluster})
+	if !ok || at <= 0 {
+		return time.Time{}, false
+	}
+	reads, _ := f.Value("tidemark_lag_exporter_cycle_duration_seconds", map[string]string{"cluster": cluster})
+	return time.Unix(0, int64((at-reads)*1e9)), true
 }
