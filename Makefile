@@ -80,7 +80,8 @@ bench-lag:
 bench-lag-large:
 	$(STACK) with -- $(GO) run ./cmd/bench-lag -groups 25000 -peer-groups 1000
 
-# bench-collector: BENCH_REPLICAS=2 adds one and two `tidemark run` processes on the same receipts (docs/performance.md).
+# bench-collector: BENCH_ROUNDS=N alternated rounds (default 5); BENCH_REPLICAS=2 adds one and two `tidemark run`
+# processes on the same receipts (docs/performance.md).
 bench-collector:
 	$(STACK) with -- $(GO) run ./cmd/bench-collector $(if $(BENCH_REPLICAS),-replicas $(BENCH_REPLICAS))
 
