@@ -208,7 +208,7 @@ clickhouse: {addr: [%s], database: %s}
 collector:
   dead_letter_topic: %s-dlq
   receipts: {enabled: true, topic: %s, group: %s-g, partitions: %d}
-lag_enabled: false
+lag: {enabled: false}
 memory_limit_mb: %d
 http: {listen: %q}
 log: {level: warn}

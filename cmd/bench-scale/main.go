@@ -480,7 +480,7 @@ func (s *stage) config(i, port int, f feature, clusters []*kcluster, ch *chTarge
 	if f.chCluster {
 		fmt.Fprintf(&b, "  cluster: %s\n", ch.cluster)
 	}
-	fmt.Fprintf(&b, "migrate: true\nlag_enabled: true\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: info\n", port)
+	fmt.Fprintf(&b, "migrate: true\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: info\n", port)
 	return b.String()
 }
 
