@@ -340,8 +340,13 @@ http:
 	}
 	tm, err := measure(cmd, base+"/metrics", measureOpts{
 		window: *window, every: *scrapeEvery, gp: res.GroupPartitions,
+		// Complete is judged from the exposition, as kminion's is: one lag series per group-partition. At
+		// granularity topic there are none, and the daemon's own count of group-partitions is the fallback.
 		complete: func(m metrics) bool {
-			return m.value("tidemark_lag_exporter_group_partitions") == float64(res.GroupPartitions)
+			if *granularity == string(lagexporter.GranularityTopic) {
+				return m.value("tidemark_lag_exporter_group_partitions") == float64(res.GroupPartitions)
+			}
+			return m.count("tidemark_lag_partition_offsets") == res.GroupPartitions
 		},
 		series: func(name string) bool {
 			return strings.HasPrefix(name, "tidemark_lag_") && !strings.HasPrefix(name, "tidemark_lag_exporter_") || strings.HasPrefix(name, "tidemark_partition_")
