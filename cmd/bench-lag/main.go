@@ -98,15 +98,21 @@ type result struct {
 	FirstCycleEval float64 `json:"first_cycle_eval_s"`
 	RequestsLimit  int     `json:"requests_limit"` // 10 × (brokers + coordinators)
 	exporterResult
-	PeerGroups        int             `json:"peer_groups"`
-	PeerTidemark      float64         `json:"peer_tidemark_s"`
-	PeerKafka         float64         `json:"peer_kafka_s"`
-	PeerRatio         float64         `json:"peer_ratio"`
-	PeerRowsCompared  int             `json:"peer_rows_compared"`
-	PeerLagMismatches int             `json:"peer_lag_mismatches"`
-	Live              *liveResult     `json:"live,omitempty"`
-	SetupS            float64         `json:"setup_s"`
-	Kminion           *exporterResult `json:"kminion,omitempty"`
+	PeerGroups        int         `json:"peer_groups"`
+	PeerTidemark      float64     `json:"peer_tidemark_s"`
+	PeerKafka         float64     `json:"peer_kafka_s"`
+	PeerRatio         float64     `json:"peer_ratio"`
+	PeerRowsCompared  int         `json:"peer_rows_compared"`
+	PeerLagMismatches int         `json:"peer_lag_mismatches"`
+	Live              *liveResult `json:"live,omitempty"`
+	// BrokerRequestsPerCycle (-broker-requests): the exporter's request types (exporterRequests) the broker
+	// answered between two cycle ends, per cycle, from Kafka's RequestMetrics; BrokerRequests per type;
+	// BrokerCycles the cycles they cover.
+	BrokerRequestsPerCycle float64            `json:"broker_requests_per_cycle,omitempty"`
+	BrokerRequests         map[string]float64 `json:"broker_requests_per_cycle_by_type,omitempty"`
+	BrokerCycles           float64            `json:"broker_cycles,omitempty"`
+	SetupS                 float64            `json:"setup_s"`
+	Kminion                *exporterResult    `json:"kminion,omitempty"`
 	// Tidemark / kminion, each figure measured in this run (lower is better for all four).
 	VsKminionScrape *float64 `json:"vs_kminion_scrape_p50,omitempty"`
 	VsKminionCPU    *float64 `json:"vs_kminion_cpu,omitempty"`
@@ -155,6 +161,7 @@ func run() error {
 	moveEvery := flag.Duration("move-every", 5*time.Second, "-live: how often records are produced to every partition and the groups commit")
 	moveRecords := flag.Int("move-records", 5, "-live: records produced to every partition per move")
 	checkGroups := flag.Int("check-groups", 30, "-live: groups whose exported lag is checked against Kafka's command during the window")
+	brokerReqs := flag.Bool("broker-requests", false, "run on a one-broker Kafka of the bench's own and count the exporter's requests at the broker (RequestMetrics over JMX); the live lag check then runs in the window's second half")
 	pprofDir := flag.String("pprof", "", "write the daemon's CPU profile over the window and a heap profile after it to this directory")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
@@ -162,6 +169,16 @@ func run() error {
 		return errors.New("TIDEMARK_KAFKA_BROKERS unset: run through `make bench-lag` (or eval \"$(bash deploy/local/stack.sh up)\")")
 	}
 	ctx := context.Background()
+	brokerPid := 0
+	if *brokerReqs {
+		bs, pid, stop, err := ownKafka(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		brokers, brokerPid = bs, pid
+		fmt.Fprintf(os.Stderr, "bench-lag: on the bench's own broker %s (pid %d)\n", bs[0], pid)
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	prefix := "benchlag_" + hex.EncodeToString(b[:])
@@ -321,9 +338,8 @@ http:
 		profiles = func() error { return fetchProfiles(base, *pprofDir, *window) }
 		startup = func() error { return fetchStartupProfile(base, *pprofDir) }
 	}
-	var checkErr error
-	if lc != nil {
-		lc.url = base + "/metrics"
+	var checkErr, brokerErr error
+	if lc != nil || *brokerReqs {
 		prof := profiles
 		profiles = func() error {
 			done := make(chan error, 1)
@@ -334,7 +350,15 @@ http:
 				}
 				done <- prof()
 			}()
-			checkErr = lc.run(ctx, time.Now().Add(*window-5*time.Second))
+			end := time.Now().Add(*window - 5*time.Second)
+			if *brokerReqs {
+				half := time.Now().Add(*window / 2)
+				brokerErr = brokerCount(ctx, &res, brokerPid, base+"/metrics", half)
+			}
+			if lc != nil {
+				lc.url = base + "/metrics"
+				checkErr = lc.run(ctx, end)
+			}
 			return <-done
 		}
 	}
@@ -373,6 +397,9 @@ http:
 		if checkErr != nil {
 			return fmt.Errorf("live lag check: %w", checkErr)
 		}
+	}
+	if brokerErr != nil {
+		return fmt.Errorf("broker requests: %w", brokerErr)
 	}
 	res.Granularity = *granularity
 	if res.Granularity == "" {
