@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tidemark/tidemark/internal/benchproc"
 )
 
 // The broker's own count of the requests it answered (-broker-requests): the bench runs on a one-broker Kafka
@@ -141,21 +139,24 @@ func parseRequestCounts(out []byte) (map[string]float64, error) {
 	return counts, sc.Err()
 }
 
-// brokerCount counts the exporter's requests at the broker from one cycle end to the last cycle end before until,
-// into res: right after the daemon's cycle counter moves, nothing of the next cycle has been sent (the next starts a
-// poll interval later), so the requests between two such moments are exactly those cycles'.
+// brokerCount counts the exporter's requests at the broker from one cycle end to the first cycle end after until,
+// into res: within a second of the daemon's cycle counter moving (polled every second) the broker's counts are
+// read, and the next cycle starts a poll interval after the last began, so the requests between two such readings
+// are exactly those cycles' as long as the poll interval is well above a second plus JmxTool's start (a JVM: a few
+// seconds here; the default poll interval is 30 s).
 func brokerCount(ctx context.Context, res *result, pid int, metricsURL string, until time.Time) error {
 	url, err := brokerJMX(ctx, pid)
 	if err != nil {
 		return err
 	}
+	// cycles reads the daemon's cycle counter with the window's own scrape (gzip, a byte scan: at 100k
+	// group-partitions a full parse of the exposition takes seconds on this machine).
 	cycles := func() (float64, error) {
-		f, err := benchproc.Scrape(ctx, metricsURL)
+		_, _, m, err := scrape(metricsURL)
 		if err != nil {
 			return 0, err
 		}
-		v, _ := f.Value("tidemark_lag_exporter_cycles_total", nil)
-		return v, nil
+		return m.value("tidemark_lag_exporter_cycles_total"), nil
 	}
 	// afterCycle waits for the cycle counter to move, then reads the broker's counts.
 	afterCycle := func() (float64, map[string]float64, error) {
@@ -172,7 +173,7 @@ func brokerCount(ctx context.Context, res *result, pid int, metricsURL string, u
 				counts, err := requestCounts(ctx, os.Getenv("TIDEMARK_KAFKA_LIB"), url)
 				return c, counts, err
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 	}
 	c0, n0, err := afterCycle()
