@@ -161,7 +161,7 @@ func run() error {
 	moveEvery := flag.Duration("move-every", 5*time.Second, "-live: how often records are produced to every partition and the groups commit")
 	moveRecords := flag.Int("move-records", 5, "-live: records produced to every partition per move")
 	checkGroups := flag.Int("check-groups", 30, "-live: groups whose exported lag is checked against Kafka's command during the window")
-	brokerReqs := flag.Bool("broker-requests", false, "run on a one-broker Kafka of the bench's own and count the exporter's requests at the broker (RequestMetrics over JMX); the live lag check then runs in the window's second half")
+	brokerReqs := flag.Bool("broker-requests", false, "run on a one-broker Kafka of the bench's own and count the exporter's requests at the broker (RequestMetrics over JMX); the live lag check then runs after the count, from about a third of the window on")
 	pprofDir := flag.String("pprof", "", "write the daemon's CPU profile over the window and a heap profile after it to this directory")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
@@ -352,8 +352,9 @@ http:
 			}()
 			end := time.Now().Add(*window - 5*time.Second)
 			if *brokerReqs {
-				half := time.Now().Add(*window / 2)
-				brokerErr = brokerCount(ctx, &res, brokerPid, base+"/metrics", half)
+				// a quarter of the window, then the first cycle end after it: at the default 30 s poll about two
+				// cycles, counted whole, and the rest of the window for the live lag check (a minute a check here)
+				brokerErr = brokerCount(ctx, &res, brokerPid, base+"/metrics", time.Now().Add(*window/4))
 			}
 			if lc != nil {
 				lc.url = base + "/metrics"
