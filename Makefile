@@ -79,14 +79,16 @@ bench-latency:
 	$(GO) run ./cmd/bench-latency
 
 # bench-lag: the shipped `tidemark run` at 100k group-partitions (5,000 groups x 20); bench-lag-large at 500k
-# (25,000 x 20). TIDEMARK_BENCH_KMINION=/path/to/kminion adds kminion, measured the same way in the same run.
+# (25,000 x 20), under a live workload. TIDEMARK_BENCH_KMINION=/path/to/kminion adds kminion, measured the same way
+# in the same run; `go run ./cmd/bench-lag -broker-requests` also counts the requests at a broker of its own.
 bench-lag:
 	$(STACK) with -- $(GO) run ./cmd/bench-lag
 
 bench-lag-large:
 	$(STACK) with -- $(GO) run ./cmd/bench-lag -groups 25000 -peer-groups 1000
 
-# bench-collector: BENCH_REPLICAS=2 adds one and two `tidemark run` processes on the same receipts (docs/performance.md).
+# bench-collector: BENCH_ROUNDS=N alternated rounds (default 5); BENCH_REPLICAS=2 adds one and two `tidemark run`
+# processes on the same receipts (docs/performance.md).
 bench-collector:
 	$(STACK) with -- $(GO) run ./cmd/bench-collector $(if $(BENCH_REPLICAS),-replicas $(BENCH_REPLICAS))
 

@@ -41,6 +41,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/IBM/sarama"
 
+	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -91,6 +92,7 @@ type result struct {
 	RSSRatio      float64   `json:"rss_ratio"`
 	SeriesRatio   float64   `json:"series_ratio"`
 	RateRatio     float64   `json:"rate_ratio"`
+	*benchproc.Provenance
 }
 
 func main() {
@@ -135,13 +137,17 @@ func bench(brokers []string, chAddr, bin, mode string, base, attack workload, n,
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
-	res := result{Mode: mode, MemoryLimitMB: memoryLimitMB, Rate: rate}
+	prov := benchproc.NewProvenance(context.Background(), "github.com/IBM/sarama", "github.com/ClickHouse/clickhouse-go/v2")
+	prov.Rounds = 1
+	res := result{Mode: mode, MemoryLimitMB: memoryLimitMB, Rate: rate, Provenance: prov}
 	if res.Baseline, err = runOnce(bin, dir, brokers, chAddr, base, n, rate); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
+	prov.Phase("baseline")
 	if res.Attack, err = runOnce(bin, dir, brokers, chAddr, attack, n, rate); err != nil {
 		return fmt.Errorf("attack: %w", err)
 	}
+	prov.Phase("attack")
 	res.RSSRatio = res.Attack.PeakRSSMB / res.Baseline.PeakRSSMB
 	res.SeriesRatio = float64(res.Attack.Series) / float64(res.Baseline.Series)
 	res.RateRatio = res.Attack.ReceiptsPerS / res.Baseline.ReceiptsPerS
@@ -202,7 +208,7 @@ clickhouse: {addr: [%s], database: %s}
 collector:
   dead_letter_topic: %s-dlq
   receipts: {enabled: true, topic: %s, group: %s-g, partitions: %d}
-lag_enabled: false
+lag: {enabled: false}
 memory_limit_mb: %d
 http: {listen: %q}
 log: {level: warn}

@@ -18,7 +18,7 @@ import (
 // replicaResult is the -replicas measurement: the shipped `tidemark run`, one process, then N sharing one receipts
 // group, on the same receipts topic (each phase a fresh group, from the oldest offset, latency_events truncated
 // before it). Throughput is n / (first consumed record of any process → ClickHouse acknowledged n rows, summed over
-// the processes), read from their /metrics every 50 ms; the stored rows are then checked in ClickHouse by key.
+// the processes), read from their /metrics every 100 ms; the stored rows are then checked in ClickHouse by key.
 type replicaResult struct {
 	N           int     `json:"n"`
 	OneRowsPerS float64 `json:"one_rows_per_s"`
@@ -40,27 +40,17 @@ type replicaResult struct {
 	NStoredKeys    int `json:"n_stored_keys"`
 }
 
-// replicaPhases builds the binary and measures 1 process, then n, on topic.
-func replicaPhases(ctx context.Context, st *store.Store, brokers []string, chAddr, topic string, receipts, n int,
+// replicaPhases measures 1 process, then n, on topic, with the binary bin built in dir.
+func replicaPhases(ctx context.Context, st *store.Store, bin, dir string, brokers []string, chAddr, topic string, receipts, n, batchRows int,
 	quiesce func()) (*replicaResult, error) {
-	dir, err := os.MkdirTemp("", "bench-collector-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	fmt.Fprintln(os.Stderr, "building tidemark...")
-	bins, err := benchproc.Build(ctx, dir, "./cmd/tidemark")
-	if err != nil {
-		return nil, err
-	}
 	res := &replicaResult{N: n}
 	for _, k := range []int{1, n} {
-		if err := st.Conn().Exec(ctx, "TRUNCATE TABLE latency_events"); err != nil {
-			return nil, fmt.Errorf("truncate before %d replicas: %w", k, err)
+		if err := truncate(ctx, st); err != nil {
+			return nil, err
 		}
 		quiesce()
 		fmt.Fprintf(os.Stderr, "%d × tidemark run...\n", k)
-		ph, err := replicaPhase(ctx, st, bins[0], dir, brokers, chAddr, topic, receipts, k)
+		ph, err := replicaPhase(ctx, st, bin, dir, brokers, chAddr, topic, receipts, k, batchRows, "rep")
 		if err != nil {
 			return nil, err
 		}
@@ -77,48 +67,50 @@ func replicaPhases(ctx context.Context, st *store.Store, brokers []string, chAdd
 }
 
 type phaseResult struct {
-	rowsPerS, startup       float64
-	rss                     []float64
-	redelivered, storedKeys int
+	rowsPerS, startup float64
+	// The processes' CPU (µs), heap bytes and heap objects allocated per receipt, from the last scrape before the
+	// first consumed record to the end of the phase (their /metrics).
+	cpuUsPerReceipt, allocBytesPerReceipt, allocsPerReceipt float64
+	rss                                                     []float64
+	redelivered, storedKeys                                 int
 }
 
-// replicaConfig is what a user running k replicas for the receipts path writes: the same file for each, but the
-// HTTP port. The writer is the one the in-process pipeline runs (writerConfig) with a 200 ms flush interval, so
-// the last partial batch of the finite input waits little, and the same memory budget.
-func replicaConfig(brokers []string, chAddr, db, topic, group string, port int) string {
-	return fmt.Sprintf(`kafka:
+// userConfig is the configuration a user writes to run the receipts path: the memory budget
+// (memory_limit_mb, which sizes the writer), the addresses of Kafka, ClickHouse and the HTTP endpoint, and the
+// paths (receipts on with its topic and group and the names of its dead-letter and replay-state topics; probe and
+// lag exporter off, as they are not measured). Nothing else: every writer, batch and GC setting is the shipped
+// default for that budget. k replicas share the file but for the HTTP port.
+func userConfig(brokers []string, chAddr, db, topic, group string, port int) string {
+	return fmt.Sprintf(`memory_limit_mb: %d
+kafka:
   brokers: [%s]
 clickhouse:
   addr: [%s]
   database: %s
-  writer:
-    batch_rows: %d
-    max_rows: %d
-    flush_interval: 200ms
-migrate: false
-memory_limit_mb: %d
-lag_enabled: false
 collector:
   dead_letter_topic: %s-dlq
   replay_state_topic: %s-state
-  max_batch: 10
   receipts:
     enabled: true
     topic: %s
     group: %s
   probe:
     enabled: false
+lag:
+  enabled: false
 http:
   listen: 127.0.0.1:%d
 log:
   level: warn
-`, strings.Join(brokers, ", "), chAddr, db, writerConfig.BatchRows, writerConfig.MaxRows, memoryLimitMB, group, group,
-		topic, group, port)
+`, memoryLimitMB, strings.Join(brokers, ", "), chAddr, db, group, group, topic, group, port)
 }
 
+// replicaPhase runs k `tidemark run` processes with userConfig on a fresh receipts group (named for tag and k) until
+// ClickHouse acknowledged receipts rows, and stops them. Throughput is measured by throughput (clock.go) from the
+// processes' summed /metrics; batchRows is their writer's batch_rows.
 func replicaPhase(ctx context.Context, st *store.Store, bin, dir string, brokers []string, chAddr, topic string,
-	receipts, k int) (ph phaseResult, err error) {
-	group := "bench-rep" + strconv.Itoa(k) + "-" + topic
+	receipts, k, batchRows int, tag string) (ph phaseResult, err error) {
+	group := "bench-" + tag + strconv.Itoa(k) + "-" + topic
 	defer func() {
 		if adm, err := sarama.NewClusterAdmin(brokers, saramaConfig()); err == nil {
 			_ = adm.DeleteTopic(group + "-dlq")
@@ -142,56 +134,58 @@ func replicaPhase(ctx context.Context, st *store.Store, bin, dir string, brokers
 		if err != nil {
 			return ph, err
 		}
-		cfg := filepath.Join(dir, fmt.Sprintf("replica-%d-of-%d.yaml", i, k))
-		if err := os.WriteFile(cfg, []byte(replicaConfig(brokers, chAddr, st.Config().Database, topic, group, port)), 0o644); err != nil {
+		cfg := filepath.Join(dir, fmt.Sprintf("%s-%d-of-%d.yaml", group, i, k))
+		if err := os.WriteFile(cfg, []byte(userConfig(brokers, chAddr, st.Config().Database, topic, group, port)), 0o644); err != nil {
 			return ph, err
 		}
-		p, err := benchproc.Start(fmt.Sprintf("tidemark run %d/%d", i+1, k), filepath.Join(dir, fmt.Sprintf("replica-%d-of-%d.log", i, k)),
+		p, err := benchproc.Start(fmt.Sprintf("tidemark run %d/%d", i+1, k), filepath.Join(dir, fmt.Sprintf("%s-%d-of-%d.log", group, i, k)),
 			nil, bin, "run", "--config", cfg)
 		if err != nil {
 			return ph, err
 		}
 		procs = append(procs, proc{p, "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"})
 	}
-	sum := func(name string) (float64, error) {
-		var total float64
+	// costs are the processes' summed CPU seconds, heap bytes and heap objects allocated (process_cpu_seconds_total,
+	// go_memstats_alloc_bytes_total, go_memstats_mallocs_total): at the last scrape before any record was consumed
+	// (base) and at the last one (end).
+	var base, end [3]float64
+	progress := func() (consumed, acked float64, err error) {
+		var costs [3]float64
 		for _, p := range procs {
 			if p.p.Exited() {
-				return 0, fmt.Errorf("%s exited: %v\n%s", p.p.Name, p.p.Wait(0), p.p.Tail(20))
+				return 0, 0, fmt.Errorf("%s exited: %v\n%s", p.p.Name, p.p.Wait(0), p.p.Tail(20))
 			}
 			f, err := benchproc.Scrape(ctx, p.url)
 			if err != nil {
-				return 0, nil // not listening yet: nothing consumed
+				continue // not listening yet: nothing consumed
 			}
-			v, _ := f.Value(name, map[string]string{"path": "receipts"})
-			total += v
+			c, _ := f.Value("tidemark_collector_records_total", map[string]string{"path": "receipts"})
+			a, _ := f.Value("tidemark_collector_rows_acked_total", map[string]string{"path": "receipts"})
+			consumed, acked = consumed+c, acked+a
+			for i, name := range []string{"process_cpu_seconds_total", "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total"} {
+				v, _ := f.Value(name, nil)
+				costs[i] += v
+			}
 		}
-		return total, nil
+		if consumed == 0 {
+			base = costs
+		}
+		end = costs
+		return consumed, acked, nil
 	}
-	var first time.Time
-	deadline := time.Now().Add(5 * time.Minute)
-	var acked float64
-	for acked < float64(receipts) {
-		if time.Now().After(deadline) {
-			return ph, fmt.Errorf("%d replicas acknowledged %.0f of %d rows in 5 minutes", k, acked, receipts)
-		}
-		if first.IsZero() {
-			c, err := sum("tidemark_collector_records_total")
-			if err != nil {
-				return ph, err
-			}
-			if c > 0 {
-				first = time.Now()
-			}
-		}
-		if acked, err = sum("tidemark_collector_rows_acked_total"); err != nil {
-			return ph, err
-		}
-		time.Sleep(50 * time.Millisecond)
+	samples, err := poll(ctx, receipts, 5*time.Minute, progress)
+	if err != nil {
+		return ph, fmt.Errorf("%d × tidemark run: %w", k, err)
 	}
-	elapsed := time.Since(first).Seconds()
-	ph.rowsPerS, ph.startup = float64(receipts)/elapsed, first.Sub(start).Seconds()
-	ph.redelivered = int(acked) - receipts
+	rate, first, ok := throughput(samples, receipts, batchRows)
+	if !ok {
+		return ph, fmt.Errorf("%d × tidemark run: no throughput from %d samples", k, len(samples))
+	}
+	ph.rowsPerS, ph.startup = rate, first.Sub(start).Seconds()
+	ph.redelivered = int(samples[len(samples)-1].acked) - receipts
+	ph.cpuUsPerReceipt = (end[0] - base[0]) * 1e6 / float64(receipts)
+	ph.allocBytesPerReceipt = (end[1] - base[1]) / float64(receipts)
+	ph.allocsPerReceipt = (end[2] - base[2]) / float64(receipts)
 	for _, p := range procs {
 		v, err := benchproc.StatusMB(p.p.Pid(), "VmHWM")
 		if err != nil {

@@ -16,8 +16,16 @@
 //   - kminion (with -kminion PATH, a kminion binary built beside the project): the same measurements of kminion on
 //     the same groups in the same run, and Tidemark/kminion ratios.
 //
-// The LAST line of output is one JSON object (result). Small runs: `go run ./cmd/bench-lag -groups 200 -partitions 5
-// -window 40s -scrape-every 10s`.
+// With -live (the default) the workload moves from before the daemon starts to the end of the window (live.go):
+// every -move-every (5 s) -move-records records go to every partition, and the groups commit after each move, 7 in
+// 10 within a few records of the end, 2 in 10 half as fast as the end grows, 1 in 10 never again; so time lag needs
+// fresh record reads every cycle, as in a real cluster. Throughout the window, the exported lag of -check-groups
+// groups is compared with Kafka's consumer-groups command run just before and just after a snapshot whose reads
+// began after the first command (benchproc.LiveLagMismatches); a run that compared nothing, or found a mismatch,
+// fails after printing its line. -live=false is the static workload (offsets committed once, nothing moves).
+//
+// The LAST line of output is one JSON object (result), with its provenance (commit, versions, load average per
+// phase). Small runs: `go run ./cmd/bench-lag -groups 200 -partitions 5 -window 40s -scrape-every 10s`.
 package main
 
 import (
@@ -89,20 +97,44 @@ type result struct {
 	FirstCycleEval float64 `json:"first_cycle_eval_s"`
 	RequestsLimit  int     `json:"requests_limit"` // 10 × (brokers + coordinators)
 	exporterResult
-	PeerGroups        int             `json:"peer_groups"`
-	PeerTidemark      float64         `json:"peer_tidemark_s"`
-	PeerKafka         float64         `json:"peer_kafka_s"`
-	PeerRatio         float64         `json:"peer_ratio"`
-	PeerRowsCompared  int             `json:"peer_rows_compared"`
-	PeerLagMismatches int             `json:"peer_lag_mismatches"`
-	SetupS            float64         `json:"setup_s"`
-	Kminion           *exporterResult `json:"kminion,omitempty"`
+	PeerGroups        int         `json:"peer_groups"`
+	PeerTidemark      float64     `json:"peer_tidemark_s"`
+	PeerKafka         float64     `json:"peer_kafka_s"`
+	PeerRatio         float64     `json:"peer_ratio"`
+	PeerRowsCompared  int         `json:"peer_rows_compared"`
+	PeerLagMismatches int         `json:"peer_lag_mismatches"`
+	Live              *liveResult `json:"live,omitempty"`
+	// BrokerRequestsPerCycle (-broker-requests): the exporter's request types (exporterRequests) the broker
+	// answered between two cycle ends, per cycle, from Kafka's RequestMetrics; BrokerRequests per type;
+	// BrokerCycles the cycles they cover.
+	BrokerRequestsPerCycle float64            `json:"broker_requests_per_cycle,omitempty"`
+	BrokerRequests         map[string]float64 `json:"broker_requests_per_cycle_by_type,omitempty"`
+	BrokerCycles           float64            `json:"broker_cycles,omitempty"`
+	SetupS                 float64            `json:"setup_s"`
+	Kminion                *exporterResult    `json:"kminion,omitempty"`
 	// Tidemark / kminion, each figure measured in this run (lower is better for all four).
 	VsKminionScrape *float64 `json:"vs_kminion_scrape_p50,omitempty"`
 	VsKminionCPU    *float64 `json:"vs_kminion_cpu,omitempty"`
 	VsKminionRSS    *float64 `json:"vs_kminion_rss,omitempty"`
 	VsKminionFirst  *float64 `json:"vs_kminion_first_complete,omitempty"`
 	LoadAvg         string   `json:"loadavg"`
+	*benchproc.Provenance
+}
+
+// liveResult describes the live workload of the window and its lag check against Kafka's command.
+type liveResult struct {
+	MoveEveryS     float64 `json:"move_every_s"`
+	RecordsPerMove int     `json:"records_per_move"` // per partition
+	Mix            string  `json:"mix"`
+	// Moves completed from the exporter's start to the end of the window, and failed produce or commit calls.
+	Moves      int64 `json:"moves"`
+	MoveErrors int64 `json:"move_errors"`
+	// CheckGroups groups' lag compared Checks times during the window: Compared group-partitions in all,
+	// Mismatches outside Kafka's bracket.
+	CheckGroups int `json:"check_groups"`
+	Checks      int `json:"checks"`
+	Compared    int `json:"compared"`
+	Mismatches  int `json:"mismatches"`
 }
 
 func main() {
@@ -124,6 +156,11 @@ func run() error {
 	granularity := flag.String("granularity", "", "the daemon's lag.granularity (empty: its default)")
 	kminionBin := flag.String("kminion", os.Getenv("TIDEMARK_BENCH_KMINION"), "a kminion binary: measure it too, on the same groups (default $TIDEMARK_BENCH_KMINION)")
 	keep := flag.Bool("keep", false, "keep the topics and groups afterwards")
+	live := flag.Bool("live", true, "keep producing and committing through the window (70% of groups keep up, 20% lag, 10% stopped); false: the static workload")
+	moveEvery := flag.Duration("move-every", 5*time.Second, "-live: how often records are produced to every partition and the groups commit")
+	moveRecords := flag.Int("move-records", 5, "-live: records produced to every partition per move")
+	checkGroups := flag.Int("check-groups", 30, "-live: groups whose exported lag is checked against Kafka's command during the window")
+	brokerReqs := flag.Bool("broker-requests", false, "run on a one-broker Kafka of the bench's own and count the exporter's requests at the broker (RequestMetrics over JMX); the live lag check then runs after the count, from about a third of the window on")
 	pprofDir := flag.String("pprof", "", "write the daemon's CPU profile over the window and a heap profile after it to this directory")
 	flag.Parse()
 	brokers := strings.Split(os.Getenv("TIDEMARK_KAFKA_BROKERS"), ",")
@@ -131,10 +168,23 @@ func run() error {
 		return errors.New("TIDEMARK_KAFKA_BROKERS unset: run through `make bench-lag` (or eval \"$(bash deploy/local/stack.sh up)\")")
 	}
 	ctx := context.Background()
+	brokerPid := 0
+	if *brokerReqs {
+		bs, pid, stop, err := ownKafka(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		brokers, brokerPid = bs, pid
+		fmt.Fprintf(os.Stderr, "bench-lag: on the bench's own broker %s (pid %d)\n", bs[0], pid)
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	prefix := "benchlag_" + hex.EncodeToString(b[:])
-	res := result{Groups: *groups, Partitions: *parts, Topics: *topics, GroupPartitions: *groups * *parts}
+	prov := benchproc.NewProvenance(ctx, "github.com/IBM/sarama")
+	prov.Rounds = 1
+	prov.Peers["kafka"] = strings.TrimPrefix(filepath.Base(filepath.Dir(os.Getenv("TIDEMARK_KAFKA_LIB"))), "kafka-")
+	res := result{Groups: *groups, Partitions: *parts, Topics: *topics, GroupPartitions: *groups * *parts, Provenance: prov}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench-lag: "+format+"\n", args...) }
 
 	dir, err := os.MkdirTemp("", "bench-lag")
@@ -219,6 +269,7 @@ func run() error {
 		return err
 	}
 	res.SetupS = time.Since(start).Seconds()
+	prov.Phase("setup")
 	logf("built %d groups in %.1fs", *groups, res.SetupS)
 	if _, err := reader.Metadata(ctx); err != nil {
 		return err
@@ -228,6 +279,25 @@ func run() error {
 	}
 	res.Brokers, res.Coordinators = len(reader.Brokers()), reader.Coordinators()
 	res.RequestsLimit = 10 * (res.Brokers + res.Coordinators)
+
+	var mv *mover
+	var lc *liveCheck
+	stopMoving := func() {}
+	if *live {
+		mv = &mover{every: *moveEvery, records: *moveRecords, topics: *topics, groups: *groups, parts: *parts,
+			initial: *records, base: offsetOf, topic: topicName, group: groupName, adm: adm, reader: reader, logf: logf, all: all}
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); mv.run(mctx) }()
+		stopMoving = func() { cancel(); <-done; stopMoving = func() {} }
+		defer stopMoving()
+		lc = &liveCheck{cluster: "bench", prefix: prefix, lib: os.Getenv("TIDEMARK_KAFKA_LIB"), brokers: brokers, logf: logf}
+		for g := 0; g < min(*checkGroups, *groups); g++ {
+			lc.groups = append(lc.groups, groupName(g*(*groups)/min(*checkGroups, *groups)))
+		}
+		logf("live workload: %d records to every partition every %v; 70%% of groups keep up, 20%% lag, 10%% stopped",
+			*moveRecords, *moveEvery)
+	}
 
 	// The daemon, as a user runs it: a config file, nothing else. The environment is the bench's minus every
 	// TIDEMARK_ variable (the stack's TIDEMARK_CLICKHOUSE_ADDR would configure ClickHouse).
@@ -267,10 +337,40 @@ http:
 		profiles = func() error { return fetchProfiles(base, *pprofDir, *window) }
 		startup = func() error { return fetchStartupProfile(base, *pprofDir) }
 	}
+	var checkErr, brokerErr error
+	if lc != nil || *brokerReqs {
+		prof := profiles
+		profiles = func() error {
+			done := make(chan error, 1)
+			go func() {
+				if prof == nil {
+					done <- nil
+					return
+				}
+				done <- prof()
+			}()
+			end := time.Now().Add(*window - 5*time.Second)
+			if *brokerReqs {
+				// a quarter of the window, then the first cycle end after it: at the default 30 s poll about two
+				// cycles, counted whole, and the rest of the window for the live lag check (a minute a check here)
+				brokerErr = brokerCount(ctx, &res, brokerPid, base+"/metrics", time.Now().Add(*window/4))
+			}
+			if lc != nil {
+				lc.url = base + "/metrics"
+				checkErr = lc.run(ctx, end)
+			}
+			return <-done
+		}
+	}
 	tm, err := measure(cmd, base+"/metrics", measureOpts{
 		window: *window, every: *scrapeEvery, gp: res.GroupPartitions,
+		// Complete is judged from the exposition, as kminion's is: one lag series per group-partition. At
+		// granularity topic there are none, and the daemon's own count of group-partitions is the fallback.
 		complete: func(m metrics) bool {
-			return m.value("tidemark_lag_exporter_group_partitions") == float64(res.GroupPartitions)
+			if *granularity == string(lagexporter.GranularityTopic) {
+				return m.value("tidemark_lag_exporter_group_partitions") == float64(res.GroupPartitions)
+			}
+			return m.count("tidemark_lag_partition_offsets") == res.GroupPartitions
 		},
 		series: func(name string) bool {
 			return strings.HasPrefix(name, "tidemark_lag_") && !strings.HasPrefix(name, "tidemark_lag_exporter_") || strings.HasPrefix(name, "tidemark_partition_")
@@ -289,6 +389,18 @@ http:
 		return fmt.Errorf("tidemark run: %w", err)
 	}
 	res.exporterResult = *tm
+	prov.Phase("tidemark")
+	if mv != nil {
+		res.Live = &liveResult{MoveEveryS: moveEvery.Seconds(), RecordsPerMove: *moveRecords,
+			Mix: "70% keep up, 20% lag, 10% stopped", Moves: mv.moves.Load(), MoveErrors: mv.errs.Load(),
+			CheckGroups: len(lc.groups), Checks: lc.checks, Compared: lc.compared, Mismatches: lc.mism}
+		if checkErr != nil {
+			return fmt.Errorf("live lag check: %w", checkErr)
+		}
+	}
+	if brokerErr != nil {
+		return fmt.Errorf("broker requests: %w", brokerErr)
+	}
 	res.Granularity = *granularity
 	if res.Granularity == "" {
 		res.Granularity = string(lagexporter.GranularityPartition)
@@ -314,18 +426,27 @@ http:
 			return fmt.Errorf("kminion: %w", err)
 		}
 		res.Kminion = km
+		prov.Phase("kminion")
 		ratio := func(a, b float64) *float64 { r := a / b; return &r }
 		res.VsKminionScrape = ratio(res.ScrapeP50, km.ScrapeP50)
 		res.VsKminionCPU = ratio(res.CPUPer180S, km.CPUPer180S)
 		res.VsKminionRSS = ratio(res.RSSMB, km.RSSMB)
 		res.VsKminionFirst = ratio(res.FirstCompleteS, km.FirstCompleteS)
 	}
+	stopMoving() // kminion, when measured, ran under the same live workload
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	cleanup() // before the result, so that the JSON object is the last line
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
+	if res.PeerLagMismatches > 0 {
+		return fmt.Errorf("%d of %d group-partitions' lag differ from Kafka's consumer-groups command", res.PeerLagMismatches, res.PeerRowsCompared)
+	}
+	if res.Live != nil && (res.Live.Compared == 0 || res.Live.Mismatches > 0) {
+		return fmt.Errorf("live lag check: %d mismatches in %d group-partitions compared (none compared is no check)",
+			res.Live.Mismatches, res.Live.Compared)
+	}
 	return nil
 }
 
@@ -850,5 +971,11 @@ func peer(ctx context.Context, res *result, bin string, brokers []string, prefix
 	}
 	logf("peer at %d groups: tidemark %.2fs, kafka %.2fs, %d rows compared, %d mismatches", n, res.PeerTidemark,
 		res.PeerKafka, res.PeerRowsCompared, res.PeerLagMismatches)
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read the consumer-groups command's output: %w", err)
+	}
+	if res.PeerRowsCompared == 0 {
+		return fmt.Errorf("compared no row with Kafka's consumer-groups command (%d bytes of output): a check of nothing is no check", len(theirs))
+	}
 	return nil
 }

@@ -1,6 +1,8 @@
 // Command bench-plugin measures what the plugin's rollups buy: it seeds at least 20 million raw latency rows spread
-// over 7 days into a scratch ClickHouse database (server-side INSERT ... SELECT from numbers(), so both rollup tiers
-// fill through their real materialized views), then answers a 7-day stage-percentile panel through
+// over 7 days into a scratch ClickHouse database through store.Writer, the collector's writer, at the batch size
+// `tidemark run` uses on its recommended memory budget (-batch-rows, default 10,000: memory_limit_mb 250), in time
+// order, so both rollup tiers fill through their real materialized views in as many small inserts, states and parts
+// as real ingest makes; then it answers a 7-day stage-percentile panel through
 // internal/store/query (the plugin's own read path) from raw rows and from the source query.ChooseSource picks, and
 // checks the rollup answer against the raw rows: for every bucket and level, the rank of the rollup's value among the
 // bucket's raw values must lie within RankErrorBound of the level.
@@ -22,11 +24,15 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/store/query"
 )
@@ -57,12 +63,18 @@ type result struct {
 	MinuteSpeedup      float64 `json:"minute_rollup_speedup"`
 	MinuteMaxRankError float64 `json:"minute_max_rank_error"`
 	Runs               int     `json:"runs"`
+	// BatchRows is the writer's batch_rows the rows were seeded with, Inserts the INSERTs ClickHouse acknowledged
+	// (the writer's tidemark_store_writer_batches_total).
+	BatchRows int     `json:"seed_batch_rows"`
+	Inserts   float64 `json:"seed_inserts"`
+	*benchproc.Provenance
 }
 
 func main() {
 	addr := flag.String("addr", os.Getenv("TIDEMARK_CLICKHOUSE_ADDR"), "ClickHouse native host:port")
 	db := flag.String("db", "tidemark_bench_plugin", "scratch database (dropped and recreated)")
 	rows := flag.Int64("rows", 20_000_000, "raw rows to seed (at least 20 M for the reported figure)")
+	flag.IntVar(&batchRows, "batch-rows", batchRows, "the writer's batch_rows while seeding (`tidemark run` at memory_limit_mb 250: 10000)")
 	runs := flag.Int("runs", 7, "timed runs of each query; the median is reported (7: the machine is shared and a 40 ms query is noisy)")
 	keep := flag.Bool("keep", false, "keep the scratch database afterwards")
 	flag.Parse()
@@ -103,12 +115,18 @@ func run(addr, db string, rows int64, runs int, keep bool) error {
 	// answer the same buckets.
 	end := time.Date(2026, 11, 8, 0, 0, 0, 0, time.UTC)
 	start := end.Add(-7 * 24 * time.Hour)
-	res := result{Rows: rows, RankErrorBound: RankErrorBound, Runs: runs}
+	prov := benchproc.NewProvenance(ctx, "github.com/ClickHouse/clickhouse-go/v2")
+	prov.Rounds = runs
+	if major, minor, patch, err := st.ServerVersion(); err == nil {
+		prov.Peers["clickhouse"] = fmt.Sprintf("%d.%d.%d", major, minor, patch)
+	}
+	res := result{Rows: rows, RankErrorBound: RankErrorBound, Runs: runs, BatchRows: batchRows, Provenance: prov}
 	t := time.Now()
-	if err := seed(ctx, conn, start, rows); err != nil {
+	if res.Inserts, err = seed(ctx, st, start, rows); err != nil {
 		return err
 	}
 	res.SeedS = time.Since(t).Seconds()
+	prov.Phase("seed")
 	if err := conn.QueryRow(ctx, "SELECT count() FROM latency_1m").Scan(&res.RollupRows); err != nil {
 		return err
 	}
@@ -122,7 +140,7 @@ func run(addr, db string, rows int64, runs int, keep bool) error {
 	// The headline panel: 7 days in hour buckets, the source left to ChooseSource.
 	q := query.PercentileQuery{Window: query.Window{From: start, To: end, Step: time.Hour}, Stage: query.StageE2E,
 		Levels: levels, GroupBy: query.DimNone}
-	c, err := compare(ctx, conn, r, q, runs)
+	c, err := compare(ctx, conn, r, q, query.SourceAuto, runs)
 	if err != nil {
 		return err
 	}
@@ -130,14 +148,16 @@ func run(addr, db string, rows int64, runs int, keep bool) error {
 	res.RawQueryS, res.RollupQueryS, res.RollupSpeedup = c.rawS, c.rollS, c.rawS/c.rollS
 	res.MaxRankError, res.MaxRelDiff = c.rankErr, c.relDiff
 	res.WithinError = res.MaxRankError <= RankErrorBound
-	// The same week at 10-minute buckets: the minute tier.
+	// The same week at 10-minute buckets from the minute tier, asked for by name: ChooseSource answers a week this
+	// fine from the hourly tier by cost (query.ByCost), in hour buckets.
 	q.Window.Step = 10 * time.Minute
-	m, err := compare(ctx, conn, r, q, runs)
+	m, err := compare(ctx, conn, r, q, query.SourceRollup, runs)
 	if err != nil {
 		return err
 	}
 	res.MinuteStepS, res.MinuteRawQueryS, res.MinuteRollupQueryS = m.stepS, m.rawS, m.rollS
 	res.MinuteSpeedup, res.MinuteMaxRankError = m.rawS/m.rollS, m.rankErr
+	prov.Phase("queries")
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	return nil
@@ -153,12 +173,15 @@ type comparison struct {
 	relDiff     float64 // worst |raw − rollup| / max(|raw|, 1) over buckets and levels
 }
 
-// compare answers q runs times from raw rows and from ChooseSource's pick, alternating so neither path always runs
-// on the warmer cache, checks the two answer the same buckets with the same counts, and measures the rollup's
-// error against the raw rows.
-func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.PercentileQuery, runs int) (comparison, error) {
+// compare answers q runs times from raw rows and from the rollup tier src (query.SourceAuto: ChooseSource's pick),
+// alternating so neither path always runs on the warmer cache, checks the two answer the same buckets with the same
+// counts, and measures the rollup's error against the raw rows.
+func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.PercentileQuery, src query.Source, runs int) (comparison, error) {
 	var c comparison
-	c.source = query.ChooseSource(q.Window, q.IncludeReplays)
+	c.source = src
+	if src == query.SourceAuto {
+		c.source = query.ChooseSource(q.Window, q.IncludeReplays)
+	}
 	if !c.source.IsRollup() {
 		return c, fmt.Errorf("panel %+v: ChooseSource picked %s, want a rollup tier", q.Window, c.source)
 	}
@@ -172,7 +195,7 @@ func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.Per
 			return c, err
 		}
 		rawT = append(rawT, time.Since(t).Seconds())
-		q.Source = query.SourceAuto
+		q.Source = src
 		t = time.Now()
 		if roll, err = r.StagePercentiles(ctx, q); err != nil {
 			return c, err
@@ -181,7 +204,7 @@ func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.Per
 		fmt.Printf("step %s run %d: raw %.3f s, %s %.3f s\n", q.Window.Step, i+1, rawT[i], roll.Source, rollT[i])
 	}
 	if roll.Source != c.source {
-		return c, fmt.Errorf("answered from %s, ChooseSource said %s", roll.Source, c.source)
+		return c, fmt.Errorf("answered from %s, asked for %s", roll.Source, c.source)
 	}
 	c.rawS, c.rollS = median(rawT), median(rollT)
 	c.buckets, c.stepS = len(roll.Points), int(roll.Step/time.Second)
@@ -202,34 +225,101 @@ func compare(ctx context.Context, conn driver.Conn, r *query.Reader, q query.Per
 	return c, err
 }
 
-// seed inserts rows raw latency rows evenly over the 7 days after start in chunks, server-side. Shape: 4 topics, 2
-// groups, 2 consumer hosts per group; end-to-end latency 5..1004 ms uniform for 99% of messages and a tail of
-// 5..25 s for 1%; the stages split it 1:3:6. 1% of rows are replays (left out of percentiles on both paths).
-func seed(ctx context.Context, conn driver.Conn, start time.Time, rows int64) error {
-	const chunk = 2_000_000
-	span := float64(7 * 24 * 3600)
-	for off := int64(0); off < rows; off += chunk {
-		n := min(chunk, rows-off)
-		sql := `INSERT INTO latency_events (record_time, observed_time, consumer_group, topic, partition, offset,
-			replay_class, source, ingest_ms, queue_ms, process_ms, e2e_ms, ingest_naive_ms, queue_naive_ms,
-			process_naive_ms, e2e_naive_ms, valid, producer_host, consumer_host, trace_id, ver)
-		SELECT ts, ts, grp, topic, toInt32(n % 12), toInt64(n), if(n % 100 = 37, 'replay', 'live'), 'receipt',
-			intDiv(e2e, 10), intDiv(e2e * 3, 10), e2e - intDiv(e2e, 10) - intDiv(e2e * 3, 10), e2e,
-			intDiv(e2e, 10), intDiv(e2e * 3, 10), e2e - intDiv(e2e, 10) - intDiv(e2e * 3, 10), e2e,
-			255, concat('p', toString(n % 4)), concat('c', grp, toString(intDiv(n, 8) % 2)), '', 1
-		FROM (
-			SELECT number + ? AS n,
-				toDateTime(? + toUInt32(n * ?)) AS ts,
-				concat('topic-', toString(n % 4)) AS topic,
-				toString(intDiv(n, 4) % 2) AS grp,
-				toInt64(if(intHash32(n) % 100 = 0, 5000 + intHash32(n + 1) % 20000, 5 + intHash32(n + 2) % 1000)) AS e2e
-			FROM numbers(?)
-		)`
-		if err := conn.Exec(ctx, sql, off, start.Unix(), span/float64(rows), n); err != nil {
-			return fmt.Errorf("seed rows %d..%d: %w", off, off+n, err)
+// batchRows is the writer's batch_rows while seeding (-batch-rows).
+var batchRows = 10000
+
+// seed writes rows latency rows, in time order over the 7 days from start, through a store.Writer with batch_rows
+// batchRows (its other settings the defaults), in Writes of 1,000 rows (a consumer batch). Row n is at start + n ×
+// 7 days / rows, on topic-(n mod 4), group (n div 4) mod 2, partition n mod 12, offset n; 1 % are replays; the
+// end-to-end latency is 5–1,005 ms, and 5–25 s for 1 % of rows (a tail), split 10/30/60 % into ingest, queue and
+// processing; every stage valid.
+//
+// It returns the INSERTs ClickHouse acknowledged.
+func seed(ctx context.Context, st *store.Store, start time.Time, rows int64) (inserts float64, err error) {
+	cfg := st.Config()
+	cfg.Writer = store.WriterConfig{BatchRows: batchRows}
+	wst, err := store.Open(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer wst.Close()
+	reg := prometheus.NewRegistry()
+	w, err := store.NewWriter(wst, store.WriterOptions{Registerer: reg})
+	if err != nil {
+		return 0, err
+	}
+	var failed atomic.Pointer[error]
+	spanMs := float64(7*24*3600*1000) / float64(rows)
+	startMs := start.UnixMilli()
+	const write = 1000
+	for off := int64(0); off < rows; off += write {
+		batch := make([]store.LatencyRow, min(write, rows-off))
+		for i := range batch {
+			n := off + int64(i)
+			h := splitmix64(uint64(n))
+			e2e := int64(5 + h%1000)
+			if h>>32%100 == 0 {
+				e2e = 5000 + int64(h>>40%20000)
+			}
+			ingest, queue := e2e/10, e2e*3/10
+			process := e2e - ingest - queue
+			ts := startMs + int64(float64(n)*spanMs)
+			grp := strconv.FormatInt(n/4%2, 10)
+			class := store.ClassLive
+			if n%100 == 37 {
+				class = store.ClassReplay
+			}
+			batch[i] = store.LatencyRow{
+				Group: grp, Topic: topics[n%4], Partition: int32(n % 12), Offset: n, Class: class, Source: store.SourceReceipt,
+				ProcessedMs: ts, ObservedMs: ts, ReceiveMs: ts - process, AppendMs: ts - process - queue, EventMs: ts - e2e,
+				IngestMs: ingest, QueueMs: queue, ProcessMs: process, E2EMs: e2e,
+				IngestNaiveMs: ingest, QueueNaiveMs: queue, ProcessNaiveMs: process, E2ENaiveMs: e2e,
+				Valid: 255, ProducerHost: producers[n%4], ConsumerHost: "c" + grp + strconv.FormatInt(n/8%2, 10),
+			}
+		}
+		if err := w.Write(ctx, store.Rows{Latency: batch}, func(err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		}); err != nil {
+			return 0, fmt.Errorf("seed rows %d..: %w", off, err)
+		}
+		if e := failed.Load(); e != nil {
+			return 0, fmt.Errorf("seed: the writer gave up a batch: %w", *e)
 		}
 	}
-	return nil
+	if err := w.Close(ctx); err != nil {
+		return 0, fmt.Errorf("seed: close the writer: %w", err)
+	}
+	if e := failed.Load(); e != nil {
+		return 0, fmt.Errorf("seed: the writer gave up a batch: %w", *e)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "tidemark_store_writer_batches_total" {
+			for _, m := range mf.GetMetric() {
+				inserts += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return inserts, nil
+}
+
+var (
+	topics    = [4]string{"topic-0", "topic-1", "topic-2", "topic-3"}
+	producers = [4]string{"p0", "p1", "p2", "p3"}
+)
+
+// splitmix64 is a fast, well-mixed hash of n (Steele, Lea and Flood, "Fast splittable pseudorandom number
+// generators", 2014): the seed's deterministic randomness.
+func splitmix64(n uint64) uint64 {
+	z := n + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
 }
 
 // rankError returns the largest |rank − level| over every bucket and level, where rank is the fraction of the

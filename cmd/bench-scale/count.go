@@ -4,15 +4,15 @@ package main
 // from what ClickHouse, Kafka's log and Kafka's own consumer-groups command say (count_test.go tests each).
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/benchproc"
 )
 
 // receiptKey is the source record a receipt reports on: latency_events' key without replay_class, so a receipt
@@ -80,41 +80,35 @@ func falseProbeLoss(lost []probeKey, delivered map[probeKey]bool, withInstance b
 	return n
 }
 
-// gpKey is one group-partition.
-type gpKey struct {
-	Group, Topic string
-	Partition    int32
+// gpKey, groupOffsets and ourOffsets are benchproc's (internal/benchproc/lagcheck.go): bench-lag checks lag the
+// same way.
+type (
+	gpKey        = benchproc.GroupPartition
+	groupOffsets = benchproc.GroupOffsets
+	ourOffsets   = benchproc.ExportedOffsets
+)
+
+// parseGroupOffsets is benchproc.ParseGroupOffsets.
+func parseGroupOffsets(r io.Reader, prefix string) (map[gpKey]groupOffsets, error) {
+	return benchproc.ParseGroupOffsets(r, prefix)
 }
 
-func (k gpKey) String() string { return fmt.Sprintf("%s %s/%d", k.Group, k.Topic, k.Partition) }
-
-// cgRow is a data row of `kafka-consumer-groups.sh --describe`: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET
-// LAG CONSUMER-ID HOST CLIENT-ID (the last three may be "-").
-var cgRow = regexp.MustCompile(`^(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)`)
-
-// parseConsumerGroups reads `kafka-consumer-groups.sh --describe --all-groups` output and returns the LAG of every
-// group-partition of a group named with prefix that has a commit (a "-" LAG, no commit, is left out, as Tidemark's
-// offset lag of such a partition depends on lag.groups[].reset). Headers, blank lines and notices are skipped.
+// parseConsumerGroups is parseGroupOffsets' LAG column alone.
 func parseConsumerGroups(r io.Reader, prefix string) (map[gpKey]int64, error) {
-	out := map[gpKey]int64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := cgRow.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] == "GROUP" || !strings.HasPrefix(m[1], prefix) || m[6] == "-" {
-			continue
-		}
-		p, err := strconv.ParseInt(m[3], 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("partition %q: %w", m[3], err)
-		}
-		lag, err := strconv.ParseInt(m[6], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("lag %q of %s %s/%s: %w", m[6], m[1], m[2], m[3], err)
-		}
-		out[gpKey{m[1], m[2], int32(p)}] = lag
+	offs, err := parseGroupOffsets(r, prefix)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := make(map[gpKey]int64, len(offs))
+	for k, o := range offs {
+		out[k] = o.Lag
+	}
+	return out, nil
+}
+
+// liveLagMismatches is benchproc.LiveLagMismatches.
+func liveLagMismatches(before, after map[gpKey]groupOffsets, ours map[gpKey]ourOffsets) ([]string, int) {
+	return benchproc.LiveLagMismatches(before, after, ours)
 }
 
 // lagMismatches compares each group-partition Kafka's command reports (theirs) with Tidemark's exported offset lag
@@ -139,8 +133,9 @@ func lagMismatches(theirs, ours map[gpKey]int64) []string {
 // activeSample is one scrape round of every replica's tidemark_lag_exporter_active for one cluster: per replica,
 // whether it answered with the gauge at 1 (a dead or unreachable replica is not active).
 type activeSample struct {
-	At     time.Time
+	At     time.Time // when the round's scrapes had returned
 	Active []bool
+	Start  time.Time // when the round's first scrape began (zero: At)
 }
 
 // noActiveTime sums, over consecutive samples from `from` on, the time no replica was active: each interval
@@ -164,6 +159,66 @@ func noActiveTime(samples []activeSample, from time.Time) (gap time.Duration, ma
 	}
 	return gap, maxActive
 }
+
+// failoverTime is the time from the kill (killAt) to the end of the first scrape round begun after it in which a
+// replica is active: how long the cluster's lag went unserved because of the kill, counted from the kill itself
+// (about one scrape when a survivor was already the active one). A round begun before the kill may have seen the
+// victim alive, so it never counts. ok is false when no round after the kill saw an active replica.
+func failoverTime(samples []activeSample, killAt time.Time) (d time.Duration, ok bool) {
+	for _, s := range samples {
+		start := s.Start
+		if start.IsZero() {
+			start = s.At
+		}
+		if start.Before(killAt) {
+			continue
+		}
+		for _, a := range s.Active {
+			if a {
+				return s.At.Sub(killAt), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// rollupKey is one (cluster, topic, group, time bucket) of a rollup tier; Bucket is the minute or hour, Unix s.
+type rollupKey struct {
+	Cluster, Topic, Group string
+	Bucket                int64
+}
+
+// rollupDiff compares a rollup tier's row counts (rollup: per bucket, the e2e stage's live + flagged + replay +
+// backfill + redelivery sums, one per row aggregated) with the distinct keys of latency_events in the same
+// buckets (raw): per bucket, a rollup above raw aggregated a re-inserted row twice (doubled), below it missed rows
+// (missing). Summed per bucket, so a double count in one minute cannot hide a miss in another.
+func rollupDiff(raw, rollup map[rollupKey]int64) (doubled, missing int64) {
+	for k, r := range rollup {
+		if d := r - raw[k]; d > 0 {
+			doubled += d
+		}
+	}
+	for k, n := range raw {
+		if d := n - rollup[k]; d > 0 {
+			missing += d
+		}
+	}
+	return doubled, missing
+}
+
+// loadgenCounts reads cmd/loadgen's final line ("loadgen ...  produced N  processed N  receipts sent N  dropped N"):
+// the records its consumers processed and the receipts its emitters dropped or failed to send.
+func loadgenCounts(line string) (processed, dropped int, err error) {
+	m := loadgenLine.FindStringSubmatch(line)
+	if m == nil {
+		return 0, 0, fmt.Errorf("no loadgen summary in %q", line)
+	}
+	processed, _ = strconv.Atoi(m[1])
+	dropped, _ = strconv.Atoi(m[2])
+	return processed, dropped, nil
+}
+
+var loadgenLine = regexp.MustCompile(`processed\s+(\d+)\s+receipts sent\s+\d+\s+dropped\s+(\d+)`)
 
 // maxGap is the longest interval between consecutive snapshot times (ms, any order) within [from, to], the bounds
 // counting as snapshot times: the longest the lag_snapshots table went without a row over the run.

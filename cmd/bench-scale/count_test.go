@@ -81,8 +81,8 @@ func TestParseConsumerGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[gpKey]int64{
-		{"bench-scale-x-stalled-1", "bs-orders", 0}: 150,
-		{"bench-scale-x-app", "bs-orders", 2}:       0,
+		{Group: "bench-scale-x-stalled-1", Topic: "bs-orders", Partition: 0}: 150,
+		{Group: "bench-scale-x-app", Topic: "bs-orders", Partition: 2}:       0,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v\nwant %v", got, want)
@@ -90,8 +90,8 @@ func TestParseConsumerGroups(t *testing.T) {
 }
 
 func TestLagMismatches(t *testing.T) {
-	theirs := map[gpKey]int64{{"g", "t", 0}: 5, {"g", "t", 1}: 0, {"g", "t", 2}: 7}
-	ours := map[gpKey]int64{{"g", "t", 0}: 5, {"g", "t", 2}: 6, {"g", "t", 3}: 1}
+	theirs := map[gpKey]int64{{Group: "g", Topic: "t", Partition: 0}: 5, {Group: "g", Topic: "t", Partition: 1}: 0, {Group: "g", Topic: "t", Partition: 2}: 7}
+	ours := map[gpKey]int64{{Group: "g", Topic: "t", Partition: 0}: 5, {Group: "g", Topic: "t", Partition: 2}: 6, {Group: "g", Topic: "t", Partition: 3}: 1}
 	got := lagMismatches(theirs, ours)
 	want := []string{"g t/1: kafka 0, tidemark none", "g t/2: kafka 7, tidemark 6"}
 	if !reflect.DeepEqual(got, want) {
@@ -106,13 +106,13 @@ func TestNoActiveTime(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	samples := []activeSample{
-		{at(0), []bool{false, false}},    // before the kill: start-up, not counted
-		{at(250), []bool{true, false}},   // kill at 400
-		{at(500), []bool{false, false}},  // from here
-		{at(750), []bool{false, false}},  // ...
-		{at(1000), []bool{false, true}},  // to here: 500 ms without an active exporter
-		{at(1250), []bool{true, true}},   // split brain
-		{at(1500), []bool{false, false}}, // the last sample closes no interval
+		{at(0), []bool{false, false}, time.Time{}},    // before the kill: start-up, not counted
+		{at(250), []bool{true, false}, time.Time{}},   // kill at 400
+		{at(500), []bool{false, false}, time.Time{}},  // from here
+		{at(750), []bool{false, false}, time.Time{}},  // ...
+		{at(1000), []bool{false, true}, time.Time{}},  // to here: 500 ms without an active exporter
+		{at(1250), []bool{true, true}, time.Time{}},   // split brain
+		{at(1500), []bool{false, false}, time.Time{}}, // the last sample closes no interval
 	}
 	gap, maxActive := noActiveTime(samples, at(400))
 	if gap != 500*time.Millisecond || maxActive != 2 {

@@ -7,6 +7,8 @@
 // command), never from Tidemark's own counters:
 //
 //   - rows_sent: receipts in the receipts topics' logs after the run (what the applications' emitters got into Kafka);
+//     app_receipts_dropped: receipts the load generators' emitters dropped or failed to send (their own count), which
+//     never reached the topic; rows_unaccounted = rows_lost + app_receipts_dropped;
 //   - rows_lost / rows_duplicated: receipt keys (group, topic, partition, offset) sent and absent from latency_events,
 //     and rows beyond one per key, read with FINAL (what a query sees once ReplacingMergeTree has merged: a
 //     redelivered receipt stored again under the same key and replay class is stored once; under another replay
@@ -14,16 +16,24 @@
 //     REPLICA) and the worst one reported. rows_reinserted: rows inserted more than once by key, counted by a plain
 //     MergeTree materialized view the bench puts on latency_events (the at-least-once redelivery the crash caused,
 //     which the idempotent key absorbs; the survivor's seeded dedup window keeps it at 0);
-//   - rollup_double_counted / rollup_missing: the most, over latency_1m and latency_1h, by which a tier's row count
-//     exceeds / falls short of latency_events FINAL's (rollup_raw_rows): rows the views aggregated twice, or missed;
+//   - rollup_double_counted / rollup_missing: the most, over latency_1m and latency_1h, of the rows a tier counts
+//     beyond / short of the distinct keys latency_events holds in the same (cluster, topic, group, minute or hour),
+//     read without FINAL (a re-inserted row FINAL collapses is still aggregated twice by the views);
 //   - false_probe_loss: probe_events rows with status lost whose probe the probe topic's log holds;
-//   - lag_failover_s: the longest, over clusters, of the time from the kill until the end during which no live
-//     replica served tidemark_lag_exporter_active{cluster}=1 (both replicas scraped every 250 ms);
-//     lag_exporters_max_active, the most replicas active at once for one cluster (2 is a split brain);
-//     lag_snapshot_max_gap_s, the longest gap between a cluster's lag_snapshots rows from the kill on;
+//   - lag_failover_s: the longest, over clusters, from the SIGKILL itself to the first scrape (both replicas every
+//     250 ms, stamped when the scrape returned) in which a live replica serves tidemark_lag_exporter_active{cluster}=1,
+//     with lag.election.session_timeout left at its default (session_timeout_s, read from --print-config);
+//     lag_unserved_s, the time from the kill on during which none did; lag_exporters_max_active, the most replicas
+//     active at once for one cluster (2 is a split brain); lag_snapshot_max_gap_s, the longest gap between a
+//     cluster's lag_snapshots rows from the kill on;
+//   - live_lag_checks / live_lag_compared / live_lag_mismatches: during the load, repeatedly, the active replica's
+//     committed offsets and lags against Kafka's `kafka-consumer-groups.sh --describe --all-groups` run just before
+//     and just after its snapshot (offsets only grow, so the snapshot must lie between the two readings);
 //   - cluster_lag_mismatches: per cluster, after the load stopped, group-partitions whose lag in the surviving
-//     replica's tidemark_lag_partition_offsets differs from that cluster's own `kafka-consumer-groups.sh --describe
-//     --all-groups`.
+//     replica's tidemark_lag_partition_offsets differs from that cluster's own command.
+//
+// A run that compared lag on no group-partition, during or after the load, fails. The JSON line carries its
+// provenance (commit, versions, load average per phase: benchproc.Provenance).
 //
 // The bench stages what the build and the repository support, detected, never assumed: `tidemark run
 // --print-config` must accept lag.election, collector.probe.instance_id, clusters: and clickhouse.cluster, and
@@ -36,12 +46,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,16 +75,32 @@ type result struct {
 	RowsReinserted     int `json:"rows_reinserted"`
 	// RollupDoubleCounted: the most, over latency_1m and latency_1h, by which the tier's row count exceeds the
 	// distinct rows of latency_events FINAL (a re-read row the views aggregated twice); RollupRows the tiers' count.
-	RollupDoubleCounted int64   `json:"rollup_double_counted"`
-	RollupMissing       int64   `json:"rollup_missing"`
-	RollupRawRows       int64   `json:"rollup_raw_rows"`
-	ProbesDelivered     int     `json:"probes_delivered"`
-	ProbesReportedLost  int     `json:"probes_reported_lost"`
-	FalseProbeLoss      int     `json:"false_probe_loss"`
-	LagFailoverS        float64 `json:"lag_failover_s"`
-	LagMaxActive        int     `json:"lag_exporters_max_active"`
-	LagSnapshotMaxGapS  float64 `json:"lag_snapshot_max_gap_s"`
-	SessionTimeoutS     float64 `json:"session_timeout_s"`
+	RollupDoubleCounted int64 `json:"rollup_double_counted"`
+	RollupMissing       int64 `json:"rollup_missing"`
+	RollupRawRows       int64 `json:"rollup_raw_rows"`
+	ProbesDelivered     int   `json:"probes_delivered"`
+	ProbesReportedLost  int   `json:"probes_reported_lost"`
+	FalseProbeLoss      int   `json:"false_probe_loss"`
+	// LagFailoverS: the longest, over clusters, from the SIGKILL to the first scrape in which a replica serves the
+	// cluster's lag as the active exporter. LagUnservedS: the time from the kill on during which no replica did.
+	LagFailoverS       float64 `json:"lag_failover_s"`
+	LagUnservedS       float64 `json:"lag_unserved_s"`
+	LagMaxActive       int     `json:"lag_exporters_max_active"`
+	LagSnapshotMaxGapS float64 `json:"lag_snapshot_max_gap_s"`
+	// SessionTimeoutS is lag.election.session_timeout as the replicas ran it (`tidemark run --print-config`).
+	SessionTimeoutS float64 `json:"session_timeout_s"`
+	// AppProcessed and AppReceiptsDropped are the load generators' own counts (their last line): records their
+	// consumers processed, and receipts their emitters dropped or failed to send, which never reached the receipts
+	// topic. RowsUnaccounted = RowsLost + AppReceiptsDropped: receipts the applications had and ClickHouse lacks.
+	AppProcessed       int `json:"app_processed"`
+	AppReceiptsDropped int `json:"app_receipts_dropped"`
+	RowsUnaccounted    int `json:"rows_unaccounted"`
+	// LiveLagChecks: comparisons during the load of the active replica's lag snapshot with Kafka's
+	// consumer-groups command run just before and just after it (liveLagMismatches); LiveLagCompared the
+	// group-partitions compared over all of them, LiveLagMismatches those outside Kafka's bracket.
+	LiveLagChecks     int `json:"live_lag_checks"`
+	LiveLagCompared   int `json:"live_lag_compared"`
+	LiveLagMismatches int `json:"live_lag_mismatches"`
 	// ClusterLagMismatches sums over clusters; ClusterLagCompared is the group-partitions compared.
 	ClusterLagMismatches int `json:"cluster_lag_mismatches"`
 	ClusterLagCompared   int `json:"cluster_lag_compared"`
@@ -88,7 +114,7 @@ type result struct {
 	RSSMB             []float64 `json:"rss_mb"` // peak RSS (VmHWM) of each replica
 	LoadSeconds       float64   `json:"load_s"`
 	TotalSeconds      float64   `json:"total_s"`
-	LoadAvg           string    `json:"loadavg"`
+	*benchproc.Provenance
 }
 
 type options struct {
@@ -103,7 +129,7 @@ func main() {
 	var o options
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "how long the load runs; the kill is at half of it")
 	flag.Float64Var(&o.rate, "rate", 150, "records per second of each of the two instrumented producers of each cluster")
-	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "lag.election.session_timeout (the broker's minimum is 6s)")
+	flag.DurationVar(&o.sessionTimeout, "session-timeout", 0, "lag.election.session_timeout to configure (0: leave it to the shipped default, as a user does; the broker's minimum is 6s)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, replica logs) and print its path")
 	flag.StringVar(&o.tidemark, "tidemark", "", "measure this tidemark binary (e.g. another branch's build) instead of building ./cmd/tidemark")
 	flag.IntVar(&o.clusters, "clusters", 2, "Kafka clusters to stage when the build supports clusters: (1 or 2)")
@@ -141,6 +167,8 @@ type stage struct {
 	multiCluster, chCluster bool
 	samplesMu               sync.Mutex
 	peakRSS                 []float64
+	sessionTimeout          time.Duration // lag.election.session_timeout as the replicas run it
+	prov                    *benchproc.Provenance
 }
 
 // kcluster is one Kafka cluster the replicas watch, with its load.
@@ -174,6 +202,9 @@ func saramaConfig() *sarama.Config {
 
 func (s *stage) run(ctx context.Context) (*result, error) {
 	begin := time.Now()
+	s.prov = benchproc.NewProvenance(ctx, "github.com/IBM/sarama", "github.com/ClickHouse/clickhouse-go/v2")
+	s.prov.Rounds = 1
+	s.prov.Peers["kafka"] = strings.TrimPrefix(filepath.Base(filepath.Dir(s.kafkaLib)), "kafka-")
 	s.id = strconv.FormatInt(time.Now().UnixNano()/1e6%1e9, 36)
 	s.prefix = "bench-scale-" + s.id + "-"
 	s.db = "tidemark_bench_scale"
@@ -223,6 +254,9 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	defer s.ch.close()
+	if v, err := s.ch.conns[0].ServerVersion(); err == nil {
+		s.prov.Peers["clickhouse"] = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	}
 	if err := s.ch.execEach(ctx, "DROP DATABASE IF EXISTS "+s.db); err != nil {
 		return nil, fmt.Errorf("drop %s: %w", s.db, err)
 	}
@@ -253,7 +287,7 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 
 	res := &result{Replicas: len(s.replicas), Clusters: len(s.clusters), ClickHouseReplicas: len(s.ch.addrs),
 		LagElection: s.election, ProbeInstanceIDs: s.instances, MultiCluster: s.multiCluster, ClickHouseCluster: s.chCluster,
-		SessionTimeoutS: s.o.sessionTimeout.Seconds()}
+		SessionTimeoutS: s.sessionTimeout.Seconds(), Provenance: s.prov}
 	loadStart := time.Now()
 	for _, c := range s.clusters {
 		if c.load, err = benchproc.Start("loadgen "+c.name, filepath.Join(s.dir, "loadgen-"+c.name+".log"), nil, s.loadgen,
@@ -266,6 +300,10 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		defer c.load.Kill()
 	}
 	logf("load for %v at %.0f records/s from 2 producers on each of %d cluster(s)", s.o.duration, 2*s.o.rate, len(s.clusters))
+	lctx, stopLive := context.WithCancel(ctx)
+	liveDone := make(chan struct{})
+	go func() { defer close(liveDone); s.liveLagLoop(lctx, res) }()
+	defer func() { stopLive(); <-liveDone }()
 	// Two groups per cluster that stop at 40% of the load: real committed offsets, lag growing until the load ends.
 	if err := s.sleepLoad(ctx, s.o.duration*4/10); err != nil {
 		return nil, err
@@ -291,6 +329,17 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 		logf("load on %s done: %s", c.name, c.load.Tail(1))
 	}
 	res.LoadSeconds = time.Since(loadStart).Seconds()
+	stopLive()
+	<-liveDone
+	s.prov.Phase("load")
+	for _, c := range s.clusters {
+		processed, dropped, err := loadgenCounts(c.load.Tail(1))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.load.Name, err)
+		}
+		res.AppProcessed += processed
+		res.AppReceiptsDropped += dropped
+	}
 
 	allSent := map[receiptKey]int{}
 	for _, c := range s.clusters {
@@ -330,8 +379,14 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	<-scraped
 	for _, c := range s.clusters {
 		gap, maxActive := noActiveTime(c.samples, killAt)
-		logf("%s: %.2fs without an active lag exporter after the kill, at most %d active at once", c.name, gap.Seconds(), maxActive)
-		res.LagFailoverS, res.LagMaxActive = max(res.LagFailoverS, gap.Seconds()), max(res.LagMaxActive, maxActive)
+		fo, ok := failoverTime(c.samples, killAt)
+		if !ok {
+			return nil, fmt.Errorf("%s: no replica became the active lag exporter after the kill", c.name)
+		}
+		logf("%s: lag served again %.2fs after the kill, %.2fs without an active lag exporter, at most %d active at once",
+			c.name, fo.Seconds(), gap.Seconds(), maxActive)
+		res.LagFailoverS, res.LagUnservedS = max(res.LagFailoverS, fo.Seconds()), max(res.LagUnservedS, gap.Seconds())
+		res.LagMaxActive = max(res.LagMaxActive, maxActive)
 	}
 	if err := survivor.proc.Stop(30 * time.Second); err != nil {
 		logf("%s stop: %v", survivor.name, err)
@@ -340,8 +395,15 @@ func (s *stage) run(ctx context.Context) (*result, error) {
 	if err := s.count(ctx, res, allSent, killAt); err != nil {
 		return nil, err
 	}
+	res.RowsUnaccounted = res.RowsLost + res.AppReceiptsDropped
 	res.TotalSeconds = time.Since(begin).Seconds()
-	res.LoadAvg = benchproc.LoadAvg()
+	s.prov.Phase("count")
+	if res.LiveLagCompared == 0 || res.ClusterLagCompared == 0 {
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+		return nil, fmt.Errorf("lag compared with Kafka's command on %d group-partitions during the load and %d after it: a check of nothing is no check",
+			res.LiveLagCompared, res.ClusterLagCompared)
+	}
 	return res, nil
 }
 
@@ -398,8 +460,11 @@ func (s *stage) config(i, port int, f feature, clusters []*kcluster, ch *chTarge
 			ind(n, fmt.Sprintf("  cluster: %s\n", c.name))
 		}
 		if f.election {
-			ind(n, fmt.Sprintf("  election:\n    enabled: true\n    group: tmbs-%s-%s-lag-election\n    topic: bs-%s-%s-lag-lease\n    session_timeout: %v\n",
-				s.id, c.name, s.id, c.name, s.o.sessionTimeout))
+			ind(n, fmt.Sprintf("  election:\n    enabled: true\n    group: tmbs-%s-%s-lag-election\n    topic: bs-%s-%s-lag-lease\n",
+				s.id, c.name, s.id, c.name))
+			if s.o.sessionTimeout > 0 {
+				ind(n, fmt.Sprintf("    session_timeout: %v\n", s.o.sessionTimeout))
+			}
 		}
 	}
 	if f.multiCluster {
@@ -415,9 +480,13 @@ func (s *stage) config(i, port int, f feature, clusters []*kcluster, ch *chTarge
 	if f.chCluster {
 		fmt.Fprintf(&b, "  cluster: %s\n", ch.cluster)
 	}
-	fmt.Fprintf(&b, "migrate: true\nlag_enabled: true\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: info\n", port)
+	fmt.Fprintf(&b, "migrate: true\nhttp:\n  listen: 127.0.0.1:%d\nlog:\n  level: info\n", port)
 	return b.String()
 }
+
+// sessionTimeoutRe finds lag.election.session_timeout in `tidemark run --print-config` (the only session_timeout
+// key it prints).
+var sessionTimeoutRe = regexp.MustCompile(`(?m)^\s*session_timeout:\s*(\S+)\s*$`)
 
 // detect asks the binary which scale-out keys it knows (`--print-config` fails on an unknown key), and the
 // repository whether it can start a ClickHouse cluster; then that the configuration combining them is accepted too
@@ -446,6 +515,21 @@ func (s *stage) detect(ctx context.Context) error {
 		s.election, s.instances, s.multiCluster, chclusterScript, s.chCluster)
 	if err := check(feature{s.election, s.instances, s.multiCluster, s.chCluster}); err != nil {
 		return fmt.Errorf("tidemark run accepts each of these features but not their combination: %w", err)
+	}
+	if s.election {
+		cmd := exec.CommandContext(ctx, s.tidemark, "run", "--config", filepath.Join(s.dir, "probe-config.yaml"), "--print-config")
+		cmd.Env = benchproc.CleanEnv()
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("tidemark run --print-config: %w", err)
+		}
+		m := sessionTimeoutRe.FindSubmatch(out)
+		if m == nil {
+			return fmt.Errorf("tidemark run --print-config shows no lag.election.session_timeout")
+		}
+		if s.sessionTimeout, err = time.ParseDuration(string(m[1])); err != nil {
+			return fmt.Errorf("lag.election.session_timeout %q: %w", m[1], err)
+		}
 	}
 	return nil
 }
@@ -487,7 +571,7 @@ func (s *stage) scrapeLoop(ctx context.Context) {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
-		at := time.Now()
+		start := time.Now()
 		active := make([][]bool, len(s.clusters)) // cluster → replica
 		for c := range active {
 			active[c] = make([]bool, len(s.replicas))
@@ -507,9 +591,10 @@ func (s *stage) scrapeLoop(ctx context.Context) {
 				active[c][i] = s.isActive(fams, cl.name)
 			}
 		}
+		at := time.Now() // after the scrapes: what they saw was so by then at the latest
 		s.samplesMu.Lock()
 		for c, cl := range s.clusters {
-			cl.samples = append(cl.samples, activeSample{At: at, Active: active[c]})
+			cl.samples = append(cl.samples, activeSample{At: at, Start: start, Active: active[c]})
 		}
 		s.samplesMu.Unlock()
 		select {
@@ -720,25 +805,105 @@ func (s *stage) compareLag(ctx context.Context, c *kcluster, r *replica, frozen 
 			return
 		}
 		p, _ := strconv.Atoi(l["partition"])
-		ours[gpKey{l["group"], l["topic"], int32(p)}] = int64(v)
+		ours[gpKey{Group: l["group"], Topic: l["topic"], Partition: int32(p)}] = int64(v)
 	})
-	cmd := exec.CommandContext(ctx, "java", "-cp", s.kafkaLib+"/*", "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-		"--bootstrap-server", strings.Join(c.brokers, ","), "--describe", "--all-groups")
-	out, err := cmd.Output()
+	out, err := s.describeGroups(ctx, c)
 	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%w: %s", err, ee.Stderr)
-		}
-		return nil, 0, fmt.Errorf("kafka-consumer-groups --describe on %s: %w", c.name, err)
+		return nil, 0, err
 	}
-	theirs, err := parseConsumerGroups(strings.NewReader(string(out)), c.prefix)
+	theirs, err := parseConsumerGroups(strings.NewReader(out), c.prefix)
 	if err != nil {
 		return nil, 0, err
 	}
 	logf("lag of %s: kafka-consumer-groups lists %d bench group-partitions with commits, %s exports %d",
 		c.name, len(theirs), r.name, len(ours))
 	return lagMismatches(theirs, ours), len(theirs), nil
+}
+
+// describeGroups runs Kafka's own `kafka-consumer-groups.sh --describe --all-groups` (its tool class) on c.
+func (s *stage) describeGroups(ctx context.Context, c *kcluster) (string, error) {
+	out, err := benchproc.DescribeGroups(ctx, s.kafkaLib, c.brokers)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", c.name, err)
+	}
+	return out, nil
+}
+
+// liveLagLoop compares, until ctx ends (the load is over), each cluster's lag as the active replica serves it with
+// Kafka's command run just before and just after the scrape (liveLagMismatches), adding to res's LiveLag fields.
+// The scrape must serve a snapshot whose reads began after the first command returned (benchproc.SnapshotReadsFrom),
+// so every offset in it was read between the two commands. A round without an active replica serving such a snapshot
+// within 15 s (the failover) is skipped and logged.
+func (s *stage) liveLagLoop(ctx context.Context, res *result) {
+	for ctx.Err() == nil {
+		for _, c := range s.clusters {
+			out, err := s.describeGroups(ctx, c)
+			if err != nil {
+				if ctx.Err() == nil {
+					logf("live lag check on %s: %v", c.name, err)
+				}
+				return
+			}
+			beforeAt := time.Now()
+			before, err := parseGroupOffsets(strings.NewReader(out), c.prefix)
+			if err != nil {
+				logf("live lag check on %s: %v", c.name, err)
+				continue
+			}
+			ours, ok := s.snapshotAfter(ctx, c, beforeAt, 15*time.Second)
+			if !ok {
+				logf("live lag check on %s: no active replica served a snapshot newer than %s", c.name, beforeAt.Format("15:04:05.000"))
+				continue
+			}
+			if out, err = s.describeGroups(ctx, c); err != nil {
+				if ctx.Err() == nil {
+					logf("live lag check on %s: %v", c.name, err)
+				}
+				return
+			}
+			after, err := parseGroupOffsets(strings.NewReader(out), c.prefix)
+			if err != nil {
+				logf("live lag check on %s: %v", c.name, err)
+				continue
+			}
+			mism, compared := liveLagMismatches(before, after, ours)
+			res.LiveLagChecks++
+			res.LiveLagCompared += compared
+			res.LiveLagMismatches += len(mism)
+			logf("live lag check on %s: %d group-partitions compared, %d outside Kafka's bracket", c.name, compared, len(mism))
+			for i, m := range mism {
+				if i == 5 {
+					logf("... %d more", len(mism)-5)
+					break
+				}
+				logf("live lag mismatch on %s: %s", c.name, m)
+			}
+		}
+	}
+}
+
+// snapshotAfter scrapes the live replicas every 100 ms until one is c's active lag exporter serving a snapshot whose
+// reads began after `after`, and returns that snapshot's committed offsets and lags of the bench's groups.
+func (s *stage) snapshotAfter(ctx context.Context, c *kcluster, after time.Time, timeout time.Duration) (map[gpKey]ourOffsets, bool) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, r := range s.replicas {
+			if r.proc.Exited() {
+				continue
+			}
+			fams, err := benchproc.Scrape(ctx, r.url("/metrics"))
+			if err != nil || !s.isActive(fams, c.name) {
+				continue
+			}
+			if from, ok := benchproc.SnapshotReadsFrom(fams, c.name); !ok || from.Before(after) {
+				continue
+			}
+			ours := benchproc.SnapshotOffsets(fams, c.name, c.prefix)
+			return ours, true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, false
 }
 
 // count fills the ClickHouse and probe-log figures, after every replica stopped. On a ClickHouse cluster every
@@ -841,26 +1006,47 @@ func (s *stage) count(ctx context.Context, res *result, sent map[receiptKey]int,
 	return nil
 }
 
-// countRollups compares each rollup tier's row count (its e2e stage's live + flagged + replay + backfill +
-// redelivery: one per row) with the distinct rows of latency_events FINAL, through the Distributed tables on a
-// ClickHouse cluster: a tier counting more has aggregated a re-inserted row twice (rollupDoubleCounted), one counting
-// fewer missed rows.
+// countRollups compares each rollup tier, per (cluster, topic, group) and minute or hour, with the distinct keys
+// (partition, offset, replay class) latency_events holds in that bucket, read without FINAL (rollupDiff): a tier
+// counting more in a bucket aggregated a re-inserted row twice, one counting fewer missed rows. A re-inserted row
+// that FINAL collapses is still counted twice by the views, so the raw side is the distinct keys, never a row count.
+// Through the Distributed tables on a ClickHouse cluster.
 func (s *stage) countRollups(ctx context.Context, res *result) error {
 	conn := s.ch.conns[0]
-	var raw uint64
-	if err := conn.QueryRow(ctx, `SELECT count() FROM `+s.db+`.latency_events FINAL`).Scan(&raw); err != nil {
-		return fmt.Errorf("count latency_events FINAL: %w", err)
+	read := func(q string) (map[rollupKey]int64, int64, error) {
+		out := map[rollupKey]int64{}
+		var total int64
+		err := queryEach(ctx, conn, func(sc func(...any) error) error {
+			var k rollupKey
+			var n uint64
+			if err := sc(&k.Cluster, &k.Topic, &k.Group, &k.Bucket, &n); err != nil {
+				return err
+			}
+			out[k] += int64(n)
+			total += int64(n)
+			return nil
+		}, q)
+		return out, total, err
 	}
-	res.RollupRawRows = int64(raw)
-	for _, tier := range []string{"latency_1m", "latency_1h"} {
-		var n uint64
-		if err := conn.QueryRow(ctx, `SELECT sumMerge(live) + sumMerge(flagged) + sumMerge(replay) + sumMerge(backfill) + `+
-			`sumMerge(redelivery) FROM `+s.db+`.`+tier+` WHERE stage = 'e2e'`).Scan(&n); err != nil {
-			return fmt.Errorf("count %s: %w", tier, err)
+	for _, tier := range []struct{ table, col, fn string }{{"latency_1m", "minute", "toStartOfMinute"}, {"latency_1h", "hour", "toStartOfHour"}} {
+		raw, rawTotal, err := read(`SELECT toString(cluster), topic, consumer_group, toInt64(toUInt32(` + tier.fn + `(observed_time))),
+			toUInt64(uniqExact(partition, offset, replay_class)) FROM ` + s.db + `.latency_events
+			GROUP BY cluster, topic, consumer_group, ` + tier.fn + `(observed_time)`)
+		if err != nil {
+			return fmt.Errorf("distinct keys of latency_events by %s: %w", tier.col, err)
 		}
-		logf("%s counts %d rows, latency_events FINAL %d", tier, n, raw)
-		res.RollupDoubleCounted = max(res.RollupDoubleCounted, int64(n)-int64(raw))
-		res.RollupMissing = max(res.RollupMissing, int64(raw)-int64(n))
+		rolled, rollTotal, err := read(`SELECT toString(cluster), topic, consumer_group, toInt64(toUInt32(` + tier.col + `)),
+			toUInt64(sumMerge(live) + sumMerge(flagged) + sumMerge(replay) + sumMerge(backfill) + sumMerge(redelivery))
+			FROM ` + s.db + `.` + tier.table + ` WHERE stage = 'e2e' GROUP BY cluster, topic, consumer_group, ` + tier.col)
+		if err != nil {
+			return fmt.Errorf("count %s: %w", tier.table, err)
+		}
+		doubled, missing := rollupDiff(raw, rolled)
+		logf("%s counts %d rows, latency_events holds %d distinct keys in the same buckets: %d doubled, %d missing",
+			tier.table, rollTotal, rawTotal, doubled, missing)
+		res.RollupRawRows = rawTotal
+		res.RollupDoubleCounted = max(res.RollupDoubleCounted, doubled)
+		res.RollupMissing = max(res.RollupMissing, missing)
 	}
 	return nil
 }

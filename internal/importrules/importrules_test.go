@@ -47,7 +47,9 @@ var may = map[string][]string{
 	// The collector: latency, lag and the adapters' interfaces; never a client library itself.
 	"collector": {"latency", "latency/instrument", "lagexporter", "internal/kafka", "internal/kafkaconfig", "internal/store",
 		"github.com/prometheus/client_golang/", "github.com/cenkalti/backoff/", "go.opentelemetry.io/otel",
-		"golang.org/x/sync/errgroup"},
+		"golang.org/x/sync/errgroup",
+		// the spans path: OTLP decoded with the OpenTelemetry Collector's pdata, served over OTLP/gRPC
+		"go.opentelemetry.io/collector/pdata/", "google.golang.org/grpc"},
 	// The Grafana plugin reads through the store's read API.
 	"plugin/pkg":        {"plugin/pkg/plugin", "github.com/grafana/grafana-plugin-sdk-go/"},
 	"plugin/pkg/plugin": {"internal/secret", "internal/store", "internal/store/query", "github.com/grafana/grafana-plugin-sdk-go/"},
