@@ -100,8 +100,8 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 // gcPercent is the garbage collector's target that `tidemark run` sets unless the GOGC environment variable is set:
 // the heap may grow to 1.75 times what survives a collection instead of Go's default 2 times. The daemon's memory
 // is mostly long-lived state (lag windows, snapshots, renderings), so the default headroom is mostly idle RSS, while
-// the lag exporter uses about a quarter of kminion's CPU (docs/performance.md). This is the trade and the setting
-// Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
+// the lag exporter's CPU per cycle is small (docs/performance.md); a little more collection for less memory is the
+// trade, and the setting Prometheus' server makes (it sets GOGC 75 when the variable is unset). memory_limit_mb caps the heap further.
 const gcPercent = 75
 
 // run wires and runs everything until ctx ends. The HTTP server comes first (startHTTP), so that /healthz (alive)
