@@ -182,12 +182,12 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help: "LogAppendTime stamps whose appending broker (the leader of the record's leader epoch) could not be known; their stages are flagged."}),
 		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_e2e_latency_seconds",
-			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.",
+			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e is invalid (an end's clock not placed, an order violated beyond the uncertainty); a wide interval is no reason to leave one out. Exemplars carry the trace id.",
 			Buckets: buckets,
 		}, []string{"group", "topic"}),
 		StageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_stage_latency_seconds",
-			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; a stage resting on a skew-suspected or unsettled clock pair is left out, the record's other stages are kept.",
+			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; an invalid stage (an end's clock not placed, an order violated beyond the uncertainty) is left out, the record's other stages are kept.",
 			Buckets: buckets,
 		}, []string{"stage", "group", "topic"}),
 		LatencyBuckets: buckets,
