@@ -68,12 +68,8 @@ type Result struct {
 	// MomentUnc is each corrected moment's offset uncertainty in ms (0 on the reference clock, +Inf where the
 	// host's offset is unknown); 0 where the moment is absent. See [Result.StageUncertainty].
 	MomentUnc [NumMoments]float64
-	// Lower and Upper bound each present stage's true value in ms on the reference clock (valid where Has has the
-	// stage's bit): Lower[s] ≤ true ≤ Upper[s], Lower[s] ≤ Stages[s] ≤ Upper[s], Lower[s] ≥ 0. They propagate the
-	// offset intervals of exactly the clocks the stage spans, its two ends' stamps' quantisation, and causal order
-	// (docs/latency.md, "Intervals"). Upper is +Inf where an end's offset is unknown or bounded on one side only (a
-	// one-sided causal envelope); Lower is then still a bound. See [Result.StageBounds].
-	Lower, Upper [NumStages]float64
+	// bounds holds each stage's interval, read through [Result.StageBounds].
+	bounds stageBounds
 	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
 	// A millisecond stamp v is taken as v + 0.5 ms, the middle of the millisecond it truncates.
 	Corrected [NumMoments]float64
@@ -127,23 +123,58 @@ func (r *Result) StageUncertainty(s Stage) float64 {
 	return r.MomentUnc[x] + r.MomentUnc[y]
 }
 
-// StageBounds returns the interval [lo, hi] in ms, on the reference clock, that holds the true value of stage s
-// (Lower[s], Upper[s]; see [Result.Lower]): 0 ≤ lo ≤ Stages[s] ≤ hi. hi is +Inf when an end's offset is unknown or
-// bounded on one side only. ok is false when the stage is absent. Percentiles of the lower and of the upper ends
-// bound the true percentile from both sides, since an order statistic is monotone in each sample.
+// stageBounds is a result's stage intervals: computed (lower, upper) by the general path, or, for a record the
+// straight-line path took, what StageBounds computes them from on demand (its timeline is monotone and
+// unprojected, every offset two-sided: the corrected moments, their uncertainties, and these), which keeps the
+// common record's cost to two bytes and a float.
+type stageBounds struct {
+	lower, upper [NumStages]float64
+	lazy         bool
+	ms           uint8   // lazy: bit m when moment m is a ms stamp (quantum ½ ms; else 1 µs)
+	one          uint8   // lazy: bit s when stage s runs between two stamps of one clock
+	driftMax     float64 // lazy: Config.MaxDriftPPM as a fraction
+}
+
+// StageBounds returns the interval [lo, hi] in ms, on the reference clock, that holds the true value of stage s:
+// 0 ≤ lo ≤ Stages[s] ≤ hi. It propagates the offset intervals of exactly the clocks the stage spans, its ends'
+// stamps' quantisation, and causal order (docs/latency.md, "Intervals"). hi is +Inf when an end's offset is unknown
+// or bounded on one side only (a one-sided causal envelope); lo is then still a bound. ok is false when the stage is
+// absent. Percentiles of the lower and of the upper ends bound the true percentile from both sides, since an order
+// statistic is monotone in each sample. It allocates nothing.
 func (r *Result) StageBounds(s Stage) (lo, hi float64, ok bool) {
 	if r.Has&(1<<s) == 0 {
 		return 0, 0, false
 	}
-	return r.Lower[s], r.Upper[s], true
+	if r.bounds.lazy {
+		return r.lazyBounds(s)
+	}
+	return r.bounds.lower[s], r.bounds.upper[s], true
 }
 
-// Width returns Upper[s] − Lower[s] in ms (+Inf when one side is open), 0 for an absent stage.
+// Width returns the width hi − lo of stage s's interval in ms (+Inf when one side is open), 0 for an absent stage.
 func (r *Result) Width(s Stage) float64 {
-	if r.Has&(1<<s) == 0 {
-		return 0
+	lo, hi, _ := r.StageBounds(s)
+	return hi - lo
+}
+
+// lazyBounds computes a straight-line result's interval of stage s exactly as fillBounds would have.
+func (r *Result) lazyBounds(s Stage) (lo, hi float64, ok bool) {
+	var d, q [NumMoments]float64
+	var chain uint8
+	for _, m := range [...]Moment{Produce, Append, Receive, Processed} {
+		if r.Corrected[m] == 0 {
+			continue
+		}
+		chain |= 1 << m
+		q[m] = quantum(Nanos)
+		if r.bounds.ms&(1<<m) != 0 {
+			q[m] = quantum(Millis)
+		}
+		d[m] = r.MomentUnc[m] + q[m]
 	}
-	return r.Upper[s] - r.Lower[s]
+	var b stageBounds
+	fillBounds(&b, 1<<s, &r.Stages, chain, Append, Processed, &r.Corrected, &d, &d, &q, r.bounds.one, r.bounds.driftMax)
+	return b.lower[s], b.upper[s], true
 }
 
 // Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
@@ -313,7 +344,7 @@ func correct(tl *timeline, pol policy, out *Result) {
 			one |= 1 << s
 		}
 	}
-	fillBounds(out, chain, first, end, &r, &dlo, &dhi, &tl.q, one, pol.driftMax)
+	fillBounds(&out.bounds, has, &st, chain, first, end, &r, &dlo, &dhi, &tl.q, one, pol.driftMax)
 	if bad != 0 || !monotone {
 		var moved uint8
 		out.Untrusted, moved = untrusted(tl, pol, c, bad, viaFree, first, end, has, &st)
@@ -323,7 +354,8 @@ func correct(tl *timeline, pol policy, out *Result) {
 	}
 }
 
-// fillBounds sets out.Lower and out.Upper of every stage in out.Has (docs/latency.md, "Intervals"). r holds each
+// fillBounds sets b's interval of every stage in has, st holding the stages' values (docs/latency.md,
+// "Intervals"). r holds each
 // chain moment's corrected time before the projection, dlo and dhi how far its true time may lie below and above it
 // (offset uncertainty plus quantisation; +Inf on a side the offset does not bound), q each stamp's quantisation.
 //
@@ -336,8 +368,8 @@ func correct(tl *timeline, pol policy, out *Result) {
 // makes them two offsets): it is the stamps' difference within MaxDriftPPM × |stage| plus both quantisations. Each
 // interval is finally widened to hold the estimate (the projection may place it at the edge), which keeps it a
 // bound; on a monotone timeline lower ≤ estimate ≤ upper already (every moment lies within its own interval).
-func fillBounds(out *Result, chain uint8, first, end Moment, r, dlo, dhi, q *[NumMoments]float64, one uint8,
-	driftMax float64) {
+func fillBounds(b *stageBounds, has uint8, st *[NumStages]float64, chain uint8, first, end Moment,
+	r, dlo, dhi, q *[NumMoments]float64, one uint8, driftMax float64) {
 	var lo, hi [NumMoments]float64
 	run := math.Inf(-1)
 	for v := chain; v != 0; v &= v - 1 {
@@ -352,10 +384,10 @@ func fillBounds(out *Result, chain uint8, first, end Moment, r, dlo, dhi, q *[Nu
 			hi[m] = run
 		}
 	}
-	for has := out.Has; has != 0; has &= has - 1 {
+	for ; has != 0; has &= has - 1 {
 		s := Stage(bits.TrailingZeros8(has))
 		x, y := stageEnds(s, first, end)
-		v := out.Stages[s]
+		v := st[s]
 		var l, u float64
 		if one&(1<<s) != 0 {
 			d := driftMax*math.Abs(r[y]-r[x]) + q[x] + q[y]
@@ -365,7 +397,7 @@ func fillBounds(out *Result, chain uint8, first, end Moment, r, dlo, dhi, q *[Nu
 		}
 		// The hull of both ends and the estimate: l > u only where the stamps' own intervals disagree by less than
 		// SkewTolerance (more would have been flagged), and the truth then lies between them.
-		out.Lower[s], out.Upper[s] = max(0, min(l, u, v)), max(l, u, v)
+		b.lower[s], b.upper[s] = max(0, min(l, u, v)), max(l, u, v)
 	}
 }
 

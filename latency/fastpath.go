@@ -47,17 +47,12 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
 		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
 		res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Processed] = up, ua, uc
-		// Intervals as fillBounds computes them (same operations in the same order): each moment's truth within
-		// its corrected time ± (uncertainty + quantisation), tightened by causal order.
-		qp, qa, qc := quantum(st[Produce].Unit), quantum(st[Append].Unit), quantum(st[Processed].Unit)
-		dp, da, dc := up+qp, ua+qa, uc+qc
-		loA, loC := max(cp-dp, ca-da), 0.0
-		loC = max(loA, cc-dc)
-		hiA := min(cc+dc, ca+da)
-		hiP := min(hiA, cp+dp)
-		e.fastStage(res, StageIngest, st[Produce].Host, st[Append].Host, ingest, ca-cp, qp, qa, cp-dp, hiP, loA, hiA)
-		e.fastStage(res, StageDelivery, st[Append].Host, st[Processed].Host, delivery, cc-ca, qa, qc, loA, hiA, loC, cc+dc)
-		e.fastStage(res, StageE2E, st[Produce].Host, st[Processed].Host, res.Stages[StageE2E], cc-cp, qp, qc, cp-dp, hiP, loC, cc+dc)
+		hp, ha, hc := st[Produce].Host, st[Append].Host, st[Processed].Host
+		b := &res.bounds
+		b.lazy, b.driftMax = true, e.pol.driftMax
+		b.ms = bit(st[Produce].Unit == Millis, uint8(Produce)) | bit(st[Append].Unit == Millis, uint8(Append)) |
+			bit(st[Processed].Unit == Millis, uint8(Processed))
+		b.one = bit(hp == ha, uint8(StageIngest)) | bit(ha == hc, uint8(StageDelivery)) | bit(hp == hc, uint8(StageE2E))
 		return true
 	}
 	v, tv, uv, nsv, ok := fastStamp(hs, &st[Receive])
@@ -78,36 +73,25 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
 	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
 	res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Receive], res.MomentUnc[Processed] = up, ua, uv, uc
-	qp, qa, qv, qc := quantum(st[Produce].Unit), quantum(st[Append].Unit), quantum(st[Receive].Unit),
-		quantum(st[Processed].Unit)
-	dp, da, dv, dc := up+qp, ua+qa, uv+qv, uc+qc
-	loA := max(cp-dp, ca-da)
-	loV := max(loA, cv-dv)
-	loC := max(loV, cc-dc)
-	hiV := min(cc+dc, cv+dv)
-	hiA := min(hiV, ca+da)
-	hiP := min(hiA, cp+dp)
 	hp, ha, hv, hc := st[Produce].Host, st[Append].Host, st[Receive].Host, st[Processed].Host
-	e.fastStage(res, StageIngest, hp, ha, ingest, ca-cp, qp, qa, cp-dp, hiP, loA, hiA)
-	e.fastStage(res, StageQueueWait, ha, hv, qw, cv-ca, qa, qv, loA, hiA, loV, hiV)
-	e.fastStage(res, StageProcessing, hv, hc, pr, cc-cv, qv, qc, loV, hiV, loC, cc+dc)
-	e.fastStage(res, StageDelivery, ha, hc, delivery, cc-ca, qa, qc, loA, hiA, loC, cc+dc)
-	e.fastStage(res, StageE2E, hp, hc, res.Stages[StageE2E], cc-cp, qp, qc, cp-dp, hiP, loC, cc+dc)
+	b := &res.bounds
+	b.lazy, b.driftMax = true, e.pol.driftMax
+	b.ms = bit(st[Produce].Unit == Millis, uint8(Produce)) | bit(st[Append].Unit == Millis, uint8(Append)) |
+		bit(st[Receive].Unit == Millis, uint8(Receive)) | bit(st[Processed].Unit == Millis, uint8(Processed))
+	b.one = bit(hp == ha, uint8(StageIngest)) | bit(ha == hv, uint8(StageQueueWait)) | bit(hv == hc, uint8(StageProcessing)) |
+		bit(ha == hc, uint8(StageDelivery)) | bit(hp == hc, uint8(StageE2E))
 	return true
 }
 
-// fastStage sets the interval of stage s from x to y as fillBounds does: v is its value, raw the difference of its
-// ends' corrected times (the fast path's timeline is monotone and never projected), qx and qy its ends' quantisation, [lox, hix] and
-// [loy, hiy] its ends' causally tightened intervals.
-func (e *Engine) fastStage(res *Result, s Stage, hx, hy HostID, v, raw, qx, qy, lox, hix, loy, hiy float64) {
-	var l, u float64
-	if hx == hy {
-		d := e.pol.driftMax*math.Abs(raw) + qx + qy
-		l, u = raw-d, raw+d
-	} else {
-		l, u = loy-hix, hiy-lox
+// bit returns 1<<n when c holds, else 0. With the fields res.bounds.lazy, ms, one and driftMax it is all the
+// straight-line path records for its intervals: Result.StageBounds computes them on demand from those and the
+// corrected moments and their uncertainties (the timeline is monotone and every offset two-sided), exactly as the
+// general path's fillBounds does at once (TestFastPathMatchesGeneral).
+func bit(c bool, n uint8) uint8 {
+	if c {
+		return 1 << n
 	}
-	res.Lower[s], res.Upper[s] = max(0, min(l, v)), max(u, v) // fillBounds' hull: l ≤ v ≤ u on a monotone timeline
+	return 0
 }
 
 // fastStamp converts and resolves one stamp for prepareFast: ms (with the half-millisecond of a ms stamp), the

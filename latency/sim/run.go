@@ -74,7 +74,7 @@ type Report struct {
 	// BeforeFailover and AfterFailover pool the stage errors (as Stage) of records appended after the warm-up and
 	// before, and from the scenario's first failover on; both empty without one.
 	BeforeFailover, AfterFailover Errors
-	// Intervals scores latency.Result's [Lower, Upper] over the stages that fed the live sketches of truly live
+	// Intervals scores latency.Result.StageBounds over the stages that fed the live sketches of truly live
 	// records, by the weakest kind of offset estimate among the clocks the stage spans (StageKind).
 	Intervals  [latency.KindReference + 1]IntervalScore
 	failoverAt float64               // reference ms of the first failover, +Inf without one
@@ -326,12 +326,13 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 		is := &rep.Intervals[rep.StageKind(s)]
 		is.Scored++
 		// 1e-9 ms: the float rounding of stamps near 1.8e12 ms, far below any stamp's quantum
-		if lo, hi := res.Lower[s], res.Upper[s]; truth[s] >= lo-1e-9 && truth[s] <= hi+1e-9 {
+		lo, hi, _ := res.StageBounds(s)
+		if truth[s] >= lo-1e-9 && truth[s] <= hi+1e-9 {
 			is.Covered++
 		} else if len(is.Misses) < 8 {
 			is.Misses = append(is.Misses, Miss{Stage: s, Lower: lo, Value: v, Upper: hi, Truth: truth[s], Flags: res.Flags, AppendMs: tr.AppendMs})
 		}
-		if w := res.Upper[s] - res.Lower[s]; math.IsInf(w, 1) {
+		if w := hi - lo; math.IsInf(w, 1) {
 			is.Open++
 		} else {
 			is.Widths = append(is.Widths, w)
