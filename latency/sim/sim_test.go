@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -160,5 +162,50 @@ func TestFailoverScenario(t *testing.T) {
 	if len(rep.AfterFailover.Abs) == 0 || rep.AfterFailover.NormQuantile(0.99) > 1 || rep.BeforeFailover.NormQuantile(0.99) > 1 {
 		t.Errorf("error p99 before %.3f ms, after %.3f ms (%d samples after); want both within max(2 ms, 2 %%)",
 			rep.BeforeFailover.Quantile(0.99), rep.AfterFailover.Quantile(0.99), len(rep.AfterFailover.Abs))
+	}
+}
+
+// TestIntervalsHoldOverRandomClocks is a property test of "a bound is a bound": deployments with random clock
+// offsets (up to ±30 s), drifts (up to ±90 ppm, inside the engine's 100 ppm prior), one-way delays, and every way of
+// placing producers and consumers (the reference, sync exchanges, self-reported offsets, the causal envelope alone,
+// consumers included). In each, every live stage's interval holds its true value, and every host's stated offset
+// interval (Engine.Offset's [Lower, Upper], sampled each second) holds its true offset.
+func TestIntervalsHoldOverRandomClocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 29))
+	modes := []Mode{ModeReference, ModeSynced, ModeReported, ModeEnvelope}
+	for i := 0; i < 8; i++ {
+		sc := base(fmt.Sprintf("random-%d", i), r.Uint64())
+		sc.Duration, sc.Partitions, sc.Rate = 40*time.Second, 2, 100
+		sc.MaxOffset = time.Duration(1+r.IntN(30000)) * time.Millisecond
+		sc.DriftPPM = r.Float64() * 90
+		min := 0.2 + r.Float64()*3
+		sc.OneWay = Delay{Min: min, Mean: min + r.Float64()*8, Max: min + 10 + r.Float64()*40}
+		sc.Producer, sc.Consumer = modes[r.IntN(len(modes))], modes[1+r.IntN(len(modes)-1)]
+		sc.WithReceive = r.IntN(2) == 0
+		t.Run(sc.Name, func(t *testing.T) {
+			f, err := Generate(sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(f, latency.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("producers %d consumers %d offsets ±%v drift %.0f ppm, %d records", sc.Producer, sc.Consumer, sc.MaxOffset, sc.DriftPPM, rep.Records)
+			scored := 0
+			for k, is := range rep.Intervals {
+				scored += is.Scored
+				if is.Covered != is.Scored {
+					t.Errorf("producers %d consumers %d offsets ±%v drift %.0f ppm: %v intervals, %d of %d miss, e.g. %+v",
+						sc.Producer, sc.Consumer, sc.MaxOffset, sc.DriftPPM, latency.OffsetKind(k), is.Scored-is.Covered, is.Scored, is.Misses)
+				}
+			}
+			if rep.OffsetCovered != rep.OffsetScored {
+				t.Errorf("%d of %d offset intervals miss the truth, e.g. %+v", rep.OffsetScored-rep.OffsetCovered, rep.OffsetScored, rep.OffsetMisses)
+			}
+			if scored < 1000 || rep.OffsetScored == 0 || rep.NegativeStages != 0 {
+				t.Errorf("%d stages scored, %d offsets, %d negative stages", scored, rep.OffsetScored, rep.NegativeStages)
+			}
+		})
 	}
 }
