@@ -58,7 +58,7 @@ func TestStageIntervals(t *testing.T) {
 	}
 }
 
-// TestE2EIndependentOfUnknownBroker (issue 29 item 6): producer and consumer both well known (reported ±1 and ±2 ms),
+// TestE2EIndependentOfUnknownBroker: producer and consumer both well known (reported ±1 and ±2 ms),
 // the append stamped by a broker whose clock is not known. The end-to-end does not depend on that broker: it is
 // trusted, fed to the live percentiles, and its interval is the two known ends' (e2e 100 ms ± (1 + 2 + 2 × 0.5) ms).
 func TestE2EIndependentOfUnknownBroker(t *testing.T) {
