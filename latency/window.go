@@ -346,7 +346,7 @@ func (w *window) refit() {
 				r := y - (my + slope*(t-tr-mt))
 				rss += wt * r * r
 			}
-			slopeErr = 2 * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
+			slopeErr = tQuantile(n-2) * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
 		}
 	}
 	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
@@ -428,4 +428,22 @@ func slopePoint(k *bucket, twoSided bool) (t, y, wt float64, ok bool) {
 		return k.hiAt, k.hi, 1, true
 	}
 	return 0, 0, 0, false
+}
+
+// tQuantiles[d] is Student's t quantile 0.9995 with d degrees of freedom (a 99.9 % two-sided interval), d = 1..30.
+var tQuantiles = [...]float64{0, 636.6, 31.60, 12.92, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587, 4.437, 4.318,
+	4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850, 3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674,
+	3.659, 3.646}
+
+// tQuantile is how many standard errors of a least-squares slope fitted with d degrees of freedom make a 99.9 %
+// bound on its error: the residuals estimate the noise, and from a handful of buckets that estimate is itself
+// uncertain (Student's t; a normal 2σ left a young fit's bound short). 3.29, the normal quantile, beyond 30.
+func tQuantile(d int) float64 {
+	if d < 1 {
+		d = 1
+	}
+	if d < len(tQuantiles) {
+		return tQuantiles[d]
+	}
+	return 3.291
 }
