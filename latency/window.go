@@ -352,8 +352,8 @@ func (w *window) refit() {
 	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
 	if !settled {
 		// A young fit's slope says little, and its standard error less: the true drift is only known to lie within
-		// ±maxDrift, so the slope used may be off by its own size plus maxDrift.
-		slopeErr = math.Max(slopeErr, math.Abs(slope)+w.cfg.maxDrift)
+		// ±maxDrift, so the slope used is off by at most its own size plus maxDrift.
+		slopeErr = math.Abs(slope) + w.cfg.maxDrift
 	}
 
 	t0 := to
