@@ -394,9 +394,7 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 		p.counters.Records++
 		p.counters.Classes[ClassLive]++
 		p.counters.LiveSamples++
-		if res.Flags != 0 {
-			p.countInfo(res.Flags)
-		}
+		p.countInfo(res.Flags)
 		res.Live = true
 		if p.sk.kept() {
 			p.sk.live[StageIngest].Add(res.Stages[StageIngest])

@@ -136,15 +136,16 @@ func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, fl *Flags) 
 	if sameHost {
 		return true
 	}
+	// The flags are set without branches: whether a pair is wide depends on each record's own stage, which a
+	// branch predictor cannot foresee.
 	u, limit := ux+uy, e.pol.ratio*stage
-	if uns && u > limit && u > accuracyFloorMs {
-		*fl |= FlagUnsettled
+	var uf, wf Flags
+	if uns && u > max(limit, accuracyFloorMs) {
+		uf = FlagUnsettled
 	}
-	if limit < e.pol.floorMs {
-		limit = e.pol.floorMs
+	if u > max(limit, e.pol.floorMs) {
+		wf = FlagWide
 	}
-	if u > limit {
-		*fl |= FlagWide
-	}
+	*fl |= uf | wf
 	return true
 }
