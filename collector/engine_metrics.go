@@ -43,7 +43,7 @@ func newEngineMetrics() *engineMetrics {
 		unitFixed: prometheus.NewDesc("tidemark_latency_unit_corrected_stamps_total",
 			"Stamps in a clearly wrong unit (µs or ns declared as ms) that latency.fix_units converted instead of rejecting, by moment and the reason they would have been rejected with; their records are flagged.", []string{"moment", "reason"}, nil),
 		flag: prometheus.NewDesc("tidemark_latency_flagged_records_total",
-			"Records the latency engine flagged, by flag: skew_suspected, offset_unknown, envelope, unsettled (warm-up: no drift fit yet), projected (the monotone projection moved a stage end point beyond the accuracy target), commit_bound.", []string{"flag"}, nil),
+			"Records the latency engine flagged, by flag: skew_suspected, offset_unknown, envelope, unsettled (warm-up: no drift fit yet; kept), wide (an interval wider than max(5 ms, 2 % of the stage); kept), projected (the monotone projection moved a stage end point beyond its own uncertainty), commit_bound.", []string{"flag"}, nil),
 	}
 }
 
@@ -89,7 +89,7 @@ func (m *engineMetrics) Collect(ch chan<- prometheus.Metric) {
 		name string
 		n    uint64
 	}{{"skew_suspected", t.SkewSuspected}, {"offset_unknown", t.OffsetUnknown}, {"envelope", t.Envelope},
-		{"unsettled", t.Unsettled}, {"projected", t.Projected}, {"commit_bound", t.CommitBound}} {
+		{"unsettled", t.Unsettled}, {"wide", t.Wide}, {"projected", t.Projected}, {"commit_bound", t.CommitBound}} {
 		ch <- prometheus.MustNewConstMetric(m.flag, prometheus.CounterValue, float64(f.n), f.name)
 	}
 }

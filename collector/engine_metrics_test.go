@@ -73,7 +73,9 @@ func TestEngineMetricsShowIntervals(t *testing.T) {
 			got[k] = v
 		}
 	}
-	const u = 100e-6 * 33e-3 // s: the envelope bound's own uncertainty
+	// s: the envelope bound's own uncertainty (drift over the 33 ms since it was set) and its slack: the anchor's
+	// uncertainty then (broker-1's report carried 1 ms at 100 ppm) and both ns stamps' 1 µs quantum
+	const u = 100e-6*33e-3 + 100e-6*1e-3 + 2e-6
 	for _, w := range []struct {
 		key  string
 		want float64

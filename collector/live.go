@@ -101,9 +101,10 @@ func (h *liveHistograms) sweep(m *Metrics, now time.Time, idle time.Duration) in
 }
 
 // observe records a result in the live histograms by the engine's rule for its live sketches: a record of class
-// live that is not commit-bounded feeds each stage the engine trusts (latency.Result.Trusted: resting on no
-// skew-suspected or unsettled pair of stamps), so a record whose cross-clock stage is uncertain still feeds its
-// same-host processing stage; anything else is left out, as the live percentiles leave it out. traceID (16 bytes, or nil) becomes the e2e observation's exemplar, at most one per bucket per exemplarEvery
+// live that is not commit-bounded feeds each stage the engine trusts (latency.Result.Trusted: valid, however wide
+// its interval), so a record with an invalid cross-clock stage still feeds its other stages (an end-to-end between
+// two known clocks whatever the broker between them, a same-host processing stage); anything else is left out, as
+// the live percentiles leave it out. traceID (16 bytes, or nil) becomes the e2e observation's exemplar, at most one per bucket per exemplarEvery
 // of the reference clock now.
 func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time) {
 	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 {

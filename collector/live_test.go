@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,7 +116,7 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	// Exactly the five live samples, cumulative per bucket: 0.12 and 0.24 in le=0.25, 0.499 in le=0.5, 0.501 in
 	// le=1, 3.0 in le=5. The sum is theirs to within float rounding of the corrected moments.
 	want := `
-# HELP tidemark_e2e_latency_seconds Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.
+# HELP tidemark_e2e_latency_seconds Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e is invalid (an end's clock not placed, an order violated beyond the uncertainty); a wide interval is no reason to leave one out. Exemplars carry the trace id.
 # TYPE tidemark_e2e_latency_seconds histogram
 tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.001"} 0
 tidemark_e2e_latency_seconds_bucket{group="g",topic="orders",le="0.0025"} 0
@@ -165,12 +166,14 @@ tidemark_e2e_latency_seconds_count{group="g",topic="orders"} 5
 			t.Fatalf("exemplars %v, want %v", ex, wantEx)
 		}
 	}
-	// Stages: the five live samples' processing (8 ms each) and nothing of the redelivery or the skewed sample.
+	// Stages: the five live samples' processing (8 ms each), nothing of the redelivery, and of the skewed sample
+	// only its processing (1 ms, in le=0.001; one clock's two stamps: valid whatever the violated pair next to it).
 	if n := testutil.CollectAndCount(deps.metrics.StageLatency, "tidemark_stage_latency_seconds"); n != 3 {
 		t.Fatalf("%d stage series, want ingest, queue_wait, processing", n)
 	}
 	proc := histogram(t, deps.metrics.StageLatency.WithLabelValues("processing", "g", "orders").(prometheus.Histogram))
-	if proc.GetSampleCount() != 5 || proc.GetBucket()[3].GetCumulativeCount() != 5 || proc.GetBucket()[2].GetCumulativeCount() != 0 {
+	if proc.GetSampleCount() != 6 || proc.GetBucket()[3].GetCumulativeCount() != 6 || proc.GetBucket()[0].GetCumulativeCount() != 1 ||
+		proc.GetBucket()[2].GetCumulativeCount() != 1 {
 		t.Fatalf("processing histogram %v", proc)
 	}
 }
@@ -294,5 +297,45 @@ func TestLiveSeriesBoundedAndSwept(t *testing.T) {
 	}
 	if c := h.get(m, "g3", "t", t0.Add(70*time.Second)); c == nil {
 		t.Fatal("no room for a new pair after the sweep")
+	}
+}
+
+// unknownAppends knows no partition leader: every LogAppendTime stamp is on latency.UnknownHost.
+type unknownAppends struct{}
+
+func (unknownAppends) AppendLeader(context.Context, string, int32, int64) int32 { return -1 }
+func (unknownAppends) Placed(string, int32, int64) int32                        { return -1 }
+func (unknownAppends) Await(string, int32, int64) <-chan struct{}               { return nil }
+
+// TestLiveE2EWithUnknownAppendLeader: producer P1 and consumer C1 synced to ±0.1 ms, the record's LogAppendTime
+// stamped by a leader the collector cannot name. The end-to-end runs between the two known clocks and does not
+// depend on that broker: the receipt is observed in tidemark_e2e_latency_seconds (120 ms) and its row is valid for
+// the SLO; ingest and queue wait, which rest on the unknown append, are not.
+func TestLiveE2EWithUnknownAppendLeader(t *testing.T) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
+	deps.appends = unknownAppends{}
+	seedC25Clocks(t, deps, truth)
+	sync := func(d time.Duration) instrument.ClockOffset {
+		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
+	}
+	r := instrument.Receipt{Group: "g", Topic: "orders", Partition: 0, Offset: 100,
+		RecordTimestampMs: truth.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
+		ProduceNs: truth.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
+		ReceiveNs:   truth.Add(112*time.Millisecond - 300*time.Millisecond).UnixNano(),
+		ProcessedNs: truth.Add(120*time.Millisecond - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond)}
+	p := &Receipts{pathDeps: deps}
+	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	row := sink.rows[0].Latency[0]
+	if row.Class != store.ClassLive || row.E2EMs != 120 || row.Valid&store.ValidE2E == 0 || row.Valid&(store.ValidIngest|store.ValidQueue) != 0 {
+		t.Fatalf("row class %v e2e %d valid %08b flags %b; want live, 120 ms, e2e valid, ingest and queue not", row.Class, row.E2EMs, row.Valid, row.Flags)
+	}
+	if m := histogram(t, deps.metrics.E2ELatency); m.GetSampleCount() != 1 || math.Abs(m.GetSampleSum()-0.12) > 1e-6 {
+		t.Fatalf("e2e histogram count %d sum %v, want 1 sample of 0.12 s", m.GetSampleCount(), m.GetSampleSum())
+	}
+	if n := testutil.CollectAndCount(deps.metrics.StageLatency, "tidemark_stage_latency_seconds"); n != 1 {
+		t.Fatalf("%d stage series, want processing only", n)
 	}
 }

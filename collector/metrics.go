@@ -203,12 +203,12 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			"Producer acknowledgements from the receipts topic, by outcome: bracketed (their producer host's clock was bracketed with send <= append <= ack) or why not.", "outcome"),
 		E2ELatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_e2e_latency_seconds",
-			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e rests on a skew-suspected or unsettled clock pair. Exemplars carry the trace id.",
+			Help:    "Corrected end-to-end latency (processed - produce, reference clock) of live receipts only: no replays, backfills or commit-bounded samples, none whose e2e is invalid (an end's clock not placed, an order violated beyond the uncertainty); a wide interval is no reason to leave one out. Exemplars carry the trace id.",
 			Buckets: buckets,
 		}, []string{"group", "topic"}),
 		StageLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tidemark_stage_latency_seconds",
-			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; a stage resting on a skew-suspected or unsettled clock pair is left out, the record's other stages are kept.",
+			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; an invalid stage (an end's clock not placed, an order violated beyond the uncertainty) is left out, the record's other stages are kept.",
 			Buckets: buckets,
 		}, []string{"stage", "group", "topic"}),
 		LatencyBuckets: buckets,

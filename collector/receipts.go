@@ -680,7 +680,9 @@ func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time
 			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
 		}
 	}
-	if res.Live {
+	// Every live record with a valid stage feeds the histograms (observe takes the stages the engine trusts): a
+	// record flagged for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e.
+	if res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 && res.Has&^res.Untrusted != 0 {
 		if c.live == nil && !c.liveFull {
 			c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
 			c.liveFull = c.live == nil

@@ -104,8 +104,9 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	// Stages are rounded to whole ms by rounding their running sums, so the stored stages still add up to the
 	// stored end-to-end exactly (independent rounding could be off by one or two).
 	// A stage is valid for percentiles only when the engine trusts its own correction (latency.Result.Trusted): it
-	// rests on no skew-suspected or unsettled pair of stamps. A record whose cross-clock stage is uncertain still
-	// contributes its other stages, e.g. its same-host processing stage, as the engine's own sketches do.
+	// is valid (its ends' clocks placed, no order violated beyond the uncertainty), however wide its interval. A
+	// record with an invalid cross-clock stage still contributes its other stages, e.g. its same-host processing
+	// stage, as the engine's own sketches do.
 	var cum, prev float64
 	var prevRounded int64
 	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {

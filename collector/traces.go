@@ -55,7 +55,7 @@ const (
 	AttrUncertaintyMs  = attribute.Key("tidemark.uncertainty_ms")   // the stage's correction uncertainty (±, ms)
 	AttrReplayClass    = attribute.Key("tidemark.replay_class")     // live, replay, redelivery, backfill
 	AttrTrusted        = attribute.Key("tidemark.trusted")          // the engine counts the stage in live percentiles
-	AttrUntrustedWhy   = attribute.Key("tidemark.untrusted_reason") // with trusted=false: warming_up or wide
+	AttrUntrustedWhy   = attribute.Key("tidemark.untrusted_reason") // with trusted=false: wide
 	AttrProducerHost   = attribute.Key("tidemark.producer_host")    // the producer's host id (its clock)
 	AttrBrokerHost     = attribute.Key("tidemark.broker_host")      // the leader whose clock stamped the append
 	AttrConsumerHost   = attribute.Key("tidemark.consumer_host")    // the consumer's host id
@@ -202,8 +202,7 @@ func (h *hopTracer) record(x *hop, res *latency.Result) bool {
 
 // Why an emitted span's stage is kept out of the live percentiles (tidemark.untrusted_reason).
 const (
-	untrustedWarmingUp = "warming_up" // a clock's offset has no drift fit yet (latency.FlagUnsettled)
-	untrustedWide      = "wide"       // the uncertainty exceeds the accuracy target for a stage this short
+	untrustedWide = "wide" // the uncertainty exceeds the accuracy target for a stage this short
 )
 
 // accuracyFloorMs is the floor of the accuracy target max(2 ms, UncertaintyRatio × stage) (docs/latency.md), the
@@ -215,8 +214,9 @@ const accuracyFloorMs = 2
 const pooledMs = 1e-6
 
 // untrustedReason says why stage s of res, not trusted, still has an honest span, or "" when it has none. A span is
-// honest when its ends lie within its stated uncertainty of the truth:
-//   - warming up (FlagUnsettled, no skew suspicion): the bound holds, the fit is young;
+// honest when its ends lie within its stated uncertainty of the truth. A warming-up or wide stage is trusted
+// (latency.UntrustFlags): its span is made as trusted. Of the untrusted ones:
+//   - not skew-suspected: the projection moved an end beyond its own uncertainty (FlagProjected): none;
 //   - wide: skew-suspected, but only as the engine flags a correct stage whose uncertainty is too large for its
 //     length: both ends' offsets are known (finite uncertainty), the uncertainty exceeds the accuracy target, and
 //     the stage is not one the projection pooled (length > 0). An envelope-placed producer's ingest of 40 ms ± 7 ms
@@ -226,7 +226,7 @@ const pooledMs = 1e-6
 // to length 0; or a narrow stage flagged for another reason) would draw a shifted span: none is made.
 func (h *hopTracer) untrustedReason(res *latency.Result, s latency.Stage) string {
 	if res.Flags&latency.FlagSkewSuspected == 0 {
-		return untrustedWarmingUp
+		return ""
 	}
 	d, _ := res.Stage(s)
 	u := res.StageUncertainty(s)

@@ -172,9 +172,9 @@ func TestHopSpansOneIngestPerRecord(t *testing.T) {
 // produce land after append beyond every uncertainty: the engine flags the ingest skew-suspected and the projection
 // pools the pair, so no ingest span is made (it would be shifted), counted as untrusted, however wide the lie's
 // stated uncertainty. A producer whose time sync
-// is right but loose (± 4 ms, plus the broker's ± 1.5 ms: 5.5 ms over a 20 ms stage) is flagged too, for width
-// only: its span is made, trusted=false, reason wide, and lies within its uncertainty of the truth. A producer with
-// no time sync at all is placed by the causal envelope: its ingest span is made (warming up) and says its bound is
+// is right but loose (± 4 ms, plus the broker's ± 1.5 ms: 5.5 ms over a 20 ms stage) is wide, which is no reason to
+// leave it out: its span is made, trusted, and lies within its uncertainty of the truth. A producer with no time sync
+// at all is placed by the causal envelope: its ingest span is made, trusted though warming up, and says its bound is
 // one-sided.
 // The queue wait between two known clocks gets its span unless the lie moved its end: the projection that pools the
 // lying produce with the append moves the append by about 2.5 s, far beyond the accuracy target, so the queue wait
@@ -193,11 +193,11 @@ func TestHopSpansOfUntrustedStages(t *testing.T) {
 	}{
 		{"lying time sync", instrument.ClockOffset{Offset: 0, Uncertainty: 100 * time.Microsecond, Valid: true}, 0, 1, false, "", 0},
 		{"loose time sync", instrument.ClockOffset{Offset: 2500 * time.Millisecond, Uncertainty: 4 * time.Millisecond, Valid: true},
-			1, 0, false, "wide", 1},
+			1, 0, true, "", 1},
 		// As wide as the loose one, but wrong by 2.5 s: the width does not excuse it (the pooled pair has length 0).
 		{"lying loose time sync", instrument.ClockOffset{Offset: 0, Uncertainty: 4 * time.Millisecond, Valid: true}, 0, 1, false, "", 0},
-		// The envelope's first estimate has no drift fit yet: honest, warming up.
-		{"no time sync", instrument.ClockOffset{}, 1, 0, false, "warming_up", 1},
+		// The envelope's first estimate has no drift fit yet: honest, warming up, trusted.
+		{"no time sync", instrument.ClockOffset{}, 1, 0, true, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			deps, rec := c25Deps(t, truth, TracesConfig{})

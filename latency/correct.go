@@ -36,19 +36,23 @@ type Flags uint16
 // Result flags.
 const (
 	FlagInvalidStamp   Flags = 1 << iota // a present stamp was rejected (see Result.Invalid); its stages are absent
-	FlagSkewSuspected                    // an offset is unknown or ambiguous, an order is violated beyond the uncertainty, or an uncertainty exceeds its stage: kept out of live percentiles
+	FlagSkewSuspected                    // an offset is unknown or ambiguous, or an order is violated beyond the uncertainty: the stages resting on that pair are kept out of live percentiles (Result.Untrusted)
 	FlagOffsetUnknown                    // some host had no offset estimate; its stamps were used uncorrected
 	FlagEnvelope                         // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
 	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
 	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
-	FlagUnsettled                        // a stage across two clocks rests on an offset with no drift fit yet (warm-up) and its uncertainty exceeds the accuracy target: kept out of live percentiles, not blamed as skew
-	FlagProjected                        // the monotone projection moved an end point of a stage by more than the accuracy target: that stage is not trusted (Result.Untrusted)
+	FlagUnsettled                        // a stage across two clocks rests on an offset with no drift fit yet (warm-up) and its uncertainty exceeds the accuracy target: reported, not a reason to leave it out (its interval says how wide it is)
+	FlagProjected                        // the monotone projection moved an end point of a cross-clock stage beyond that end's own uncertainty: that stage is not trusted (Result.Untrusted)
 	FlagUnitCorrected                    // a stamp declared in ms carried µs or ns (or one declared in µs carried ns) and Config.FixUnits converted it (Result.UnitFixed)
+	FlagWide                             // a stage across two clocks has an uncertainty above max(UncertaintyFloor, UncertaintyRatio × stage): reported, not a reason to leave it out (its interval says how wide it is)
 )
 
 // UntrustFlags are the flags under which some stages of a record are not trusted: a live record carrying one feeds
-// only the stages [Result.Trusted] accepts to the live percentiles.
-const UntrustFlags = FlagSkewSuspected | FlagUnsettled | FlagProjected
+// only the stages [Result.Trusted] accepts to the live percentiles. Only an invalid stage is left out: one whose
+// end's clock is not placed at all (unknown or ambiguous offset), that spans an order violated beyond the
+// uncertainty, or whose end the monotone projection moved beyond that end's own uncertainty. A wide interval
+// (FlagWide, FlagUnsettled) is never a reason: every other stage feeds the percentiles with its [Lower, Upper].
+const UntrustFlags = FlagSkewSuspected | FlagProjected
 
 // Result is what the engine makes of one record.
 type Result struct {
@@ -64,6 +68,8 @@ type Result struct {
 	// MomentUnc is each corrected moment's offset uncertainty in ms (0 on the reference clock, +Inf where the
 	// host's offset is unknown); 0 where the moment is absent. See [Result.StageUncertainty].
 	MomentUnc [NumMoments]float64
+	// bounds holds each stage's interval, read through [Result.StageBounds].
+	bounds stageBounds
 	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
 	// A millisecond stamp v is taken as v + 0.5 ms, the middle of the millisecond it truncates.
 	Corrected [NumMoments]float64
@@ -78,16 +84,18 @@ type Result struct {
 	// SinceRewindMs is, for replays, processed − rewind time in ms (how long the replay took to reach this record);
 	// NaN otherwise.
 	SinceRewindMs float64
-	// Live reports whether the record fed the live sketches with all its stages: class live, neither
-	// skew-suspected nor unsettled, not commit-bounded.
+	// Live reports whether the record fed the live sketches with all its stages: class live, no flag of
+	// UntrustFlags, not commit-bounded. A wide or unsettled record is live.
 	Live bool
-	// Untrusted has bit 1<<stage for each present stage that rests on a flagged pair of stamps (skew-suspected or
-	// unsettled), or whose end point the monotone projection moved by more than the accuracy target
-	// max(2 ms, UncertaintyRatio × stage) (FlagProjected), or, for a stage between two stamps of one clock, whose
-	// value the projection changed at all. The other stages of a flagged record are still right: a stage between two
-	// stamps of one host (receive → processed) carries none of the offsets' uncertainty, and a cross-clock stage whose
-	// own pairs passed and whose ends stayed put is unaffected by a bad pair elsewhere. A live, flagged record feeds
-	// exactly those stages to the live sketches; use [Result.Trusted] per stage. 0 when no flag of UntrustFlags is set.
+	// Untrusted has bit 1<<stage for each present stage that is invalid: an end's offset is unknown or ambiguous, it
+	// spans a pair of stamps whose order is violated beyond their uncertainty (skew-suspected), or the monotone
+	// projection moved one of its ends beyond that end's own uncertainty (FlagProjected); or, for a stage between
+	// two stamps of one clock, the projection changed its value at all. The other stages of a flagged record are
+	// still right: a stage between two stamps of one host (receive → processed) carries none of the offsets'
+	// uncertainty, and a cross-clock stage whose ends are placed, whose own pairs passed and whose ends stayed put is
+	// unaffected by a bad pair elsewhere (an end-to-end between two known clocks does not depend on the broker that
+	// stamped the append). A live, flagged record feeds exactly those stages to the live sketches; use
+	// [Result.Trusted] per stage. 0 when no flag of UntrustFlags is set.
 	Untrusted uint8
 }
 
@@ -115,20 +123,58 @@ func (r *Result) StageUncertainty(s Stage) float64 {
 	return r.MomentUnc[x] + r.MomentUnc[y]
 }
 
+// stageBounds is a result's stage intervals: computed (lower, upper) by the general path, or, for a record the
+// straight-line path took, what StageBounds computes them from on demand (its timeline is monotone and
+// unprojected, every offset two-sided: the corrected moments, their uncertainties, and these), which keeps the
+// common record's cost to two bytes and a float.
+type stageBounds struct {
+	lower, upper [NumStages]float64
+	lazy         bool
+	ms           uint8   // lazy: bit m when moment m is a ms stamp (quantum ½ ms; else 1 µs)
+	one          uint8   // lazy: bit s when stage s runs between two stamps of one clock
+	driftMax     float64 // lazy: Config.MaxDriftPPM as a fraction
+}
+
 // StageBounds returns the interval [lo, hi] in ms, on the reference clock, that holds the true value of stage s:
-// Stages[s] ∓ [Result.StageUncertainty], with lo clamped at 0 (no stage is negative). hi is +Inf when an end's
-// offset is unknown. ok is false when the stage is absent. Percentiles of the lower and of the upper ends bound the
-// true percentile from both sides, since an order statistic is monotone in each sample.
+// 0 ≤ lo ≤ Stages[s] ≤ hi. It propagates the offset intervals of exactly the clocks the stage spans, its ends'
+// stamps' quantisation, and causal order (docs/latency.md, "Intervals"). hi is +Inf when an end's offset is unknown
+// or bounded on one side only (a one-sided causal envelope); lo is then still a bound. ok is false when the stage is
+// absent. Percentiles of the lower and of the upper ends bound the true percentile from both sides, since an order
+// statistic is monotone in each sample. It allocates nothing.
 func (r *Result) StageBounds(s Stage) (lo, hi float64, ok bool) {
-	v, ok := r.Stage(s)
-	if !ok {
+	if r.Has&(1<<s) == 0 {
 		return 0, 0, false
 	}
-	u := r.StageUncertainty(s)
-	if math.IsNaN(u) || math.IsInf(u, 0) {
-		return 0, math.Inf(1), true
+	if r.bounds.lazy {
+		return r.lazyBounds(s)
 	}
-	return math.Max(0, v-u), v + u, true
+	return r.bounds.lower[s], r.bounds.upper[s], true
+}
+
+// Width returns the width hi − lo of stage s's interval in ms (+Inf when one side is open), 0 for an absent stage.
+func (r *Result) Width(s Stage) float64 {
+	lo, hi, _ := r.StageBounds(s)
+	return hi - lo
+}
+
+// lazyBounds computes a straight-line result's interval of stage s exactly as fillBounds would have.
+func (r *Result) lazyBounds(s Stage) (lo, hi float64, ok bool) {
+	var d, q [NumMoments]float64
+	var chain uint8
+	for _, m := range [...]Moment{Produce, Append, Receive, Processed} {
+		if r.Corrected[m] == 0 {
+			continue
+		}
+		chain |= 1 << m
+		q[m] = quantum(Nanos)
+		if r.bounds.ms&(1<<m) != 0 {
+			q[m] = quantum(Millis)
+		}
+		d[m] = r.MomentUnc[m] + q[m]
+	}
+	var b stageBounds
+	fillBounds(&b, 1<<s, &r.Stages, chain, Append, Processed, &r.Corrected, &d, &d, &q, r.bounds.one, r.bounds.driftMax)
+	return b.lower[s], b.upper[s], true
 }
 
 // Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
@@ -154,10 +200,8 @@ func (r *Result) blame(h HostID) {
 type policy struct{ tolMs, floorMs, ratio, driftMax float64 }
 
 // accuracyFloorMs is the floor of the accuracy target max(2 ms, 2 % of the stage) (docs/latency.md). It replaces
-// UncertaintyFloor for a cross-clock stage whose offset has no drift fit yet: settled bounds are conservative (their
-// true error is a fraction of the bound, so the 5 ms floor is safe); during warm-up the error approaches the bound,
-// so a stage is kept out only when its uncertainty could miss the target. It is also how far the monotone
-// projection may move a stage's end point before the stage stops being trusted.
+// UncertaintyFloor for a cross-clock stage whose offset has no drift fit yet: such a stage is reported
+// FlagUnsettled when its uncertainty could miss the target (information only; its interval says how wide it is).
 const accuracyFloorMs = 2
 
 // timeline is one record's valid stamps with their offsets, ready for correction.
@@ -166,6 +210,18 @@ type timeline struct {
 	obs   [NumMoments]float64
 	host  [NumMoments]HostID
 	res   [NumMoments]resolved
+	q     [NumMoments]float64 // each stamp's quantisation: how far (ms) its true reading may lie from obs
+}
+
+// quantum is how far (ms) a stamp's true reading may lie from the value the engine reads it as: half a millisecond
+// for a ms stamp (read as the middle of the millisecond it truncates); for a finer one 1 µs, which holds both a
+// µs stamp's truncation and the resolution of a float64 of epoch milliseconds (2⁻¹² ms ≈ 0.24 µs until 2109), below
+// which a ns stamp's digits are lost anyway.
+func quantum(u Unit) float64 {
+	if u == Millis || int(u) >= len(msPerUnit) {
+		return 0.5
+	}
+	return 1e-3
 }
 
 func (tl *timeline) has(m Moment) bool { return tl.valid&(1<<m) != 0 }
@@ -265,6 +321,30 @@ func correct(tl *timeline, pol policy, out *Result) {
 		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
 	}
 	out.Stages, out.Has = st, has
+	var r, dlo, dhi [NumMoments]float64 // each moment before the projection, and how far its truth may lie below and above
+	for v := chain; v != 0; v &= v - 1 {
+		m := Moment(bits.TrailingZeros8(v))
+		rm := &tl.res[m]
+		r[m] = tl.obs[m] - rm.theta
+		d := rm.unc + tl.q[m]
+		dlo[m], dhi[m] = d, d
+		switch {
+		case rm.free():
+			dlo[m], dhi[m] = math.Inf(1), math.Inf(1)
+		case rm.side > 0: // an earlier moment's host bounded from below: its true time is at most r + d
+			dlo[m] = math.Inf(1)
+		case rm.side < 0:
+			dhi[m] = math.Inf(1)
+		}
+	}
+	var one uint8 // stages between two stamps of one clock corrected with one fit
+	for v := has; v != 0; v &= v - 1 {
+		s := Stage(bits.TrailingZeros8(v))
+		if x, y := stageEnds(s, first, end); sameClock(tl.host[x], tl.host[y]) && tl.res[x].before == tl.res[y].before {
+			one |= 1 << s
+		}
+	}
+	fillBounds(&out.bounds, has, &st, chain, first, end, &r, &dlo, &dhi, &tl.q, one, pol.driftMax)
 	if bad != 0 || !monotone {
 		var moved uint8
 		out.Untrusted, moved = untrusted(tl, pol, c, bad, viaFree, first, end, has, &st)
@@ -274,13 +354,61 @@ func correct(tl *timeline, pol policy, out *Result) {
 	}
 }
 
+// fillBounds sets b's interval of every stage in has, st holding the stages' values (docs/latency.md,
+// "Intervals"). r holds each
+// chain moment's corrected time before the projection, dlo and dhi how far its true time may lie below and above it
+// (offset uncertainty plus quantisation; +Inf on a side the offset does not bound), q each stamp's quantisation.
+//
+// Causal order tightens each moment: its true time is at least every earlier moment's lower end and at most every
+// later moment's upper end, so it lies in [L_m, H_m] with L_m = max_{k≤m}(r_k − dlo_k), H_m = min_{k≥m}(r_k + dhi_k).
+// A stage x → y across two clocks is then in [max(0, L_y − H_x), H_y − L_x]; moments of unknown offset have
+// infinite dlo and dhi and so take no part, which is why an end-to-end never depends on the broker between its ends
+// beyond what that broker's own interval allows. A stage between two stamps of one clock carries none of its
+// offset (the stages in one, whose two stamps one clock took and one fit corrected: a detected step between them
+// makes them two offsets): it is the stamps' difference within MaxDriftPPM × |stage| plus both quantisations. Each
+// interval is finally widened to hold the estimate (the projection may place it at the edge), which keeps it a
+// bound; on a monotone timeline lower ≤ estimate ≤ upper already (every moment lies within its own interval).
+func fillBounds(b *stageBounds, has uint8, st *[NumStages]float64, chain uint8, first, end Moment,
+	r, dlo, dhi, q *[NumMoments]float64, one uint8, driftMax float64) {
+	var lo, hi [NumMoments]float64
+	run := math.Inf(-1)
+	for v := chain; v != 0; v &= v - 1 {
+		m := bits.TrailingZeros8(v)
+		run = max(run, r[m]-dlo[m])
+		lo[m] = run
+	}
+	run = math.Inf(1)
+	for m := int(NumMoments) - 1; m >= 0; m-- {
+		if chain&(1<<m) != 0 {
+			run = min(run, r[m]+dhi[m])
+			hi[m] = run
+		}
+	}
+	for ; has != 0; has &= has - 1 {
+		s := Stage(bits.TrailingZeros8(has))
+		x, y := stageEnds(s, first, end)
+		v := st[s]
+		var l, u float64
+		if one&(1<<s) != 0 {
+			d := driftMax*math.Abs(r[y]-r[x]) + q[x] + q[y]
+			l, u = (r[y]-r[x])-d, (r[y]-r[x])+d
+		} else {
+			l, u = lo[y]-hi[x], hi[y]-lo[x]
+		}
+		// The hull of both ends and the estimate: l > u only where the stamps' own intervals disagree by less than
+		// SkewTolerance (more would have been flagged), and the truth then lies between them.
+		b.lower[s], b.upper[s] = max(0, min(l, u, v)), max(l, u, v)
+	}
+}
+
 // untrusted returns the stages (bits of has) that cannot be trusted, and of those the ones that only the projection
 // made untrusted (moved). A stage whose two ends one clock stamped is trusted unless the projection changed it: its
 // offsets cancel, whatever their uncertainty. A cross-clock stage is untrusted when an end's offset is unknown or
 // ambiguous, when it spans a flagged pair of two known stamps, when it spans a pair flagged only because of an
-// unknown stamp in between and its own two ends fail the pair rules (checkPair) directly, or when the projection
-// moved one of its end points by more than the accuracy target max(2 ms, ratio × stage): it was moved because of
-// another pair, and its value is then the projection's, not the stamps'.
+// unknown stamp in between and its own two ends violate their order beyond their uncertainty directly, or when the
+// projection moved one of its end points beyond that end's own uncertainty (plus SkewTolerance): it was moved
+// because of another pair, further than that end's clock can be wrong, and its value is then the projection's, not
+// the stamps'. Wideness is never a reason.
 func untrusted(tl *timeline, pol policy, c *[NumMoments]float64, bad, viaFree uint8, first, end Moment, has uint8,
 	st *[NumStages]float64) (out, moved uint8) {
 	for s := Stage(0); s < NumStages; s++ {
@@ -301,12 +429,11 @@ func untrusted(tl *timeline, pol policy, c *[NumMoments]float64, bad, viaFree ui
 		}
 		span := spanBits(x, y)
 		if tl.res[x].free() || tl.res[y].free() || bad&^viaFree&span != 0 ||
-			(viaFree&span != 0 && !pairPasses(tl, pol, x, y, ry-rx)) {
+			(viaFree&span != 0 && violated(tl, pol, x, y, ry-rx)) {
 			out |= 1 << s
 			continue
 		}
-		target := math.Max(accuracyFloorMs, pol.ratio*st[s])
-		if math.Abs(c[x]-rx) > target || math.Abs(c[y]-ry) > target {
+		if math.Abs(c[x]-rx) > tl.res[x].unc+tl.q[x]+pol.tolMs || math.Abs(c[y]-ry) > tl.res[y].unc+tl.q[y]+pol.tolMs {
 			out |= 1 << s
 			moved |= 1 << s
 		}
@@ -314,15 +441,10 @@ func untrusted(tl *timeline, pol policy, c *[NumMoments]float64, bad, viaFree ui
 	return out, moved
 }
 
-// pairPasses applies checkPair's rules, without flagging or blaming, to two known stamps a < b of different clocks
-// that are not consecutive (an unknown stamp lies between them): stage is c_b − c_a before the projection.
-func pairPasses(tl *timeline, pol policy, a, b Moment, stage float64) bool {
-	ra, rb := &tl.res[a], &tl.res[b]
-	u := ra.unc + rb.unc
-	if -stage > u+pol.tolMs || u > math.Max(pol.floorMs, pol.ratio*stage) {
-		return false
-	}
-	return !((ra.unsettled || rb.unsettled) && u > math.Max(accuracyFloorMs, pol.ratio*stage))
+// violated applies checkPair's order rule, without flagging or blaming, to two known stamps a < b of different
+// clocks that are not consecutive (an unknown stamp lies between them): stage is c_b − c_a before the projection.
+func violated(tl *timeline, pol policy, a, b Moment, stage float64) bool {
+	return -stage > tl.res[a].unc+tl.res[b].unc+pol.tolMs
 }
 
 // sameClock reports whether two stamps were read on one clock: the same host, and not UnknownHost (two stamps of
@@ -464,9 +586,12 @@ func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
 	}
 }
 
-// checkPair flags and blames the consecutive moments a < b (on the corrected timeline, stage = c_b − c_a) when their
-// order or uncertainty cannot be trusted, and reports whether it flagged them. Only a pair across two clocks can
-// carry offset uncertainty; a pair on one clock is flagged only when that clock ran backwards.
+// checkPair flags and blames the consecutive moments a < b (on the corrected timeline, stage = c_b − c_a) when they
+// are invalid (an offset unknown or ambiguous, an order violated beyond the uncertainty), and reports whether it
+// flagged them. A valid pair whose uncertainty exceeds max(floor, ratio × stage) is marked FlagWide, and one resting
+// on an unsettled offset beyond the warm-up target FlagUnsettled: information, never a reason to leave it out. Only
+// a pair across two clocks can carry offset uncertainty; a pair on one clock is flagged only when that clock ran
+// backwards.
 func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result) bool {
 	ha, hb := tl.host[a], tl.host[b]
 	u := stageUnc(tl, pol, a, b, stage)
@@ -479,15 +604,12 @@ func checkPair(tl *timeline, pol policy, a, b Moment, stage float64, out *Result
 		return false
 	}
 	ra, rb := &tl.res[a], &tl.res[b]
-	limit := pol.ratio * stage // the uncertainty a stage may carry: max(floor, ratio × stage)
-	if limit < pol.floorMs {
-		limit = pol.floorMs
-	}
-	if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous ||
-		-stage > u+pol.tolMs || u > limit) {
+	if !(ra.kind == KindUnknown || rb.kind == KindUnknown || ra.ambiguous || rb.ambiguous || -stage > u+pol.tolMs) {
+		if u > math.Max(pol.floorMs, pol.ratio*stage) {
+			out.Flags |= FlagWide
+		}
 		if (ra.unsettled || rb.unsettled) && u > math.Max(accuracyFloorMs, pol.ratio*stage) {
 			out.Flags |= FlagUnsettled
-			return true
 		}
 		return false
 	}

@@ -14,9 +14,10 @@
 //   - Correction: corrected = observed - offset (cases convention), then a weighted isotonic projection makes
 //     the corrected timeline monotone, so every stage is >= 0 and the stages sum to end-to-end. A stage's
 //     uncertainty comes from its two end hosts: their offset uncertainties added, or only drift when one host
-//     stamped both ends. A cross-clock pair whose offset is unknown, whose ordering is violated beyond the
-//     uncertainty, or whose uncertainty exceeds the stage is flagged skew-suspected (counted per host); the stages
-//     spanning it are kept out of live percentiles, the record's other stages are not ([Result.Trusted]).
+//     stamped both ends. Every stage carries an interval on the reference clock ([Result.StageBounds]) from the
+//     offsets of exactly the clocks it spans. A cross-clock pair whose offset is unknown or whose ordering is
+//     violated beyond the uncertainty is flagged skew-suspected (counted per host); the stages spanning it are kept
+//     out of live percentiles, the record's other stages are not ([Result.Trusted]). A wide stage is kept.
 //   - Replay classification ([Class]) per (group, topic, partition): live, replay (below an offset the group
 //     had already committed; the boundary comes from a committed-offset decrease), redelivery (duplicate of an
 //     uncommitted tail after a rebalance) and backfill (a new group's first pass over older data).

@@ -389,11 +389,12 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 		p.finish(r.Offset, res)
 	}
 	const common = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
-	if res.Flags == 0 && res.Class == ClassLive && res.Has == common {
-		// The common live record, account's work in a straight line.
+	if res.Flags&^(FlagWide|FlagUnsettled) == 0 && res.Class == ClassLive && res.Has == common {
+		// The common live record, account's work in a straight line; a wide or unsettled one is as live.
 		p.counters.Records++
 		p.counters.Classes[ClassLive]++
 		p.counters.LiveSamples++
+		p.countInfo(res.Flags)
 		res.Live = true
 		if p.sk.kept() {
 			p.sk.live[StageIngest].Add(res.Stages[StageIngest])
@@ -441,7 +442,7 @@ func (e *Engine) prepareGeneral(hs hostTable, r *Record, res *Result) {
 			ms += 0.5
 		}
 		tl.valid |= 1 << m
-		tl.obs[m], tl.host[m] = ms, host[m]
+		tl.obs[m], tl.host[m], tl.q[m] = ms, host[m], quantum(s.Unit)
 	}
 	// Anchor the bounds on the append time (or the nearest thing to it) and reject stamps absurdly far from it.
 	anchor := Moment(NumMoments)
@@ -470,7 +471,7 @@ func (e *Engine) prepareGeneral(hs hostTable, r *Record, res *Result) {
 		ms, why, fixed := e.wrongUnit(m, declared[m], guess[m], anchor < NumMoments, tl.obs[min(anchor, NumMoments-1)])
 		if fixed {
 			tl.valid |= 1 << m
-			tl.obs[m], tl.host[m] = ms, host[m]
+			tl.obs[m], tl.host[m], tl.q[m] = ms, host[m], quantum(Micros) // a µs or ns value: µs or finer
 			res.UnitFixed[m] = why
 			res.Flags |= FlagUnitCorrected
 			continue
@@ -550,7 +551,6 @@ func (p *Path) finish(offset int64, res *Result) {
 // resolve looks up every valid stamp's offset, feeding causal-envelope bounds first for hosts that have no
 // two-sided estimate.
 func (e *Engine) resolve(hs hostTable, tl *timeline) {
-	var snaps [NumMoments]*hostSnap
 	var unknown uint8
 	for v := tl.valid; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
@@ -567,9 +567,8 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 			tl.host[m], tl.res[m].kind = UnknownHost, KindUnknown
 			continue
 		}
-		snaps[m] = h.snap.Load()
-		if snaps[m].two.ok {
-			snaps[m].lookup(tl.obs[m], &tl.res[m])
+		if s := h.snap.Load(); s.two.ok {
+			s.lookup(tl.obs[m], &tl.res[m])
 		} else {
 			tl.res[m].kind = KindUnknown
 			unknown |= 1 << m
@@ -588,13 +587,14 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 		if h == nil {
 			continue
 		}
-		lo, hi, at, anchorUnc := math.Inf(-1), math.Inf(1), math.NaN(), 0.0
+		lo, hi, at, slack := math.Inf(-1), math.Inf(1), math.NaN(), 0.0
 		// The bounds use the anchors' estimates, not their worst cases: widening by the anchor's uncertainty would
-		// bias the envelope by that much on every record; the anchor's uncertainty is added to the result instead.
+		// bias the envelope by that much on every record. What the truth may lie beyond them (the anchor's offset
+		// uncertainty, both stamps' quantisation) rides along as the bound's slack, which the stated interval adds.
 		for k := m + 1; k < NumMoments; k++ {
 			if tl.has(k) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
-				lo, at, anchorUnc = tl.obs[m]-ref, ref, tl.res[k].unc
+				lo, at, slack = tl.obs[m]-ref, ref, tl.res[k].unc+tl.q[k]+tl.q[m]
 				break
 			}
 		}
@@ -602,26 +602,28 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 			if tl.has(Moment(k)) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
 				hi = tl.obs[m] - ref
+				u := tl.res[k].unc + tl.q[k] + tl.q[m]
 				if math.IsNaN(at) {
-					at, anchorUnc = ref, tl.res[k].unc
+					at = ref
 				}
+				slack = math.Max(slack, u)
 				break
 			}
 		}
 		if math.IsNaN(at) {
 			continue
 		}
-		b := bound{at: at, lo: lo, hi: hi}
-		s := snaps[m]
+		b := bound{at: at, lo: lo, hi: hi, slack: slack}
+		// The host's newest snapshot: an earlier stamp of the same host in this record may just have moved its
+		// envelope, and both stamps must be corrected with one fit (their difference is one clock's).
+		s := h.snap.Load()
 		idx := int64(math.Floor(at / e.env.bucketMs))
 		if s.envIdx != idx || b.lo > s.envLo || b.hi < s.envHi {
 			h.addEnv(b)
 			s = h.snap.Load()
-			snaps[m] = s
 		}
 		if s.env.ok {
 			s.lookup(tl.obs[m], &tl.res[m])
-			tl.res[m].unc += anchorUnc
 		}
 	}
 }

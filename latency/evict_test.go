@@ -73,8 +73,8 @@ func TestEnginePathsBounded(t *testing.T) {
 func TestEngineWithoutSketches(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	// stream feeds one path: 100 live records, a reset to offset 50 and its replay, then live records stamped by a
-	// broker whose clock nothing has measured (skew-suspected: its cross-clock stages are untrusted), then live
-	// records known only up to the group's commit (commit-bounded).
+	// broker whose clock nothing has measured (placed by the causal envelope: wide, still live), then live records
+	// known only up to the group's commit (commit-bounded).
 	stream := func(e *Engine) ([]Result, PathSnapshot) {
 		p := e.Path("g", "orders", 0)
 		broker := e.Host("broker-1")
@@ -127,7 +127,7 @@ func TestEngineWithoutSketches(t *testing.T) {
 	}
 	// The stream fed every kind of sketch of the engine that keeps them, and none of the other's.
 	c := wantSnap.Counters
-	if c.Classes[ClassLive] != 120 || c.Classes[ClassReplay] != 50 || c.SkewSuspected != 10 || c.CommitBound != 10 ||
+	if c.Classes[ClassLive] != 120 || c.Classes[ClassReplay] != 50 || c.Envelope != 10 || c.CommitBound != 10 ||
 		wantSnap.Live[StageE2E].Count() != 110 || wantSnap.SinceRewind.Count() != 50 || wantSnap.E2EUpperBound.Count() != 10 {
 		t.Fatalf("the stream does not exercise the sketches: counters %+v, live e2e %v, since rewind %v, e2e bound %v",
 			c, wantSnap.Live[StageE2E].Count(), wantSnap.SinceRewind.Count(), wantSnap.E2EUpperBound.Count())

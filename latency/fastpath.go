@@ -1,15 +1,12 @@
 package latency
 
-import (
-	"math"
-	"math/bits"
-)
+import "math"
 
 // prepareFast handles the common record in a straight line: produce, append, optionally receive, and processed
 // stamps, all valid and within bounds, on hosts that are the reference or have a two-sided estimate with no step in
-// view, whose corrected timeline is already monotone and whose uncertainties pass the skew rules. A cross-clock pair
-// that only misses the warm-up target (an unsettled offset, docs/latency.md) is flagged FlagUnsettled here as the
-// general path would, so that a collector's first 30 s do not all take the slow path. It then
+// view, whose corrected timeline is already monotone. A cross-clock pair wider than max(floor, ratio × stage) or,
+// resting on an unsettled offset, than the warm-up target is marked FlagWide or FlagUnsettled here as the general
+// path would (information only), so that a collector's first 30 s do not all take the slow path. It then
 // writes exactly what prepareGeneral would (TestFastPathMatchesGeneral holds it to that) and reports true; any other
 // record makes it report false, having written nothing the general path does not overwrite.
 //
@@ -35,24 +32,27 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 	}
 	cp, ca, cc := p-tp, a-ta, c-tc
 	ingest := ca - cp
-	var bad uint8 // bit m: the pair ending at m missed the warm-up target
-	if !e.fastPair(ingest, up, ua, st[Produce].Host == st[Append].Host, nsp || nsa, Append, &bad) {
+	var fl Flags // FlagWide, FlagUnsettled: information only
+	if !e.fastPair(ingest, up, ua, st[Produce].Host == st[Append].Host, nsp || nsa, &fl) {
 		return false
 	}
 	if st[Receive].Value == 0 {
 		delivery := cc - ca
-		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host, nsa || nsc, Processed, &bad) {
+		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host, nsa || nsc, &fl) {
 			return false
 		}
 		*res = Result{} // cleared in place: a composite literal here is built aside and copied
-		res.Offset, res.SinceRewindMs, res.Uncertainty = r.Offset, math.NaN(), up+uc
+		res.Offset, res.SinceRewindMs, res.Uncertainty, res.Flags = r.Offset, math.NaN(), up+uc, fl
 		res.Has = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
 		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
 		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
 		res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Processed] = up, ua, uc
-		if bad != 0 {
-			fastUntrusted(st, bad, Processed, res)
-		}
+		hp, ha, hc := st[Produce].Host, st[Append].Host, st[Processed].Host
+		b := &res.bounds
+		b.lazy, b.driftMax = true, e.pol.driftMax
+		b.ms = bit(st[Produce].Unit == Millis, uint8(Produce)) | bit(st[Append].Unit == Millis, uint8(Append)) |
+			bit(st[Processed].Unit == Millis, uint8(Processed))
+		b.one = bit(hp == ha, uint8(StageIngest)) | bit(ha == hc, uint8(StageDelivery)) | bit(hp == hc, uint8(StageE2E))
 		return true
 	}
 	v, tv, uv, nsv, ok := fastStamp(hs, &st[Receive])
@@ -61,35 +61,37 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 	}
 	cv := v - tv
 	qw, pr := cv-ca, cc-cv
-	if !e.fastPair(qw, ua, uv, st[Append].Host == st[Receive].Host, nsa || nsv, Receive, &bad) ||
-		!e.fastPair(pr, uv, uc, st[Receive].Host == st[Processed].Host, nsv || nsc, Processed, &bad) {
+	if !e.fastPair(qw, ua, uv, st[Append].Host == st[Receive].Host, nsa || nsv, &fl) ||
+		!e.fastPair(pr, uv, uc, st[Receive].Host == st[Processed].Host, nsv || nsc, &fl) {
 		return false
 	}
 	delivery := qw + pr
 	*res = Result{}
-	res.Offset, res.SinceRewindMs, res.Uncertainty = r.Offset, math.NaN(), up+uc
+	res.Offset, res.SinceRewindMs, res.Uncertainty, res.Flags = r.Offset, math.NaN(), up+uc, fl
 	res.Has = 1<<StageIngest | 1<<StageQueueWait | 1<<StageProcessing | 1<<StageDelivery | 1<<StageE2E
 	res.Stages[StageIngest], res.Stages[StageQueueWait], res.Stages[StageProcessing] = ingest, qw, pr
 	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
 	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
 	res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Receive], res.MomentUnc[Processed] = up, ua, uv, uc
-	if bad != 0 {
-		fastUntrusted(st, bad, Processed, res)
-	}
+	hp, ha, hv, hc := st[Produce].Host, st[Append].Host, st[Receive].Host, st[Processed].Host
+	b := &res.bounds
+	b.lazy, b.driftMax = true, e.pol.driftMax
+	b.ms = bit(st[Produce].Unit == Millis, uint8(Produce)) | bit(st[Append].Unit == Millis, uint8(Append)) |
+		bit(st[Receive].Unit == Millis, uint8(Receive)) | bit(st[Processed].Unit == Millis, uint8(Processed))
+	b.one = bit(hp == ha, uint8(StageIngest)) | bit(ha == hv, uint8(StageQueueWait)) | bit(hv == hc, uint8(StageProcessing)) |
+		bit(ha == hc, uint8(StageDelivery)) | bit(hp == hc, uint8(StageE2E))
 	return true
 }
 
-// fastUntrusted flags a record whose pairs in bad missed the warm-up target, as correct and untrusted do for a
-// monotone timeline (no projection, so a one-host stage is always trusted).
-func fastUntrusted(st *[NumMoments]Stamp, bad uint8, end Moment, res *Result) {
-	res.Flags |= FlagUnsettled
-	for has := res.Has; has != 0; has &= has - 1 {
-		s := Stage(bits.TrailingZeros8(has))
-		x, y := stageEnds(s, Append, end)
-		if st[x].Host != st[y].Host && bad&spanBits(x, y) != 0 {
-			res.Untrusted |= 1 << s
-		}
+// bit returns 1<<n when c holds, else 0. With the fields res.bounds.lazy, ms, one and driftMax it is all the
+// straight-line path records for its intervals: Result.StageBounds computes them on demand from those and the
+// corrected moments and their uncertainties (the timeline is monotone and every offset two-sided), exactly as the
+// general path's fillBounds does at once (TestFastPathMatchesGeneral).
+func bit(c bool, n uint8) uint8 {
+	if c {
+		return 1 << n
 	}
+	return 0
 }
 
 // fastStamp converts and resolves one stamp for prepareFast: ms (with the half-millisecond of a ms stamp), the
@@ -123,23 +125,27 @@ func fastStamp(hs hostTable, s *Stamp) (ms, theta, unc float64, uns, ok bool) {
 	return ms, theta, unc, !sn.two.settled, true
 }
 
-// fastPair is checkPair for the pair ending at moment y of a monotone timeline that must not be skew-suspected: it
-// reports false when the stage is negative or, across two hosts, its uncertainty exceeds max(floor, ratio × stage)
-// (the general path decides those). A cross-host pair with an unsettled end (uns) whose uncertainty exceeds the
-// warm-up target max(2 ms, ratio × stage) passes with bit y set in *bad.
-func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, y Moment, bad *uint8) bool {
+// fastPair is checkPair for a pair of a monotone timeline that must not be skew-suspected: it reports false when the
+// stage is negative (the general path decides it). A cross-host pair whose uncertainty exceeds max(floor, ratio ×
+// stage) sets FlagWide in *fl, and one with an unsettled end (uns) beyond the warm-up target max(2 ms, ratio ×
+// stage) FlagUnsettled.
+func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, fl *Flags) bool {
 	if stage < 0 {
 		return false
 	}
 	if sameHost {
 		return true
 	}
+	// The flags are set without branches: whether a pair is wide depends on each record's own stage, which a
+	// branch predictor cannot foresee.
 	u, limit := ux+uy, e.pol.ratio*stage
-	if uns && u > limit && u > accuracyFloorMs {
-		*bad |= 1 << y
+	var uf, wf Flags
+	if uns && u > max(limit, accuracyFloorMs) {
+		uf = FlagUnsettled
 	}
-	if limit < e.pol.floorMs {
-		limit = e.pol.floorMs
+	if u > max(limit, e.pol.floorMs) {
+		wf = FlagWide
 	}
-	return u <= limit
+	*fl |= uf | wf
+	return true
 }

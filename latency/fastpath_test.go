@@ -21,7 +21,14 @@ func sameResult(a, b *Result) bool {
 		}
 	}
 	for i := range a.Corrected {
-		if !sameFloat(a.Corrected[i], b.Corrected[i]) {
+		if !sameFloat(a.Corrected[i], b.Corrected[i]) || !sameFloat(a.MomentUnc[i], b.MomentUnc[i]) {
+			return false
+		}
+	}
+	for s := Stage(0); s < NumStages; s++ { // the straight-line path's are computed on demand, the general path's at once
+		al, ah, aok := a.StageBounds(s)
+		bl, bh, bok := b.StageBounds(s)
+		if aok != bok || !sameFloat(al, bl) || !sameFloat(ah, bh) {
 			return false
 		}
 	}

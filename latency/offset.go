@@ -236,7 +236,14 @@ type resolved struct {
 	theta, unc float64 // ms
 	kind       OffsetKind
 	ambiguous  bool // the stamp falls in a step's ambiguity or a pending inconsistency: flag it
-	unsettled  bool // the estimate has no drift fit yet (warm-up): its cross-clock stages are held to the accuracy target
+	unsettled  bool // the estimate has no drift fit yet (warm-up): reported with FlagUnsettled
+	// side is, for a one-sided envelope, the side the offset is bounded on: +1 only from below (θ ≥ theta − unc: a
+	// host stamping an earlier moment, whose true time is at most corrected + unc), −1 only from above (a host
+	// stamping a later moment, whose true time is at least corrected − unc); 0 when both sides are bounded.
+	side int8
+	// before: the stamp was corrected with the fit from before a detected step (another offset than a stamp of the
+	// same host after it: their difference is no longer one clock's).
+	before bool
 }
 
 // free reports whether the stamp's reading says nothing about where it lies on the reference clock: its offset is
@@ -249,7 +256,7 @@ func (r *resolved) free() bool { return r.kind == KindUnknown || r.ambiguous }
 func (s *hostSnap) lookup(obsMs float64, r *resolved) {
 	// Fields are written one by one into the caller's slot: returning the struct by value made the caller copy it
 	// with wide moves right after the callee's narrow stores, a store-forwarding stall that cost more than the maths.
-	r.ambiguous, r.unsettled = false, false
+	r.ambiguous, r.unsettled, r.side, r.before = false, false, 0, false
 	switch {
 	case s.two.ok:
 		th, u := s.two.at(obsMs)
@@ -258,7 +265,7 @@ func (s *hostSnap) lookup(obsMs float64, r *resolved) {
 			pt, pu := s.prev.at(obsMs)
 			inPrev, inCur := obsMs-pt < s.prevUntil, obsMs-th >= s.stepAt
 			if inPrev && !inCur {
-				r.theta, r.unc, r.unsettled = pt, pu, !s.prev.settled
+				r.theta, r.unc, r.unsettled, r.before = pt, pu, !s.prev.settled, true
 				return
 			}
 			if !inCur || inPrev { // in the gap, or a backward step made the reading occur twice
@@ -269,7 +276,8 @@ func (s *hostSnap) lookup(obsMs float64, r *resolved) {
 		r.theta, r.unc, r.ambiguous, r.unsettled = th, u, obsMs-th > s.suspectAt, !s.two.settled
 	case s.env.ok:
 		r.theta, r.unc = s.env.at(obsMs)
-		r.kind, r.unsettled = KindEnvelope, !s.env.settled
+		r.unc += s.env.slack
+		r.kind, r.unsettled, r.side = KindEnvelope, !s.env.settled, s.env.oneSided
 	default:
 		r.theta, r.unc, r.kind = 0, 0, KindUnknown
 	}
@@ -290,6 +298,7 @@ func (s *hostSnap) offset(name string, atMs, minDelayMs float64) Offset {
 		return o
 	}
 	th, u := seg.eval(atMs)
+	u += seg.slack // an envelope's anchors' uncertainty and stamp quantisation (0 for brackets and exchanges)
 	o.Settled = seg.settled
 	o.Offset = msDuration(th)
 	o.Uncertainty = msDuration(u)

@@ -217,7 +217,8 @@ func TestCorrectFlagsAndBlame(t *testing.T) {
 		name               string
 		produce, app, proc float64 // observed, ms
 		rp, rb, rc         resolved
-		flagged            bool
+		flagged            bool // skew-suspected
+		wide               bool
 		blamed             []HostID
 		ingest, delivery   float64
 	}{
@@ -231,9 +232,9 @@ func TestCorrectFlagsAndBlame(t *testing.T) {
 		// A violation within the uncertainties is not skew: it is projected away (weights 1/(u²+0.25)).
 		{name: "violation within uncertainty", produce: 1021, app: 1020, proc: 1120, rp: known(0, 2), rb: known(0, 2), rc: known(0, 1),
 			ingest: 0, delivery: 99.5},
-		// Uncertainty 6+1 ms over a 5 ms stage and over the 5 ms floor: flagged, the worse host blamed.
+		// Uncertainty 6+1 ms over a 5 ms stage and over the 5 ms floor: wide, reported, not skew (nobody blamed).
 		{name: "uncertainty above stage and floor", produce: 1015, app: 1020, proc: 1120, rp: known(0, 6), rb: known(0, 1), rc: known(0, 1),
-			flagged: true, blamed: []HostID{P}, ingest: 5, delivery: 100},
+			wide: true, ingest: 5, delivery: 100},
 		// A broker step in progress (ambiguous) is blamed on the broker.
 		{name: "ambiguous broker", produce: 1000, app: 1020, proc: 1120, rp: known(0, 1), rb: resolved{kind: KindBracketed, ambiguous: true}, rc: known(0, 1),
 			flagged: true, blamed: []HostID{B}, ingest: 20, delivery: 100},
@@ -249,6 +250,12 @@ func TestCorrectFlagsAndBlame(t *testing.T) {
 			correct(&tl, policy{tolMs: 2, floorMs: 5, ratio: 0.02}, &r)
 			if got := r.Flags&FlagSkewSuspected != 0; got != tc.flagged {
 				t.Errorf("flagged %v, want %v", got, tc.flagged)
+			}
+			if got := r.Flags&FlagWide != 0; got != tc.wide {
+				t.Errorf("wide %v, want %v", got, tc.wide)
+			}
+			if tc.wide && r.Untrusted != 0 {
+				t.Errorf("a wide record has untrusted stages %b: wideness is no reason to leave a stage out", r.Untrusted)
 			}
 			if r.NumSkewHosts != len(tc.blamed) {
 				t.Errorf("blamed %v, want %v", r.SkewHosts[:r.NumSkewHosts], tc.blamed)
@@ -321,13 +328,14 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 		withAppend bool
 		rc         resolved
 		app        float64 // observed append, ms (when withAppend)
-		flagged    bool    // the record as a whole (append → receive crosses clocks)
+		flagged    bool    // the record as a whole (append → receive crosses clocks): skew-suspected, unsettled or wide
 		processing float64
 		trusted    bool // processing fit for live percentiles
+		qwTrusted  bool // queue wait fit for live percentiles: only an unknown offset keeps it out, never width
 	}{
-		// Unsettled (no drift fit yet), ±3 ms: append → receive (±3.5 ms) misses the 2 ms warm-up target and is held
-		// out as unsettled, receive → processed is not.
-		{name: "unsettled offset", withAppend: true, app: 900, rc: resolved{theta: 7, unc: 3, kind: KindReported, unsettled: true}, flagged: true, processing: 4, trusted: true},
+		// Unsettled (no drift fit yet), ±3 ms: append → receive (±3.5 ms) misses the 2 ms warm-up target and is
+		// reported unsettled, yet kept with its interval; receive → processed is not unsettled at all.
+		{name: "unsettled offset", withAppend: true, app: 900, rc: resolved{theta: 7, unc: 3, kind: KindReported, unsettled: true}, flagged: true, processing: 4, trusted: true, qwTrusted: true},
 		// With an append the record is flagged (append → receive crosses an unknown clock) yet processing stays
 		// exact and trusted: the projection moves receive and processed together only if they must pool.
 		{name: "unknown offset, record flagged", withAppend: true, app: 900, rc: resolved{kind: KindUnknown}, flagged: true, processing: 4, trusted: true},
@@ -335,8 +343,8 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 		// projection must move both, and moves them together (one clock, one offset), so processing keeps its 4 ms
 		// and queue wait becomes 0. A stamp-by-stamp projection would have pooled processed too (processing 0).
 		{name: "unknown offset, consumer behind the append", withAppend: true, app: 1010, rc: resolved{kind: KindUnknown}, flagged: true, processing: 4, trusted: true},
-		// ±50 ms on a 100 ms queue wait: flagged record, processing still trusted.
-		{name: "uncertain offset, record flagged", withAppend: true, app: 900, rc: resolved{unc: 50, kind: KindReported}, flagged: true, processing: 4, trusted: true},
+		// ±50 ms on a 100 ms queue wait: a wide record, every stage kept with its interval.
+		{name: "uncertain offset, record flagged", withAppend: true, app: 900, rc: resolved{unc: 50, kind: KindReported}, flagged: true, processing: 4, trusted: true, qwTrusted: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +359,7 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 			}
 			var r Result
 			correct(&tl, pol, &r)
-			if got := r.Flags&(FlagSkewSuspected|FlagUnsettled) != 0; got != tc.flagged {
+			if got := r.Flags&(FlagSkewSuspected|FlagUnsettled|FlagWide) != 0; got != tc.flagged {
 				t.Errorf("record flagged %v (flags %b), want %v", got, r.Flags, tc.flagged)
 			}
 			if v, ok := r.Stage(StageProcessing); !ok || math.Abs(v-tc.processing) > 1e-9 {
@@ -361,8 +369,8 @@ func TestSameHostStageNotFlagged(t *testing.T) {
 				t.Errorf("processing trusted %v, want %v (untrusted %b)", got, tc.trusted, r.Untrusted)
 			}
 			checkInvariants(t, r, tc.name)
-			if tc.withAppend && r.Trusted(StageQueueWait) {
-				t.Errorf("queue wait across a flagged pair is trusted")
+			if tc.withAppend && r.Trusted(StageQueueWait) != tc.qwTrusted {
+				t.Errorf("queue wait trusted %v, want %v (flags %b)", r.Trusted(StageQueueWait), tc.qwTrusted, r.Flags)
 			}
 		})
 	}

@@ -39,31 +39,3 @@ func TestStageUncertainty(t *testing.T) {
 		t.Errorf("e2e uncertainty %v vs %v", res.Uncertainty, res.StageUncertainty(StageE2E))
 	}
 }
-
-func TestStageBounds(t *testing.T) {
-	r := Result{Has: 1<<StageQueueWait | 1<<StageIngest}
-	r.Stages[StageQueueWait] = 10
-	r.MomentUnc[Append] = 3
-	r.MomentUnc[Receive] = 4
-	r.Stages[StageIngest] = 2
-	r.MomentUnc[Produce] = math.Inf(1)
-	tests := []struct {
-		name   string
-		s      Stage
-		lo, hi float64
-		ok     bool
-	}{
-		{"two known clocks: the value ∓ the summed uncertainties", StageQueueWait, 3, 17, true},
-		// the producer's offset is unknown: the stage is anywhere from 0 up.
-		{"an unknown end is [0, +Inf)", StageIngest, 0, math.Inf(1), true},
-		{"absent stage", StageE2E, 0, 0, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			lo, hi, ok := r.StageBounds(tc.s)
-			if lo != tc.lo || hi != tc.hi || ok != tc.ok {
-				t.Fatalf("StageBounds(%v) = %v, %v, %v; want %v, %v, %v", tc.s, lo, hi, ok, tc.lo, tc.hi, tc.ok)
-			}
-		})
-	}
-}

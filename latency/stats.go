@@ -17,15 +17,20 @@ type Counters struct {
 	LiveSamples uint64
 	// LiveStages counts stages of flagged live records that still fed the live sketches (Result.Trusted).
 	LiveStages uint64
-	// SkewSuspected counts records flagged FlagSkewSuspected (kept out of live percentiles).
+	// SkewSuspected counts records flagged FlagSkewSuspected (an offset unknown or ambiguous, or an order violated
+	// beyond the uncertainty: the stages resting on it are kept out of live percentiles).
 	SkewSuspected uint64
 	OffsetUnknown uint64
 	Envelope      uint64
 	CommitBound   uint64
-	// Unsettled counts records kept out of live percentiles because an offset had no drift fit yet (warm-up).
+	// Unsettled counts records flagged FlagUnsettled: a cross-clock stage rested on an offset with no drift fit yet
+	// (warm-up) and its uncertainty exceeded the accuracy target. They feed the live percentiles with their intervals.
 	Unsettled uint64
-	// Projected counts records flagged FlagProjected: the monotone projection moved a stage's end point by more
-	// than the accuracy target, so that stage stayed out of live percentiles.
+	// Wide counts records flagged FlagWide: a cross-clock stage's uncertainty exceeded max(UncertaintyFloor,
+	// UncertaintyRatio × stage). They feed the live percentiles with their intervals.
+	Wide uint64
+	// Projected counts records flagged FlagProjected: the monotone projection moved a stage's end point beyond that
+	// end's own uncertainty, so that stage stayed out of live percentiles.
 	Projected uint64
 	// UnitCorrected counts stamps Config.FixUnits converted to their real unit, by moment and by the reason they
 	// would have been rejected with (ReasonMicros, ReasonNanos).
@@ -49,6 +54,7 @@ func (c *Counters) add(o *Counters) {
 	c.Envelope += o.Envelope
 	c.CommitBound += o.CommitBound
 	c.Unsettled += o.Unsettled
+	c.Wide += o.Wide
 	c.Projected += o.Projected
 	for m := range c.UnitCorrected {
 		for r := range c.UnitCorrected[m] {
@@ -128,9 +134,7 @@ func (p *Path) count(res *Result) bool {
 	if res.Flags&FlagCommitBound != 0 {
 		c.CommitBound++
 	}
-	if res.Flags&FlagUnsettled != 0 {
-		c.Unsettled++
-	}
+	p.countInfo(res.Flags)
 	if res.Flags&FlagProjected != 0 {
 		c.Projected++
 	}
@@ -163,6 +167,13 @@ func (p *Path) count(res *Result) bool {
 		c.LiveSamples++
 	}
 	return res.Live
+}
+
+// countInfo counts the flags that report an interval's width (FlagWide, FlagUnsettled); p.mu must be held. It has
+// no branch: whether a stage is wide depends on each record's own lengths, which no branch predictor foresees.
+func (p *Path) countInfo(f Flags) {
+	p.counters.Unsettled += uint64(f&FlagUnsettled) / uint64(FlagUnsettled)
+	p.counters.Wide += uint64(f&FlagWide) / uint64(FlagWide)
 }
 
 // maxSkewHosts bounds the hosts a path counts skew-suspected records of by name: blame on further hosts is summed

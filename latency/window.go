@@ -4,7 +4,12 @@ import "math"
 
 // bound says that a host's clock offset (host − reference, ms) lay within [lo, hi] at reference time at (ms since
 // the epoch). Brackets and sync exchanges give both sides; causal envelopes give one side (the other is ±Inf).
-type bound struct{ at, lo, hi float64 }
+//
+// slack is how far the true offset may lie beyond [lo, hi]: 0 for brackets and sync exchanges, whose sides are hard
+// bounds. A causal bound is computed from its anchor's offset estimate and from two stamps read at face value, so
+// its anchor's offset uncertainty and both stamps' quantisation (half a millisecond each for ms stamps) may push the
+// truth past it; the window keeps the bound itself for the estimate and its slack for the stated interval.
+type bound struct{ at, lo, hi, slack float64 }
 
 func (b bound) twoSided() bool { return !math.IsInf(b.lo, 0) && !math.IsInf(b.hi, 0) }
 
@@ -30,6 +35,7 @@ type bucket struct {
 	bestAt, bestLo, bestHi float64
 	loAt, lo               float64
 	hiAt, hi               float64
+	loSlack, hiSlack       float64 // slack of the bounds that set lo and hi
 }
 
 // segment is an immutable offset fit: θ(t) = mid + slope·(t − t0), true value within ±half at t0 (for a one-sided
@@ -46,6 +52,9 @@ type segment struct {
 	c0             float64 // (slope·t0 − mid)·k, for at
 	settled        bool    // the drift is known: fitted from this window, or carried over a step
 	minWidth       float64 // width of the narrowest two-sided bound in the window (+Inf without one)
+	// slack is the slack (see bound) of the bounds that set the fit's sides: the true offset lies within
+	// [mid − half − slack, mid + half + slack] on the sides the segment bounds. 0 for brackets and sync exchanges.
+	slack float64
 }
 
 // at returns the offset that applies to a host reading obs (ms, host clock) and its uncertainty. The reading's
@@ -259,11 +268,11 @@ func (w *window) insert(b bound) bool {
 		changed = true
 	}
 	if b.lo > k.lo {
-		k.lo, k.loAt = b.lo, b.at
+		k.lo, k.loAt, k.loSlack = b.lo, b.at, b.slack
 		changed = true
 	}
 	if b.hi < k.hi {
-		k.hi, k.hiAt = b.hi, b.at
+		k.hi, k.hiAt, k.hiSlack = b.hi, b.at, b.slack
 		changed = true
 	}
 	return changed
@@ -337,13 +346,19 @@ func (w *window) refit() {
 				r := y - (my + slope*(t-tr-mt))
 				rss += wt * r * r
 			}
-			slopeErr = 2 * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
+			slopeErr = tQuantile(n-2) * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
 		}
 	}
 	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
+	if !settled {
+		// A young fit's slope says little, and its standard error less: the true drift is only known to lie within
+		// ±maxDrift, so the slope used is off by at most its own size plus maxDrift.
+		slopeErr = math.Abs(slope) + w.cfg.maxDrift
+	}
 
 	t0 := to
 	L, H := math.Inf(-1), math.Inf(1)
+	var sL, sH float64 // slack of the buckets that set L and H
 	minWidth := math.Inf(1)
 	for i := range w.buckets {
 		k := &w.buckets[i]
@@ -353,24 +368,29 @@ func (w *window) refit() {
 		if !math.IsNaN(k.bestAt) {
 			minWidth = math.Min(minWidth, k.bestHi-k.bestLo)
 		}
-		if !math.IsInf(k.lo, 0) {
-			L = math.Max(L, k.lo+slope*(t0-k.loAt))
+		if l := k.lo + slope*(t0-k.loAt); !math.IsInf(k.lo, 0) && l > L {
+			L, sL = l, k.loSlack
 		}
-		if !math.IsInf(k.hi, 0) {
-			H = math.Min(H, k.hi+slope*(t0-k.hiAt))
+		if h := k.hi + slope*(t0-k.hiAt); !math.IsInf(k.hi, 0) && h < H {
+			H, sH = h, k.hiSlack
 		}
 	}
-	slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
-	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: math.Min(slopeErr, w.cfg.extrapRate),
+	extrap := slopeErr
+	if settled {
+		slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
+		extrap = math.Min(slopeErr, w.cfg.extrapRate)
+	}
+	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: extrap,
 		k: 1 / (1 + slope), settled: settled, minWidth: minWidth}
-	driftUnc := slopeErr * (to - from) / 2
+	// Each bucket's bound is carried to t0 along the slope: off by the slope's error times its age, at most the span.
+	driftUnc := slopeErr * (to - from)
 	switch {
 	case !math.IsInf(L, 0) && !math.IsInf(H, 0):
-		s.mid, s.half = (L+H)/2, math.Abs(H-L)/2+driftUnc
+		s.mid, s.half, s.slack = (L+H)/2, math.Abs(H-L)/2+driftUnc, math.Max(sL, sH)
 	case !math.IsInf(L, 0):
-		s.mid, s.oneSided, s.half = L, +1, driftUnc
+		s.mid, s.oneSided, s.half, s.slack = L, +1, driftUnc, sL
 	default:
-		s.mid, s.oneSided, s.half = H, -1, driftUnc
+		s.mid, s.oneSided, s.half, s.slack = H, -1, driftUnc, sH
 	}
 	s.c0 = (s.slope*s.t0 - s.mid) * s.k
 	w.cur = s
@@ -408,4 +428,22 @@ func slopePoint(k *bucket, twoSided bool) (t, y, wt float64, ok bool) {
 		return k.hiAt, k.hi, 1, true
 	}
 	return 0, 0, 0, false
+}
+
+// tQuantiles[d] is Student's t quantile 0.9995 with d degrees of freedom (a 99.9 % two-sided interval), d = 1..30.
+var tQuantiles = [...]float64{0, 636.6, 31.60, 12.92, 8.610, 6.869, 5.959, 5.408, 5.041, 4.781, 4.587, 4.437, 4.318,
+	4.221, 4.140, 4.073, 4.015, 3.965, 3.922, 3.883, 3.850, 3.819, 3.792, 3.768, 3.745, 3.725, 3.707, 3.690, 3.674,
+	3.659, 3.646}
+
+// tQuantile is how many standard errors of a least-squares slope fitted with d degrees of freedom make a 99.9 %
+// bound on its error: the residuals estimate the noise, and from a handful of buckets that estimate is itself
+// uncertain (Student's t; a normal 2σ left a young fit's bound short). 3.29, the normal quantile, beyond 30.
+func tQuantile(d int) float64 {
+	if d < 1 {
+		d = 1
+	}
+	if d < len(tQuantiles) {
+		return tQuantiles[d]
+	}
+	return 3.291
 }

@@ -101,6 +101,17 @@ func (f *Flow) reportAt(h int, t float64) OffsetReport {
 // TrueOffset returns host − reference (ms) of host index h at reference time ref (ms).
 func (f *Flow) TrueOffset(h int, ref float64) float64 { return f.clocks[h].trueOffset(ref) }
 
+// stepping reports whether host h's clock stepped within the 10 s before reference time ref (ms): until bounds
+// after the step confirm it (Config.StepConfirm of them), its estimate is the one from before.
+func (f *Flow) stepping(h int, ref float64) bool {
+	for _, at := range f.clocks[h].stepsAbs {
+		if ref >= at && ref < at+10e3 {
+			return true
+		}
+	}
+	return false
+}
+
 type simRecord struct {
 	produce, append float64 // reference ms
 	producer        int

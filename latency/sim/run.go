@@ -41,15 +41,19 @@ type Report struct {
 	Flagged  int // records flagged skew-suspected
 	// Unsettled counts records kept out of live percentiles while an offset had no drift fit yet (warm-up).
 	Unsettled int
-	// TrueLive counts records whose true class is live; LiveExcluded those of them the engine kept out of live
-	// percentiles (skew-suspected or warm-up). LiveExcludedRatio is their quotient.
-	TrueLive, LiveExcluded int
+	// TrueLive counts records whose true class is live; LiveExcluded those of them the engine did not feed to the
+	// live percentiles with all their stages (latency.Result.Live false: an invalid stage). LiveExcludedRatio is
+	// their quotient. The Warm fields count the same over records appended in the scenario's first WarmUp.
+	TrueLive, LiveExcluded         int
+	TrueLiveWarm, LiveExcludedWarm int
 	// TrueLiveStages counts the present stages of truly live records; LiveStagesExcluded those of them that did not
 	// feed the live sketches (a flagged record still feeds its trusted stages, latency.Result.Trusted).
 	TrueLiveStages, LiveStagesExcluded int
 	// Stage errors of the stages that fed the live sketches (all stages of live records, the trusted stages of
-	// flagged ones) of records whose true class is live.
-	Stage [latency.NumStages]Errors
+	// flagged ones) of records whose true class is live: every valid stage, however wide its interval. Steady holds
+	// the same for records appended after the warm-up (WarmUp), when every offset has its drift fit.
+	Stage  [latency.NumStages]Errors
+	Steady [latency.NumStages]Errors
 	// NegativeStages counts corrected stages < 0 over all results; SumMismatch counts results whose partition stages
 	// do not add up to e2e (tolerance 1e-6 ms).
 	NegativeStages int
@@ -64,12 +68,99 @@ type Report struct {
 	Elapsed time.Duration
 	Engine  *latency.Engine
 	// OffsetErr samples |estimated − true offset| (ms) of every non-reference host once per simulated second, by the
-	// kind of estimate, after a warm-up of the first 10 s.
-	OffsetErr [latency.KindReference + 1]Errors
-	// BeforeFailover and AfterFailover pool the stage errors (as Stage) of records appended before and from the
-	// scenario's first failover on; both empty without one.
+	// kind of estimate, after a warm-up of the first 10 s. OffsetScored and OffsetCovered count those samples and
+	// how many of them had the true offset within the estimate's stated [Lower, Upper].
+	OffsetErr                   [latency.KindReference + 1]Errors
+	OffsetScored, OffsetCovered int
+	// OffsetMisses keeps the first few estimates whose interval missed the true offset (ms), for diagnosis.
+	OffsetMisses []OffsetMiss
+	// BeforeFailover and AfterFailover pool the stage errors (as Stage) of records appended after the warm-up and
+	// before, and from the scenario's first failover on; both empty without one.
 	BeforeFailover, AfterFailover Errors
-	failoverAt                    float64 // reference ms of the first failover, +Inf without one
+	// Intervals scores latency.Result.StageBounds over the stages that fed the live sketches of truly live
+	// records, by the weakest kind of offset estimate among the clocks the stage spans (StageKind).
+	Intervals  [latency.KindReference + 1]IntervalScore
+	failoverAt float64               // reference ms of the first failover, +Inf without one
+	warmEnd    float64               // reference ms the warm-up ends
+	kinds      [3]latency.OffsetKind // by Role: how the scenario's producers, brokers and consumers are placed
+}
+
+// WarmUp is the start of every scenario during which no offset has a drift fit yet: a quarter of the default
+// two-minute window (latency.Config.Window), after which the engine calls an estimate settled.
+const WarmUp = 30 * time.Second
+
+// IntervalScore counts how often a stage's stated interval held its true value, and how wide it was.
+type IntervalScore struct {
+	Scored, Covered int
+	// Widths holds Upper − Lower (ms) of every bounded interval; Open counts the intervals open above (+Inf: an
+	// end's offset bounded on one side only, a one-sided causal envelope).
+	Widths []float64
+	Open   int
+	// Misses keeps the first few intervals that missed, for diagnosis.
+	Misses []Miss
+}
+
+// Miss is one interval that did not hold its stage's true value.
+type Miss struct {
+	Stage               latency.Stage
+	Lower, Value, Upper float64
+	Truth               float64
+	Flags               latency.Flags
+	AppendMs            float64
+}
+
+// OffsetMiss is one offset estimate whose stated interval did not hold the true offset.
+type OffsetMiss struct {
+	Host   string
+	Est    latency.Offset
+	TrueMs float64
+	AtMs   float64
+}
+
+// Coverage returns the share of scored intervals that held the truth (1 with none).
+func (s *IntervalScore) Coverage() float64 {
+	if s.Scored == 0 {
+		return 1
+	}
+	return float64(s.Covered) / float64(s.Scored)
+}
+
+// kindOf is how a host of a given mode is placed: the kind of offset estimate it gets.
+func kindOf(m Mode) latency.OffsetKind {
+	switch m {
+	case ModeReference:
+		return latency.KindReference
+	case ModeEnvelope:
+		return latency.KindEnvelope
+	case ModeReported:
+		return latency.KindReported
+	}
+	return latency.KindSynced
+}
+
+// StageKind returns the weakest kind of offset estimate among the clocks stage s spans in this report's scenario
+// (brokers are bracketed); a stage between two stamps of one host takes that host's kind.
+func (rep *Report) StageKind(s latency.Stage) latency.OffsetKind {
+	role := [latency.NumMoments]Role{latency.Produce: RoleProducer, latency.SourceAppend: RoleBroker,
+		latency.Append: RoleBroker, latency.Receive: RoleConsumer, latency.Processed: RoleConsumer, latency.Commit: RoleConsumer}
+	x, y := stageEnds(s)
+	return min(rep.kinds[role[x]], rep.kinds[role[y]])
+}
+
+func stageEnds(s latency.Stage) (x, y latency.Moment) {
+	switch s {
+	case latency.StageIngest:
+		return latency.Produce, latency.Append
+	case latency.StageMirror:
+		return latency.SourceAppend, latency.Append
+	case latency.StageQueueWait:
+		return latency.Append, latency.Receive
+	case latency.StageProcessing:
+		return latency.Receive, latency.Processed
+	case latency.StageDelivery:
+		return latency.Append, latency.Processed
+	}
+	return latency.Produce, latency.Processed
 }
 
 // Run feeds a flow's observations, in order, into a fresh engine built from cfg, and scores the results.
@@ -86,7 +177,9 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 	for p := range paths {
 		paths[p] = e.Path("sim", "t", int32(p))
 	}
-	rep := &Report{Scenario: f.Scenario.Name, MinIngest: f.MinIngest, Engine: e, failoverAt: math.Inf(1)}
+	rep := &Report{Scenario: f.Scenario.Name, MinIngest: f.MinIngest, Engine: e, failoverAt: math.Inf(1),
+		warmEnd: msOf(f.Scenario.Start) + float64(WarmUp)/1e6,
+		kinds:   [3]latency.OffsetKind{RoleProducer: kindOf(f.Scenario.Producer), RoleBroker: latency.KindBracketed, RoleConsumer: kindOf(f.Scenario.Consumer)}}
 	for _, fo := range f.Scenario.Failovers {
 		rep.failoverAt = math.Min(rep.failoverAt, msOf(f.Scenario.Start)+float64(fo.At)/1e6)
 	}
@@ -114,8 +207,20 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 				if est.Kind == latency.KindUnknown {
 					continue
 				}
-				d := math.Abs(float64(est.Offset)/1e6 - f.TrueOffset(h, o.At))
+				tru := f.TrueOffset(h, o.At)
+				d := math.Abs(float64(est.Offset)/1e6 - tru)
 				rep.OffsetErr[est.Kind].Abs = append(rep.OffsetErr[est.Kind].Abs, d)
+				if f.stepping(h, o.At) {
+					continue // a clock stepped moments ago: no estimator can know before the first bound after it
+				}
+				rep.OffsetScored++
+				// 1e-3 ms: the rounding of a time.Duration of ns against the float truth
+				if (est.Lower == -latency.Unbounded || float64(est.Lower)/1e6 <= tru+1e-3) &&
+					(est.Upper == latency.Unbounded || float64(est.Upper)/1e6 >= tru-1e-3) {
+					rep.OffsetCovered++
+				} else if len(rep.OffsetMisses) < 8 {
+					rep.OffsetMisses = append(rep.OffsetMisses, OffsetMiss{f.Hosts[h], est, tru, o.At})
+				}
 			}
 			nextSample += 1000
 			sampled += time.Since(s0)
@@ -211,8 +316,15 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 		return
 	}
 	rep.TrueLive++
+	warm := tr.AppendMs < rep.warmEnd
+	if warm {
+		rep.TrueLiveWarm++
+	}
 	if !res.Live {
 		rep.LiveExcluded++
+		if warm {
+			rep.LiveExcludedWarm++
+		}
 	}
 	rep.TrueLiveStages += bits.OnesCount8(res.Has)
 	rep.LiveStagesExcluded += bits.OnesCount8(res.Has &^ fed)
@@ -223,11 +335,29 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 		if !ok || fed&(1<<s) == 0 || s == latency.StageMirror {
 			continue
 		}
+		is := &rep.Intervals[rep.StageKind(s)]
+		is.Scored++
+		// 1e-9 ms: the float rounding of stamps near 1.8e12 ms, far below any stamp's quantum
+		lo, hi, _ := res.StageBounds(s)
+		if truth[s] >= lo-1e-9 && truth[s] <= hi+1e-9 {
+			is.Covered++
+		} else if len(is.Misses) < 8 {
+			is.Misses = append(is.Misses, Miss{Stage: s, Lower: lo, Value: v, Upper: hi, Truth: truth[s], Flags: res.Flags, AppendMs: tr.AppendMs})
+		}
+		if w := hi - lo; math.IsInf(w, 1) {
+			is.Open++
+		} else {
+			is.Widths = append(is.Widths, w)
+		}
 		d := math.Abs(v - truth[s])
 		norm := d / math.Max(2, 0.02*truth[s])
 		rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
 		rep.Stage[s].Norm = append(rep.Stage[s].Norm, norm)
-		if !math.IsInf(rep.failoverAt, 1) {
+		if !warm {
+			rep.Steady[s].Abs = append(rep.Steady[s].Abs, d)
+			rep.Steady[s].Norm = append(rep.Steady[s].Norm, norm)
+		}
+		if !math.IsInf(rep.failoverAt, 1) && !warm {
 			side := &rep.BeforeFailover
 			if tr.AppendMs >= rep.failoverAt {
 				side = &rep.AfterFailover
@@ -243,6 +373,22 @@ func (rep *Report) LiveExcludedRatio() float64 {
 		return 0
 	}
 	return float64(rep.LiveExcluded) / float64(rep.TrueLive)
+}
+
+// LiveExcludedWarmRatio is LiveExcludedRatio over the records appended in the warm-up (0 with none).
+func (rep *Report) LiveExcludedWarmRatio() float64 {
+	if rep.TrueLiveWarm == 0 {
+		return 0
+	}
+	return float64(rep.LiveExcludedWarm) / float64(rep.TrueLiveWarm)
+}
+
+// LiveExcludedSteadyRatio is LiveExcludedRatio over the records appended after the warm-up (0 with none).
+func (rep *Report) LiveExcludedSteadyRatio() float64 {
+	if n := rep.TrueLive - rep.TrueLiveWarm; n > 0 {
+		return float64(rep.LiveExcluded-rep.LiveExcludedWarm) / float64(n)
+	}
+	return 0
 }
 
 // LiveStageExcludedRatio is the fraction of truly live records' stages kept out of live percentiles (0 with none).
