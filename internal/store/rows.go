@@ -111,8 +111,8 @@ type LatencyRow struct {
 	// UpperMs may be +Inf (an end's clock offset is unknown). Bits are Valid's corrected-stage bits (ValidIngest...).
 	LowerMs, UpperMs [4]float64
 	Bounded          StageBits
-	Valid                                                   StageBits
-	Flags                                                   uint32 // latency core flag bits
+	Valid            StageBits
+	Flags            uint32 // latency core flag bits
 
 	ProducerHost, BrokerHost, ConsumerHost string
 	TraceID, SpanID                        string // lowercase hex, '' when none
