@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,6 +104,12 @@ func TestLiveLatencyHistogram(t *testing.T) {
 	for i, want := range []int64{120, 240, 499, 501, 3000} {
 		if rows[i].Class != store.ClassLive || rows[i].E2EMs != want || rows[i].Valid&store.ValidE2E == 0 {
 			t.Fatalf("row %d: class %v e2e %d valid %08b flags %b, want live %d ms", i, rows[i].Class, rows[i].E2EMs, rows[i].Valid, rows[i].Flags, want)
+		}
+		// Both ends synced to ±0.1 ms: the stored interval holds the estimate and is a fraction of a ms either side
+		// (widened to the rounded estimate by at most half a ms).
+		if lo, hi := rows[i].StageBound(store.BoundE2E); rows[i].Bounded&store.ValidE2E == 0 ||
+			lo > float64(want) || hi < float64(want) || float64(want)-lo > 0.75 || hi-float64(want) > 0.75 {
+			t.Fatalf("row %d: e2e %d ms within [%v, %v] (bounded %04b), want a sub-ms interval around it", i, want, lo, hi, rows[i].Bounded)
 		}
 	}
 	if rows[5].Class != store.ClassRedelivery {
@@ -294,5 +301,60 @@ func TestLiveSeriesBoundedAndSwept(t *testing.T) {
 	}
 	if c := h.get(m, "g3", "t", t0.Add(70*time.Second)); c == nil {
 		t.Fatal("no room for a new pair after the sweep")
+	}
+}
+
+// TestLiveE2EBound: every e2e sample observed in tidemark_e2e_latency_seconds has its interval's ends observed in
+// tidemark_e2e_latency_bound_seconds (end lower and upper); an unbounded upper end is observed as +Inf and counted,
+// never dropped; the bound series are swept with the pair's other series.
+func TestLiveE2EBound(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	var h liveHistograms
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := h.get(m, "g", "orders", t0)
+	res := latency.Result{Class: latency.ClassLive, Live: true, Has: 1 << latency.StageE2E}
+	res.Stages[latency.StageE2E] = 100
+	res.MomentUnc[latency.Produce], res.MomentUnc[latency.Processed] = 3, 2 // e2e within [95, 105] ms
+	s.observe(&res, nil, t0)
+	open := res
+	open.Stages[latency.StageE2E] = 40
+	open.MomentUnc[latency.Produce] = math.Inf(1) // the producer's offset unknown: [0, +Inf)
+	s.observe(&open, nil, t0)
+	skewed := res // untrusted e2e: in neither histogram
+	skewed.Untrusted = 1 << latency.StageE2E
+	s.observe(&skewed, nil, t0)
+
+	lower := histogram(t, m.E2EBound.WithLabelValues("lower", "g", "orders").(prometheus.Histogram))
+	upper := histogram(t, m.E2EBound.WithLabelValues("upper", "g", "orders").(prometheus.Histogram))
+	est := histogram(t, m.E2ELatency.WithLabelValues("g", "orders").(prometheus.Histogram))
+	if est.GetSampleCount() != 2 || lower.GetSampleCount() != 2 || upper.GetSampleCount() != 2 {
+		t.Fatalf("counts: estimate %d lower %d upper %d, want 2 each", est.GetSampleCount(), lower.GetSampleCount(), upper.GetSampleCount())
+	}
+	if sum := lower.GetSampleSum(); math.Abs(sum-0.095) > 1e-12 {
+		t.Errorf("lower sum %v, want 0.095 (0.095 + 0)", sum)
+	}
+	if sum := upper.GetSampleSum(); !math.IsInf(sum, 1) {
+		t.Errorf("upper sum %v, want +Inf (one unbounded upper end)", sum)
+	}
+	// Bucket le=0.1: lower holds 0.095 and 0; upper holds neither 0.105 nor +Inf.
+	for _, b := range lower.GetBucket() {
+		if b.GetUpperBound() == 0.1 && b.GetCumulativeCount() != 2 {
+			t.Errorf("lower le=0.1: %d, want 2", b.GetCumulativeCount())
+		}
+	}
+	for _, b := range upper.GetBucket() {
+		if b.GetUpperBound() == 0.1 && b.GetCumulativeCount() != 0 {
+			t.Errorf("upper le=0.1: %d, want 0", b.GetCumulativeCount())
+		}
+	}
+	if v := testutil.ToFloat64(m.E2EUnbounded.WithLabelValues("g", "orders")); v != 1 {
+		t.Errorf("unbounded %v, want 1", v)
+	}
+	if n := h.sweep(m, t0.Add(2*time.Minute), time.Minute); n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tidemark_e2e_latency_bound_seconds", "tidemark_e2e_latency_unbounded_total"); err != nil || n != 0 {
+		t.Fatalf("%d bound series after the sweep (%v), want 0", n, err)
 	}
 }

@@ -36,6 +36,8 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.AppendLeaderUnknown.Inc()
 	m.E2ELatency.WithLabelValues("g", "t").Observe(1)
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
+	m.E2EBound.WithLabelValues("lower", "g", "t").Observe(1)
+	m.E2EUnbounded.WithLabelValues("g", "t").Inc()
 	m.TraceDecisions.WithLabelValues("p", "d").Inc()
 	m.HopSpans.WithLabelValues("p", "s", "o").Inc()
 	// The engine mirror: one host with an estimate, one rejected stamp and one converted from µs.
