@@ -2,6 +2,7 @@ package collector
 
 import (
 	"encoding/hex"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -26,9 +27,12 @@ var liveStages = [...]latency.Stage{latency.StageIngest, latency.StageMirror, la
 type liveSeries struct {
 	buckets []float64
 	e2e     prometheus.Observer
-	vec     *prometheus.HistogramVec // StageLatency
-	group   string
-	topic   string
+	// lower, upper and unbounded are the e2e samples' interval ends (E2EBound) and unbounded count (E2EUnbounded).
+	lower, upper prometheus.Observer
+	unbounded    prometheus.Counter
+	vec          *prometheus.HistogramVec // StageLatency
+	group        string
+	topic        string
 	// stages are created on a stage's first observation, so that a topic that is not mirrored has no mirror series.
 	stages [len(liveStages)]atomic.Pointer[observer]
 	// lastEx holds, per e2e bucket (the last is +Inf), the reference-clock Unix ns of its last exemplar.
@@ -68,7 +72,9 @@ func (h *liveHistograms) get(m *Metrics, group, topic string, now time.Time) *li
 		h.series = map[groupTopic]*liveSeries{}
 	}
 	s := &liveSeries{buckets: m.LatencyBuckets, e2e: m.E2ELatency.WithLabelValues(group, topic),
-		lastEx: make([]atomic.Int64, len(m.LatencyBuckets)+1), vec: m.StageLatency, group: group, topic: topic}
+		lastEx: make([]atomic.Int64, len(m.LatencyBuckets)+1), vec: m.StageLatency, group: group, topic: topic,
+		lower: m.E2EBound.WithLabelValues("lower", group, topic), upper: m.E2EBound.WithLabelValues("upper", group, topic),
+		unbounded: m.E2EUnbounded.WithLabelValues(group, topic)}
 	s.used.Store(now.Unix())
 	h.series[k] = s
 	m.LiveLabelSets.Set(float64(len(h.series)))
@@ -88,6 +94,9 @@ func (h *liveHistograms) sweep(m *Metrics, now time.Time, idle time.Duration) in
 			continue
 		}
 		m.E2ELatency.DeleteLabelValues(k.group, k.topic)
+		m.E2EBound.DeleteLabelValues("lower", k.group, k.topic)
+		m.E2EBound.DeleteLabelValues("upper", k.group, k.topic)
+		m.E2EUnbounded.DeleteLabelValues(k.group, k.topic)
 		for i, st := range liveStages {
 			if s.stages[i].Load() != nil {
 				m.StageLatency.DeleteLabelValues(st.String(), k.group, k.topic)
@@ -121,6 +130,13 @@ func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time)
 			s.e2e.(prometheus.ExemplarObserver).ObserveWithExemplar(v, prometheus.Labels{"trace_id": hex.EncodeToString(traceID)})
 		} else {
 			s.e2e.Observe(v)
+		}
+		lo, hi, _ := res.StageBounds(latency.StageE2E)
+		lo, hi = math.Min(lo, ms), math.Max(hi, ms) // the band holds its estimate
+		s.lower.Observe(lo / 1e3)
+		s.upper.Observe(hi / 1e3)
+		if math.IsInf(hi, 1) {
+			s.unbounded.Inc()
 		}
 	}
 	for i, st := range liveStages {

@@ -105,6 +105,12 @@ func TestLiveLatencyHistogram(t *testing.T) {
 		if rows[i].Class != store.ClassLive || rows[i].E2EMs != want || rows[i].Valid&store.ValidE2E == 0 {
 			t.Fatalf("row %d: class %v e2e %d valid %08b flags %b, want live %d ms", i, rows[i].Class, rows[i].E2EMs, rows[i].Valid, rows[i].Flags, want)
 		}
+		// Both ends synced to ±0.1 ms: the stored interval holds the estimate and is a fraction of a ms either side
+		// (widened to the rounded estimate by at most half a ms).
+		if lo, hi := rows[i].StageBound(store.BoundE2E); rows[i].Bounded&store.ValidE2E == 0 ||
+			lo > float64(want) || hi < float64(want) || float64(want)-lo > 0.75 || hi-float64(want) > 0.75 {
+			t.Fatalf("row %d: e2e %d ms within [%v, %v] (bounded %04b), want a sub-ms interval around it", i, want, lo, hi, rows[i].Bounded)
+		}
 	}
 	if rows[5].Class != store.ClassRedelivery {
 		t.Fatalf("row 5 class %v, want redelivery", rows[5].Class)
@@ -337,5 +343,56 @@ func TestLiveE2EWithUnknownAppendLeader(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(deps.metrics.StageLatency, "tidemark_stage_latency_seconds"); n != 1 {
 		t.Fatalf("%d stage series, want processing only", n)
+	}
+}
+
+// TestLiveE2EBound: a live e2e sample observed in tidemark_e2e_latency_seconds has its interval's ends observed in
+// tidemark_e2e_latency_bound_seconds (end lower and upper), the same ends the stored row carries; the band holds the
+// estimate and, between two hosts synced to ±0.1 ms, is at most a few tenths of a millisecond wide; the bound series
+// are swept with the pair's other series.
+func TestLiveE2EBound(t *testing.T) {
+	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
+	seedC25Clocks(t, deps, truth)
+	sync := func(d time.Duration) instrument.ClockOffset {
+		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
+	}
+	r := instrument.Receipt{Group: "g", Topic: "orders", Partition: 0, Offset: 100,
+		RecordTimestampMs: truth.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
+		ProduceNs: truth.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
+		ReceiveNs:   truth.Add(112*time.Millisecond - 300*time.Millisecond).UnixNano(),
+		ProcessedNs: truth.Add(120*time.Millisecond - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond)}
+	p := &Receipts{pathDeps: deps}
+	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	row := sink.rows[0].Latency[0]
+	lo, hi := row.LowerMs[store.BoundE2E], row.UpperMs[store.BoundE2E]
+	if row.Valid&store.ValidE2E == 0 || !(lo <= 120 && 120 <= hi) || hi-lo > 0.5 {
+		t.Fatalf("row e2e valid %v band [%v, %v] ms, want a valid e2e with a band holding 120 ms at most 0.5 ms wide", row.Valid&store.ValidE2E != 0, lo, hi)
+	}
+	m := deps.metrics
+	lower := histogram(t, m.E2EBound.WithLabelValues("lower", "g", "orders").(prometheus.Histogram))
+	upper := histogram(t, m.E2EBound.WithLabelValues("upper", "g", "orders").(prometheus.Histogram))
+	est := histogram(t, m.E2ELatency.WithLabelValues("g", "orders").(prometheus.Histogram))
+	if est.GetSampleCount() != 1 || lower.GetSampleCount() != 1 || upper.GetSampleCount() != 1 {
+		t.Fatalf("counts: estimate %d lower %d upper %d, want 1 each", est.GetSampleCount(), lower.GetSampleCount(), upper.GetSampleCount())
+	}
+	if math.Abs(lower.GetSampleSum()-lo/1e3) > 1e-9 || math.Abs(upper.GetSampleSum()-hi/1e3) > 1e-9 {
+		t.Errorf("bound sums lower %v upper %v s, want the row's band [%v, %v] ms", lower.GetSampleSum(), upper.GetSampleSum(), lo, hi)
+	}
+	if !(lower.GetSampleSum() <= est.GetSampleSum() && est.GetSampleSum() <= upper.GetSampleSum()) {
+		t.Errorf("estimate %v s outside its band [%v, %v]", est.GetSampleSum(), lower.GetSampleSum(), upper.GetSampleSum())
+	}
+	if v := testutil.ToFloat64(m.E2EUnbounded.WithLabelValues("g", "orders")); v != 0 {
+		t.Errorf("unbounded %v, want 0: both ends' clocks are synced", v)
+	}
+	if n := p.live.sweep(m, truth.Add(10*time.Minute), time.Minute); n != 1 {
+		t.Fatalf("swept %d, want 1", n)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.E2EBound, m.E2EUnbounded)
+	if n, err := testutil.GatherAndCount(reg, "tidemark_e2e_latency_bound_seconds", "tidemark_e2e_latency_unbounded_total"); err != nil || n != 0 {
+		t.Fatalf("%d bound series after the sweep (%v), want 0", n, err)
 	}
 }

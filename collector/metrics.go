@@ -76,6 +76,12 @@ type Metrics struct {
 	// StageLatency is the corrected latency (s) of each stage of live receipts (ingest, mirror, queue_wait,
 	// processing), by group and topic.
 	StageLatency *prometheus.HistogramVec // stage, group, topic
+	// E2EBound holds the ends of the interval that contains each E2ELatency sample's true value
+	// (latency.Result.StageBounds), end "lower" and "upper", by group and topic: the same samples and buckets, so
+	// histogram_quantile of the two ends brackets the true percentile. An unbounded upper end is observed as +Inf.
+	E2EBound *prometheus.HistogramVec // end, group, topic
+	// E2EUnbounded counts the E2ELatency samples whose upper end is unbounded (an end's clock offset unknown).
+	E2EUnbounded *prometheus.CounterVec // group, topic
 	// LatencyBuckets are E2ELatency's and StageLatency's upper bounds in seconds (see LatencyBuckets).
 	LatencyBuckets []float64
 	// Spans counts the spans path's spans by outcome: producer and consumer (Kafka spans about one record),
@@ -211,6 +217,13 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 			Help:    "Corrected latency of each stage (ingest, mirror, queue_wait, processing) of live receipts only; an invalid stage (an end's clock not placed, an order violated beyond the uncertainty) is left out, the record's other stages are kept.",
 			Buckets: buckets,
 		}, []string{"stage", "group", "topic"}),
+		E2EBound: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tidemark_e2e_latency_bound_seconds",
+			Help:    "Ends of the interval holding the true value of each tidemark_e2e_latency_seconds sample (end=lower|upper): the same samples and buckets, so histogram_quantile of the lower and of the upper ends brackets the true percentile. An unbounded upper end (a clock offset unknown) is observed as +Inf and counted in tidemark_e2e_latency_unbounded_total.",
+			Buckets: buckets,
+		}, []string{"end", "group", "topic"}),
+		E2EUnbounded: cv("tidemark_e2e_latency_unbounded_total",
+			"tidemark_e2e_latency_seconds samples whose interval's upper end is unbounded (an end's clock offset unknown): in the estimate, open above in the band.", "group", "topic"),
 		LatencyBuckets: buckets,
 		TraceDecisions: cv("tidemark_collector_trace_decisions_total",
 			"Records with or without trace context by the hop-span sampler's decision (sampled, slow, unsampled, ratio, no_trace).", "path", "decision"),
@@ -221,7 +234,7 @@ func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metr
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Records, m.Rows, m.RowsAcked, m.SinkErrors, m.SinkBlocked, m.SinkWaiting,
 			m.DeadLetters, m.Classes, m.Skewed, m.BadTraceParent, m.Spans, m.SpanBrackets, m.SpansHeld, m.Parked, m.WithoutMetadata, m.LagRowsLost, m.UnknownTopics,
-			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.ProducerAcks, m.E2ELatency, m.StageLatency, m.TraceDecisions, m.HopSpans, m.engine} {
+			m.LiveLabelSets, m.LiveOverflow, m.LiveEvicted, m.EnginePaths, m.EnginePathsEvicted, m.EngineHosts, m.EngineHostsEvicted, m.ProbeSent, m.ProbeLost, m.ProbeDup, m.ProbeForeign, m.ProbeLatency, m.ProbePlanActions, m.ProbePlanErrors, m.AppendLeaderUnknown, m.ProducerAcks, m.E2ELatency, m.StageLatency, m.E2EBound, m.E2EUnbounded, m.TraceDecisions, m.HopSpans, m.engine} {
 			reg.MustRegister(c)
 		}
 	}

@@ -37,6 +37,8 @@ func TestCollectorMetricsDocAgrees(t *testing.T) {
 	m.ProducerAcks.WithLabelValues("o").Inc()
 	m.E2ELatency.WithLabelValues("g", "t").Observe(1)
 	m.StageLatency.WithLabelValues("s", "g", "t").Observe(1)
+	m.E2EBound.WithLabelValues("lower", "g", "t").Observe(1)
+	m.E2EUnbounded.WithLabelValues("g", "t").Inc()
 	m.TraceDecisions.WithLabelValues("p", "d").Inc()
 	m.HopSpans.WithLabelValues("p", "s", "o").Inc()
 	m.Spans.WithLabelValues("o").Inc()

@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/hex"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"time"
@@ -109,11 +110,24 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	// stage, as the engine's own sketches do.
 	var cum, prev float64
 	var prevRounded int64
+	// setBound stores a stage's interval (latency.Result.StageBounds), widened to hold the stored, rounded estimate:
+	// a wider interval still holds the true value, and every band then contains its estimate.
+	setBound := func(bit store.StageBits, est, lo, hi float64) {
+		i := bits.TrailingZeros8(uint8(bit))
+		row.LowerMs[i], row.UpperMs[i] = math.Min(lo, est), math.Max(hi, est)
+		row.Bounded |= bit
+	}
 	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
 		v, ok := res.Stage(s)
+		lo, hi, _ := res.StageBounds(s)
 		if s == latency.StageIngest { // a mirrored topic: the ingest column covers produce → local append
 			if m, okm := res.Stage(latency.StageMirror); okm {
+				mlo, mhi, _ := res.StageBounds(latency.StageMirror)
+				if !ok { // no ingest of its own: the column is the mirror stage alone
+					lo, hi = 0, 0
+				}
 				v, ok = v+m, true
+				lo, hi = lo+mlo, hi+mhi // a sum of two stages lies between the sums of their ends
 			}
 		}
 		if !ok {
@@ -130,12 +144,15 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 		if trusted {
 			row.Valid |= bit
 		}
+		setBound(bit, float64(*dst), lo, hi)
 	}
 	stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
 	stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
 	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
 	if v, ok := res.Stage(latency.StageE2E); ok {
 		row.E2EMs = int64(math.Round(v))
+		lo, hi, _ := res.StageBounds(latency.StageE2E)
+		setBound(store.ValidE2E, float64(row.E2EMs), lo, hi)
 		if res.Trusted(latency.StageE2E) && res.Flags&latency.FlagCommitBound == 0 { // a commit-bounded e2e is an upper bound only
 			row.Valid |= store.ValidE2E
 		}

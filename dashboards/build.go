@@ -106,6 +106,21 @@ func unit(u string) FieldConfig {
 	return FieldConfig{Defaults: map[string]any{"unit": u}}
 }
 
+// banded is a latency panel's field config with its percentiles' bands (the plugin's <level>_lower and
+// <level>_upper fields: the true percentile lies between them) drawn as thin dashed lines around the estimate.
+func banded(u string) FieldConfig {
+	fc := unit(u)
+	fc.Overrides = []map[string]any{{
+		"matcher": map[string]any{"id": "byRegexp", "options": ".*_(lower|upper).*"},
+		"properties": []map[string]any{
+			{"id": "custom.lineStyle", "value": map[string]any{"fill": "dash", "dash": []int{4, 4}}},
+			{"id": "custom.lineWidth", "value": 1},
+			{"id": "custom.fillOpacity", "value": 0},
+		},
+	}}
+	return fc
+}
+
 func timeseries(title, desc string, fc FieldConfig, targets ...map[string]any) Panel {
 	return Panel{Type: "timeseries", Title: title, Description: desc, Datasource: datasourceOf(targets), Targets: targets, FieldConfig: fc,
 		Options: map[string]any{"legend": map[string]any{"displayMode": "table", "placement": "bottom", "calcs": []string{"mean", "max", "lastNotNull"}},

@@ -52,8 +52,10 @@ func Overview() Dashboard {
 			"14.4 over 1 h is the classic page.", FieldConfig{Defaults: map[string]any{"unit": "short",
 			"thresholds": thresholds("green", nil, "orange", 1, "red", 14.4), "custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}}}}, slo), "burn_rate")).
 		row("Latency and lag").
-		add(12, 8, only(timeseries("End-to-end latency by topic", "Corrected for clock skew; replays left out.", unit("ms"),
-			q("A", "stage_percentiles", with(filters, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))), "p50", "p99")).
+		add(12, 8, only(timeseries("End-to-end latency by topic", "Corrected for clock skew; replays left out. Dashed: p99's band, "+
+			"between which the true p99 lies (each sample's clock uncertainty).", banded("ms"),
+			q("A", "stage_percentiles", with(filters, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
+			"p50", "p99", "p99_lower", "p99_upper")).
 		add(12, 8, only(timeseries("Consumer lag by group", "Records the group will still receive (effective lag).", unit("short"),
 			q("A", "consumer_lag", with(filters, map[string]any{"groupBy": "group"}))), "lag")).
 		add(12, 8, only(timeseries("Time lag by group", "Now − timestamp of the first unconsumed record; the oldest partition decides.", unit("s"),
@@ -93,8 +95,9 @@ func Overview() Dashboard {
 func Latency() Dashboard {
 	f := with(filters, map[string]any{"host": "${host:csv}"})
 	stage := func(s, title, desc string) Panel {
-		return only(timeseries(title, desc, unit("ms"),
-			q("A", "stage_percentiles", with(f, map[string]any{"stage": s, "percentiles": []float64{0.5, 0.9, 0.99}, "groupBy": "topic"}))), "p50", "p90", "p99")
+		return only(timeseries(title, desc+" Dashed: the band of p50 and p99, between which the true percentile lies.", banded("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": s, "percentiles": []float64{0.5, 0.9, 0.99}, "groupBy": "topic"}))),
+			"p50", "p90", "p99", "p50_lower", "p50_upper", "p99_lower", "p99_upper")
 	}
 	return newDashboard("tidemark-latency", "Tidemark / Latency deep dive",
 		"Each stage of a message's trip (produce → append → receive → processed) by topic and host, clock offsets, and the slowest messages with their traces.").
@@ -106,8 +109,9 @@ func Latency() Dashboard {
 		add(12, 8, stage("receive_process", "Processing (receive → processed)", "Processing completion − receive, on the consumer's clock.")).
 		add(12, 8, stage("e2e", "End-to-end", "Processed − produced; the stages sum to it.")).
 		row("Hosts and clocks").
-		add(12, 8, only(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here.", unit("ms"),
-			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))), "p99")).
+		add(12, 8, only(timeseries("End-to-end p99 by consumer host", "A single slow host stands out here. Dashed: p99's band.", banded("ms"),
+			q("A", "stage_percentiles", with(f, map[string]any{"stage": "e2e", "percentiles": []float64{0.99}, "groupBy": "host"}))),
+			"p99", "p99_lower", "p99_upper")).
 		add(12, 8, timeseries("Clock offsets", "Host clock − reference clock, with the half-width of the interval it is known to lie in.",
 			unit("ms"), q("A", "clock_offsets", map[string]any{"cluster": "${cluster:csv}", "host": "${host:csv}"}))).
 		add(12, 8, Panel{Type: "barchart", Title: "End-to-end distribution", Description: "Latency at each percentile over the whole range.",
@@ -181,10 +185,12 @@ func ConsumerGroup() Dashboard {
 			"bounds while it is above 0.", unit("short"),
 			prom("A", `sum by (topic) (tidemark_lag_topic_unknown_partitions{group="$group"})`, "{{topic}}"))).
 		row("Latency and SLO").
-		add(12, 8, only(timeseries("End-to-end latency by topic", "", unit("ms"),
-			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))), "p50", "p99")).
-		add(12, 8, only(timeseries("SLO compliance", "", FieldConfig{Defaults: map[string]any{"unit": "percentunit", "min": 0.99, "max": 1}},
-			q("A", "slo", with(g, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective, "groupBy": "topic"}))), "compliance")).
+		add(12, 8, only(timeseries("End-to-end latency by topic", "Dashed: p99's band, between which the true p99 lies.", banded("ms"),
+			q("A", "stage_percentiles", with(g, map[string]any{"stage": "e2e", "percentiles": []float64{0.5, 0.99}, "groupBy": "topic"}))),
+			"p50", "p99", "p99_lower", "p99_upper")).
+		add(12, 8, only(timeseries("SLO compliance", "Dashed: the band [min, max] the true compliance lies in, from each sample's interval.",
+			sloBand(), q("A", "slo", with(g, map[string]any{"sloThresholdMs": sloThresholdMs, "sloObjective": sloObjective, "groupBy": "topic"}))),
+			"compliance", "compliance_min", "compliance_max")).
 		add(24, 8, table("Slowest messages of the group", "",
 			q("A", "slowest_messages", with(g, map[string]any{"stage": "e2e", "limit": 50})))).
 		build()
@@ -206,6 +212,14 @@ func ProbeHealth() Dashboard {
 		add(24, 8, timeseries("Broker clock offsets", "Bracketed from send, append and ack times to within half a round trip.",
 			unit("ms"), q("A", "clock_offsets", map[string]any{"cluster": "${cluster:csv}"}))).
 		build()
+}
+
+// sloBand is the SLO compliance panel's field config: percent from 99 % up, the band's ends dashed.
+func sloBand() FieldConfig {
+	fc := banded("percentunit")
+	fc.Defaults["min"], fc.Defaults["max"] = 0.99, 1
+	fc.Overrides[0]["matcher"] = map[string]any{"id": "byRegexp", "options": ".*compliance (min|max).*"}
+	return fc
 }
 
 // only keeps the named value fields of the panel's Tidemark queries (the query model's "fields"), so the panel and

@@ -31,6 +31,37 @@ func (o Objective) Validate() error {
 // Good reports whether a latency in ms meets the threshold.
 func (o Objective) Good(latencyMs float64) bool { return latencyMs <= durMs(o.Threshold) }
 
+// GoodBounds classifies one sample whose true latency lies in [loMs, hiMs] (hiMs may be +Inf: an end's clock offset
+// unknown) and whose estimate is estMs. good is the estimate's verdict. mayBeGood (the lower end meets the threshold)
+// says the true value may meet it: the sample counts as good for the compliance's maximum. surelyGood (the upper end
+// meets it) says the true value does: only such a sample counts as good for the minimum. With lo ≤ est ≤ hi,
+// surelyGood ⇒ good ⇒ mayBeGood. A NaN end is treated as unbounded on its side.
+func (o Objective) GoodBounds(estMs, loMs, hiMs float64) (good, mayBeGood, surelyGood bool) {
+	t := durMs(o.Threshold)
+	return estMs <= t, !(loMs > t), hiMs <= t
+}
+
+// ComplianceBand is an SLI with its error bar: Estimate is good/total over the samples' estimates, and the true
+// compliance, over the same samples, lies in [Min, Max]. Each sample's true latency is inside its interval, so at
+// least the samples whose upper end meets the threshold are good (Min) and at most those whose lower end does (Max).
+type ComplianceBand struct {
+	Estimate, Min, Max float64
+}
+
+// NewComplianceBand returns the band of good (estimates meeting the threshold), goodMin (upper ends meeting it) and
+// goodMax (lower ends meeting it) of total samples, each ratio as [Compliance] (1 with no samples).
+func NewComplianceBand(good, goodMin, goodMax, total float64) ComplianceBand {
+	return ComplianceBand{Estimate: Compliance(good, total), Min: Compliance(goodMin, total), Max: Compliance(goodMax, total)}
+}
+
+// BudgetBand returns the error budget remaining at the band's estimate and at its two ends
+// ([Objective.ErrorBudgetRemaining]): the minimum compliance leaves the least budget. Burn-rate alerts use the
+// estimate only.
+func (o Objective) BudgetBand(b ComplianceBand) (estimate, lo, hi float64) {
+	left := func(c float64) float64 { return 1 - (1-c)/(1-o.Target) }
+	return left(b.Estimate), left(b.Min), left(b.Max)
+}
+
 // Compliance returns good/total, the SLI; with no events it is 1 (nothing was bad).
 func Compliance(good, total float64) float64 {
 	if total <= 0 {

@@ -112,3 +112,55 @@ func TestSketchCountAtMost(t *testing.T) {
 		t.Errorf("p99 = %v, want 990 ± 1 %%", q)
 	}
 }
+
+// TestComplianceBand classifies samples with intervals against a 500 ms threshold and checks the band with exact
+// values: a sample whose interval straddles the threshold is good for the maximum only, an unbounded upper end is
+// never good for the minimum, and the estimate lies between the two ends.
+func TestComplianceBand(t *testing.T) {
+	o := Objective{Target: 0.99, Threshold: 500 * time.Millisecond, Period: 24 * time.Hour}
+	inf := math.Inf(1)
+	samples := []struct {
+		est, lo, hi         float64
+		good, mayBe, surely bool
+	}{
+		{100, 90, 110, true, true, true},     // well inside
+		{500, 500, 500, true, true, true},    // exactly on the threshold: good (<=)
+		{490, 480, 520, true, true, false},   // straddles, estimate good
+		{510, 495, 530, false, true, false},  // straddles, estimate bad
+		{600, 550, 650, false, false, false}, // surely bad
+		{300, 0, inf, true, true, false},     // an unknown offset: anything from 0 up
+		{700, 0, inf, false, true, false},    // the same, estimate bad
+		{400, math.NaN(), math.NaN(), true, true, false},
+	}
+	var good, goodMin, goodMax float64
+	for i, s := range samples {
+		g, m, su := o.GoodBounds(s.est, s.lo, s.hi)
+		if g != s.good || m != s.mayBe || su != s.surely {
+			t.Errorf("sample %d %v: GoodBounds = %v %v %v, want %v %v %v", i, s, g, m, su, s.good, s.mayBe, s.surely)
+		}
+		for _, c := range []struct {
+			b bool
+			n *float64
+		}{{g, &good}, {m, &goodMax}, {su, &goodMin}} {
+			if c.b {
+				*c.n++
+			}
+		}
+	}
+	b := NewComplianceBand(good, goodMin, goodMax, float64(len(samples)))
+	if want := (ComplianceBand{Estimate: 5.0 / 8, Min: 2.0 / 8, Max: 7.0 / 8}); b != want {
+		t.Fatalf("band %+v, want %+v", b, want)
+	}
+	// Budget: 1 − (1 − c)/0.01. Estimate 0.625 → −36.5; min 0.25 → −74; max 0.875 → −11.5.
+	est, lo, hi := o.BudgetBand(b)
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !near(est, -36.5) || !near(lo, -74) || !near(hi, -11.5) {
+		t.Errorf("budget %v [%v, %v]", est, lo, hi)
+	}
+	if lo > est || est > hi {
+		t.Errorf("budget band not ordered: %v [%v, %v]", est, lo, hi)
+	}
+	if e := NewComplianceBand(0, 0, 0, 0); e != (ComplianceBand{1, 1, 1}) {
+		t.Errorf("no samples: %+v, want all 1", e)
+	}
+}

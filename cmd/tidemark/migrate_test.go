@@ -38,7 +38,7 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur := store.CurrentSchemaVersion
-	if !strings.Contains(out, fmt.Sprintf("(dialect legacy): schema version 0 -> %d, applied 0001_init, 0002_latency_1h, 0003_lag_group_types, 0004_redelivery_uncertainty, 0005_probe_instance, 0006_cluster, 0007_receipt_source", cur)) {
+	if !strings.Contains(out, fmt.Sprintf("(dialect legacy): schema version 0 -> %d, applied 0001_init, 0002_latency_1h, 0003_lag_group_types, 0004_redelivery_uncertainty, 0005_probe_instance, 0006_cluster, 0007_receipt_source, 0008_stage_bounds", cur)) {
 		t.Errorf("first migrate said %q", out)
 	}
 	out, err = runMigrate(t, append(addr, "--drop-expired")...)

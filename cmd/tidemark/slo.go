@@ -66,7 +66,10 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 			"samples in the window: live samples, how many met the threshold (compliance), the error budget left for the\n" +
 			"objective, the burn rate over the standard windows (5m, 30m, 1h, 2h, 6h, 1d, 3d) and which multiwindow\n" +
 			"burn-rate alerts would fire, and how many samples were excluded (replayed, backfill, skew-flagged,\n" +
-			"unmeasured). Counts are exact (raw rows, duplicates collapsed). docs/slo.md defines every number.\n" +
+			"unmeasured). MIN and MAX bound the true compliance by each sample's interval (good for MAX when its lower\n" +
+			"end meets the threshold, for MIN only when its upper end does); UNBOUNDED counts samples whose upper end is\n" +
+			"unknown. Budget and burn rates use the estimate. Counts are exact (raw rows, duplicates collapsed).\n" +
+			"docs/slo.md defines every number.\n" +
 			"The password may come from TIDEMARK_CLICKHOUSE_PASSWORD.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -121,7 +124,8 @@ func newSLOReportCmd(now func() time.Time) *cobra.Command {
 			in := make([]report.SLOInput, len(rows))
 			for i, row := range rows {
 				in[i] = report.SLOInput{Topic: row.Topic, Group: row.Group, Period: report.Counts(row.Period),
-					Replayed: row.Replayed, Redelivered: row.Redelivered, Backfill: row.Backfill, SkewFlagged: row.SkewFlagged, Unmeasured: row.Unmeasured}
+					Replayed: row.Replayed, Redelivered: row.Redelivered, Backfill: row.Backfill, SkewFlagged: row.SkewFlagged, Unmeasured: row.Unmeasured,
+					Band: &report.Band{GoodMin: row.PeriodGoodMin, GoodMax: row.PeriodGoodMax, Unbounded: row.PeriodUnbounded}}
 				for _, c := range row.Windows {
 					in[i].Windows = append(in[i].Windows, report.Counts(c))
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -37,28 +38,36 @@ func TestSLOReportCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO latency_events (record_time, observed_time, consumer_group, topic, "+
-		"partition, offset, replay_class, source, e2e_ms, valid, flags, ver)")
+		"partition, offset, replay_class, source, e2e_ms, valid, flags, ver, e2e_lo_ms, e2e_hi_ms)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := sloAt.Add(-3 * time.Minute)
+	lo, hi := 0.0, math.Inf(1)
 	add := func(topic, class string, offset, e2e int64, valid uint8, flags uint32) {
-		if err := b.Append(at, at, "billing", topic, int32(0), offset, class, "receipt", e2e, valid, flags, uint64(1)); err != nil {
+		if err := b.Append(at, at, "billing", topic, int32(0), offset, class, "receipt", e2e, valid, flags, uint64(1), lo, hi); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// Intervals: 980 samples surely good ([100, 140]), 10 with an unbounded upper end, 10 straddling 500 ms.
 	for o := int64(0); o < 1000; o++ {
 		e2e := int64(120)
+		lo, hi = 100, 140
+		if o >= 980 {
+			hi = math.Inf(1)
+		}
 		if o >= 990 {
-			e2e = 501
+			e2e, lo, hi = 501, 480, 520
 		}
 		add("orders", "live", o, e2e, 15, 0)
 	}
+	lo, hi = 0, math.Inf(1)
 	for o := int64(0); o < 3; o++ {
 		add("orders", "replay", o, 86400000, 15, 0)
 	}
 	add("orders", "live", 2000, 99999, 7, uint32(latency.FlagSkewSuspected))
 	add("orders", "live", 2001, 99999, 7, uint32(latency.FlagSkewSuspected))
+	lo, hi = 40, 40
 	add("payments", "live", 0, 40, 15, 0)
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
@@ -76,6 +85,9 @@ func TestSLOReportCommand(t *testing.T) {
 			Live        uint64   `json:"live_samples"`
 			Good        uint64   `json:"good_samples"`
 			Compliance  float64  `json:"compliance"`
+			Min         float64  `json:"compliance_min"`
+			Max         float64  `json:"compliance_max"`
+			Unbounded   uint64   `json:"unbounded_samples"`
 			Budget      float64  `json:"error_budget_remaining"`
 			Firing      []string `json:"firing"`
 			Replayed    uint64   `json:"replayed_excluded"`
@@ -99,6 +111,11 @@ func TestSLOReportCommand(t *testing.T) {
 	if o.Topic != "orders" || o.Live != 1000 || o.Good != 990 || !near(o.Compliance, 0.99) || !near(o.Budget, -9) ||
 		o.Replayed != 3 || o.SkewFlagged != 2 {
 		t.Errorf("orders row %+v", o)
+	}
+	// The band: at least the 980 samples whose upper end meets 500 ms are good, at most all 1000 (every lower end
+	// meets it); the 10 unbounded ones are counted.
+	if !near(o.Min, 0.98) || !near(o.Max, 1) || o.Unbounded != 10 {
+		t.Errorf("orders band [%v, %v], %d unbounded; want [0.98, 1], 10", o.Min, o.Max, o.Unbounded)
 	}
 	if strings.Join(o.Firing, ",") != "page 6h/30m,ticket 1d/2h,ticket 3d/6h" {
 		t.Errorf("orders firing %q", o.Firing)

@@ -51,6 +51,29 @@ FROM (
 )
 GROUP BY stage ORDER BY stage"
 
+title "Stages with their error bars (ms): estimate [lower, upper] of each percentile"
+echo "samples: live processings; kept: in the percentiles; each percentile's true value lies between the percentiles of the"
+echo "samples' lower and upper ends (docs/latency.md, \"Bands\"); unbounded: kept samples whose upper end is unknown (inf)."
+ch --format PrettyCompactMonoBlock --query "
+SELECT stage, count() AS samples, countIf(ok) AS kept,
+       if(countIf(ok) = 0, '-', concat(toString(round(quantileExactIf(0.5)(corr, ok))), ' [',
+          toString(round(quantileExactIf(0.5)(lo, ok))), ', ', toString(round(quantileExactIf(0.5)(hi, ok))), ']')) AS p50,
+       if(countIf(ok) = 0, '-', concat(toString(round(quantileExactIf(0.99)(corr, ok))), ' [',
+          toString(round(quantileExactIf(0.99)(lo, ok))), ', ', toString(round(quantileExactIf(0.99)(hi, ok))), ']')) AS p99,
+       countIf(ok AND NOT isFinite(hi)) AS unbounded
+FROM (
+  SELECT arrayJoin([
+           ('1 ingest (produce>append)', ingest_ms, ingest_lo_ms, ingest_hi_ms, bitAnd(valid, 1) != 0),
+           ('2 queue (append>receive)', queue_ms, queue_lo_ms, queue_hi_ms, bitAnd(valid, 2) != 0),
+           ('3 process (receive>done)', process_ms, process_lo_ms, process_hi_ms, bitAnd(valid, 4) != 0),
+           ('4 end-to-end', e2e_ms, e2e_lo_ms, e2e_hi_ms, bitAnd(valid, 8) != 0)]) AS t,
+         tupleElement(t, 1) AS stage, toFloat64(tupleElement(t, 2)) AS corr, tupleElement(t, 3) AS lo,
+         tupleElement(t, 4) AS hi, tupleElement(t, 5) AS ok
+  FROM latency_events FINAL
+  WHERE source = 'receipt' AND replay_class = 'live'
+)
+GROUP BY stage ORDER BY stage"
+
 title "Per host: ingest by producer, processing by consumer (ms, p50); the injected processing delays are 4 and 6 ms"
 ch --format PrettyCompactMonoBlock --query "
 SELECT 'producer' AS role, producer_host AS host, count() AS rows,

@@ -30,6 +30,15 @@ type SLOInput struct {
 	// rebalance), backfills, live samples with a suspect clock correction, and live samples without a valid
 	// end-to-end latency.
 	Replayed, Redelivered, Backfill, SkewFlagged, Unmeasured uint64
+	// Band bounds the period's true number of good live samples; nil when the store did not say.
+	Band *Band
+}
+
+// Band bounds a count of good samples by the samples' intervals (latency.Objective.GoodBounds): GoodMin samples'
+// upper ends met the threshold, GoodMax samples' lower ends did. Unbounded counts the samples whose upper end is
+// unbounded (an end's clock offset unknown): they are never good for the minimum.
+type Band struct {
+	GoodMin, GoodMax, Unbounded uint64
 }
 
 // SLOReport is an end-to-end latency SLO report: one row per topic and group, ordered by topic then group.
@@ -48,6 +57,10 @@ type SLORow struct {
 	// Compliance is Good/Live (latency.Compliance); ErrorBudgetRemaining is 1 − (1 − compliance)/(1 − target)
 	// (latency.Objective.ErrorBudgetRemaining), negative once the budget is overspent.
 	Compliance, ErrorBudgetRemaining *float64
+	// ComplianceMin and ComplianceMax bound the true compliance over the same samples (latency.ComplianceBand): nil
+	// without live samples or without a Band. Unbounded is the Band's count (0 without one).
+	ComplianceMin, ComplianceMax *float64
+	Unbounded                    uint64
 	// Burn holds the burn rate of each window of SLOReport.Windows, in that order.
 	Burn []Burn
 	// Firing lists the multiwindow burn-rate alerts (latency.DefaultBurnWindows) whose long and short windows both
@@ -112,12 +125,23 @@ func NewSLOReport(obj latency.Objective, end time.Time, windows []time.Duration,
 				return nil, fmt.Errorf("build SLO report: %s/%s counts %d good of %d: %w", s.Topic, s.Group, c.Good, c.Total, errBadCounts)
 			}
 		}
+		if b := s.Band; b != nil && (b.GoodMin > b.GoodMax || b.GoodMax > s.Period.Total || b.Unbounded > s.Period.Total) {
+			return nil, fmt.Errorf("build SLO report: %s/%s band [%d, %d] good, %d unbounded, of %d: %w", s.Topic, s.Group,
+				b.GoodMin, b.GoodMax, b.Unbounded, s.Period.Total, errBadCounts)
+		}
 		row := SLORow{Topic: s.Topic, Group: s.Group, Live: s.Period.Total, Good: s.Period.Good,
 			Replayed: s.Replayed, Redelivered: s.Redelivered, Backfill: s.Backfill, SkewFlagged: s.SkewFlagged, Unmeasured: s.Unmeasured}
 		if s.Period.Total > 0 {
 			c := latency.Compliance(float64(s.Period.Good), float64(s.Period.Total))
 			b := obj.ErrorBudgetRemaining(float64(s.Period.Good), float64(s.Period.Total))
 			row.Compliance, row.ErrorBudgetRemaining = &c, &b
+			if s.Band != nil {
+				band := latency.NewComplianceBand(float64(s.Period.Good), float64(s.Band.GoodMin), float64(s.Band.GoodMax), float64(s.Period.Total))
+				row.ComplianceMin, row.ComplianceMax = &band.Min, &band.Max
+			}
+		}
+		if s.Band != nil {
+			row.Unbounded = s.Band.Unbounded
 		}
 		for _, i := range order {
 			c := s.Windows[i]
@@ -187,7 +211,8 @@ func ParseWindow(s string) (time.Duration, error) {
 }
 
 // WriteTable prints the report as an aligned text table with a header line naming the objective. Ratios print as
-// percentages, burn rates with two decimals, and "-" where there is no live sample.
+// percentages, burn rates with two decimals, and "-" where there is no live sample. MIN and MAX bound the true
+// compliance (SLORow.ComplianceMin, ComplianceMax); the budget and the burn rates are the estimate's.
 func (r *SLOReport) WriteTable(w io.Writer) error {
 	o := r.Objective
 	if _, err := fmt.Fprintf(w, "SLO: %s of live messages processed within %s end to end; period %s ending %s\n",
@@ -195,14 +220,15 @@ func (r *SLOReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	head := []string{"TOPIC", "GROUP", "LIVE", "GOOD", "COMPLIANCE", "BUDGET LEFT"}
+	head := []string{"TOPIC", "GROUP", "LIVE", "GOOD", "COMPLIANCE", "MIN", "MAX", "BUDGET LEFT"}
 	for _, win := range r.Windows {
 		head = append(head, "BURN "+FormatWindow(win))
 	}
-	head = append(head, "REPLAYED", "REDELIVERED", "BACKFILL", "SKEW-FLAGGED", "UNMEASURED", "FIRING")
+	head = append(head, "REPLAYED", "REDELIVERED", "BACKFILL", "SKEW-FLAGGED", "UNMEASURED", "UNBOUNDED", "FIRING")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, row := range r.Rows {
-		f := []string{row.Topic, row.Group, u(row.Live), u(row.Good), ratio(row.Compliance), ratio(row.ErrorBudgetRemaining)}
+		f := []string{row.Topic, row.Group, u(row.Live), u(row.Good), ratio(row.Compliance), ratio(row.ComplianceMin),
+			ratio(row.ComplianceMax), ratio(row.ErrorBudgetRemaining)}
 		for _, b := range row.Burn {
 			if b.Rate == nil {
 				f = append(f, "-")
@@ -214,7 +240,7 @@ func (r *SLOReport) WriteTable(w io.Writer) error {
 		if len(row.Firing) > 0 {
 			firing = strings.Join(row.Firing, ", ")
 		}
-		f = append(f, u(row.Replayed), u(row.Redelivered), u(row.Backfill), u(row.SkewFlagged), u(row.Unmeasured), firing)
+		f = append(f, u(row.Replayed), u(row.Redelivered), u(row.Backfill), u(row.SkewFlagged), u(row.Unmeasured), u(row.Unbounded), firing)
 		fmt.Fprintln(tw, strings.Join(f, "\t"))
 	}
 	if len(r.Rows) == 0 {
@@ -255,6 +281,8 @@ type jsonRow struct {
 	LiveSamples          uint64     `json:"live_samples"`
 	GoodSamples          uint64     `json:"good_samples"`
 	Compliance           *float64   `json:"compliance"`
+	ComplianceMin        *float64   `json:"compliance_min"`
+	ComplianceMax        *float64   `json:"compliance_max"`
 	ErrorBudgetRemaining *float64   `json:"error_budget_remaining"`
 	BurnRates            []jsonBurn `json:"burn_rates"`
 	Firing               []string   `json:"firing"`
@@ -263,6 +291,7 @@ type jsonRow struct {
 	BackfillExcluded     uint64     `json:"backfill_excluded"`
 	SkewFlaggedExcluded  uint64     `json:"skew_flagged_excluded"`
 	Unmeasured           uint64     `json:"unmeasured"`
+	Unbounded            uint64     `json:"unbounded_samples"`
 }
 
 type jsonBurn struct {
@@ -279,7 +308,8 @@ func (r *SLOReport) WriteJSON(w io.Writer) error {
 		ThresholdMs: float64(r.Objective.Threshold) / float64(time.Millisecond), Objective: r.Objective.Target, Rows: []jsonRow{}}
 	for _, row := range r.Rows {
 		jr := jsonRow{Topic: row.Topic, Group: row.Group, LiveSamples: row.Live, GoodSamples: row.Good,
-			Compliance: row.Compliance, ErrorBudgetRemaining: row.ErrorBudgetRemaining, Firing: row.Firing,
+			Compliance: row.Compliance, ComplianceMin: row.ComplianceMin, ComplianceMax: row.ComplianceMax, Unbounded: row.Unbounded,
+			ErrorBudgetRemaining: row.ErrorBudgetRemaining, Firing: row.Firing,
 			ReplayedExcluded: row.Replayed, RedeliveredExcluded: row.Redelivered, BackfillExcluded: row.Backfill, SkewFlaggedExcluded: row.SkewFlagged,
 			Unmeasured: row.Unmeasured, BurnRates: []jsonBurn{}}
 		if jr.Firing == nil {

@@ -128,6 +128,10 @@ func TestNewSLOReportRejects(t *testing.T) {
 		{name: "missing standard window", obj: obj, windows: windows[:6], in: SLOInput{Windows: make([]Counts, 6)}, want: "burn-rate window 24h0m0s missing"},
 		{name: "counts do not match windows", obj: obj, windows: windows, in: SLOInput{Topic: "t", Group: "g", Windows: make([]Counts, 2)}, want: "t/g has 2 window counts, want 7"},
 		{name: "good above total", obj: obj, windows: windows, in: SLOInput{Topic: "t", Group: "g", Period: Counts{3, 2}, Windows: make([]Counts, 7)}, want: "counts 3 good of 2"},
+		{name: "band min above max", obj: obj, windows: windows, in: SLOInput{Topic: "t", Group: "g", Period: Counts{3, 5}, Windows: make([]Counts, 7),
+			Band: &Band{GoodMin: 4, GoodMax: 3}}, want: "band [4, 3] good"},
+		{name: "band max above total", obj: obj, windows: windows, in: SLOInput{Topic: "t", Group: "g", Period: Counts{3, 5}, Windows: make([]Counts, 7),
+			Band: &Band{GoodMin: 1, GoodMax: 6}}, want: "band [1, 6] good"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,7 +181,8 @@ func exampleReport(t *testing.T) *SLOReport {
 			Windows: w(Counts{}, Counts{}, Counts{}, Counts{0, 10}, Counts{0, 10}, Counts{0, 10}, Counts{0, 10})},
 		{Topic: "orders", Group: "billing", Period: Counts{1008, 1020},
 			Windows:  w(Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{18, 20}, Counts{108, 120}),
-			Replayed: 7, Redelivered: 3, Backfill: 4, SkewFlagged: 6, Unmeasured: 2},
+			Replayed: 7, Redelivered: 3, Backfill: 4, SkewFlagged: 6, Unmeasured: 2,
+			Band: &Band{GoodMin: 1000, GoodMax: 1015, Unbounded: 5}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -190,11 +195,12 @@ func TestWriteTable(t *testing.T) {
 	if err := exampleReport(t).WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	// Rows sorted by topic; 1008/1020 = 98.8235 %, budget 1 − 11.7647 = −1076.4706 %.
+	// Rows sorted by topic; 1008/1020 = 98.8235 %, band [1000/1020, 1015/1020] = [98.0392 %, 99.5098 %], budget
+	// 1 − 11.7647 = −1076.4706 %. payments has no band: "-".
 	want := `SLO: 99.9% of live messages processed within 500ms end to end; period 30d ending 2026-11-29T12:00:00Z
-TOPIC     GROUP    LIVE  GOOD  COMPLIANCE  BUDGET LEFT  BURN 5m  BURN 30m  BURN 1h  BURN 2h  BURN 6h  BURN 1d  BURN 3d  REPLAYED  REDELIVERED  BACKFILL  SKEW-FLAGGED  UNMEASURED  FIRING
-orders    billing  1020  1008  98.8235%    -1076.4706%  100.00   100.00    100.00   100.00   100.00   100.00   100.00   7         3            4         6             2           page 1h/5m, page 6h/30m, ticket 1d/2h, ticket 3d/6h
-payments  billing  10    0     0%          -99900%      -        -         -        1000.00  1000.00  1000.00  1000.00  0         0            0         0             0           ticket 1d/2h, ticket 3d/6h
+TOPIC     GROUP    LIVE  GOOD  COMPLIANCE  MIN       MAX       BUDGET LEFT  BURN 5m  BURN 30m  BURN 1h  BURN 2h  BURN 6h  BURN 1d  BURN 3d  REPLAYED  REDELIVERED  BACKFILL  SKEW-FLAGGED  UNMEASURED  UNBOUNDED  FIRING
+orders    billing  1020  1008  98.8235%    98.0392%  99.5098%  -1076.4706%  100.00   100.00    100.00   100.00   100.00   100.00   100.00   7         3            4         6             2           5          page 1h/5m, page 6h/30m, ticket 1d/2h, ticket 3d/6h
+payments  billing  10    0     0%          -         -         -99900%      -        -         -        1000.00  1000.00  1000.00  1000.00  0         0            0         0             0           0          ticket 1d/2h, ticket 3d/6h
 `
 	if b.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -217,6 +223,9 @@ func TestWriteJSON(t *testing.T) {
 			Live        uint64   `json:"live_samples"`
 			Good        uint64   `json:"good_samples"`
 			Compliance  *float64 `json:"compliance"`
+			Min         *float64 `json:"compliance_min"`
+			Max         *float64 `json:"compliance_max"`
+			Unbounded   uint64   `json:"unbounded_samples"`
 			Budget      *float64 `json:"error_budget_remaining"`
 			Replayed    uint64   `json:"replayed_excluded"`
 			Redelivered uint64   `json:"redelivered_excluded"`
@@ -238,8 +247,11 @@ func TestWriteJSON(t *testing.T) {
 	}
 	o, p := doc.Rows[0], doc.Rows[1]
 	if o.Topic != "orders" || o.Live != 1020 || o.Good != 1008 || !near(*o.Compliance, 1008.0/1020) || o.Replayed != 7 || o.Redelivered != 3 ||
-		o.SkewFlagged != 6 || len(o.Firing) != 4 {
+		o.SkewFlagged != 6 || len(o.Firing) != 4 || !near(*o.Min, 1000.0/1020) || !near(*o.Max, 1015.0/1020) || o.Unbounded != 5 {
 		t.Errorf("orders row %+v", o)
+	}
+	if p.Min != nil || p.Max != nil {
+		t.Errorf("payments has no band, got [%v, %v]", p.Min, p.Max)
 	}
 	if p.Burn[0].Window != "5m" || p.Burn[0].Seconds != 300 || p.Burn[0].Rate != nil || p.Burn[3].Window != "2h" ||
 		p.Burn[3].Total != 10 || !near(*p.Burn[3].Rate, 1000) {

@@ -31,6 +31,7 @@ var latencyColumns = []string{
 	"ingest_ms", "queue_ms", "process_ms", "e2e_ms", "uncertainty_ms", "valid", "flags",
 	"producer_host", "broker_host", "consumer_host", "trace_id", "span_id", "cluster", "ver",
 	"receipt_partition", "receipt_offset",
+	"ingest_lo_ms", "ingest_hi_ms", "queue_lo_ms", "queue_hi_ms", "process_lo_ms", "process_hi_ms", "e2e_lo_ms", "e2e_hi_ms",
 }
 
 var probeColumns = []string{
@@ -259,6 +260,14 @@ func (rs latencyBatch) appendTo(b driver.Batch, ver uint64, c *latencyCols) erro
 		func() error { return i64(31, func(r *LatencyRow) int64 { _, o := r.receiptSource(); return o }) },
 	} {
 		if err := fill(); err != nil {
+			return err
+		}
+	}
+	for i := range 4 {
+		if err := appendLatencyCol(b, 32+2*i, &c.f64, r, func(r *LatencyRow) float64 { lo, _ := r.StageBound(i); return lo }); err != nil {
+			return err
+		}
+		if err := appendLatencyCol(b, 33+2*i, &c.f64, r, func(r *LatencyRow) float64 { _, hi := r.StageBound(i); return hi }); err != nil {
 			return err
 		}
 	}

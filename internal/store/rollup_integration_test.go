@@ -299,8 +299,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.From != 1 || res.To != CurrentSchemaVersion || len(res.Applied) != CurrentSchemaVersion-1 || res.Applied[0] != "0002_latency_1h" ||
-		res.Applied[len(res.Applied)-1] != "0007_receipt_source" {
-		t.Fatalf("upgrade: %+v, want from 1 to %d applying 0002_latency_1h first, 0007_receipt_source last", res, CurrentSchemaVersion)
+		res.Applied[len(res.Applied)-1] != "0008_stage_bounds" {
+		t.Fatalf("upgrade: %+v, want from 1 to %d applying 0002_latency_1h first, 0008_stage_bounds last", res, CurrentSchemaVersion)
 	}
 	// 0005: the old probe row reads instance ''; a replica's probe with the same (topic, partition, seq) is a
 	// different row, not a newer version of it.

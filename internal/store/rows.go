@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -104,8 +105,14 @@ type LatencyRow struct {
 	IngestNaiveMs, QueueNaiveMs, ProcessNaiveMs, E2ENaiveMs int64
 	IngestMs, QueueMs, ProcessMs, E2EMs                     int64
 	UncertaintyMs                                           float64 // ± bound of the correction
-	Valid                                                   StageBits
-	Flags                                                   uint32 // latency core flag bits
+	// LowerMs and UpperMs are, per stage (indexed by BoundIngest, BoundQueue, BoundProcess, BoundE2E), the interval
+	// in ms on the reference clock that holds the stage's true value (latency_events.<stage>_lo_ms and _hi_ms).
+	// Only the stages with their bit in Bounded are written as set; the others are stored as [0, +Inf): unknown.
+	// UpperMs may be +Inf (an end's clock offset is unknown). Bits are Valid's corrected-stage bits (ValidIngest...).
+	LowerMs, UpperMs [4]float64
+	Bounded          StageBits
+	Valid            StageBits
+	Flags            uint32 // latency core flag bits
 
 	ProducerHost, BrokerHost, ConsumerHost string
 	TraceID, SpanID                        string // lowercase hex, '' when none
@@ -114,6 +121,23 @@ type LatencyRow struct {
 	// (latency_events.receipt_partition and receipt_offset; -1 is stored for rows of other sources).
 	ReceiptPartition int32
 	ReceiptOffset    int64
+}
+
+// Indexes of LatencyRow.LowerMs and UpperMs, in the order of the stage columns.
+const (
+	BoundIngest = iota
+	BoundQueue
+	BoundProcess
+	BoundE2E
+)
+
+// StageBound returns the stored interval of stage i (BoundIngest...): the row's own when its bit (ValidIngest << i)
+// is in Bounded, else [0, +Inf), unknown.
+func (r *LatencyRow) StageBound(i int) (lo, hi float64) {
+	if r.Bounded&(ValidIngest<<i) == 0 {
+		return 0, math.Inf(1)
+	}
+	return r.LowerMs[i], r.UpperMs[i]
 }
 
 // receiptSource is the stored receipt_partition and receipt_offset: the row's own for a receipt row, else -1, -1.

@@ -34,10 +34,10 @@ export function usesField(queryType: QueryType | undefined, field: EditorField):
 
 /** Value fields each time-series query type returns (stage percentiles add one per level, named p50, p99.9, …). */
 export const VALUE_FIELDS: Partial<Record<QueryType, readonly string[]>> = {
-  stage_percentiles: ['p50', 'p99', '… one per level', 'samples'],
+  stage_percentiles: ['p50', 'p99', '… one per level', 'p50_lower', 'p50_upper', '… a band per level', 'samples', 'unbounded'],
   e2e_distribution: ['latency'],
   consumer_lag: ['lag', 'time_lag', 'expired', 'partitions'],
-  slo: ['compliance', 'burn_rate', 'error_budget_remaining', 'good', 'total'],
+  slo: ['compliance', 'burn_rate', 'error_budget_remaining', 'good', 'total', 'compliance_min', 'compliance_max', 'unbounded'],
   clock_offsets: ['offset', 'estimate', 'lower', 'upper', 'uncertainty'],
   probe_health: ['sent', 'lost', 'loss_ratio', 'duplicates', 'p50', 'p99'],
 };

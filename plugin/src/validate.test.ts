@@ -98,7 +98,7 @@ describe('fields', () => {
     expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.999], fields: ['p99.9'] })).toEqual([]);
     // only p50 is asked for, so there is no p99 field
     expect(validateQuery({ refId: 'A', queryType: 'stage_percentiles', percentiles: [0.5], fields: ['p99'] })).toEqual([
-      'stage_percentiles has no field "p99": choose from p50, samples',
+      'stage_percentiles has no field "p99": choose from p50, p50_lower, p50_upper, samples, unbounded',
     ]);
     expect(validateQuery({ refId: 'A', queryType: 'consumer_lag', fields: ['burn_rate'] })).toEqual([
       'consumer_lag has no field "burn_rate": choose from lag, time_lag, expired, partitions',

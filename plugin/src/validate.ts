@@ -130,7 +130,9 @@ export function levelName(level: number): string {
 /** valueFields lists the value fields the backend returns for q (plugin/pkg/plugin/query.go FieldNames). */
 export function valueFields(q: TidemarkQuery): string[] {
   if (q.queryType === 'stage_percentiles') {
-    return [...(q.percentiles ?? DEFAULT_QUERY.percentiles ?? []).map(levelName), 'samples'];
+    const levels = (q.percentiles ?? DEFAULT_QUERY.percentiles ?? []).map(levelName);
+    // each level's estimate, then each level's band (the true percentile lies between _lower and _upper)
+    return [...levels, ...levels.flatMap((l) => [l + '_lower', l + '_upper']), 'samples', 'unbounded'];
   }
   return [...((q.queryType && VALUE_FIELDS[q.queryType]) ?? [])];
 }

@@ -140,13 +140,16 @@ func TestQueriesOnCurrentClickHouse(t *testing.T) {
 	}
 	// The script replaces {bucket} with the 2-hour bucket of the rows it inserted, read from chDB's own clock.
 	ts := "{bucket}"
+	// The rows are written without their stage intervals, so each reads as [0, +Inf): the band's lower percentiles
+	// are 0, the upper ones the unbounded sentinel (1e30), and both samples count as unbounded; for the SLO, neither
+	// is good for the minimum and both are for the maximum.
 	wants := map[string]string{
-		"percentiles raw":    fmt.Sprintf(`"%s","t","[60,60]",2`, ts),
-		"percentiles rollup": fmt.Sprintf(`"%s","c1","[60,60]",2`, ts),
+		"percentiles raw":    fmt.Sprintf(`"%s","t","[60,60]","[0,0]","[1e30,1e30]",2,2`, ts),
+		"percentiles rollup": fmt.Sprintf(`"%s","c1","[60,60]","[0,0]","[1e30,1e30]",2,2`, ts),
 		// the hourly tier's own view fired on the same insert: the same answer
-		"percentiles rollup_1h": fmt.Sprintf(`"%s","c1","[60,60]",2`, ts),
+		"percentiles rollup_1h": fmt.Sprintf(`"%s","c1","[60,60]","[0,0]","[1e30,1e30]",2,2`, ts),
 		"lag":                   fmt.Sprintf(`"%s","g",7,0,1500,2`, ts),
-		"slo":                   fmt.Sprintf(`"%s","t",2,2`, ts),
+		"slo":                   fmt.Sprintf(`"%s","t",2,2,0,2,2`, ts),
 		// c1's rows were written without the interval columns: their defaults give the ± interval and the offset
 		"clock offsets":  fmt.Sprintf(`"%s","c1","bracketed",13,0.5,12.5,13.5,13`, ts),
 		"probe health":   fmt.Sprintf(`"%s","1",2,1,0,"[20,20]"`, ts),

@@ -23,13 +23,14 @@ const (
 type stageSpec struct {
 	column, rollup, host string
 	bit                  int
+	prefix               string // the stage's interval columns are <prefix>_lo_ms and <prefix>_hi_ms
 }
 
 var stages = map[Stage]stageSpec{
-	StageProduceAppend:  {column: "ingest_ms", rollup: "ingest", host: "producer_host", bit: 1},
-	StageAppendReceive:  {column: "queue_ms", rollup: "queue", host: "consumer_host", bit: 2},
-	StageReceiveProcess: {column: "process_ms", rollup: "process", host: "consumer_host", bit: 4},
-	StageE2E:            {column: "e2e_ms", rollup: "e2e", host: "consumer_host", bit: 8},
+	StageProduceAppend:  {column: "ingest_ms", prefix: "ingest", rollup: "ingest", host: "producer_host", bit: 1},
+	StageAppendReceive:  {column: "queue_ms", prefix: "queue", rollup: "queue", host: "consumer_host", bit: 2},
+	StageReceiveProcess: {column: "process_ms", prefix: "process", rollup: "process", host: "consumer_host", bit: 4},
+	StageE2E:            {column: "e2e_ms", prefix: "e2e", rollup: "e2e", host: "consumer_host", bit: 8},
 }
 
 // Stages lists the stages in pipeline order.

@@ -173,7 +173,7 @@ func TestLatencySQLBindsEveryFilter(t *testing.T) {
 	from := time.Unix(1700000000, 0)
 	sql, args := latencySQL(SourceRaw, stages[StageE2E], Window{From: from, To: from.Add(time.Hour), Step: time.Minute}, "topic",
 		Filter{Topics: []string{"o'; DROP TABLE x"}, Groups: []string{"g"}, Hosts: []string{"h"}}, false,
-		"quantilesTDigest%s("+levelsLiteral([]float64{0.5})+")(%s)")
+		"quantilesTDigest%s("+levelsLiteral([]float64{0.5})+")(%s)", false)
 	want := "SELECT toDateTime(intDiv(toUInt32(observed_time), ?) * ?) AS t, topic AS k, " +
 		"quantilesTDigest(0.5)(toFloat64(e2e_ms)) AS v, count() AS n FROM latency_events WHERE " +
 		"observed_time >= toDateTime(?) AND observed_time < toDateTime(?) AND bitAnd(valid, ?) != 0 AND " +

@@ -3,6 +3,7 @@ package query
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/store"
@@ -25,6 +26,30 @@ type PercentilePoint struct {
 	Key      string    // the GroupBy dimension's value; "" for DimNone
 	ValuesMs []float64 // one per level, milliseconds
 	Count    uint64    // samples in the bucket
+	// LowerMs and UpperMs are, per level, the percentile of the samples' lower ends and of their upper ends: the
+	// true percentile lies between them (an order statistic is monotone in each sample; docs/latency.md, "Bands").
+	// An UpperMs of +Inf says the level falls among samples whose upper end is unbounded. Both are t-digest
+	// estimates, within the sketch's error like ValuesMs.
+	LowerMs, UpperMs []float64
+	// Unbounded counts the bucket's samples whose upper end is unbounded (an end's clock offset unknown, or a raw
+	// row stored without its interval): they are in Count and in every percentile, never dropped.
+	Unbounded uint64
+}
+
+// UnboundedMs is the value an unbounded upper end enters a t-digest as (a t-digest turns +Inf into NaN), and
+// unboundedFromMs the least upper percentile read back as +Inf (31,700 years: no stage is that long; a t-digest
+// interpolating toward the sentinel gives values between the two, still far above any real latency).
+const (
+	UnboundedMs     = 1e30
+	unboundedFromMs = 1e15
+)
+
+// upperMs reads an upper-end percentile: +Inf at or above unboundedFromMs.
+func upperMs(v float32) float64 {
+	if float64(v) >= unboundedFromMs || math.IsNaN(float64(v)) {
+		return math.Inf(1)
+	}
+	return float64(v)
 }
 
 // PercentileResult is a PercentileQuery's answer, ordered by Key then Time.
@@ -57,7 +82,7 @@ func (r *Reader) StagePercentiles(ctx context.Context, q PercentileQuery) (Perce
 		return PercentileResult{}, err
 	}
 	sql, args := latencySQL(src, sp, w, key, q.Filter, q.IncludeReplays,
-		"quantilesTDigest%s("+levelsLiteral(q.Levels)+")(%s)")
+		"quantilesTDigest%s("+levelsLiteral(q.Levels)+")(%s)", true)
 	rows, err := r.conn.Query(ctx, sql+" ORDER BY k, t", args...)
 	if err != nil {
 		return PercentileResult{}, fmt.Errorf("query %s percentiles of %s: %w", src, q.Stage, classify(err))
@@ -66,14 +91,26 @@ func (r *Reader) StagePercentiles(ctx context.Context, q PercentileQuery) (Perce
 	res := PercentileResult{Source: src, Step: w.Step}
 	for rows.Next() {
 		var p PercentilePoint
-		var vals []float32
-		if err := rows.Scan(&p.Time, &p.Key, &vals, &p.Count); err != nil {
+		var vals, lows, highs []float32
+		if err := rows.Scan(&p.Time, &p.Key, &vals, &lows, &highs, &p.Unbounded, &p.Count); err != nil {
 			return PercentileResult{}, fmt.Errorf("scan %s percentiles: %w", src, err)
 		}
 		p.Time = p.Time.UTC()
 		p.ValuesMs = make([]float64, len(vals))
+		p.LowerMs = make([]float64, len(vals))
+		p.UpperMs = make([]float64, len(vals))
 		for i, v := range vals {
 			p.ValuesMs[i] = float64(v)
+			// A rollup row written before the bound states existed merges as an empty state: its band is unknown.
+			p.LowerMs[i], p.UpperMs[i] = 0, math.Inf(1)
+			if i < len(lows) && i < len(highs) {
+				// The t-digest's own error may put an end a hair on the wrong side of the estimate: the band holds it.
+				lo := float64(lows[i])
+				if math.IsNaN(lo) {
+					lo = 0
+				}
+				p.LowerMs[i], p.UpperMs[i] = math.Min(lo, p.ValuesMs[i]), math.Max(upperMs(highs[i]), p.ValuesMs[i])
+			}
 		}
 		res.Points = append(res.Points, p)
 	}
@@ -127,7 +164,7 @@ func (r *Reader) Distribution(ctx context.Context, q DistributionQuery) (Source,
 	// One bucket spanning the window: a step longer than any window makes every row's bucket 0.
 	w.Step = 1 << 30 * time.Second
 	sql, args := latencySQL(src, sp, w, key, q.Filter, q.IncludeReplays,
-		"quantilesTDigest%s("+levelsLiteral(DistributionLevels())+")(%s)")
+		"quantilesTDigest%s("+levelsLiteral(DistributionLevels())+")(%s)", false)
 	rows, err := r.conn.Query(ctx, sql+" ORDER BY k", args...)
 	if err != nil {
 		return "", nil, fmt.Errorf("query %s distribution of %s: %w", src, q.Stage, classify(err))
@@ -197,8 +234,9 @@ func latencyKey(d Dimension, src Source, sp stageSpec) (string, error) {
 
 // latencySQL builds "SELECT t, k, <aggregate>, count FROM ... WHERE ... GROUP BY t, k HAVING n > 0" for raw rows or
 // the rollups. agg is a format with two %s: "Merge" or "" after the function name, then its argument; aggArgs are
-// rendered by levelsLiteral.
-func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includeReplays bool, agg string) (string, []any) {
+// rendered by levelsLiteral. With band, the aggregate is followed by the same aggregate of the samples' lower ends
+// (vl), of their upper ends (vh, an unbounded one as UnboundedMs) and the count of unbounded upper ends (u).
+func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includeReplays bool, agg string, band bool) (string, []any) {
 	var wh where
 	var timeCol, from, count, host, value string
 	switch src {
@@ -208,10 +246,23 @@ func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includ
 			timeCol, from = "hour", store.TableLatency1h
 		}
 		value = fmt.Sprintf(agg, "Merge", "latency_ms")
+		if band {
+			value += " AS v, " + fmt.Sprintf(agg, "Merge", "lower_ms") + " AS vl, " + fmt.Sprintf(agg, "Merge", "upper_ms") +
+				" AS vh, sumMerge(unbounded) AS u"
+		}
 		wh.add("stage = ?", sp.rollup)
 	default:
 		timeCol, from, count, host = "observed_time", "latency_events", "count()", sp.host
 		value = fmt.Sprintf(agg, "", "toFloat64("+sp.column+")")
+		if band {
+			hi := sp.prefix + "_hi_ms"
+			value += " AS v, " + fmt.Sprintf(agg, "", sp.prefix+"_lo_ms") + " AS vl, " +
+				fmt.Sprintf(agg, "", fmt.Sprintf("if(isFinite(%s), %s, %g)", hi, hi, UnboundedMs)) +
+				" AS vh, countIf(NOT isFinite(" + hi + ")) AS u"
+		}
+	}
+	if !band {
+		value += " AS v"
 	}
 	wh.timeRange(timeCol, w.From, w.To)
 	if src == SourceRaw {
@@ -223,7 +274,7 @@ func latencySQL(src Source, sp stageSpec, w Window, key string, f Filter, includ
 	wh.in(host, f.Hosts)
 	b, bargs := bucket(timeCol, w.Step)
 	args := append(append([]any{}, bargs...), wh.args...)
-	sql := "SELECT " + b + " AS t, " + key + " AS k, " + value + " AS v, " + count + " AS n FROM " + from +
+	sql := "SELECT " + b + " AS t, " + key + " AS k, " + value + ", " + count + " AS n FROM " + from +
 		" WHERE " + wh.sql() + " GROUP BY t, k HAVING n > 0"
 	return sql, args
 }

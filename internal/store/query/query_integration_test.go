@@ -35,6 +35,14 @@ var twoMinutes = query.Window{From: t0, To: t0.Add(2 * time.Minute), Step: time.
 
 type pp = query.PercentilePoint
 
+// exact gives points the band the fixture's exact intervals have: each level's lower and upper ends are its value.
+func exact(ps ...pp) []pp {
+	for i := range ps {
+		ps[i].LowerMs, ps[i].UpperMs = ps[i].ValuesMs, ps[i].ValuesMs
+	}
+	return ps
+}
+
 func TestStagePercentilesRawAndRollupAgree(t *testing.T) {
 	r := seeded(t)
 	for _, src := range []query.Source{query.SourceRaw, query.SourceRollup} {
@@ -45,11 +53,11 @@ func TestStagePercentilesRawAndRollupAgree(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Replays (50000) and the invalid e2e rows (99999) are left out: every bucket holds one repeated value.
-			want := []pp{
-				{Time: t0, Key: "orders", ValuesMs: []float64{100, 100}, Count: 10},
-				{Time: t0.Add(time.Minute), Key: "orders", ValuesMs: []float64{300, 300}, Count: 10},
-				{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5},
-			}
+			want := exact(
+				pp{Time: t0, Key: "orders", ValuesMs: []float64{100, 100}, Count: 10},
+				pp{Time: t0.Add(time.Minute), Key: "orders", ValuesMs: []float64{300, 300}, Count: 10},
+				pp{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5},
+			)
 			if res.Source != src || res.Step != time.Minute || !reflect.DeepEqual(res.Points, want) {
 				t.Fatalf("got %s step %s %+v\nwant %+v", res.Source, res.Step, res.Points, want)
 			}
@@ -89,7 +97,7 @@ func TestStagePercentilesHourlyTier(t *testing.T) {
 			if p50 := orders.ValuesMs[0]; p50 < 100 || p50 > 300 || orders.ValuesMs[1] != 300 {
 				t.Fatalf("orders p50 %v p99 %v, want p50 within [100, 300] and p99 300", p50, orders.ValuesMs[1])
 			}
-			if !reflect.DeepEqual(payments, pp{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5}) {
+			if !reflect.DeepEqual(payments, exact(pp{Time: t0, Key: "payments", ValuesMs: []float64{1000, 1000}, Count: 5})[0]) {
 				t.Fatalf("payments bucket %+v", payments)
 			}
 			// By host: ingest belongs to the producer's host; p2 sent the 5 payments at 100 ms; p1's hour holds 12 + 10
@@ -100,7 +108,7 @@ func TestStagePercentilesHourlyTier(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(res.Points) != 2 || res.Points[0].Key != "p1" || res.Points[0].Count != 22 ||
-				!reflect.DeepEqual(res.Points[1], pp{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5}) {
+				!reflect.DeepEqual(res.Points[1], exact(pp{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5})[0]) {
 				t.Fatalf("by host: %+v", res.Points)
 			}
 		})
@@ -116,11 +124,11 @@ func TestStagePercentilesByHostAndStage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []pp{
-			{Time: t0, Key: "p1", ValuesMs: []float64{10}, Count: 12},
-			{Time: t0.Add(time.Minute), Key: "p1", ValuesMs: []float64{20}, Count: 10},
-			{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5},
-		}
+		want := exact(
+			pp{Time: t0, Key: "p1", ValuesMs: []float64{10}, Count: 12},
+			pp{Time: t0.Add(time.Minute), Key: "p1", ValuesMs: []float64{20}, Count: 10},
+			pp{Time: t0, Key: "p2", ValuesMs: []float64{100}, Count: 5},
+		)
 		if !reflect.DeepEqual(res.Points, want) {
 			t.Fatalf("%s: got %+v\nwant %+v", src, res.Points, want)
 		}
@@ -248,7 +256,8 @@ func TestSLO(t *testing.T) {
 		t.Fatal(err)
 	}
 	// T0: orders' 10 at 100 ms are good, payments' 5 at 1000 ms are not; T0+1m: orders' 10 at 300 ms are good.
-	want := []query.SLOPoint{{Time: t0, Good: 10, Total: 15}, {Time: t0.Add(time.Minute), Good: 10, Total: 10}}
+	// The fixture's intervals are exact, so the band is the estimate.
+	want := []query.SLOPoint{{Time: t0, Good: 10, Total: 15, GoodMin: 10, GoodMax: 10}, {Time: t0.Add(time.Minute), Good: 10, Total: 10, GoodMin: 10, GoodMax: 10}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}

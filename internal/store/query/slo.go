@@ -16,11 +16,16 @@ type SLOQuery struct {
 	IncludeReplays bool
 }
 
-// SLOPoint is one bucket of one series: Good of Total live messages met the threshold.
+// SLOPoint is one bucket of one series: Good of Total live messages met the threshold by their estimate. The true
+// count lies in [GoodMin, GoodMax] (latency.Objective.GoodBounds): GoodMin counts the samples whose upper end met the
+// threshold, GoodMax those whose lower end did. Unbounded counts the samples whose upper end is unbounded (a clock
+// offset unknown, or a row stored without its interval): never good for the minimum.
 type SLOPoint struct {
-	Time        time.Time
-	Key         string
-	Good, Total uint64
+	Time             time.Time
+	Key              string
+	Good, Total      uint64
+	GoodMin, GoodMax uint64
+	Unbounded        uint64
 }
 
 // SLO answers q from raw rows. It always reads raw rows: "how many samples were at most T" is an exact count there,
@@ -50,9 +55,10 @@ func (r *Reader) SLO(ctx context.Context, q SLOQuery) ([]SLOPoint, error) {
 	wh.in("consumer_group", q.Filter.Groups)
 	wh.in(sp.host, q.Filter.Hosts)
 	b, args := bucket("observed_time", q.Window.Step)
-	args = append(append(args, q.ThresholdMs), wh.args...)
-	sql := "SELECT " + b + " AS t, " + key + " AS k, countIf(e2e_ms <= ?) AS good, count() AS total FROM latency_events WHERE " +
-		wh.sql() + " GROUP BY t, k ORDER BY k, t"
+	args = append(append(args, q.ThresholdMs, q.ThresholdMs, q.ThresholdMs), wh.args...)
+	sql := "SELECT " + b + " AS t, " + key + " AS k, countIf(e2e_ms <= ?) AS good, count() AS total, " +
+		"countIf(e2e_hi_ms <= ?) AS good_min, countIf(e2e_lo_ms <= ?) AS good_max, countIf(NOT isFinite(e2e_hi_ms)) AS unbounded " +
+		"FROM latency_events WHERE " + wh.sql() + " GROUP BY t, k ORDER BY k, t"
 	rows, err := r.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query SLO compliance: %w", classify(err))
@@ -61,7 +67,7 @@ func (r *Reader) SLO(ctx context.Context, q SLOQuery) ([]SLOPoint, error) {
 	var out []SLOPoint
 	for rows.Next() {
 		var p SLOPoint
-		if err := rows.Scan(&p.Time, &p.Key, &p.Good, &p.Total); err != nil {
+		if err := rows.Scan(&p.Time, &p.Key, &p.Good, &p.Total, &p.GoodMin, &p.GoodMax, &p.Unbounded); err != nil {
 			return nil, fmt.Errorf("scan SLO compliance: %w", err)
 		}
 		p.Time = p.Time.UTC()

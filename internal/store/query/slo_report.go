@@ -52,6 +52,10 @@ type SLOReportRow struct {
 	SkewFlagged uint64
 	// Unmeasured counts the other live rows without a valid end-to-end latency (a stamp missing or invalid).
 	Unmeasured uint64
+	// PeriodGoodMin and PeriodGoodMax bound the true number of good live samples of the Period
+	// (latency.Objective.GoodBounds): the samples whose end-to-end upper end, resp. lower end, met the threshold.
+	// PeriodUnbounded counts the Period's live samples whose upper end is unbounded (never good for the minimum).
+	PeriodGoodMin, PeriodGoodMax, PeriodUnbounded uint64
 }
 
 // SLOReport answers q from raw latency_events rows read with FINAL, so a row the collector delivered twice
@@ -109,6 +113,11 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 		"countIf(replay_class = 'live' AND bitAnd(flags, ?) != 0 AND observed_time >= toDateTime(?))",
 		"countIf(replay_class = 'live' AND bitAnd(valid, ?) = 0 AND bitAnd(flags, ?) = 0 AND observed_time >= toDateTime(?))")
 	args = append(args, periodFrom, periodFrom, periodFrom, skew, periodFrom, sp.bit, skew, periodFrom)
+	cols = append(cols,
+		"countIf("+live+" AND observed_time >= toDateTime(?) AND e2e_hi_ms <= ?)",
+		"countIf("+live+" AND observed_time >= toDateTime(?) AND e2e_lo_ms <= ?)",
+		"countIf("+live+" AND observed_time >= toDateTime(?) AND NOT isFinite(e2e_hi_ms))")
+	args = append(args, sp.bit, periodFrom, q.ThresholdMs, sp.bit, periodFrom, q.ThresholdMs, sp.bit, periodFrom)
 
 	var wh where
 	wh.timeRange("observed_time", time.Unix(since(scanned), 0), q.End)
@@ -132,7 +141,8 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 		for i := range row.Windows {
 			dest = append(dest, &row.Windows[i].Good, &row.Windows[i].Total)
 		}
-		dest = append(dest, &row.Replayed, &row.Redelivered, &row.Backfill, &row.SkewFlagged, &row.Unmeasured)
+		dest = append(dest, &row.Replayed, &row.Redelivered, &row.Backfill, &row.SkewFlagged, &row.Unmeasured,
+			&row.PeriodGoodMin, &row.PeriodGoodMax, &row.PeriodUnbounded)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan SLO report: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/grafana/grafana-plugin-sdk-go/data"
 
 	"github.com/tidemark/tidemark/internal/store/query"
+	"github.com/tidemark/tidemark/latency"
 )
 
 // run answers one parsed query and builds its frames. Time series come as one frame per series (the
@@ -152,6 +153,10 @@ func tierName(src query.Source) string {
 	return string(src)
 }
 
+// percentileFrames makes one frame per key: a field per level (p50, p99, ...), then per level its band
+// (p50_lower, p50_upper: the percentiles of the samples' lower and upper ends, between which the true percentile
+// lies; null upper where the level falls among samples whose upper end is unbounded), the samples and the unbounded
+// samples (counted in samples, never dropped).
 func percentileFrames(res query.PercentileResult, q ParsedQuery, w query.Window) data.Frames {
 	frames := data.Frames{}
 	for i := 0; i < len(res.Points); {
@@ -162,23 +167,34 @@ func percentileFrames(res query.PercentileResult, q ParsedQuery, w query.Window)
 		pts := res.Points[i:j]
 		labels := keyLabels(q.GroupBy, pts[0].Key, data.Labels{"stage": string(q.Stage)})
 		times := make([]time.Time, len(pts))
-		counts := make([]float64, len(pts))
+		counts, unbounded := make([]float64, len(pts)), make([]float64, len(pts))
 		vals := make([][]float64, len(q.Levels))
+		lower, upper := make([][]*float64, len(q.Levels)), make([][]*float64, len(q.Levels))
 		for k := range vals {
 			vals[k] = make([]float64, len(pts))
+			lower[k], upper[k] = make([]*float64, len(pts)), make([]*float64, len(pts))
 		}
 		for n, p := range pts {
 			times[n] = p.Time
-			counts[n] = float64(p.Count)
+			counts[n], unbounded[n] = float64(p.Count), float64(p.Unbounded)
 			for k := range q.Levels {
 				vals[k][n] = p.ValuesMs[k]
+				if k < len(p.LowerMs) && k < len(p.UpperMs) {
+					lower[k][n], upper[k][n] = finite(p.LowerMs[k]), finite(p.UpperMs[k])
+				}
 			}
 		}
 		f := data.NewFrame("stage_percentiles", data.NewField("time", nil, times))
 		for k, l := range q.Levels {
 			f.Fields = append(f.Fields, data.NewField(levelName(l), labels, vals[k]).SetConfig(&data.FieldConfig{Unit: "ms"}))
 		}
-		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}))
+		for k, l := range q.Levels {
+			f.Fields = append(f.Fields,
+				data.NewField(levelName(l)+"_lower", labels, lower[k]).SetConfig(&data.FieldConfig{Unit: "ms"}),
+				data.NewField(levelName(l)+"_upper", labels, upper[k]).SetConfig(&data.FieldConfig{Unit: "ms"}))
+		}
+		f.Fields = append(f.Fields, data.NewField("samples", labels, counts).SetConfig(&data.FieldConfig{Unit: "short"}),
+			data.NewField("unbounded", labels, unbounded).SetConfig(&data.FieldConfig{Unit: "short"}))
 		f.Meta = meta(map[string]any{"source": string(res.Source), "stepSeconds": int(res.Step / time.Second)})
 		f.Meta.Notices = []data.Notice{tierNotice(res.Source, fmt.Sprintf("in %s buckets", res.Step), q, w)}
 		frames = append(frames, f)
@@ -245,7 +261,9 @@ func displayName(what string, d query.Dimension, key string) string {
 
 // sloFrames turns good/total counts into compliance (good/total), burn rate ((bad/total)/(1−objective), the Google
 // SRE workbook's definition: 1 spends the error budget exactly over the SLO window), and the error budget remaining
-// since the start of the range (1 − cumulative bad / ((1−objective) × cumulative total)).
+// since the start of the range (1 − cumulative bad / ((1−objective) × cumulative total)). compliance_min and
+// compliance_max bound the true compliance (latency.NewComplianceBand: good by upper ends, good by lower ends);
+// unbounded counts the samples whose upper end is unbounded. Burn rate and budget use the estimate.
 func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
 	frames := data.Frames{}
 	budget := 1 - q.Objective
@@ -259,10 +277,13 @@ func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
 		n := len(s)
 		times := make([]time.Time, n)
 		comp, burn, remain, good, total := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		cmin, cmax, unb := make([]float64, n), make([]float64, n), make([]float64, n)
 		var cumBad, cumTotal float64
 		for k, p := range s {
 			times[k], good[k], total[k] = p.Time, float64(p.Good), float64(p.Total)
 			bad := float64(p.Total - p.Good)
+			band := latency.NewComplianceBand(float64(p.Good), float64(p.GoodMin), float64(p.GoodMax), float64(p.Total))
+			cmin[k], cmax[k], unb[k] = band.Min, band.Max, float64(p.Unbounded)
 			comp[k] = float64(p.Good) / float64(p.Total)
 			burn[k] = bad / float64(p.Total) / budget
 			cumBad += bad
@@ -276,6 +297,9 @@ func sloFrames(pts []query.SLOPoint, q ParsedQuery) data.Frames {
 			data.NewField("error_budget_remaining", labels, remain).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: displayName("error budget remaining", q.GroupBy, s[0].Key)}),
 			data.NewField("good", labels, good),
 			data.NewField("total", labels, total),
+			data.NewField("compliance_min", labels, cmin).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: displayName("compliance min", q.GroupBy, s[0].Key)}),
+			data.NewField("compliance_max", labels, cmax).SetConfig(&data.FieldConfig{Unit: "percentunit", DisplayNameFromDS: displayName("compliance max", q.GroupBy, s[0].Key)}),
+			data.NewField("unbounded", labels, unb).SetConfig(&data.FieldConfig{Unit: "short"}),
 		)
 		f.Meta = meta(map[string]any{"thresholdMs": q.ThresholdMs, "objective": q.Objective})
 		frames = append(frames, f)

@@ -38,10 +38,24 @@ func TestGoldenStagePercentiles(t *testing.T) {
 	day := query.Window{From: g0.Add(-24 * time.Hour), To: g0, Step: 10 * time.Minute}
 	golden(t, "stage_percentiles_rollup", percentileFrames(query.PercentileResult{Source: query.SourceRollup, Step: 10 * time.Minute,
 		Points: []query.PercentilePoint{
-			{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 1200},
-			{Time: g0.Add(10 * time.Minute), Key: "orders", ValuesMs: []float64{13, 510.25}, Count: 1100},
+			{Time: g0, Key: "orders", ValuesMs: []float64{12.5, 480}, Count: 1200,
+				LowerMs: []float64{11, 470}, UpperMs: []float64{14, 495}},
+			// p99.9 falls among the 3 samples whose upper end is unbounded: its upper is null, not dropped
+			{Time: g0.Add(10 * time.Minute), Key: "orders", ValuesMs: []float64{13, 510.25}, Count: 1100, Unbounded: 3,
+				LowerMs: []float64{12, 500}, UpperMs: []float64{15, math.Inf(1)}},
 			{Time: g0, Key: "payments", ValuesMs: []float64{40, 900}, Count: 30},
 		}}, q, day))
+	f := percentileFrames(query.PercentileResult{Source: query.SourceRollup, Step: 10 * time.Minute,
+		Points: []query.PercentilePoint{{Time: g0, Key: "orders", ValuesMs: []float64{13, 510.25}, Count: 1100, Unbounded: 3,
+			LowerMs: []float64{12, 500}, UpperMs: []float64{15, math.Inf(1)}}}}, q, day)[0]
+	lo, _ := f.FieldByName("p99.9_lower")
+	hi, _ := f.FieldByName("p99.9_upper")
+	p50hi, _ := f.FieldByName("p50_upper")
+	unb, _ := f.FieldByName("unbounded")
+	if lo == nil || hi == nil || p50hi == nil || unb == nil || *lo.At(0).(*float64) != 500 || hi.At(0).(*float64) != nil ||
+		*p50hi.At(0).(*float64) != 15 || unb.At(0) != 3.0 {
+		t.Fatalf("band fields: %v %v %v %v", lo, hi, p50hi, unb)
+	}
 	// hour buckets are answered by the hourly tier, which the notice names
 	week := query.Window{From: g0.Add(-7 * 24 * time.Hour), To: g0, Step: time.Hour}
 	golden(t, "stage_percentiles_rollup_1h", percentileFrames(query.PercentileResult{Source: query.SourceRollup1h, Step: time.Hour,
@@ -71,8 +85,17 @@ func TestGoldenSLO(t *testing.T) {
 	// objective 0.75 leaves a budget of exactly 0.25, so every derived number is exact in binary:
 	// T0 12 of 16 good → compliance 0.75, burn (4/16)/0.25 = 1, budget 1 − 4/(0.25·16) = 0;
 	// T1 16 of 16 good → burn 0, budget 1 − 4/(0.25·32) = 0.5
-	golden(t, "slo", sloFrames([]query.SLOPoint{{Time: g0, Good: 12, Total: 16}, {Time: g0.Add(time.Minute), Good: 16, Total: 16}}, q))
-	f := sloFrames([]query.SLOPoint{{Time: g0, Good: 12, Total: 16}, {Time: g0.Add(time.Minute), Good: 16, Total: 16}}, q)[0]
+	// The band: T0 8 of 16 surely good (upper end), 14 possibly (lower end) → [0.5, 0.875], 2 unbounded; T1 exact.
+	pts := []query.SLOPoint{{Time: g0, Good: 12, Total: 16, GoodMin: 8, GoodMax: 14, Unbounded: 2},
+		{Time: g0.Add(time.Minute), Good: 16, Total: 16, GoodMin: 16, GoodMax: 16}}
+	golden(t, "slo", sloFrames(pts, q))
+	f := sloFrames(pts, q)[0]
+	cmin, _ := f.FieldByName("compliance_min")
+	cmax, _ := f.FieldByName("compliance_max")
+	unb, _ := f.FieldByName("unbounded")
+	if cmin == nil || cmax == nil || cmin.At(0) != 0.5 || cmax.At(0) != 0.875 || cmin.At(1) != 1.0 || cmax.At(1) != 1.0 || unb.At(0) != 2.0 {
+		t.Fatalf("compliance band %v %v unbounded %v", cmin, cmax, unb)
+	}
 	burn, _ := f.FieldByName("burn_rate")
 	remain, _ := f.FieldByName("error_budget_remaining")
 	if burn.At(0) != 1.0 || burn.At(1) != 0.0 || remain.At(0) != 0.0 || remain.At(1) != 0.5 {

@@ -315,13 +315,16 @@ func (p ParsedQuery) FieldNames() []string {
 		for _, l := range p.Levels {
 			out = append(out, levelName(l))
 		}
-		return append(out, "samples")
+		for _, l := range p.Levels {
+			out = append(out, levelName(l)+"_lower", levelName(l)+"_upper")
+		}
+		return append(out, "samples", "unbounded")
 	case QueryE2EDistribution:
 		return []string{"latency"}
 	case QueryConsumerLag:
 		return []string{"lag", "time_lag", "expired", "partitions"}
 	case QuerySLO:
-		return []string{"compliance", "burn_rate", "error_budget_remaining", "good", "total"}
+		return []string{"compliance", "burn_rate", "error_budget_remaining", "good", "total", "compliance_min", "compliance_max", "unbounded"}
 	case QueryClockOffsets:
 		return []string{"offset", "uncertainty"}
 	case QueryProbeHealth:

@@ -118,7 +118,7 @@ func TestParseQuery(t *testing.T) {
 			err: `consumer_lag has no field "burn_rate": choose from lag, time_lag, expired, partitions`},
 		// percentile fields are named after the levels asked for
 		{name: "percentile field not asked for", json: `{"queryType":"stage_percentiles","percentiles":[0.5],"fields":["p99"]}`,
-			err: `stage_percentiles has no field "p99": choose from p50, samples`},
+			err: `stage_percentiles has no field "p99": choose from p50, p50_lower, p50_upper, samples, unbounded`},
 		{name: "fields on a table", json: `{"queryType":"slowest_messages","fields":["latency"]}`,
 			err: `slowest_messages has no fields to choose: remove "fields"`},
 		{name: "wrong JSON type", json: `{"queryType":"slo","limit":"many"}`,

@@ -87,6 +87,10 @@ type Latency struct {
 	ProducerHost string
 	ConsumerHost string
 	TraceID      string
+	// Lo and Hi are each stage's interval (ingest, queue, process, e2e) when Bounded; otherwise every stage's
+	// interval is its value alone, [v, v].
+	Lo, Hi  [4]float64
+	Bounded bool
 }
 
 // InsertLatency inserts rows in one batch; the rollup's materialized view aggregates them into latency_1m.
@@ -96,7 +100,8 @@ func InsertLatency(t testing.TB, conn driver.Conn, rows []Latency) {
 	defer cancel()
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO latency_events (record_time, observed_time, consumer_group, topic, "+
 		"partition, offset, replay_class, source, ingest_ms, queue_ms, process_ms, e2e_ms, "+
-		"ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, valid, producer_host, consumer_host, trace_id, ver)")
+		"ingest_naive_ms, queue_naive_ms, process_naive_ms, e2e_naive_ms, valid, producer_host, consumer_host, trace_id, ver, "+
+		"ingest_lo_ms, ingest_hi_ms, queue_lo_ms, queue_hi_ms, process_lo_ms, process_hi_ms, e2e_lo_ms, e2e_hi_ms)")
 	if err != nil {
 		t.Fatalf("prepare latency_events: %v", err)
 	}
@@ -109,9 +114,15 @@ func InsertLatency(t testing.TB, conn driver.Conn, rows []Latency) {
 		if valid == 0 {
 			valid = 15 | 15<<4
 		}
+		lo, hi := r.Lo, r.Hi
+		if !r.Bounded {
+			for i, v := range [4]int64{r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs} {
+				lo[i], hi[i] = float64(v), float64(v)
+			}
+		}
 		if err := b.Append(r.Observed, r.Observed, r.Group, r.Topic, r.Partition, r.Offset, rc, "receipt",
 			r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs, r.IngestMs, r.QueueMs, r.ProcessMs, r.E2EMs, valid,
-			r.ProducerHost, r.ConsumerHost, r.TraceID, uint64(1)); err != nil {
+			r.ProducerHost, r.ConsumerHost, r.TraceID, uint64(1), lo[0], hi[0], lo[1], hi[1], lo[2], hi[2], lo[3], hi[3]); err != nil {
 			t.Fatalf("append latency_events: %v", err)
 		}
 	}
