@@ -21,16 +21,18 @@ type phase struct {
 	FirstCompleteCPU float64 `json:"first_complete_cpu_s,omitempty"`
 	// FirstCorrect: that first complete scrape also passed the check against Kafka's consumer-groups command run
 	// right after it (FirstCheck).
-	FirstCorrect bool      `json:"first_correct"`
-	FirstCheck   *check    `json:"first_check,omitempty"`
-	WindowCheck  *check    `json:"window_check,omitempty"` // a window scrape against the command run mid-window
-	Scrapes      []float64 `json:"scrape_s,omitempty"`
-	ScrapeBytes  int       `json:"scrape_bytes_gzip,omitempty"`
-	Series       int       `json:"series,omitempty"`
-	CPUPer180S   float64   `json:"cpu_s_per_180s,omitempty"`
-	RSSMB        float64   `json:"rss_mb,omitempty"` // median over the window
-	RSSMaxMB     float64   `json:"rss_max_mb,omitempty"`
-	WindowS      float64   `json:"window_s"`
+	FirstCorrect bool   `json:"first_correct"`
+	FirstCheck   *check `json:"first_check,omitempty"`
+	// WindowCheck: a scrape right after the window (workload still live, exporter still running) against Kafka's
+	// command run just before it; the command runs outside the window so its requests are not counted.
+	WindowCheck *check    `json:"window_check,omitempty"`
+	Scrapes     []float64 `json:"scrape_s,omitempty"`
+	ScrapeBytes int       `json:"scrape_bytes_gzip,omitempty"`
+	Series      int       `json:"series,omitempty"`
+	CPUPer180S  float64   `json:"cpu_s_per_180s,omitempty"`
+	RSSMB       float64   `json:"rss_mb,omitempty"` // median over the window
+	RSSMaxMB    float64   `json:"rss_max_mb,omitempty"`
+	WindowS     float64   `json:"window_s"`
 	// BrokerRequests: requests the brokers counted in the window (RequestMetrics RequestsPerSec, all brokers, the
 	// workload's request types left out), by type.
 	BrokerRequests   requestCounts `json:"broker_requests"`
@@ -97,8 +99,9 @@ func isNaN(f float64) bool { return f != f }
 
 // measure starts cmd (nil: the idle phase, no exporter), waits for its first complete scrape and checks it against
 // Kafka's consumer-groups command, then measures one window: scrapes every o.every (mid-interval), CPU and RSS of
-// the process from /proc, the brokers' request counters (JmxTool) and CPU at its ends, and one more check of a
-// window scrape against the command run mid-window. It stops the process with SIGTERM.
+// the process from /proc, the brokers' request counters (JmxTool) and CPU at its ends; after the window, with the
+// workload still live, it runs the command again and checks a scrape taken right after it (the command's requests
+// stay out of the window's count). It stops the process with SIGTERM.
 func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o measureOpts) (*phase, error) {
 	logf := o.logf
 	ph := &phase{Tool: name}
@@ -204,10 +207,6 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 		}
 	}
 	var rss []float64
-	truthCh := make(chan *truth, 1)
-	truthErr := make(chan error, 1)
-	var tr *truth
-	described := false
 	nextScrape := w0.Add(o.every / 2) // mid-interval: never on a cycle boundary
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -215,13 +214,6 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 		select {
 		case err := <-exited:
 			return nil, fmt.Errorf("exited during the window: %v", err)
-		case err := <-truthErr:
-			return nil, err
-		case t := <-truthCh:
-			tr = t
-			if cmd == nil {
-				ph.WindowCheck = &check{Rows: len(t.rows)}
-			}
 		case <-tick.C:
 		}
 		if pid != 0 {
@@ -233,21 +225,9 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 			continue
 		}
 		nextScrape = nextScrape.Add(o.every)
-		if !described && time.Since(w0) >= o.window/3 {
-			described = true // Kafka's command, once, a third into the window (its requests land in the idle phase too)
-			go func() {
-				t, err := describeGroups(ctx, o.cl.lib, strings.Join(o.cl.brokers, ","), o.prefix)
-				if err != nil {
-					truthErr <- err
-					return
-				}
-				truthCh <- t
-			}()
-		}
 		if pid == 0 {
 			continue
 		}
-		at := time.Now()
 		d, n, text, err := scrape(url)
 		if err != nil {
 			return nil, fmt.Errorf("scrape: %w", err)
@@ -255,11 +235,6 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 		ph.Scrapes, ph.ScrapeBytes = append(ph.Scrapes, d), n
 		if o.onScrape != nil {
 			o.onScrape(parseMetrics(text))
-		}
-		if tr != nil && ph.WindowCheck == nil {
-			if ph.WindowCheck, err = judge(o, text, at, tr); err != nil {
-				return nil, fmt.Errorf("%s window scrape: %w", name, err)
-			}
 		}
 	}
 	if pid != 0 {
@@ -282,16 +257,18 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 	}
 	ph.BrokerRequests = req1.sub(req0)
 	ph.BrokerCPUPer180S = (bcpu1 - bcpu0) / ph.WindowS * 180
-	if tr == nil {
-		select {
-		case tr = <-truthCh:
-		case err := <-truthErr:
+	if pid != 0 {
+		tr, err := describeGroups(ctx, o.cl.lib, strings.Join(o.cl.brokers, ","), o.prefix)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if pid != 0 {
-		if ph.WindowCheck == nil {
-			return nil, fmt.Errorf("%s: no window scrape after Kafka's command finished (window too short for it)", name)
+		at := time.Now()
+		_, _, text, err := scrape(url)
+		if err != nil {
+			return nil, fmt.Errorf("scrape after the window: %w", err)
+		}
+		if ph.WindowCheck, err = judge(o, text, at, tr); err != nil {
+			return nil, fmt.Errorf("%s scrape after the window: %w", name, err)
 		}
 		if len(rss) == 0 || len(ph.Scrapes) == 0 {
 			return nil, errors.New("window too short: no RSS sample or no scrape")
