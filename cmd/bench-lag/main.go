@@ -245,12 +245,12 @@ func run() error {
 	if err := waitTopics(ctx, reader, prefix, *topics, *parts); err != nil {
 		return err
 	}
-	wl, err := newWorkload(brokers, reader, topicNames, *parts, groupNames, func(g int) string { return topicName(g % *topics) },
+	wl, err := newWorkload(brokers, topicNames, *parts, groupNames, func(g int) string { return topicName(g % *topics) },
 		*rate, *commitEvery)
 	if err != nil {
 		return err
 	}
-	defer wl.prod.Close()
+	defer wl.close()
 	if err := wl.produce(*records); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -9,8 +10,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/tidemark/tidemark/internal/kafka"
 )
 
 // groupClass is how a group of the live workload consumes.
@@ -40,7 +39,7 @@ func classOf(g int) groupClass {
 // offset): the record timestamps of the time-lag truth.
 type workload struct {
 	prod        sarama.SyncProducer
-	reader      *kafka.ClusterReader
+	client      sarama.Client // the committer: OffsetCommit to each group's coordinator, which it caches
 	topics      []string
 	parts       int
 	groups      []string
@@ -66,7 +65,7 @@ type offTS struct {
 	ts     time.Time
 }
 
-func newWorkload(brokers []string, reader *kafka.ClusterReader, topics []string, parts int, groups []string,
+func newWorkload(brokers []string, topics []string, parts int, groups []string,
 	groupTopic func(int) string, rate int, commitEvery time.Duration) (*workload, error) {
 	conf := sarama.NewConfig()
 	conf.ClientID = "bench-lag-producer"
@@ -79,7 +78,15 @@ func newWorkload(brokers []string, reader *kafka.ClusterReader, topics []string,
 	if err != nil {
 		return nil, fmt.Errorf("producer: %w", err)
 	}
-	return &workload{prod: prod, reader: reader, topics: topics, parts: parts, groups: groups, groupTopic: groupTopic,
+	cconf := sarama.NewConfig()
+	cconf.ClientID = "bench-lag-committer"
+	cconf.Version = sarama.V3_6_0_0
+	client, err := sarama.NewClient(brokers, cconf)
+	if err != nil {
+		prod.Close()
+		return nil, fmt.Errorf("committer: %w", err)
+	}
+	return &workload{prod: prod, client: client, topics: topics, parts: parts, groups: groups, groupTopic: groupTopic,
 		rate: rate, commitEvery: commitEvery, ts: map[tp][]offTS{}, end: map[tp]int64{}, committed: map[gpKey]int64{}}, nil
 }
 
@@ -127,21 +134,60 @@ func (w *workload) recordTS(topic string, partition int32, offset int64) (time.T
 	return time.Time{}, false
 }
 
-// commitAll commits, for every group, the offset start(g, p) on every partition of its topic.
+// commitAll commits, for every group, the offset start(g, p) on every partition of its topic (retrying a
+// coordinator that is still loading the offsets topic of a new cluster).
 func (w *workload) commitAll(ctx context.Context, start func(g, p int) int64) error {
 	return forEach(len(w.groups), 8, func(g int) error {
 		offs := map[int32]int64{}
 		for p := range w.parts {
 			offs[int32(p)] = start(g, p)
 		}
-		return w.commit(ctx, g, offs)
+		var err error
+		for range 30 {
+			if err = w.commit(ctx, g, offs); err == nil {
+				return nil
+			}
+			time.Sleep(time.Second)
+		}
+		return err
 	})
 }
 
+func (w *workload) close() {
+	_ = w.prod.Close()
+	_ = w.client.Close()
+}
+
+// commit sends one OffsetCommit request for group g (no member, generation undefined: a simple commit) to its
+// coordinator, looked up once and cached by the client, so that a commit costs one request and no FindCoordinator.
 func (w *workload) commit(ctx context.Context, g int, offs map[int32]int64) error {
-	t := w.groupTopic(g)
-	if err := w.reader.CommitOffsets(ctx, w.groups[g], map[string]map[int32]int64{t: offs}); err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
+	}
+	t := w.groupTopic(g)
+	coord, err := w.client.Coordinator(w.groups[g])
+	if err != nil {
+		return fmt.Errorf("coordinator of %s: %w", w.groups[g], err)
+	}
+	req := sarama.NewOffsetCommitRequest(w.client.Config(), w.groups[g])
+	req.ConsumerGroupGeneration = sarama.GroupGenerationUndefined
+	for p, o := range offs {
+		req.AddBlock(t, p, o, 0, "")
+	}
+	resp, err := coord.CommitOffset(req)
+	if err != nil {
+		_ = w.client.RefreshCoordinator(w.groups[g])
+		return fmt.Errorf("commit for %s: %w", w.groups[g], err)
+	}
+	for _, parts := range resp.Errors {
+		for p, kerr := range parts {
+			if !errors.Is(kerr, sarama.ErrNoError) {
+				if errors.Is(kerr, sarama.ErrNotCoordinatorForConsumer) {
+					_ = w.client.RefreshCoordinator(w.groups[g])
+				}
+				return fmt.Errorf("commit for %s %s/%d: %w", w.groups[g], t, p, kerr)
+			}
+		}
 	}
 	w.mu.Lock()
 	for p, o := range offs {
