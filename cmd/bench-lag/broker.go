@@ -210,10 +210,11 @@ func parseJmxTool(b []byte) (requestCounts, error) {
 	return out, nil
 }
 
-// workloadRequests are the request types of the bench's own workload and of the cluster's internal traffic, never
-// sent by a lag exporter: left out of every exporter's count (the idle phase measures what remains of the rest).
+// workloadRequests are the request types left out of every exporter's count: those of the bench's own workload and
+// of the cluster's internal traffic, never sent by a lag exporter (the idle phase measures what remains of the rest),
+// and FetchConsumer and FetchFollower, which split the requests Fetch already counts.
 var workloadRequests = map[string]bool{
-	"Produce": true, "OffsetCommit": true, "BrokerHeartbeat": true, "BrokerRegistration": true,
+	"FetchConsumer": true, "Produce": true, "OffsetCommit": true, "BrokerHeartbeat": true, "BrokerRegistration": true,
 	"ControllerRegistration": true, "Vote": true, "BeginQuorumEpoch": true, "EndQuorumEpoch": true,
 	"FetchSnapshot": true, "FetchFollower": true, "AllocateProducerIds": true, "InitProducerId": true,
 }

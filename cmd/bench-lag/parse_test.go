@@ -64,9 +64,10 @@ func TestParseJmxTool(t *testing.T) {
 	if _, err := parseJmxTool([]byte("Trying to connect\nerror\n")); err == nil {
 		t.Error("output without a header: no error")
 	}
-	net := requestCounts{"Metadata": 9, "Produce": 100, "ListOffsets": 4}.sub(requestCounts{"Metadata": 5, "Produce": 10})
-	if len(net) != 2 || net["Metadata"] != 4 || net["ListOffsets"] != 4 {
-		t.Errorf("sub: %v, want Metadata 4, ListOffsets 4, no Produce (the workload's)", net)
+	net := requestCounts{"Metadata": 9, "Produce": 100, "ListOffsets": 4, "Fetch": 3, "FetchConsumer": 3}.sub(
+		requestCounts{"Metadata": 5, "Produce": 10})
+	if len(net) != 3 || net["Metadata"] != 4 || net["ListOffsets"] != 4 || net["Fetch"] != 3 {
+		t.Errorf("sub: %v, want Metadata 4, ListOffsets 4, Fetch 3, no Produce (the workload's), no FetchConsumer (in Fetch)", net)
 	}
 }
 
