@@ -78,14 +78,17 @@ plugin:
 bench-latency:
 	$(GO) run ./cmd/bench-latency
 
-# bench-lag: the shipped `tidemark run` at 100k group-partitions (5,000 groups x 20); bench-lag-large at 500k
-# (25,000 x 20), under a live workload. TIDEMARK_BENCH_KMINION=/path/to/kminion adds kminion, measured the same way
-# in the same run; `go run ./cmd/bench-lag -broker-requests` also counts the requests at a broker of its own.
+# bench-lag: the shipped `tidemark run` at 100k group-partitions (5,000 groups x 20) under a live workload, kminion and
+# kafka_exporter (built by cmd/bench-lag/peers.sh) alternated with it over 3 rounds, on 3 brokers the bench starts for
+# itself (JMX on: the brokers count the requests); bench-lag-large at 500k (25,000 x 20). BENCH_LAG_ARGS adds flags
+# (e.g. BENCH_LAG_ARGS='-groups 500' for a small run).
 bench-lag:
-	$(STACK) with -- $(GO) run ./cmd/bench-lag
+	bash deploy/local/kafka.sh install
+	$(GO) run ./cmd/bench-lag $(BENCH_LAG_ARGS)
 
 bench-lag-large:
-	$(STACK) with -- $(GO) run ./cmd/bench-lag -groups 25000 -peer-groups 1000
+	bash deploy/local/kafka.sh install
+	$(GO) run ./cmd/bench-lag -groups 25000 $(BENCH_LAG_ARGS)
 
 # bench-collector: BENCH_ROUNDS=N alternated rounds (default 5); BENCH_REPLICAS=2 adds one and two `tidemark run`
 # processes on the same receipts (docs/performance.md).

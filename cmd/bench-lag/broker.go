@@ -4,198 +4,261 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/csv"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
-// The broker's own count of the requests it answered (-broker-requests): the bench runs on a one-broker Kafka
-// cluster of its own (kafka.sh with its own state directory and ports), so that nothing but the bench and the
-// exporter talks to it, and reads Kafka's RequestMetrics (kafka.network:type=RequestMetrics,name=RequestsPerSec,
-// request=*,version=*, attribute Count) over JMX, as a peer harness would: a local JMX agent is started in the broker
-// with jcmd (ManagementAgent.start_local, no port opened) and read with Kafka's own JmxTool.
-
-// exporterRequests are the request types a lag exporter sends; the bench's live workload sends Produce,
-// OffsetCommit and FindCoordinator, which are left out. Metadata is counted: the workload's clients refresh theirs
-// every 10 minutes (sarama's default), never within a window.
-var exporterRequests = []string{"Metadata", "ListGroups", "DescribeGroups", "ConsumerGroupDescribe", "OffsetFetch",
-	"ListOffsets", "Fetch"}
-
-// ownKafka starts the bench's one-broker cluster (ports TIDEMARK_BENCH_LAG_KAFKA_PORT, default 19762, and
-// TIDEMARK_BENCH_LAG_KAFKA_CONTROLLER_PORT, 19772; state TIDEMARK_STATE_DIR + "-bench-lag") and returns its
-// brokers, the broker's pid and a stop func.
-func ownKafka(ctx context.Context) (brokers []string, pid int, stop func(), err error) {
-	state := os.Getenv("TIDEMARK_STATE_DIR")
-	if state == "" {
-		base := os.Getenv("XDG_STATE_HOME")
-		if base == "" {
-			base = filepath.Join(os.Getenv("HOME"), ".local/state")
-		}
-		state = filepath.Join(base, "tidemark/local")
-	}
-	port := os.Getenv("TIDEMARK_BENCH_LAG_KAFKA_PORT")
-	if port == "" {
-		port = "19762"
-	}
-	cport := os.Getenv("TIDEMARK_BENCH_LAG_KAFKA_CONTROLLER_PORT")
-	if cport == "" {
-		cport = "19772"
-	}
-	env := append(os.Environ(), "TIDEMARK_STATE_DIR="+state+"-bench-lag", "TIDEMARK_KAFKA_PORT="+port,
-		"TIDEMARK_KAFKA_CONTROLLER_PORT="+cport, "TIDEMARK_KAFKA_NODE_PORTS=")
-	run := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "bash", append([]string{"deploy/local/kafka.sh"}, args...)...)
-		cmd.Env = env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-		}
-		return out.String(), nil
-	}
-	if _, err := run("start", "--brokers", "1"); err != nil {
-		return nil, 0, nil, err
-	}
-	stop = func() {
-		if _, err := run("stop"); err != nil {
-			fmt.Fprintln(os.Stderr, "bench-lag: stop its Kafka:", err)
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(state+"-bench-lag", "kafka", "node-1", "pid"))
-	if err == nil {
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	if err != nil {
-		stop()
-		return nil, 0, nil, fmt.Errorf("the bench's broker's pid: %w", err)
-	}
-	return []string{"127.0.0.1:" + port}, pid, stop, nil
+// cluster is the Kafka cluster the bench runs on: started for it by deploy/local/kafka.sh (its own state directory
+// and ports, JMX on), so that the broker's request counters hold the bench's traffic only.
+type cluster struct {
+	brokers  []string // bootstrap addresses
+	jmxPorts []int
+	stateDir string
+	lib      string // Kafka's jars (the tools: JmxTool, the consumer-groups command)
+	env      []string
+	owned    bool
+	kafkaSh  string
 }
 
-// connectorRe finds the local JMX connector's address in `jcmd PID ManagementAgent.status` (its "URL" line on
-// Java 17, "Connector Address" on older ones).
-var connectorRe = regexp.MustCompile(`(?m)^\s*(?:URL|Connector Address)\s*:\s*(service:jmx:\S+)`)
-
-// brokerJMX starts the broker's local JMX agent and returns its connector address.
-func brokerJMX(ctx context.Context, pid int) (string, error) {
-	p := strconv.Itoa(pid)
-	if out, err := exec.CommandContext(ctx, "jcmd", p, "ManagementAgent.start_local").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("jcmd %s ManagementAgent.start_local: %v\n%s", p, err, out)
+// startCluster starts n brokers with kafka.sh on a free block of loopback ports, JMX on. With reuse it attaches to a
+// cluster started earlier the same way (state directory and ports given) and leaves it running.
+func startCluster(ctx context.Context, n, port, jmxPort int, stateDir string, reuse bool, logf func(string, ...any)) (*cluster, error) {
+	c := &cluster{kafkaSh: "deploy/local/kafka.sh", owned: !reuse}
+	if port == 0 {
+		var err error
+		if port, jmxPort, err = freeBlock(n); err != nil {
+			return nil, err
+		}
 	}
-	out, err := exec.CommandContext(ctx, "jcmd", p, "ManagementAgent.status").CombinedOutput()
+	if stateDir == "" {
+		d, err := os.MkdirTemp("", "bench-lag-kafka")
+		if err != nil {
+			return nil, err
+		}
+		stateDir = d
+	}
+	c.stateDir = stateDir
+	c.env = append(cleanEnv("TIDEMARK_"), "TIDEMARK_STATE_DIR="+stateDir,
+		"TIDEMARK_KAFKA_PORT="+strconv.Itoa(port), "TIDEMARK_KAFKA_CONTROLLER_PORT="+strconv.Itoa(port+100),
+		"TIDEMARK_KAFKA_JMX_PORT="+strconv.Itoa(jmxPort), "TIDEMARK_OIDC_PORT="+strconv.Itoa(port+150))
+	if cache := os.Getenv("TIDEMARK_CACHE_DIR"); cache != "" {
+		c.env = append(c.env, "TIDEMARK_CACHE_DIR="+cache)
+	}
+	for i := range n {
+		c.brokers = append(c.brokers, fmt.Sprintf("127.0.0.1:%d", port+i))
+		c.jmxPorts = append(c.jmxPorts, jmxPort+i)
+	}
+	if !reuse {
+		logf("starting %d Kafka broker(s) for the bench on %s (state %s, JMX from port %d)", n, strings.Join(c.brokers, ","), stateDir, jmxPort)
+		if out, err := c.sh(ctx, "start", "--brokers", strconv.Itoa(n)); err != nil {
+			return nil, fmt.Errorf("kafka.sh start: %v\n%s", err, out)
+		}
+	}
+	out, err := c.sh(ctx, "env")
 	if err != nil {
-		return "", fmt.Errorf("jcmd %s ManagementAgent.status: %v\n%s", p, err, out)
+		return nil, fmt.Errorf("kafka.sh env: %v\n%s", err, out)
 	}
-	m := connectorRe.FindSubmatch(out)
-	if m == nil {
-		return "", fmt.Errorf("jcmd %s ManagementAgent.status shows no connector address:\n%s", p, out)
+	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(line, "export TIDEMARK_KAFKA_LIB="); ok {
+			c.lib = strings.Trim(v, `"'`)
+		}
 	}
-	return string(m[1]), nil
+	if c.lib == "" {
+		return nil, fmt.Errorf("kafka.sh env names no TIDEMARK_KAFKA_LIB (is the cluster at %s running?)", stateDir)
+	}
+	return c, nil
 }
 
-// requestCounts reads the broker's RequestMetrics RequestsPerSec Count per request type (summed over versions)
-// with Kafka's JmxTool.
-func requestCounts(ctx context.Context, kafkaLib, url string) (map[string]float64, error) {
-	out, err := exec.CommandContext(ctx, "java", "-cp", kafkaLib+"/*", "org.apache.kafka.tools.JmxTool",
-		"--jmx-url", url, "--object-name", "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*",
-		"--attributes", "Count", "--one-time", "true", "--report-format", "properties").CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("JmxTool: %v\n%s", err, out)
-	}
-	return parseRequestCounts(out)
+func (c *cluster) sh(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{c.kafkaSh}, args...)...)
+	cmd.Env = c.env
+	return cmd.CombinedOutput()
 }
 
-// countKey finds the request type in a JmxTool properties key such as
-// kafka.network:type=RequestMetrics,name=RequestsPerSec,request=OffsetFetch,version=8:Count.
-var countKey = regexp.MustCompile(`request=([A-Za-z]+)[,:]`)
+// stop stops the brokers the bench started (kafka.sh stop with the bench's state directory: only its pid files).
+func (c *cluster) stop() {
+	if !c.owned {
+		return
+	}
+	_, _ = c.sh(context.Background(), "stop")
+	_ = os.RemoveAll(c.stateDir)
+}
 
-// parseRequestCounts sums JmxTool's `--report-format properties` output (lines key=value, the first a time stamp)
-// per request type.
-func parseRequestCounts(out []byte) (map[string]float64, error) {
-	counts := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		i := strings.LastIndexByte(line, '=')
-		m := countKey.FindStringSubmatch(line)
-		if i < 0 || m == nil {
+// pids returns the broker JVMs' process ids (kafka.sh's pid files).
+func (c *cluster) pids() []int {
+	files, _ := filepath.Glob(filepath.Join(c.stateDir, "kafka", "node-*", "pid"))
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[i+1:]), 64)
-		if err != nil {
-			return nil, fmt.Errorf("JmxTool line %q: %w", line, err)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			out = append(out, pid)
 		}
-		counts[m[1]] += v
 	}
-	if len(counts) == 0 {
-		return nil, fmt.Errorf("JmxTool printed no RequestsPerSec count:\n%s", out)
-	}
-	return counts, sc.Err()
+	return out
 }
 
-// brokerCount counts the exporter's requests at the broker from one cycle end to the first cycle end after until,
-// into res: within a second of the daemon's cycle counter moving (polled every second) the broker's counts are
-// read, and the next cycle starts a poll interval after the last began, so the requests between two such readings
-// are exactly those cycles' as long as the poll interval is well above a second plus JmxTool's start (a JVM: a few
-// seconds here; the default poll interval is 30 s).
-func brokerCount(ctx context.Context, res *result, pid int, metricsURL string, until time.Time) error {
-	url, err := brokerJMX(ctx, pid)
-	if err != nil {
-		return err
+// cpuSeconds is the brokers' CPU seconds (utime + stime of each JVM).
+func (c *cluster) cpuSeconds() (float64, error) {
+	pids := c.pids()
+	if len(pids) == 0 {
+		return 0, fmt.Errorf("no broker pid files under %s", c.stateDir)
 	}
-	// cycles reads the daemon's cycle counter with the window's own scrape (gzip, a byte scan: at 100k
-	// group-partitions a full parse of the exposition takes seconds on this machine).
-	cycles := func() (float64, error) {
-		_, _, m, err := scrape(metricsURL)
+	var sum float64
+	for _, pid := range pids {
+		s, err := procCPUSeconds(pid)
 		if err != nil {
 			return 0, err
 		}
-		return m.value("tidemark_lag_exporter_cycles_total"), nil
+		sum += s
 	}
-	// afterCycle waits for the cycle counter to move, then reads the broker's counts.
-	afterCycle := func() (float64, map[string]float64, error) {
-		c0, err := cycles()
-		if err != nil {
-			return 0, nil, err
-		}
-		for {
-			c, err := cycles()
+	return sum, nil
+}
+
+// requestCounts is the brokers' RequestMetrics RequestsPerSec Count summed over brokers and versions, by request type.
+type requestCounts map[string]float64
+
+// requests reads every broker's kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=* Count with
+// Kafka's own JmxTool (one JVM per broker, in parallel). A request type whose meter does not exist yet counts 0.
+func (c *cluster) requests(ctx context.Context) (requestCounts, error) {
+	out := requestCounts{}
+	var mu sync.Mutex
+	errs := make([]error, len(c.jmxPorts))
+	var wg sync.WaitGroup
+	for i, p := range c.jmxPorts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, "java", "-Xmx64m", "-cp", c.lib+"/*", "org.apache.kafka.tools.JmxTool",
+				"--jmx-url", fmt.Sprintf("service:jmx:rmi:///jndi/rmi://127.0.0.1:%d/jmxrmi", p),
+				"--object-name", "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*",
+				"--attributes", "Count", "--one-time", "true")
+			b, err := cmd.Output()
 			if err != nil {
-				return 0, nil, err
+				errs[i] = fmt.Errorf("JmxTool on port %d: %w", p, err)
+				return
 			}
-			if c != c0 {
-				counts, err := requestCounts(ctx, os.Getenv("TIDEMARK_KAFKA_LIB"), url)
-				return c, counts, err
+			counts, err := parseJmxTool(b)
+			if err != nil {
+				errs[i] = fmt.Errorf("JmxTool on port %d: %w", p, err)
+				return
 			}
-			time.Sleep(time.Second)
+			mu.Lock()
+			for k, v := range counts {
+				out[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
 		}
 	}
-	c0, n0, err := afterCycle()
-	if err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(until)):
-	}
-	c1, n1, err := afterCycle()
-	if err != nil {
-		return err
-	}
-	res.BrokerCycles = c1 - c0
-	res.BrokerRequests = map[string]float64{}
-	for _, t := range exporterRequests {
-		if d := n1[t] - n0[t]; d > 0 {
-			res.BrokerRequests[t] = d / res.BrokerCycles
-			res.BrokerRequestsPerCycle += d / res.BrokerCycles
+	return out, nil
+}
+
+// parseJmxTool reads JmxTool's CSV (a header of "time" and "OBJECTNAME:Count" columns, then one row) into counts by
+// the object name's request= key.
+func parseJmxTool(b []byte) (requestCounts, error) {
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), `"time"`) || len(lines) > 0 {
+			lines = append(lines, sc.Text())
 		}
 	}
-	return nil
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("no header and row in JmxTool output %.300q", b)
+	}
+	recs, err := csv.NewReader(strings.NewReader(lines[0] + "\n" + lines[1] + "\n")).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	head, row := recs[0], recs[1]
+	if len(head) != len(row) {
+		return nil, fmt.Errorf("JmxTool header has %d columns, row %d", len(head), len(row))
+	}
+	out := requestCounts{}
+	for i, h := range head {
+		_, after, ok := strings.Cut(h, ",request=")
+		if !ok {
+			continue
+		}
+		typ, _, _ := strings.Cut(after, ",")
+		v, err := strconv.ParseFloat(row[i], 64)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", h, err)
+		}
+		out[typ] += v
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no RequestMetrics column in JmxTool output %.300q", b)
+	}
+	return out, nil
+}
+
+// workloadRequests are the request types left out of every exporter's count: those of the bench's own workload and
+// of the cluster's internal traffic, never sent by a lag exporter (the idle phase measures what remains of the rest),
+// and FetchConsumer and FetchFollower, which split the requests Fetch already counts.
+var workloadRequests = map[string]bool{
+	"FetchConsumer": true, "Produce": true, "OffsetCommit": true, "BrokerHeartbeat": true, "BrokerRegistration": true,
+	"ControllerRegistration": true, "Vote": true, "BeginQuorumEpoch": true, "EndQuorumEpoch": true,
+	"FetchSnapshot": true, "FetchFollower": true, "AllocateProducerIds": true, "InitProducerId": true,
+}
+
+// sub returns b − a by request type, without the workload's types.
+func (b requestCounts) sub(a requestCounts) requestCounts {
+	out := requestCounts{}
+	for k, v := range b {
+		if !workloadRequests[k] {
+			if d := v - a[k]; d != 0 {
+				out[k] = d
+			}
+		}
+	}
+	return out
+}
+
+func (r requestCounts) total() float64 {
+	var s float64
+	for _, v := range r {
+		s += v
+	}
+	return s
+}
+
+// freeBlock finds a base port with n free PLAINTEXT ports, a free controller port at base+100, a free port at
+// base+150 and n free JMX ports at base+200.
+func freeBlock(n int) (int, int, error) {
+	for base := 32000; base < 40000; base += 500 {
+		ports := []int{base + 100, base + 150}
+		for i := range n {
+			ports = append(ports, base+i, base+200+i)
+		}
+		ok := true
+		for _, p := range ports {
+			if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 200*time.Millisecond); err == nil {
+				c.Close()
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return base, base + 200, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("no free block of %d ports between 32000 and 40000", 2*n+2)
 }

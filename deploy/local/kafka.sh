@@ -22,7 +22,9 @@
 #      shifted by OFFSET, the skewed-broker tests; needs Debian's faketime),
 #      TIDEMARK_KAFKA_RACKS ("I:RACK,...": broker.rack of broker I; rack-aware tests),
 #      TIDEMARK_KAFKA_READY_TIMEOUT (seconds a start waits for readiness, default 90; a faketime'd broker on a busy
-#      machine can take minutes).
+#      machine can take minutes),
+#      TIDEMARK_KAFKA_JMX_PORT (unset: no JMX; else broker i serves JMX, unauthenticated, on loopback port
+#      JMX_PORT+i-1: the broker's own metrics, e.g. RequestMetrics for bench-lag).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/ports.sh"
 
@@ -285,8 +287,15 @@ launch_node() {
   else
     rm -f "$dir/faketime"
   fi
+  local jmx=()
+  if [[ -n ${TIDEMARK_KAFKA_JMX_PORT:-} ]]; then
+    local jp=$((TIDEMARK_KAFKA_JMX_PORT + $1 - 1))
+    jmx=(-Dcom.sun.management.jmxremote -Dcom.sun.management.jmxremote.port="$jp" -Dcom.sun.management.jmxremote.rmi.port="$jp"
+      -Dcom.sun.management.jmxremote.host="$TIDEMARK_HOST" -Djava.rmi.server.hostname="$TIDEMARK_HOST"
+      -Dcom.sun.management.jmxremote.authenticate=false -Dcom.sun.management.jmxremote.ssl=false)
+  fi
   # The allowed-URLs property (Kafka >= 3.9.1) limits which JWKS endpoints the OAUTHBEARER validator may fetch.
-  setsid "${wrap[@]}" java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+  setsid "${wrap[@]}" java -Xms256m -Xmx768m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true "${jmx[@]}" \
       -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="http://$TIDEMARK_HOST:$OIDC_PORT/jwks" \
       -Dlog4j2.configurationFile="file:$dir/log4j2.properties" -cp "$KAFKA_LIB/*" \
       kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
