@@ -405,7 +405,7 @@ func TestCheckHealth(t *testing.T) {
 	// an older Tidemark's schema
 	querytest.SchemaAt(t, conn, store.CurrentSchemaVersion-1)
 	res = check(settingsFor(t, db, "", map[string]any{"queryTimeoutSeconds": 7}))
-	want := fmt.Sprintf("database %q was migrated by an older Tidemark (schema version %d, want %d): run `tidemark migrate` to upgrade it",
+	want := fmt.Sprintf("database %q was migrated by an older Tidemark (schema version %d, this build needs %d): run `tidemark migrate` to upgrade it",
 		db, store.CurrentSchemaVersion-1, store.CurrentSchemaVersion)
 	if res.Status != backend.HealthStatusError || res.Message != want {
 		t.Errorf("older schema: got %q\nwant %q", res.Message, want)
