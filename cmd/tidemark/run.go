@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/collector"
+	"github.com/tidemark/tidemark/internal/election"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/internal/store"
@@ -626,26 +626,12 @@ func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.C
 	return loop, reader, nil
 }
 
-// runLease runs the cluster's lag exporter election (lag.election) until ctx ends, recording its outcome in
-// activity. The cluster's kafka: block is resolved like the collector's (TLS, SASL), and retried while a file it names
-// cannot be read (a Secret not mounted yet): the replica stays standby meanwhile.
+// runLease runs the cluster's lag exporter election (lag.election) on its kafka: block until ctx ends, recording its
+// outcome in activity (standby once it returns).
 func runLease(ctx context.Context, cl *clusterConfig, activity *lagexporter.Activity, log *slog.Logger) error {
-	var sc *sarama.Config
-	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		var err error
-		if sc, err = cl.Kafka.Sarama(); err == nil {
-			break
-		}
-		log.Warn("lag exporter election cannot resolve the kafka block; retrying", "in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
 	e := cl.Lag.Election
 	defer activity.Set(false)
-	return kafka.RunLease(ctx, kafka.LeaseConfig{Brokers: cl.Kafka.Brokers, Sarama: sc, Group: e.Group, Topic: e.Topic,
+	return election.Run(ctx, election.Config{Kafka: cl.Kafka, Group: e.Group, Topic: e.Topic,
 		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
 }
 

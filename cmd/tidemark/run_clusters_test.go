@@ -240,7 +240,7 @@ func TestRunTwoClusters(t *testing.T) {
 }
 
 // TestClusterErrorStopsOnlyItsCluster: one cluster of two ends with an error that is not an outage (its lag.election
-// lease topic exists with two partitions, which RunLease refuses). That cluster stops alone: its /readyz entry says
+// lease topic exists with two partitions, which election.Run refuses). That cluster stops alone: its /readyz entry says
 // why, /readyz stays 200 naming it, the process keeps running and the other cluster keeps polling and serving its
 // lag; on the stop, run returns that cluster's error.
 func TestClusterErrorStopsOnlyItsCluster(t *testing.T) {

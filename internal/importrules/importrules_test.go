@@ -35,6 +35,8 @@ var may = map[string][]string{
 	// Adapters: each outside system's client is imported here.
 	"internal/kafka": {"internal/kafkaconfig", "lagexporter", "github.com/IBM/sarama", "github.com/twmb/franz-go/",
 		"golang.org/x/net/proxy"},
+	// The lag exporter's election: a consumer group of its own over sarama, the lease topic made by internal/kafka.
+	"internal/election": {"internal/kafka", "internal/kafkaconfig", "github.com/IBM/sarama"},
 	"internal/kafkaconfig": {"internal/confdecode", "internal/secret", "internal/tlsconf", "github.com/IBM/sarama",
 		"github.com/twmb/franz-go/pkg/kmsg", "github.com/xdg-go/scram", "golang.org/x/oauth2"},
 	"internal/kafkaconfig/awsmsk": {"internal/kafkaconfig", "github.com/aws/aws-msk-iam-sasl-signer-go/"},
@@ -66,7 +68,7 @@ var may = map[string][]string{
 
 // only lists the outside clients that only some packages may import, and those packages.
 var only = map[string][]string{
-	"github.com/IBM/sarama":                {"internal/kafka", "internal/kafkaconfig", "latency/instrument", "cmd/...", "internal/testenv"},
+	"github.com/IBM/sarama":                {"internal/kafka", "internal/kafkaconfig", "internal/election", "latency/instrument", "cmd/...", "internal/testenv"},
 	"github.com/ClickHouse/clickhouse-go/": {"internal/store", "internal/store/query", "internal/store/query/querytest", "cmd/...", "internal/testenv"},
 	// cmd/dashboard-frames plays Grafana: it starts the plugin binary and speaks the SDK's gRPC protocol to it.
 	"github.com/grafana/grafana-plugin-sdk-go/": {"plugin/pkg", "plugin/pkg/plugin", "cmd/dashboard-frames"},

@@ -1,8 +1,10 @@
-package kafka
+package election
 
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -42,6 +45,20 @@ func (e *leaseEvents) snapshot() ([]bool, string) {
 	return append([]bool(nil), e.changes...), e.logs.String()
 }
 
+// waitLog waits until the member has logged a line containing s, failing the test after timeout.
+func (e *leaseEvents) waitLog(t *testing.T, s string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		_, logs := e.snapshot()
+		if strings.Contains(logs, s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged within %v:\n%s", s, timeout, logs)
+		}
+	}
+}
+
 // wait returns the next OnChange value, failing the test after timeout.
 func (e *leaseEvents) wait(t *testing.T, what string, timeout time.Duration) bool {
 	t.Helper()
@@ -55,16 +72,16 @@ func (e *leaseEvents) wait(t *testing.T, what string, timeout time.Duration) boo
 }
 
 // TestLeaseKeptAcrossRebalance: a second member joining makes the group rebalance; the sticky assignor hands the
-// lease back to its holder, which must not let go in between (before, the holder turned standby for the rebalance
-// and its lag series vanished from /metrics). When the holder leaves, the other member takes the lease.
+// lease back to its holder, which must not let go in between (a holder that turned standby for the rebalance would
+// take its lag series off /metrics meanwhile). When the holder leaves, the other member takes the lease.
 func TestLeaseKeptAcrossRebalance(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic, group := testenv.Name(t, "lease"), testenv.Name(t, "elect")
 	start := func(ctx context.Context, ev *leaseEvents) chan error {
 		done := make(chan error, 1)
 		go func() {
-			done <- RunLease(ctx, LeaseConfig{Brokers: brokers, Sarama: testenv.SaramaConfig(t), Group: group, Topic: topic,
-				SessionTimeout: 6 * time.Second, OnChange: ev.onChange, Logger: slog.New(slog.NewTextHandler(ev, nil))})
+			done <- Run(ctx, Config{Kafka: kafkaconfig.Config{Brokers: brokers, ClientID: "tidemark-test"}, Group: group,
+				Topic: topic, SessionTimeout: 6 * time.Second, OnChange: ev.onChange, Logger: slog.New(slog.NewTextHandler(ev, nil))})
 		}()
 		return done
 	}
@@ -113,6 +130,40 @@ func TestLeaseKeptAcrossRebalance(t *testing.T) {
 	}
 }
 
+// TestStandbyWhileKafkaBlockUnresolved: while a file the kafka: block names cannot be read, Run retries resolving it
+// and holds nothing; once the file is there it goes on to reach Kafka (here an address nothing listens on, so it
+// retries that too), and it returns nil when ctx ends. Needs no server.
+func TestStandbyWhileKafkaBlockUnresolved(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "password")
+	kc := kafkaconfig.Config{Brokers: []string{testenv.FreeAddr(t)},
+		SASL: kafkaconfig.SASL{Mechanism: kafkaconfig.MechanismPlain, User: "tidemark", PasswordFile: pwFile}}
+	ev := newLeaseEvents()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{Kafka: kc, Group: "g", Topic: "lease", SessionTimeout: 6 * time.Second,
+			OnChange: ev.onChange, Logger: slog.New(slog.NewTextHandler(ev, nil))})
+	}()
+	ev.waitLog(t, "lag exporter election cannot resolve the kafka block; retrying", 10*time.Second)
+	if err := os.WriteFile(pwFile, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev.waitLog(t, "lag exporter election cannot reach Kafka; retrying", 30*time.Second)
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after ctx ended: %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s of ctx ending")
+	}
+	if changes, logs := ev.snapshot(); len(changes) != 0 {
+		t.Fatalf("OnChange calls: %v, want none:\n%s", changes, logs)
+	}
+}
+
 // fakeSession is the part of a sarama session the lease handler reads.
 type fakeSession struct {
 	sarama.ConsumerGroupSession
@@ -128,9 +179,9 @@ func (s fakeSession) GenerationID() int32        { return 1 }
 func TestLeaseReleasedWithoutNextSession(t *testing.T) {
 	holds := fakeSession{claims: map[string][]int32{"lease": {0}}}
 	none := fakeSession{claims: map[string][]int32{}}
-	newHandler := func(grace time.Duration) (*leaseHandler, *leaseEvents) {
+	newHandler := func(grace time.Duration) (*handler, *leaseEvents) {
 		ev := newLeaseEvents()
-		return &leaseHandler{cfg: LeaseConfig{Topic: "lease", OnChange: ev.onChange, Logger: slog.New(slog.NewTextHandler(ev, nil))},
+		return &handler{cfg: Config{Topic: "lease", OnChange: ev.onChange, Logger: slog.New(slog.NewTextHandler(ev, nil))},
 			grace: grace}, ev
 	}
 
