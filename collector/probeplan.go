@@ -38,182 +38,228 @@ func (p probePlan) empty() bool { return len(p.add) == 0 && len(p.reassign) == 0
 // broker that joins), so stopping and starting a broker moves nothing: its partition is handed back by a preferred
 // leader election once it is in sync again. Followers are chosen on racks the partition does not use yet, then by
 // fewest replicas, then by id; an existing partition whose live replicas share a rack while a live broker of an
-// unused rack exists has its last such replica moved there. Every partition whose preferred leader is live, in
+// unused rack exists has such replicas moved there, one by one, until none share a rack or no unused rack is left. Every partition whose preferred leader is live, in
 // sync and not leading is elected.
 func planProbeTopic(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout, rf int) probePlan {
-	plan := probePlan{reassign: map[int32][]int32{}}
-	rack := make(map[int32]string, len(brokers))
-	racks := map[string]bool{}
+	if len(brokers) == 0 {
+		return probePlan{reassign: map[int32][]int32{}}
+	}
+	l := newProbeLayout(brokers, parts)
+	rf = max(1, min(rf, len(brokers)))
 	for _, b := range brokers {
-		rack[b.ID] = b.Rack
-		if b.Rack != "" {
-			racks[b.Rack] = true
+		if l.owns[b.ID] == 0 && !l.reorder(b.ID) && !l.takeOver(b.ID) {
+			l.addPartition(b.ID, rf)
 		}
 	}
-	live := func(id int32) bool { _, ok := rack[id]; return ok }
-	if len(brokers) == 0 {
-		return plan
+	l.spreadRacks()
+	l.elect()
+	return l.plan
+}
+
+// probeLayout is the probe topic's layout while planProbeTopic changes it: the replica lists as planned so far and
+// the counts the phases choose by, kept in step by set and addPartition.
+type probeLayout struct {
+	brokers []kafka.BrokerInfo
+	rack    map[int32]string        // live broker → its rack ("" without racks)
+	racks   map[string]bool         // the live brokers' racks
+	parts   []kafka.PartitionLayout // as the cluster reports them, by partition id
+	assign  map[int32][]int32       // partition → replica list as planned
+	load    map[int32]int           // broker → replicas it holds as planned
+	owns    map[int32]int           // broker → partitions it is the preferred leader of as planned
+	plan    probePlan
+}
+
+func newProbeLayout(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout) *probeLayout {
+	l := &probeLayout{brokers: brokers, rack: make(map[int32]string, len(brokers)), racks: map[string]bool{},
+		parts: slices.Clone(parts), assign: make(map[int32][]int32, len(parts)), load: map[int32]int{}, owns: map[int32]int{},
+		plan: probePlan{reassign: map[int32][]int32{}}}
+	for _, b := range brokers {
+		l.rack[b.ID] = b.Rack
+		if b.Rack != "" {
+			l.racks[b.Rack] = true
+		}
 	}
-	rf = max(1, min(rf, len(brokers)))
-	assign := make(map[int32][]int32, len(parts))
-	load := map[int32]int{}
-	owns := map[int32]int{}
-	for _, p := range parts {
-		assign[p.ID] = slices.Clone(p.Replicas)
+	sort.Slice(l.parts, func(i, j int) bool { return l.parts[i].ID < l.parts[j].ID })
+	for _, p := range l.parts {
+		l.assign[p.ID] = slices.Clone(p.Replicas)
 		for _, r := range p.Replicas {
-			load[r]++
+			l.load[r]++
 		}
 		if len(p.Replicas) > 0 {
-			owns[p.Replicas[0]]++
+			l.owns[p.Replicas[0]]++
 		}
 	}
-	set := func(id int32, rs []int32) {
-		old := assign[id]
-		for _, r := range old {
-			load[r]--
-		}
-		if len(old) > 0 {
-			owns[old[0]]--
-		}
-		for _, r := range rs {
-			load[r]++
-		}
-		owns[rs[0]]++
-		assign[id] = rs
-		plan.reassign[id] = rs
+	return l
+}
+
+func (l *probeLayout) live(id int32) bool { _, ok := l.rack[id]; return ok }
+
+// movable reports whether the planner may change partition p: not under reassignment, with replicas.
+func (l *probeLayout) movable(p kafka.PartitionLayout) bool {
+	return !p.Reassigning && len(l.assign[p.ID]) > 0
+}
+
+// set plans replica list rs for partition id.
+func (l *probeLayout) set(id int32, rs []int32) {
+	old := l.assign[id]
+	for _, r := range old {
+		l.load[r]--
 	}
-	// followers returns n replicas for a partition led by lead: keep (in order) first, then the best others.
-	followers := func(lead int32, keep []int32, n int) []int32 {
-		out := []int32{lead}
-		used := map[string]bool{rack[lead]: true}
-		for _, r := range keep {
-			if len(out) == n+1 || r == lead || !live(r) || slices.Contains(out, r) {
+	if len(old) > 0 {
+		l.owns[old[0]]--
+	}
+	for _, r := range rs {
+		l.load[r]++
+	}
+	l.owns[rs[0]]++
+	l.assign[id] = rs
+	l.plan.reassign[id] = rs
+}
+
+// reorder is phase 1 for broker b: it moves b to the front of a partition it already replicates whose preferred
+// leader is gone or, failing that, prefers more than one partition. No data moves. It reports whether it did.
+func (l *probeLayout) reorder(b int32) bool {
+	for pass := 0; pass < 2; pass++ {
+		for _, p := range l.parts {
+			rs := l.assign[p.ID]
+			if !l.movable(p) || !slices.Contains(rs, b) {
 				continue
 			}
-			out = append(out, r)
-			used[rack[r]] = true
-		}
-		cands := make([]int32, 0, len(brokers))
-		for _, b := range brokers {
-			if !slices.Contains(out, b.ID) {
-				cands = append(cands, b.ID)
+			pref := rs[0]
+			if (pass == 0 && !l.live(pref)) || (pass == 1 && l.live(pref) && l.owns[pref] > 1) {
+				l.set(p.ID, append([]int32{b}, slices.DeleteFunc(slices.Clone(rs), func(r int32) bool { return r == b })...))
+				return true
 			}
 		}
-		for len(out) < n+1 && len(cands) > 0 {
-			sort.SliceStable(cands, func(i, j int) bool {
-				a, b := cands[i], cands[j]
-				if ua, ub := len(racks) > 1 && used[rack[a]], len(racks) > 1 && used[rack[b]]; ua != ub {
-					return !ua
-				}
-				if load[a] != load[b] {
-					return load[a] < load[b]
-				}
-				return a < b
-			})
-			out = append(out, cands[0])
-			used[rack[cands[0]]] = true
-			cands = cands[1:]
-		}
-		return out[1:]
 	}
-	byID := make([]kafka.PartitionLayout, len(parts))
-	copy(byID, parts)
-	sort.Slice(byID, func(i, j int) bool { return byID[i].ID < byID[j].ID })
-	movable := func(p kafka.PartitionLayout) bool { return !p.Reassigning && len(assign[p.ID]) > 0 }
-	for _, b := range brokers {
-		if owns[b.ID] > 0 {
+	return false
+}
+
+// takeOver is phase 2 for broker b: b replaces the gone preferred leader of a partition (one replica copies it), the
+// partition keeping its size and its live followers. It reports whether it did.
+func (l *probeLayout) takeOver(b int32) bool {
+	for _, p := range l.parts {
+		rs := l.assign[p.ID]
+		if !l.movable(p) || l.live(rs[0]) {
 			continue
 		}
-		done := false
-		// 1. Reorder a partition b already replicates: its preferred leader is gone, or leads by preference elsewhere too.
-		for pass := 0; pass < 2 && !done; pass++ {
-			for _, p := range byID {
-				rs := assign[p.ID]
-				if !movable(p) || !slices.Contains(rs, b.ID) {
-					continue
-				}
-				pref := rs[0]
-				if (pass == 0 && !live(pref)) || (pass == 1 && live(pref) && owns[pref] > 1) {
-					set(p.ID, append([]int32{b.ID}, slices.DeleteFunc(slices.Clone(rs), func(r int32) bool { return r == b.ID })...))
-					done = true
-					break
-				}
-			}
-		}
-		// 2. Take over a partition whose preferred leader is gone.
-		for _, p := range byID {
-			if done {
-				break
-			}
-			rs := assign[p.ID]
-			if !movable(p) || live(rs[0]) {
-				continue
-			}
-			set(p.ID, append([]int32{b.ID}, followers(b.ID, rs[1:], len(rs)-1)...))
-			done = true
-		}
-		// 3. A new partition.
-		if !done {
-			rs := append([]int32{b.ID}, followers(b.ID, nil, rf-1)...)
-			for _, r := range rs {
-				load[r]++
-			}
-			owns[b.ID]++
-			plan.add = append(plan.add, rs)
-		}
+		l.set(p.ID, append([]int32{b}, l.followers(b, rs[1:], len(rs)-1)...))
+		return true
 	}
-	// Rack diversity of existing partitions: at most one live replica per rack while an unused rack has a broker.
-	if len(racks) > 1 {
-		for _, p := range byID {
-			rs := assign[p.ID]
-			if !movable(p) {
-				continue
-			}
-			seen := map[string]bool{}
-			dup := -1
-			for i, r := range rs {
-				if !live(r) {
-					continue
-				}
-				if seen[rack[r]] {
-					dup = i
-				}
-				seen[rack[r]] = true
-			}
-			if dup <= 0 {
-				continue
-			}
-			var best int32 = -1
-			for _, c := range brokers {
-				if seen[c.Rack] || slices.Contains(rs, c.ID) {
-					continue
-				}
-				if best < 0 || load[c.ID] < load[best] {
-					best = c.ID
-				}
-			}
-			if best < 0 {
-				continue
-			}
-			nrs := slices.Clone(rs)
-			nrs[dup] = best
-			set(p.ID, nrs)
-		}
+	return false
+}
+
+// addPartition is phase 3 for broker b: a new partition with b first and rf replicas in all.
+func (l *probeLayout) addPartition(b int32, rf int) {
+	rs := append([]int32{b}, l.followers(b, nil, rf-1)...)
+	for _, r := range rs {
+		l.load[r]++
 	}
-	// Elections: the preferred leader of every partition that is live, in sync and not leading. A reassignment that
-	// only reordered takes effect at once; one that adds the preferred replica is elected on a later reconcile,
-	// once that replica is in sync.
-	for _, p := range byID {
-		rs := assign[p.ID]
-		if p.Reassigning || len(rs) == 0 || !live(rs[0]) || p.Leader == rs[0] || !slices.Contains(p.ISR, rs[0]) {
+	l.owns[b]++
+	l.plan.add = append(l.plan.add, rs)
+}
+
+// followers returns n followers for a partition led by lead: the live brokers of keep first (in order), then the
+// best other live brokers: on a rack the partition does not use yet, then holding the fewest replicas, then by id.
+// Fewer than n when there are not enough live brokers.
+func (l *probeLayout) followers(lead int32, keep []int32, n int) []int32 {
+	out := []int32{lead}
+	used := map[string]bool{l.rack[lead]: true}
+	for _, r := range keep {
+		if len(out) == n+1 || r == lead || !l.live(r) || slices.Contains(out, r) {
 			continue
 		}
-		if _, moved := plan.reassign[p.ID]; moved && !slices.Contains(p.Replicas, rs[0]) {
+		out = append(out, r)
+		used[l.rack[r]] = true
+	}
+	cands := make([]int32, 0, len(l.brokers))
+	for _, b := range l.brokers {
+		if !slices.Contains(out, b.ID) {
+			cands = append(cands, b.ID)
+		}
+	}
+	for len(out) < n+1 && len(cands) > 0 {
+		sort.SliceStable(cands, func(i, j int) bool {
+			a, b := cands[i], cands[j]
+			if ua, ub := len(l.racks) > 1 && used[l.rack[a]], len(l.racks) > 1 && used[l.rack[b]]; ua != ub {
+				return !ua
+			}
+			if l.load[a] != l.load[b] {
+				return l.load[a] < l.load[b]
+			}
+			return a < b
+		})
+		out = append(out, cands[0])
+		used[l.rack[cands[0]]] = true
+		cands = cands[1:]
+	}
+	return out[1:]
+}
+
+// spreadRacks gives each existing partition at most one live replica per rack while a live broker of a rack it does
+// not use exists: the last replica on a shared rack moves to the least loaded such broker.
+func (l *probeLayout) spreadRacks() {
+	if len(l.racks) < 2 {
+		return
+	}
+	for _, p := range l.parts {
+		if !l.movable(p) {
 			continue
 		}
-		plan.elect = append(plan.elect, p.ID)
+		for l.spreadOne(p.ID) {
+		}
 	}
-	return plan
+}
+
+// spreadOne moves one replica of partition id off a rack it shares, and reports whether it did.
+func (l *probeLayout) spreadOne(id int32) bool {
+	rs := l.assign[id]
+	seen := map[string]bool{}
+	dup := -1
+	for i, r := range rs {
+		if !l.live(r) {
+			continue
+		}
+		if seen[l.rack[r]] {
+			dup = i
+		}
+		seen[l.rack[r]] = true
+	}
+	if dup <= 0 {
+		return false
+	}
+	var best int32 = -1
+	for _, c := range l.brokers {
+		if seen[c.Rack] || slices.Contains(rs, c.ID) {
+			continue
+		}
+		if best < 0 || l.load[c.ID] < l.load[best] {
+			best = c.ID
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	nrs := slices.Clone(rs)
+	nrs[dup] = best
+	l.set(id, nrs)
+	return true
+}
+
+// elect plans a preferred leader election for every partition whose preferred leader is live, in sync and not
+// leading. A reassignment that only reordered takes effect at once; one that adds the preferred replica is elected
+// on a later reconcile, once that replica is in sync.
+func (l *probeLayout) elect() {
+	for _, p := range l.parts {
+		rs := l.assign[p.ID]
+		if p.Reassigning || len(rs) == 0 || !l.live(rs[0]) || p.Leader == rs[0] || !slices.Contains(p.ISR, rs[0]) {
+			continue
+		}
+		if _, moved := l.plan.reassign[p.ID]; moved && !slices.Contains(p.Replicas, rs[0]) {
+			continue
+		}
+		l.plan.elect = append(l.plan.elect, p.ID)
+	}
 }
 
 // probeTopicAdmin is what the planner needs from Kafka (internal/kafka's TopicAdmin satisfies it).
