@@ -191,39 +191,5 @@ func IsAckBatch(data []byte) bool { return len(data) > 0 && data[0] == AckBatchV
 // DecodeAckBatch decodes an ack batch, appending to dst. On error nothing is appended: a batch is accepted or
 // dead-lettered whole. Errors wrap ErrUnsupportedVersion or ErrMalformed.
 func DecodeAckBatch(dst []Ack, data []byte) ([]Ack, error) {
-	rd := reader{b: data, what: "ack batch"}
-	v := rd.u8("version")
-	if rd.err == nil && v != AckBatchVersion {
-		return dst, fmt.Errorf("decode ack batch: version %d: %w", v, ErrUnsupportedVersion)
-	}
-	n := rd.uvarint("count", MaxReceiptsPerBatch)
-	if rd.err == nil && n == 0 {
-		rd.fail("empty batch")
-	}
-	if rd.err != nil {
-		return dst, rd.err
-	}
-	start := len(dst)
-	var strs interner
-	for i := uint64(0); i < n; i++ {
-		l := rd.uvarint("ack length", maxAckLen)
-		body := rd.take(int(l), "ack")
-		if rd.err != nil {
-			return dst[:start], rd.err
-		}
-		var a Ack
-		brd := reader{b: body, what: "ack", strs: &strs}
-		err := a.decode(&brd)
-		if err == nil {
-			err = brd.end()
-		}
-		if err != nil {
-			return dst[:start], fmt.Errorf("decode ack batch item %d: %w", i, err)
-		}
-		dst = append(dst, a)
-	}
-	if err := rd.end(); err != nil {
-		return dst[:start], err
-	}
-	return dst, nil
+	return decodeBatch(dst, data, ackBatch)
 }

@@ -330,10 +330,36 @@ const maxReceiptLen = 3 + 4 + 8*5 + 12*2 + 24 + 4*256
 // DecodeReceiptBatch decodes a receipts-topic record value, appending to dst. On error nothing is appended: a batch is
 // accepted or dead-lettered whole. Errors wrap ErrUnsupportedVersion or ErrMalformed.
 func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {
-	rd := reader{b: data, what: "receipt batch"}
+	return decodeBatch(dst, data, receiptBatch)
+}
+
+// decoder is a batch item that decodes itself from one item's bytes (Receipt, Ack).
+type decoder[T any] interface {
+	*T
+	decode(rd *reader) error
+}
+
+// batchKind names a batch's wire form for decodeBatch and its errors (constant strings: the decoder allocates none).
+type batchKind struct {
+	batch, item, length string // "receipt batch", "receipt", "receipt length"
+	version             byte
+	maxLen              uint64 // one encoded item's bound
+}
+
+var (
+	receiptBatch = batchKind{"receipt batch", "receipt", "receipt length", ReceiptBatchVersion, maxReceiptLen}
+	ackBatch     = batchKind{"ack batch", "ack", "ack length", AckBatchVersion, maxAckLen}
+)
+
+// decodeBatch decodes a batch of kind k: the version byte, a count of at most MaxReceiptsPerBatch, then each item's
+// length (at most k.maxLen) and bytes; it appends to dst, or nothing on error.
+// Items of one batch nearly always share group, topic and hosts: they share the strings too, so a batch costs one
+// allocation per distinct value instead of one per string per item.
+func decodeBatch[T any, P decoder[T]](dst []T, data []byte, k batchKind) ([]T, error) {
+	rd := reader{b: data, what: k.batch}
 	v := rd.u8("version")
-	if rd.err == nil && v != ReceiptBatchVersion {
-		return dst, fmt.Errorf("decode receipt batch: version %d: %w", v, ErrUnsupportedVersion)
+	if rd.err == nil && v != k.version {
+		return dst, fmt.Errorf("decode %s: version %d: %w", k.batch, v, ErrUnsupportedVersion)
 	}
 	n := rd.uvarint("count", MaxReceiptsPerBatch)
 	if rd.err == nil && n == 0 {
@@ -343,25 +369,24 @@ func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {
 		return dst, rd.err
 	}
 	start := len(dst)
-	// Receipts of one batch nearly always share group, topic and hosts: they share the strings too, so a batch
-	// costs one allocation per distinct value instead of four per receipt.
 	var strs interner
+	var brd reader // one for every item: a method called through the type parameter makes its argument escape
+	var zero T
 	for i := uint64(0); i < n; i++ {
-		l := rd.uvarint("receipt length", maxReceiptLen)
-		body := rd.take(int(l), "receipt")
+		l := rd.uvarint(k.length, k.maxLen)
+		body := rd.take(int(l), k.item)
 		if rd.err != nil {
 			return dst[:start], rd.err
 		}
-		var r Receipt
-		brd := reader{b: body, what: "receipt", strs: &strs}
-		err := r.decode(&brd)
+		brd = reader{b: body, what: k.item, strs: &strs}
+		dst = append(dst, zero) // decoded in place, for the same reason
+		err := P(&dst[len(dst)-1]).decode(&brd)
 		if err == nil {
 			err = brd.end()
 		}
 		if err != nil {
-			return dst[:start], fmt.Errorf("decode receipt batch item %d: %w", i, err)
+			return dst[:start], fmt.Errorf("decode %s item %d: %w", k.batch, i, err)
 		}
-		dst = append(dst, r)
 	}
 	if err := rd.end(); err != nil {
 		return dst[:start], err
