@@ -322,14 +322,7 @@ func TestLiveE2EWithUnknownAppendLeader(t *testing.T) {
 	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
 	deps.appends = unknownAppends{}
 	seedC25Clocks(t, deps, truth)
-	sync := func(d time.Duration) instrument.ClockOffset {
-		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
-	}
-	r := instrument.Receipt{Group: "g", Topic: "orders", Partition: 0, Offset: 100,
-		RecordTimestampMs: truth.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
-		ProduceNs: truth.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
-		ReceiveNs:   truth.Add(112*time.Millisecond - 300*time.Millisecond).UnixNano(),
-		ProcessedNs: truth.Add(120*time.Millisecond - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond)}
+	r := c25Receipt(truth, "g", 100, 0, true, 120)
 	p := &Receipts{pathDeps: deps}
 	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
 		t.Fatal(err)
@@ -354,14 +347,7 @@ func TestLiveE2EBound(t *testing.T) {
 	truth := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	deps, sink, _ := newTestDeps(t, truth.Add(10*time.Second))
 	seedC25Clocks(t, deps, truth)
-	sync := func(d time.Duration) instrument.ClockOffset {
-		return instrument.ClockOffset{Offset: d, Uncertainty: 100 * time.Microsecond, Valid: true}
-	}
-	r := instrument.Receipt{Group: "g", Topic: "orders", Partition: 0, Offset: 100,
-		RecordTimestampMs: truth.Add(20 * time.Millisecond).UnixMilli(), HasRecordTimestamp: true,
-		ProduceNs: truth.Add(2500 * time.Millisecond).UnixNano(), ProduceHost: "P1", ProduceClock: sync(2500 * time.Millisecond),
-		ReceiveNs:   truth.Add(112*time.Millisecond - 300*time.Millisecond).UnixNano(),
-		ProcessedNs: truth.Add(120*time.Millisecond - 300*time.Millisecond).UnixNano(), Host: "C1", Clock: sync(-300 * time.Millisecond)}
+	r := c25Receipt(truth, "g", 100, 0, true, 120)
 	p := &Receipts{pathDeps: deps}
 	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "rc", Records: []kafka.Record{receiptRecord(t, 0, r)}}, func(int64) {}); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The demo's terminal report, read back from ClickHouse (database tidemark_demo).
-# Usage: report.sh INJECTED_TSV [GROUP]   (INJECTED_TSV: host<TAB>injected clock offset in ms, from loadgen)
+# Usage: report.sh INJECTED_TSV [GROUP [JAVA_GROUP]]   (INJECTED_TSV: host<TAB>injected clock offset in ms, from
+# loadgen; GROUP: the instrumented sarama consumers' group; JAVA_GROUP: the Java application's, from its agent's spans)
 set -euo pipefail
 INJECTED=${1:?usage: report.sh INJECTED_TSV [GROUP]}
 GROUP=${2:-}
+JAVA_GROUP=${3:-}
 RUN=${GROUP##*-} # the demo's run id: the lag exporter also sees groups of earlier demo runs
 CH_HOST=${TIDEMARK_CLICKHOUSE_ADDR%:*}
 CH_PORT=${TIDEMARK_CLICKHOUSE_ADDR##*:}
@@ -47,7 +49,7 @@ FROM (
          tupleElement(t, 1) AS stage, tupleElement(t, 2) AS naive, tupleElement(t, 3) AS corr,
          tupleElement(t, 4) AS has_naive, tupleElement(t, 5) AS ok
   FROM latency_events FINAL
-  WHERE source = 'receipt' AND replay_class = 'live'
+  WHERE source = 'receipt' AND replay_class = 'live' AND consumer_group != '$JAVA_GROUP'
 )
 GROUP BY stage ORDER BY stage"
 
@@ -70,9 +72,35 @@ FROM (
          tupleElement(t, 1) AS stage, toFloat64(tupleElement(t, 2)) AS corr, tupleElement(t, 3) AS lo,
          tupleElement(t, 4) AS hi, tupleElement(t, 5) AS ok
   FROM latency_events FINAL
-  WHERE source = 'receipt' AND replay_class = 'live'
+  WHERE source = 'receipt' AND replay_class = 'live' AND consumer_group != '$JAVA_GROUP'
 )
 GROUP BY stage ORDER BY stage"
+
+if [ -n "$JAVA_GROUP" ]; then
+  title "A Java application under the OpenTelemetry agent, no Tidemark code (spans path; its clock 1200 ms behind)"
+  echo "Stages from the agent's producer span (send, acknowledgement) and per-record process span (receive, processed),"
+  echo "the append read by offset (LogAppendTime); estimate [lower, upper] of each percentile, as above."
+  ch --format PrettyCompactMonoBlock --query "
+SELECT stage, count() AS samples, countIf(ok) AS kept,
+       countIf(has_naive) AS naive_n, countIf(naive < 0 AND has_naive) AS naive_negative,
+       countIf(corr < 0 AND ok) AS corrected_negative,
+       if(countIf(ok) = 0, '-', concat(toString(round(quantileExactIf(0.5)(corr, ok))), ' [',
+          toString(round(quantileExactIf(0.5)(lo, ok))), ', ', toString(round(quantileExactIf(0.5)(hi, ok))), ']')) AS p50,
+       if(countIf(ok) = 0, '-', concat(toString(round(quantileExactIf(0.99)(corr, ok))), ' [',
+          toString(round(quantileExactIf(0.99)(lo, ok))), ', ', toString(round(quantileExactIf(0.99)(hi, ok))), ']')) AS p99
+FROM (
+  SELECT arrayJoin([
+           ('1 ingest (produce>append)', ingest_naive_ms, ingest_ms, ingest_lo_ms, ingest_hi_ms, bitAnd(valid, 16) != 0, bitAnd(valid, 1) != 0),
+           ('2 queue (append>receive)', queue_naive_ms, queue_ms, queue_lo_ms, queue_hi_ms, bitAnd(valid, 32) != 0, bitAnd(valid, 2) != 0),
+           ('3 process (receive>done)', process_naive_ms, process_ms, process_lo_ms, process_hi_ms, bitAnd(valid, 64) != 0, bitAnd(valid, 4) != 0),
+           ('4 end-to-end', e2e_naive_ms, e2e_ms, e2e_lo_ms, e2e_hi_ms, bitAnd(valid, 128) != 0, bitAnd(valid, 8) != 0)]) AS t,
+         tupleElement(t, 1) AS stage, tupleElement(t, 2) AS naive, toFloat64(tupleElement(t, 3)) AS corr,
+         tupleElement(t, 4) AS lo, tupleElement(t, 5) AS hi, tupleElement(t, 6) AS has_naive, tupleElement(t, 7) AS ok
+  FROM latency_events FINAL
+  WHERE consumer_group = '$JAVA_GROUP' AND replay_class = 'live'
+)
+GROUP BY stage ORDER BY stage"
+fi
 
 title "Per host: ingest by producer, processing by consumer (ms, p50); the injected processing delays are 4 and 6 ms"
 ch --format PrettyCompactMonoBlock --query "

@@ -9,6 +9,9 @@
 #    plus one external producer, kcat under faketime (+1500 ms), into a CreateTime topic the tap reads, and one
 #    uninstrumented consumer group (kcat -G) whose processing is bounded by its commits; every loadgen host exports
 #    its own send/process spans to Jaeger, as a traced application would;
+#    plus a plain Java application (kafka-clients, no Tidemark code; deploy/local/otel-app) under the OpenTelemetry
+#    Java agent with its clock 1200 ms behind (libfaketime), exporting its spans over OTLP/HTTP straight to
+#    `tidemark run` (the spans path), into a LogAppendTime topic;
 # 4. prints a report read back from ClickHouse (deploy/demo/report.sh) and one slow live message's trace:
 #    `trace: <trace id> <Jaeger UI URL>`, checked in Jaeger's API to hold the send, ingest, queue-wait and process
 #    spans from at least two services.
@@ -39,7 +42,15 @@ TOPIC=demo-orders-$RUN
 EXT=demo-ext-$RUN
 RECEIPTS=demo-receipts-$RUN
 GROUP=demo-app-$RUN
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+JAVA_TOPIC=demo-java-$RUN
+JAVA_GROUP=demo-java-app-$RUN
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=$(freeport)
+OTLP_PORT=$(freeport)
+: "${TIDEMARK_OTEL_APP_CP:?stack.sh did not export TIDEMARK_OTEL_APP_CP}"
+: "${TIDEMARK_OTEL_JAVAAGENT:?stack.sh did not export TIDEMARK_OTEL_JAVAAGENT}"
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+[ -f "$FAKETIME_LIB" ] || { echo "libfaketime missing ($FAKETIME_LIB): stack.sh installs Debian's faketime" >&2; exit 1; }
 
 say "building tidemark and loadgen"
 go build -o "$WORK/tidemark" ./cmd/tidemark
@@ -62,6 +73,9 @@ collector:
   receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
   probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}
   tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN, from_beginning: true}
+  # the Java agent exports straight to Tidemark (no OpenTelemetry Collector in between)
+  spans: {enabled: true, topic: demo-spans-$RUN, group: tidemark-spans-$RUN, partitions: 3,
+          otlp_http_listen: "127.0.0.1:$OTLP_PORT"}
   # hop spans for 10 % of traces, and for every live message slower than the 500 ms SLO
   traces: {sample_ratio: 0.1}
 tracing:
@@ -121,6 +135,26 @@ sleep 3
 ) | FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '+1.5s' kcat -P -b "$TIDEMARK_KAFKA_BROKERS" -t "$EXT" -K: 2>"$WORK/kcat.log" &
 PIDS+=("$!")
 
+# The Java application under the OpenTelemetry agent, its wall clock 1.2 s behind (libfaketime; the JVM's monotonic
+# clock stays real), into a LogAppendTime topic: the agent records no append time, Tidemark reads it by offset.
+# It starts once the probes have had time to bracket the brokers, which its producer spans are bracketed against.
+java -cp "$TIDEMARK_KAFKA_LIB/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$TIDEMARK_KAFKA_BROKERS" \
+  --create --if-not-exists --topic "$JAVA_TOPIC" --partitions 3 --replication-factor 3 \
+  --config message.timestamp.type=LogAppendTime >"$WORK/java-app.log" 2>&1
+printf "java-otel-app\t-1200\n" >>"$WORK/injected.kcat.tsv"
+(
+  sleep 20
+  LD_PRELOAD="$FAKETIME_LIB" FAKETIME=-1.2s FAKETIME_DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 \
+    timeout 300 java -javaagent:"$TIDEMARK_OTEL_JAVAAGENT" -Dotel.service.name=java-otel-app \
+    -Dotel.resource.attributes=host.name=java-otel-app -Dotel.traces.exporter=otlp -Dotel.metrics.exporter=none \
+    -Dotel.logs.exporter=none -Dotel.exporter.otlp.protocol=http/protobuf \
+    -Dotel.exporter.otlp.traces.endpoint="http://127.0.0.1:$OTLP_PORT/v1/traces" -Dotel.bsp.schedule.delay=200 \
+    -Dotel.javaagent.logging=none -cp "$TIDEMARK_OTEL_APP_CP" dev.tidemark.otelapp.SpansApp \
+    "$TIDEMARK_KAFKA_BROKERS" "$JAVA_TOPIC" "$JAVA_GROUP" 600 3
+) >>"$WORK/java-app.log" 2>&1 &
+JAVA_PID=$!
+PIDS+=("$JAVA_PID")
+
 # An uninstrumented consumer of the kcat topic: kcat's balanced consumer (it commits, sends no receipts), whose
 # processing Tidemark can only bound by its commits.
 kcat -b "$TIDEMARK_KAFKA_BROKERS" -G "demo-legacy-$RUN" -o beginning -q "$EXT" >/dev/null 2>>"$WORK/kcat.log" &
@@ -134,6 +168,7 @@ while kill -0 "$LG_PID" 2>/dev/null; do
   printf 'tidemark %4ds  latency rows %8s  probe rows %6s\n' $((SECONDS - START)) "$rows" "$probes"
 done
 wait "$LG_PID" || { tail -20 "$WORK/loadgen.log"; exit 1; }
+wait "$JAVA_PID" || { echo "the Java application failed:" >&2; tail -20 "$WORK/java-app.log" >&2; exit 1; }
 sleep 5
 say "stopping tidemark (consumers drain, the writer flushes)"
 kill -TERM "$TM_PID"
@@ -141,12 +176,12 @@ wait "$TM_PID" || { tail -20 "$WORK/tidemark.log"; exit 1; }
 stop_all # the kcat producer and the uninstrumented kcat consumer
 
 cat "$WORK/injected.kcat.tsv" >>"$WORK/injected.tsv"
-bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP"
+bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP" "$JAVA_GROUP"
 
 say "one slow live message, traced end to end (Jaeger: $TIDEMARK_JAEGER_QUERY)"
 bash "$ROOT/deploy/demo/trace.sh" "$GROUP" "$TOPIC"
 echo
-echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log). Data: ClickHouse database tidemark_demo; traces in Jaeger"
+echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log, java-app.log). Data: ClickHouse database tidemark_demo; traces in Jaeger"
 echo "($TIDEMARK_JAEGER_QUERY, in memory until 'make down')."
 echo "The local stack is still running so you can query the data (clickhouse-client --port $CH_PORT -d tidemark_demo);"
 echo "'make down' stops it."
