@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"slices"
 	"sync"
@@ -268,33 +269,12 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64, dep *dependency) {
 	case kept == nil && len(rows.Latency) > 0:
 		w.pendingLatency = append(w.pendingLatency, rows.Latency)
 	}
-	for i := range rows.Probe {
-		r := &rows.Probe[i]
-		if w.admitKey(w.hasher.probe(seed, r), seq, &waits) {
-			w.pending.Probe = append(w.pending.Probe, *r)
-			n, size = n+1, size+r.size()
-		} else {
-			dups[1]++
-		}
-	}
-	for i := range rows.Lag {
-		r := &rows.Lag[i]
-		if w.admitKey(w.hasher.lag(seed, r), seq, &waits) {
-			w.pending.Lag = append(w.pending.Lag, *r)
-			n, size = n+1, size+r.size()
-		} else {
-			dups[2]++
-		}
-	}
-	for i := range rows.ClockOffsets {
-		r := &rows.ClockOffsets[i]
-		if w.admitKey(w.hasher.clock(seed, r), seq, &waits) {
-			w.pending.ClockOffsets = append(w.pending.ClockOffsets, *r)
-			n, size = n+1, size+r.size()
-		} else {
-			dups[3]++
-		}
-	}
+	var np, nl, nc int
+	var sp, sl, sc int64
+	w.pending.Probe, np, sp, dups[1] = admitRows(w, w.pending.Probe, rows.Probe, (*keyHasher).probe, seed, seq, &waits)
+	w.pending.Lag, nl, sl, dups[2] = admitRows(w, w.pending.Lag, rows.Lag, (*keyHasher).lag, seed, seq, &waits)
+	w.pending.ClockOffsets, nc, sc, dups[3] = admitRows(w, w.pending.ClockOffsets, rows.ClockOffsets, (*keyHasher).clock, seed, seq, &waits)
+	n, size = n+np+nl+nc, size+sp+sl+sc
 	for i, t := range []string{TableLatency, TableProbe, TableLag, TableClockOffsets} {
 		if dups[i] > 0 {
 			w.m.duplicates.WithLabelValues(t).Add(float64(dups[i]))
@@ -307,6 +287,25 @@ func (w *Writer) admitLocked(rows *Rows) (n int, size int64, dep *dependency) {
 		}
 	}
 	return n, size, dep
+}
+
+// admitRows appends to dst the rows of src whose keys (key) are new to the dedup window, admitting them as held by
+// batch seq, and returns dst, how many it appended and their size in bytes, and how many it dropped as duplicates.
+// Caller holds w.mu.
+func admitRows[R any, P interface {
+	*R
+	size() int64
+}](w *Writer, dst, src []R, key func(*keyHasher, maphash.Seed, *R) uint64, seed maphash.Seed, seq uint64, waits *[]uint64) (out []R, n int, size int64, dups int) {
+	for i := range src {
+		r := &src[i]
+		if w.admitKey(key(&w.hasher, seed, r), seq, waits) {
+			dst = append(dst, *r)
+			n, size = n+1, size+P(r).size()
+		} else {
+			dups++
+		}
+	}
+	return dst, n, size, dups
 }
 
 // admitKey admits a row key into the dedup window as held by batch seq and reports whether it was new. A key seen
