@@ -436,6 +436,53 @@ func TestWriterDedupWindow(t *testing.T) {
 	}
 }
 
+// TestWriterDedupWindowEveryTable: probe, lag and clock-offset rows are deduplicated by their own keys, each in the
+// same window as latency rows: a re-delivered row is dropped and counted under its table, a row that differs in its
+// key (another probe sequence, snapshot time or clock kind) is kept.
+func TestWriterDedupWindowEveryTable(t *testing.T) {
+	f := &fakeCH{}
+	w, _ := testWriter(t, f, WriterConfig{BatchRows: 100, FlushInterval: time.Hour, DedupWindow: 100})
+	ctx := context.Background()
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	probe := func(seq uint64) ProbeRow { return ProbeRow{Topic: "p", Partition: 1, Seq: seq} }
+	lag := func(at time.Time) LagRow { return LagRow{At: at, Group: "g", Topic: "t", Partition: 2} }
+	clock := func(kind ClockKind) ClockOffsetRow { return ClockOffsetRow{At: at, Host: "h", Kind: kind} }
+	for _, rows := range []Rows{
+		{Probe: []ProbeRow{probe(1), probe(2)}, Lag: []LagRow{lag(at)}, ClockOffsets: []ClockOffsetRow{clock(ClockBracketed)}},
+		// re-delivered: probe 2, the lag snapshot and the clock row are dropped; probe 3, the next snapshot and the
+		// other kind of the same host and time are kept
+		{Probe: []ProbeRow{probe(2), probe(3)}, Lag: []LagRow{lag(at), lag(at.Add(time.Second))},
+			ClockOffsets: []ClockOffsetRow{clock(ClockBracketed), clock(ClockSynced)}},
+	} {
+		if err := w.Write(ctx, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	count := func(table string) int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := 0
+		for _, tb := range f.inserted[table] {
+			n += tb.len()
+		}
+		return n
+	}
+	for _, c := range []struct {
+		table          string
+		inserted, dups int
+	}{{TableProbe, 3, 1}, {TableLag, 2, 1}, {TableClockOffsets, 2, 1}, {TableLatency, 0, 0}} {
+		if got := count(c.table); got != c.inserted {
+			t.Errorf("%s: %d rows inserted, want %d", c.table, got, c.inserted)
+		}
+		if v := testutil.ToFloat64(w.m.duplicates.WithLabelValues(c.table)); v != float64(c.dups) {
+			t.Errorf("%s: duplicate_rows_total = %v, want %d", c.table, v, c.dups)
+		}
+	}
+}
+
 func TestWriterEmptyWriteAckedInOrder(t *testing.T) {
 	f := &fakeCH{}
 	w, _ := testWriter(t, f, WriterConfig{BatchRows: 10, FlushInterval: time.Hour})
