@@ -727,36 +727,8 @@ func groupCatchUp(parts []PartitionLag) CatchUp {
 
 func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation, pv *partView, c CommittedOffset,
 	has bool, now time.Time) PartitionLag {
-	topic := t.Topic
 	known := pv.p.Known()
-
-	// Commit bookkeeping: replay (C30) and the time of the last commit change (STOP rule).
-	if has {
-		prev := st.replayFrom
-		if known {
-			// offsets past an end offset that fell no longer exist: a commit falling with the end (a consumer reset
-			// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end
-			prev = min(prev, pv.p.HighWatermark)
-			if st.replay.Active {
-				st.replay.Boundary = min(st.replay.Boundary, pv.p.HighWatermark)
-			}
-		}
-		st.replay = NextReplay(st.replay, prev, st.hasCommit, c.Offset)
-		st.replayFrom = c.Offset
-		if known {
-			st.replayFrom = min(c.Offset, pv.p.HighWatermark)
-		}
-		switch {
-		case !c.CommitTime.IsZero():
-			st.commitTime = c.CommitTime
-		case !st.hasCommit || st.committed != c.Offset:
-			st.commitTime = now
-		}
-		st.committed, st.hasCommit = c.Offset, true
-	} else {
-		st.hasCommit, st.replay, st.commitTime = false, ReplayState{}, time.Time{}
-	}
-
+	st.observeCommit(pv, known, c, has, now)
 	in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: known, LogStart: pv.p.LogStart,
 		HighWatermark: pv.p.HighWatermark, LastStable: pv.p.LastStable, Isolation: gc.iso, Reset: gc.reset, Now: now,
 		Share: gc.share, ShareLag: c.ShareLag}
@@ -764,10 +736,84 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 		in.Probe = pv.probes[probeAt{in.Start(), gc.iso == ReadCommitted}]
 	}
 	pl := ComputeLag(in)
-	pl.Topic, pl.Partition = topic, pv.p.Partition
+	pl.Topic, pl.Partition = t.Topic, pv.p.Partition
 	if has {
 		pl.CommitTime = st.commitTime
 	}
+	stale := e.flagPartition(gc, st, pv, in, &pl, has, now)
+	if !pl.Known {
+		gc.missed(st)
+		return pl // unknown lag: no sample, status from nothing
+	}
+	pl.Retention = ComputeRetentionMargin(t.Retention, pv.p.LogStart, pv.p.HighWatermark, in.Start(), pv.p.SizeBytes,
+		pl.Lag, pl.TimeLag, pl.TimeLagKnown)
+	if stale {
+		gc.missed(st)
+		pl.Status = st.lastStatus // the last values are shown; nothing new is learnt about the group's progress
+		return pl
+	}
+
+	if pl.Flags.Has(FlagAheadOfEnd) {
+		st.aheadReads++
+	} else {
+		st.aheadReads = 0
+	}
+	e.countUnreadDeleted(st, gtKey{gc.group, t.Topic}, has, c.Offset, pv.p.LogStart)
+	st.pushSample(pl.Lag, c.Offset, has, now)
+	w := e.statusWindow(gc, st)
+	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
+		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads), Share: gc.share}
+	if st.replay.Active {
+		// the backlog the group never received: past the pre-rewind offset, aged from the end-offset history
+		liveStart := max(in.Start(), st.replay.Boundary)
+		si.LiveLag = max(0, in.End()-liveStart)
+		if si.LiveLag > 0 {
+			if t, _, ok := estimateAppendTime(pv.st.history, liveStart); ok {
+				si.LiveTimeLag, si.LiveTimeLagKnown = max(0, now.Sub(t)), true
+			}
+		}
+	}
+	pl.Status = EvaluateStatus(si, e.cfg.Status)
+	st.lastStatus = pl.Status
+	pl.CatchUp = EstimateCatchUp(w)
+	return pl
+}
+
+// observeCommit keeps the commit bookkeeping of one cycle: the replay state (C30, NextReplay) and the time of the
+// last commit change (Burrow's STOP rule reads it). has is false when the group has no commit on the partition.
+func (st *gpState) observeCommit(pv *partView, known bool, c CommittedOffset, has bool, now time.Time) {
+	if !has {
+		st.hasCommit, st.replay, st.commitTime = false, ReplayState{}, time.Time{}
+		return
+	}
+	prev := st.replayFrom
+	if known {
+		// offsets past an end offset that fell no longer exist: a commit falling with the end (a consumer reset
+		// after a truncation) is not a rewind, and a replay cannot wait for offsets above the new end
+		prev = min(prev, pv.p.HighWatermark)
+		if st.replay.Active {
+			st.replay.Boundary = min(st.replay.Boundary, pv.p.HighWatermark)
+		}
+	}
+	st.replay = NextReplay(st.replay, prev, st.hasCommit, c.Offset)
+	st.replayFrom = c.Offset
+	if known {
+		st.replayFrom = min(c.Offset, pv.p.HighWatermark)
+	}
+	switch {
+	case !c.CommitTime.IsZero():
+		st.commitTime = c.CommitTime
+	case !st.hasCommit || st.committed != c.Offset:
+		st.commitTime = now
+	}
+	st.committed, st.hasCommit = c.Offset, true
+}
+
+// flagPartition sets pl's flags that come from the cycle rather than the offsets (stale, end offset decreased,
+// replay, unassigned) and, for a backlog whose first unconsumed record could not be read, an estimated time lag
+// from the end-offset history. It reports whether the partition's reads are stale.
+func (e *Evaluator) flagPartition(gc *groupCtx, st *gpState, pv *partView, in PartitionInput, pl *PartitionLag, has bool,
+	now time.Time) bool {
 	stale := pv.stale || gc.stale
 	if stale {
 		pl.Flags |= FlagStale
@@ -799,31 +845,18 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 			r.replayBoundary = st.replay.Boundary
 		}
 	}
-	if gc.unassigned(topic, pv.p.Partition, has, st.commitTime, now, e.cfg.Status.SimpleConsumerWindow) {
+	if gc.unassigned(pl.Topic, pv.p.Partition, has, st.commitTime, now, e.cfg.Status.SimpleConsumerWindow) {
 		pl.Flags |= FlagUnassigned
 	}
-	if !pl.Known {
-		gc.missed(st)
-		return pl // unknown lag: no sample, status from nothing
-	}
-	pl.Retention = ComputeRetentionMargin(t.Retention, pv.p.LogStart, pv.p.HighWatermark, in.Start(), pv.p.SizeBytes,
-		pl.Lag, pl.TimeLag, pl.TimeLagKnown)
-	if stale {
-		gc.missed(st)
-		pl.Status = st.lastStatus // the last values are shown; nothing new is learnt about the group's progress
-		return pl
-	}
+	return stale
+}
 
-	if pl.Flags.Has(FlagAheadOfEnd) {
-		st.aheadReads++
-	} else {
-		st.aheadReads = 0
-	}
-	e.countUnreadDeleted(st, gtKey{gc.group, topic}, has, c.Offset, pv.p.LogStart)
-
-	rs := ringSample{committed: -1, lag: pl.Lag}
+// pushSample appends this cycle's (committed offset, lag) to the partition's ring of samples; committed is stored as
+// −1 when the group has no commit. A ring with its own clock records the sample's time beside it.
+func (st *gpState) pushSample(lag, committed int64, has bool, now time.Time) {
+	rs := ringSample{committed: -1, lag: lag}
 	if has {
-		rs.committed = c.Offset
+		rs.committed = committed
 	}
 	st.ring[st.next] = rs
 	if st.own != nil {
@@ -833,6 +866,11 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 	if int(st.next) == len(st.ring) {
 		st.next, st.full = 0, true
 	}
+}
+
+// statusWindow returns the partition's samples oldest first, in the evaluator's reused buffer (valid until the next
+// call), timed by the ring's own clock or the group's cycle times.
+func (e *Evaluator) statusWindow(gc *groupCtx, st *gpState) []Sample {
 	w := e.window[:0]
 	size := len(st.ring)
 	for age := st.samples() - 1; age >= 0; age-- { // oldest first
@@ -847,22 +885,7 @@ func (e *Evaluator) evalPartition(gc *groupCtx, st *gpState, t *TopicObservation
 		w = append(w, Sample{Committed: max(r.committed, 0), HasCommit: r.committed >= 0, Lag: r.lag, At: time.Unix(0, at)})
 	}
 	e.window = w
-	si := StatusInput{Window: w, Now: now, LastCommit: st.commitTime, TimeLag: pl.TimeLag, TimeLagKnown: pl.TimeLagKnown,
-		Replay: st.replay.Active, HasMembers: gc.hasMembers, AheadReads: int(st.aheadReads), Share: gc.share}
-	if st.replay.Active {
-		// the backlog the group never received: past the pre-rewind offset, aged from the end-offset history
-		liveStart := max(in.Start(), st.replay.Boundary)
-		si.LiveLag = max(0, in.End()-liveStart)
-		if si.LiveLag > 0 {
-			if t, _, ok := estimateAppendTime(pv.st.history, liveStart); ok {
-				si.LiveTimeLag, si.LiveTimeLagKnown = max(0, now.Sub(t)), true
-			}
-		}
-	}
-	pl.Status = EvaluateStatus(si, e.cfg.Status)
-	st.lastStatus = pl.Status
-	pl.CatchUp = EstimateCatchUp(w)
-	return pl
+	return w
 }
 
 // countUnreadDeleted adds to the group-topic's counter the records deleted below the group's committed offset since
