@@ -519,6 +519,24 @@ func memberTopics(m *Member) iter.Seq[string] {
 // puts every answer the evaluator needs (cached or new) into obs.Records. It returns the invalid timestamps the new
 // answers met (cached answers were counted when they were read).
 func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampProblem]uint64 {
+	l.probeSeq++
+	seq := l.probeSeq
+	reqs, unfinished := l.recordRequests(obs, seq)
+	invalid := map[TimestampProblem]uint64{}
+	if len(reqs) > 0 {
+		got, err := l.cluster.ReadRecords(ctx, reqs)
+		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
+		l.absorbRecords(got, unfinished, seq, obs.Time, invalid)
+	}
+	obs.Records = l.cycleRecords(seq, obs.Time)
+	return invalid
+}
+
+// recordRequests walks every group's partitions with a backlog and returns the reads this cycle needs: one per
+// (topic incarnation, partition, first unconsumed offset, isolation) that the cache cannot answer, each marked in
+// the cache as used in cycle seq. unfinished holds last cycle's answers that are asked again (no valid timestamp
+// yet), so that their timestamp problems are counted once.
+func (l *Loop) recordRequests(obs *Observation, seq uint32) ([]RecordRequest, map[cacheKey]RecordProbe) {
 	byTopic := make(map[string]*TopicObservation, len(obs.Topics)) // partitions in order (the reader's order)
 	for i := range obs.Topics {
 		t := &obs.Topics[i]
@@ -530,9 +548,7 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 		}
 		byTopic[t.Topic] = t
 	}
-	l.probeSeq++
-	seq := l.probeSeq
-	unfinished := map[cacheKey]RecordProbe{} // last cycle's answers that are asked again (no valid timestamp yet)
+	unfinished := map[cacheKey]RecordProbe{}
 	var reqs []RecordRequest
 	var offs []CommittedOffset
 	var names []string
@@ -569,64 +585,80 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 				}
 				in := PartitionInput{HasCommit: has, Committed: c, OffsetsKnown: true, LogStart: p.LogStart,
 					HighWatermark: p.HighWatermark, LastStable: p.LastStable, Isolation: iso, Reset: reset}
-				start, end := in.Start(), in.End()
-				if start >= end {
-					continue
+				if req, ok := l.recordRequest(t, p.Partition, in, seq, unfinished); ok {
+					reqs = append(reqs, req)
 				}
-				k := probeCacheKey(t.ID, topic, p.Partition, start, iso)
-				e, ok := l.cachedAt(k)
-				if ok && e.used == seq {
-					continue // another group waits at the same offset
-				}
-				if ok {
-					if e.firstOffset >= 0 && e.timestampOffset >= 0 || e.scannedTo >= end {
-						e.used = seq
-						l.setCached(k, e)
-						continue
-					}
-					unfinished[k] = l.cached(k, &e)
-					if e.flags&probeWide != 0 {
-						delete(l.wide, k)
-					}
-				}
-				l.setCached(k, cachedProbe{used: seq}) // placeholder, replaced by the answer
-				reqs = append(reqs, RecordRequest{Topic: topic, TopicID: t.ID, Partition: p.Partition,
-					Offset: start, End: end, Isolation: iso})
 			}
 		}
 	}
-	invalid := map[TimestampProblem]uint64{}
-	if len(reqs) > 0 {
-		got, err := l.cluster.ReadRecords(ctx, reqs)
-		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindRecords)...)
-		for _, r := range got {
-			k := probeCacheKey(r.TopicID, r.Topic, r.Partition, r.Offset, r.Isolation)
-			if e, ok := l.cachedAt(k); ok {
-				l.dropCached(k, &e) // a placeholder, or an answer given twice (the last one counts)
-			}
-			if r.Error != "" {
-				continue
-			}
-			e, exact := packProbe(k, &r, seq)
-			if !exact { // the offsets stay in e too: the next call decides on them whether to ask again
-				e.flags |= probeWide
-				l.wide[k] = r
-			}
+	return reqs, unfinished
+}
+
+// recordRequest decides one partition's read for a group waiting at in.Start(): none when nothing is unconsumed,
+// when another group already asked for the same offset this cycle, or when the cache holds a final answer (a valid
+// timestamp, or a scan that reached the end); else the read, with a placeholder in the cache.
+func (l *Loop) recordRequest(t *TopicObservation, partition int32, in PartitionInput, seq uint32,
+	unfinished map[cacheKey]RecordProbe) (RecordRequest, bool) {
+	start, end := in.Start(), in.End()
+	if start >= end {
+		return RecordRequest{}, false
+	}
+	k := probeCacheKey(t.ID, t.Topic, partition, start, in.Isolation)
+	e, ok := l.cachedAt(k)
+	if ok && e.used == seq {
+		return RecordRequest{}, false // another group waits at the same offset
+	}
+	if ok {
+		if e.firstOffset >= 0 && e.timestampOffset >= 0 || e.scannedTo >= end {
+			e.used = seq
 			l.setCached(k, e)
-			// a record read again (the last answer found no valid timestamp) counts only the stamps it got further to
-			prev := unfinished[k]
-			invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
-			invalid[TimestampWrongUnit] += uint64(max(r.WrongUnitTimestamps-prev.WrongUnitTimestamps, 0))
-			if r.TimestampOffset >= 0 && ValidRecordTimestamp(r.Timestamp) && r.Timestamp.After(obs.Time) {
-				invalid[TimestampFuture]++
-			}
+			return RecordRequest{}, false
+		}
+		unfinished[k] = l.cached(k, &e)
+		if e.flags&probeWide != 0 {
+			delete(l.wide, k)
 		}
 	}
+	l.setCached(k, cachedProbe{used: seq}) // placeholder, replaced by the answer
+	return RecordRequest{Topic: t.Topic, TopicID: t.ID, Partition: partition, Offset: start, End: end,
+		Isolation: in.Isolation}, true
+}
+
+// absorbRecords puts the reads' answers into the cache for cycle seq and adds to invalid the timestamp problems they
+// found (for an answer read again, only the stamps it got further to).
+func (l *Loop) absorbRecords(got []RecordProbe, unfinished map[cacheKey]RecordProbe, seq uint32, now time.Time,
+	invalid map[TimestampProblem]uint64) {
+	for _, r := range got {
+		k := probeCacheKey(r.TopicID, r.Topic, r.Partition, r.Offset, r.Isolation)
+		if e, ok := l.cachedAt(k); ok {
+			l.dropCached(k, &e) // a placeholder, or an answer given twice (the last one counts)
+		}
+		if r.Error != "" {
+			continue
+		}
+		e, exact := packProbe(k, &r, seq)
+		if !exact { // the offsets stay in e too: the next call decides on them whether to ask again
+			e.flags |= probeWide
+			l.wide[k] = r
+		}
+		l.setCached(k, e)
+		prev := unfinished[k]
+		invalid[TimestampMissing] += uint64(max(r.MissingTimestamps-prev.MissingTimestamps, 0))
+		invalid[TimestampWrongUnit] += uint64(max(r.WrongUnitTimestamps-prev.WrongUnitTimestamps, 0))
+		if r.TimestampOffset >= 0 && ValidRecordTimestamp(r.Timestamp) && r.Timestamp.After(now) {
+			invalid[TimestampFuture]++
+		}
+	}
+}
+
+// cycleRecords returns the answers cycle seq used, their append clocks read afresh, and drops every other entry of
+// the cache (not needed this cycle, or never answered).
+func (l *Loop) cycleRecords(seq uint32, now time.Time) []RecordProbe {
 	n := 0
 	for _, m := range l.cache {
 		n += len(m)
 	}
-	obs.Records = make([]RecordProbe, 0, n)
+	out := make([]RecordProbe, 0, n)
 	for t, m := range l.cache {
 		for s, e := range m {
 			k := cacheKey{t, s}
@@ -634,13 +666,13 @@ func (l *Loop) readRecords(ctx context.Context, obs *Observation) map[TimestampP
 				l.dropCached(k, &e)
 				continue
 			}
-			obs.Records = append(obs.Records, l.refreshed(l.cached(k, &e), obs.Time))
+			out = append(out, l.refreshed(l.cached(k, &e), now))
 		}
 		if len(m) == 0 {
 			delete(l.cache, t)
 		}
 	}
-	return invalid
+	return out
 }
 
 // refreshed is a cached answer with its AppendClock's offset read afresh (when the loop has clocks).
