@@ -473,7 +473,7 @@ func (s *Spans) row(_ context.Context, h *heldConsumer, now time.Time) store.Lat
 		raw.append = h.app.ms
 	}
 	s.touchInstrumented(ks.group, now)
-	res := s.engine.Path(ks.group, ks.topic, ks.partition).Observe(rec)
+	res := s.engine.UnorderedPath(ks.group, ks.topic, ks.partition).Observe(rec)
 	s.metrics.Classes.WithLabelValues(PathSpans, res.Class.String()).Inc()
 	if res.Flags&latency.FlagSkewSuspected != 0 {
 		s.metrics.Skewed.WithLabelValues(PathSpans).Inc()

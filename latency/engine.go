@@ -196,6 +196,17 @@ func (e *Engine) Path(group, topic string, partition int32) *Path {
 	return p
 }
 
+// UnorderedPath is Path for a source that observes a partition's records out of processing order (the spans path):
+// its replay tracker accepts late arrivals ([ReplayTracker.AcceptLate]), so a record arriving after higher offsets
+// is live, not a redelivery, when its offset was skipped and never processed.
+func (e *Engine) UnorderedPath(group, topic string, partition int32) *Path {
+	p := e.Path(group, topic, partition)
+	p.mu.Lock()
+	p.tracker.AcceptLate()
+	p.mu.Unlock()
+	return p
+}
+
 // evictOldestLocked removes the n least recently used paths. e.mu must be held.
 func (e *Engine) evictOldestLocked(n int) {
 	used := make([]int64, 0, len(e.paths))
@@ -383,7 +394,7 @@ func (p *Path) ObserveInto(r *Record, res *Result) {
 	// The common case of finish (ReplayTracker.Classify's first rule for a group that is not new) in line: one call
 	// less per record.
 	if t := &p.tracker; !t.newGroup && (t.processedNext < 0 || r.Offset >= t.processedNext) {
-		t.processedNext = r.Offset + 1
+		t.advance(r.Offset)
 		res.Class = ClassLive
 	} else {
 		p.finish(r.Offset, res)
@@ -514,7 +525,7 @@ func (e *Engine) wrongUnit(m Moment, declaredMs float64, guess Reason, hasAnchor
 func (p *Path) finish(offset int64, res *Result) {
 	// The common case, ReplayTracker.Classify's first rule for a group that is not new, without its inputs.
 	if t := &p.tracker; !t.newGroup && (t.processedNext < 0 || offset >= t.processedNext) {
-		t.processedNext = offset + 1
+		t.advance(offset)
 		res.Class = ClassLive
 		return
 	}

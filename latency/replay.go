@@ -1,9 +1,11 @@
 package latency
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -43,6 +45,12 @@ func (c Class) String() string {
 //     max(previous highest commit, ProcessedNext) and the rewind time; it clears once a commit reaches the boundary
 //     (C30, including a small backward commit from a stale member).
 //
+// Observations arrive in processing order on the receipts path (one emitter per consumer, in order per partition).
+// A source that delivers them out of order (the spans path: an agent's batches, split by trace id over the spans
+// topic's partitions) turns on [ReplayTracker.AcceptLate]: each offset skipped when ProcessedNext jumps is kept as
+// an open gap (at most maxLateGaps intervals, the lowest dropped first), and a record that fills a gap is a first
+// processing arriving late: live (or backfill), not a redelivery.
+//
 // Not safe for concurrent use; [Path] serialises it.
 type ReplayTracker struct {
 	processedNext int64 // max processed offset + 1, -1 before the first record
@@ -55,6 +63,63 @@ type ReplayTracker struct {
 	seenCommit    bool
 	newGroup      bool
 	bornMs        float64
+	acceptLate    bool
+	gaps          []offsetGap // acceptLate: offsets below processedNext not processed yet, sorted, disjoint
+}
+
+// offsetGap is the offsets [lo, hi) skipped when ProcessedNext jumped, none of them processed since.
+type offsetGap struct{ lo, hi int64 }
+
+// maxLateGaps bounds the open gaps a path keeps for late arrivals (16 bytes each).
+const maxLateGaps = 1024
+
+// AcceptLate makes t classify records that arrive after higher offsets of their partition as first processings
+// when they fill an offset skipped before (see the type's comment).
+func (t *ReplayTracker) AcceptLate() { t.acceptLate = true }
+
+// advance moves ProcessedNext to offset+1 for a record at or beyond it, keeping the skipped offsets as a gap when
+// late arrivals are accepted.
+//
+// The first record's gap starts at the committed offset when one was observed, else at 0: records of the same
+// first pass may arrive after it.
+func (t *ReplayTracker) advance(offset int64) {
+	if t.acceptLate {
+		lo := t.processedNext
+		if lo < 0 {
+			lo = max(t.committed, 0)
+		}
+		if offset > lo {
+			if len(t.gaps) == maxLateGaps {
+				t.gaps = append(t.gaps[:0], t.gaps[1:]...)
+			}
+			t.gaps = append(t.gaps, offsetGap{lo, offset})
+		}
+	}
+	t.processedNext = offset + 1
+}
+
+// fillGap reports whether offset lies in an open gap, and removes it from the gap.
+func (t *ReplayTracker) fillGap(offset int64) bool {
+	i, _ := slices.BinarySearchFunc(t.gaps, offset, func(g offsetGap, o int64) int { return cmp.Compare(g.hi, o+1) })
+	if i == len(t.gaps) || t.gaps[i].lo > offset {
+		return false
+	}
+	g := t.gaps[i]
+	switch {
+	case g.lo == offset && g.hi == offset+1:
+		t.gaps = slices.Delete(t.gaps, i, i+1)
+	case g.lo == offset:
+		t.gaps[i].lo++
+	case g.hi == offset+1:
+		t.gaps[i].hi--
+	default:
+		t.gaps[i].hi = offset
+		t.gaps = slices.Insert(t.gaps, i+1, offsetGap{offset + 1, g.hi})
+		if len(t.gaps) > maxLateGaps {
+			t.gaps = slices.Delete(t.gaps, 0, 1)
+		}
+	}
+	return true
 }
 
 // NewReplayTracker returns a tracker that has seen nothing.
@@ -89,8 +154,10 @@ func (t *ReplayTracker) ObserveCommit(offset int64, atMs float64) {
 // known) and atMs when the processing was observed (reference ms). It returns the class and, for replays, the
 // rewind time in reference ms (the commit decrease, or this record's time when the decrease was not observed).
 func (t *ReplayTracker) Classify(offset int64, appendMs, atMs float64) (Class, float64) {
-	if t.processedNext < 0 || offset >= t.processedNext {
-		t.processedNext = offset + 1
+	if t.processedNext < 0 || offset >= t.processedNext || (len(t.gaps) > 0 && t.fillGap(offset)) {
+		if t.processedNext < 0 || offset >= t.processedNext {
+			t.advance(offset)
+		}
 		if t.newGroup && appendMs < t.bornMs {
 			return ClassBackfill, math.NaN()
 		}
