@@ -264,25 +264,6 @@ func validInstanceID(id string) error {
 	return nil
 }
 
-// ValidTopicName reports whether name is a legal Kafka topic name: 1 to 249 characters of [a-zA-Z0-9._-], and
-// not "." or ".." (the broker's rules, org.apache.kafka.common.internals.Topic.validate).
-func ValidTopicName(name string) error {
-	if name == "" || len(name) > 249 {
-		return fmt.Errorf("topic name %q must be 1 to 249 characters long", name)
-	}
-	if name == "." || name == ".." {
-		return fmt.Errorf("topic name %q is not allowed", name)
-	}
-	for i := 0; i < len(name); i++ {
-		switch b := name[i]; {
-		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
-		default:
-			return fmt.Errorf("topic name %q: character %q is not allowed (only a-z, A-Z, 0-9, '.', '_', '-')", name, b)
-		}
-	}
-	return nil
-}
-
 // Validate reports every invalid field, each naming its key.
 func (c *Config) Validate() error {
 	var errs []error
