@@ -47,6 +47,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 
+	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/lagexporter"
 )
@@ -322,7 +323,7 @@ func run() error {
 	for r := range *rounds {
 		for i := range tools {
 			t := tools[(i+r)%len(tools)]
-			port, err := freePort()
+			port, err := benchproc.FreePort()
 			if err != nil {
 				return err
 			}

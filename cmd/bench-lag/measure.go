@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tidemark/tidemark/internal/benchproc"
 )
 
 // phase is what the bench measures of one exporter in one round (or of the idle phase, without an exporter).
@@ -217,7 +219,7 @@ func measure(ctx context.Context, name string, cmd *exec.Cmd, url string, o meas
 		case <-tick.C:
 		}
 		if pid != 0 {
-			if v, err := procStatusMB(pid, "VmRSS"); err == nil {
+			if v, err := benchproc.StatusMB(pid, "VmRSS"); err == nil {
 				rss = append(rss, v)
 			}
 		}

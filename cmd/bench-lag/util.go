@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -174,30 +173,6 @@ func procCPUSeconds(pid int) (float64, error) {
 		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	return (ut + st) / 100, nil
-}
-
-// procStatusMB reads a kB field of /proc/PID/status (VmRSS, VmHWM) in MB.
-func procStatusMB(pid int, field string) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field+":") {
-			kb, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // cleanEnv returns the environment without the variables starting with prefix.
