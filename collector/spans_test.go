@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -652,5 +653,20 @@ func TestSpansJoinThroughParent(t *testing.T) {
 	e.handle(t, 6, otlpRequest(t, consumer))
 	if rows := e.latencyRows(); len(rows) != 3 || len(e.dlq.recs) != 1 {
 		t.Fatalf("%d rows, %d dead-lettered, want the group-less span dead-lettered", len(rows), len(e.dlq.recs))
+	}
+}
+
+// TestSpansConsumerGroupsValidated: a spans.consumer_groups entry needs a service name and a group.
+func TestSpansConsumerGroupsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		groups map[string]string
+		bad    bool
+	}{{map[string]string{"py-app": "orders"}, false}, {map[string]string{"py-app": ""}, true}, {map[string]string{"": "orders"}, true}} {
+		c := Config{Spans: SpansConfig{Enabled: true, ConsumerGroups: tc.groups}}
+		c.SetDefaults()
+		err := c.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "spans.consumer_groups"); got != tc.bad {
+			t.Errorf("consumer_groups %v: %v, want an error naming it: %v", tc.groups, err, tc.bad)
+		}
 	}
 }
