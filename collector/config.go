@@ -146,6 +146,10 @@ type SpansConfig struct {
 	// OTLPGRPCListen, when set (e.g. "127.0.0.1:4317"), serves the OTLP/gRPC trace service the same way. Off by
 	// default.
 	OTLPGRPCListen string `yaml:"otlp_grpc_listen"`
+	// ConsumerGroups names the consumer group of the consumer spans that carry none, by their resource's
+	// service.name (OpenTelemetry's Python confluent-kafka instrumentation leaves the group off its process spans).
+	// A span that names its group keeps it. Empty by default: a consumer span without a group is dead-lettered.
+	ConsumerGroups map[string]string `yaml:"consumer_groups"`
 }
 
 // SetDefaults fills zero fields with their documented defaults.
@@ -308,6 +312,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Spans.MaxPending < 1 {
 		bad("spans.max_pending", "must be >= 1, got %d", c.Spans.MaxPending)
+	}
+	for svc, g := range c.Spans.ConsumerGroups {
+		if svc == "" || g == "" {
+			bad("spans.consumer_groups", "service name and group must be non-empty, got %q: %q", svc, g)
+		}
 	}
 	if c.MaxBatch < 1 || c.MaxBatch > 100000 {
 		bad("max_batch", "must be in [1, 100000], got %d", c.MaxBatch)

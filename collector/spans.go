@@ -40,13 +40,17 @@ type appendReader interface {
 	ReadAppends(ctx context.Context, keys []recordKey) (map[recordKey]appendStamp, error)
 }
 
-// producerSide is a producer span kept for the consumer spans of its record: its send and acknowledgement (ns,
-// producer clock) and host.
+// producerSide is a producer span kept for the consumer spans of its record: its send and end (ns, producer clock)
+// and host.
 type producerSide struct {
 	start, end int64
-	host       string
-	seen       time.Time // when it was read (reference clock), for collector.spans.join_window
-	bracketed  bool      // fed to the engine as a bracket (guarded by Spans.mu once kept)
+	// ackEnd is set when end is the broker's acknowledgement: the span names its record's offset, which only the
+	// acknowledgement tells (the Java agent's spans). A span without the offset (Python's confluent-kafka
+	// instrumentation) ends when produce() returns, before the record is sent, so its end bounds nothing.
+	ackEnd    bool
+	host      string
+	seen      time.Time // when it was read (reference clock), for collector.spans.join_window
+	bracketed bool      // fed to the engine as a bracket (guarded by Spans.mu once kept)
 }
 
 // spanRef names one span: a consumer span's parent or link, which for the agents' consumer spans is the producer
@@ -140,8 +144,10 @@ func (sb *spanBatch) release() bool {
 // Spans is the spans path: it consumes OTLP trace requests from the spans topic and turns the Kafka messaging
 // spans of OpenTelemetry agents into the stamps receipts carry: produce (producer span start), append (the record's
 // LogAppendTime, read by offset), receive and processed (the consumer span's start and, for a span that covers
-// processing, its end). A producer span brackets its record's append (start ≤ append ≤ end), so it also brackets
-// its host's clock (latency.Engine.ObserveAck, as for acknowledged records); consumer hosts get the causal envelope from their rows.
+// processing, its end). A producer span that names its offset ends at the acknowledgement, so it brackets its
+// record's append (start ≤ append ≤ end) and its host's clock (latency.Engine.ObserveAck, as for acknowledged
+// records); one without the offset ends before the append and brackets its host only up to its record's receipt on
+// the same host (start ≤ append ≤ receive); consumer hosts get the causal envelope from their rows.
 //
 // Consumer spans are joined with their record's producer span: a producer span is kept for join_window; a consumer
 // span whose producer span is not there yet waits up to join_wait, in its (group, topic, partition)'s arrival
@@ -189,7 +195,7 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		if s.stored.stored(part, rec.Offset) {
 			continue // read again after an uncommitted session ended: its rows are stored already
 		}
-		d, err := decodeSpans(rec.Value, maxSpansPerRequest)
+		d, err := decodeSpans(rec.Value, maxSpansPerRequest, s.cfg.ConsumerGroups)
 		if err != nil {
 			s.metrics.Spans.WithLabelValues("malformed_request").Inc()
 			bad, errs = append(bad, *rec), append(errs, err)
@@ -270,9 +276,9 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 func (s *Spans) producer(ctx context.Context, ks *kafkaSpan, appends map[recordKey]appendStamp, now time.Time) {
 	s.metrics.Spans.WithLabelValues("producer").Inc()
 	k := recordKey{ks.topic, ks.partition, ks.offset}
-	p := &producerSide{start: ks.start, end: ks.end, host: ks.host, seen: now}
-	if app, ok := appends[k]; ok && app.ms > 0 && !ks.noOffset {
-		s.bracket(p, app)
+	p := &producerSide{start: ks.start, end: ks.end, ackEnd: !ks.noOffset, host: ks.host, seen: now}
+	if app, ok := appends[k]; ok && app.ms > 0 && p.ackEnd {
+		s.bracket(p, app, p.end)
 	}
 	s.mu.Lock()
 	s.producers.expire(now.Add(-s.cfg.JoinWindow))
@@ -299,16 +305,17 @@ func (s *Spans) producer(ctx context.Context, ks *kafkaSpan, appends map[recordK
 	_ = s.submitAll(ready) // a failed write ends its batch's session (submit); nothing to add here
 }
 
-// bracket feeds producer span p, whose record was appended at app, to the engine as a bracket of its host's clock
-// (once per producer span).
-func (s *Spans) bracket(p *producerSide, app appendStamp) {
+// bracket feeds producer span p, whose record was appended at app, to the engine as a bracket of its host's clock,
+// from the span's start to after, a moment (ns, the same host's clock) known to follow the append: the
+// acknowledgement, or the record's receipt by a consumer on the same host. Once per producer span.
+func (s *Spans) bracket(p *producerSide, app appendStamp, after int64) {
 	if p.bracketed {
 		return
 	}
 	p.bracketed = true
 	broker, _ := s.brokerOf(app)
 	err := s.engine.ObserveAck(latency.ProducerAck{Host: s.hosts.id(p.host), Broker: broker,
-		Send: time.Unix(0, p.start), Ack: time.Unix(0, p.end), AppendMs: app.ms})
+		Send: time.Unix(0, p.start), Ack: time.Unix(0, after), AppendMs: app.ms})
 	s.metrics.SpanBrackets.WithLabelValues(bracketOutcome(err)).Inc()
 }
 
@@ -459,8 +466,15 @@ func (s *Spans) row(_ context.Context, h *heldConsumer, now time.Time) store.Lat
 	}
 	producer, broker := "", ""
 	if p := h.prod; p != nil {
-		if h.app.ms > 0 {
-			s.bracket(p, h.app) // a producer span without the offset learns its record from the consumer span
+		// A producer span without the offset learns its record from the consumer span. Its end is no
+		// acknowledgement, but the record's receipt follows its append: on the producer's own host that closes the
+		// bracket (wider by the ingest and queue wait); on another host it bounds nothing.
+		switch receive := rec.Stamps[latency.Receive].Value; {
+		case h.app.ms <= 0:
+		case p.ackEnd:
+			s.bracket(p, h.app, p.end)
+		case p.host == ks.host && receive >= p.start:
+			s.bracket(p, h.app, receive)
 		}
 		producer = p.host
 		rec.Stamps[latency.Produce] = latency.Stamp{Value: p.start, Host: s.hosts.id(p.host), Unit: latency.Nanos}

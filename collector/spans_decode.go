@@ -75,10 +75,11 @@ var (
 	attrHost      = []string{"host.name", "service.instance.id", "service.name"}
 )
 
-// classifySpan reads one span (with its resource's attributes) as a Kafka messaging span. It returns errNotKafka
+// classifySpan reads one span (with its resource's attributes) as a Kafka messaging span. A consumer span that
+// names no consumer group takes groups[its resource's service.name] (spans.consumer_groups). It returns errNotKafka
 // for spans of other systems, errBatchSpan for spans about many records, and an error wrapping errMalformedSpan,
 // saying what is missing, for a Kafka span about one record that cannot be stamped. A pure function.
-func classifySpan(resource pcommon.Map, sp ptrace.Span) (kafkaSpan, error) {
+func classifySpan(resource pcommon.Map, sp ptrace.Span, groups map[string]string) (kafkaSpan, error) {
 	attrs := sp.Attributes()
 	if sys, ok := attrs.Get("messaging.system"); !ok || sys.Str() != "kafka" {
 		return kafkaSpan{}, errNotKafka
@@ -140,7 +141,13 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span) (kafkaSpan, error) {
 	}
 	if ks.side == sideConsumer {
 		if ks.group, ok = firstStr(attrs, attrGroup); !ok || ks.group == "" {
-			return kafkaSpan{}, fmt.Errorf("%w: consumer span without a consumer group (%s)", errMalformedSpan, attrGroup[0])
+			// Python's confluent-kafka instrumentation puts no group on its process span.
+			if svc, found := resource.Get("service.name"); found {
+				ks.group = groups[svc.AsString()]
+			}
+		}
+		if ks.group == "" {
+			return kafkaSpan{}, fmt.Errorf("%w: consumer span without a consumer group (%s, nor spans.consumer_groups for its service.name)", errMalformedSpan, attrGroup[0])
 		}
 	}
 	if ks.host, ok = firstStr(resource, attrHost); !ok || ks.host == "" {
@@ -233,8 +240,9 @@ type decodedSpans struct {
 // decodeSpans decodes one spans-topic record value (a protobuf ExportTraceServiceRequest, as the OpenTelemetry
 // Collector's Kafka exporter writes it with encoding otlp_proto) and classifies its spans. It fails, wrapping
 // errMalformedOTLP, only when the value is not such a request; malformed spans inside a good request are reported
-// in the result. maxSpans bounds the Kafka spans kept from one record (the rest count as malformed).
-func decodeSpans(value []byte, maxSpans int) (decodedSpans, error) {
+// in the result. maxSpans bounds the Kafka spans kept from one record (the rest count as malformed); groups is
+// spans.consumer_groups (classifySpan).
+func decodeSpans(value []byte, maxSpans int, groups map[string]string) (decodedSpans, error) {
 	req := ptraceotlp.NewExportRequest()
 	if err := req.UnmarshalProto(value); err != nil {
 		return decodedSpans{}, fmt.Errorf("%w: %w", errMalformedOTLP, err)
@@ -262,7 +270,7 @@ func decodeSpans(value []byte, maxSpans int) (decodedSpans, error) {
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
-				ks, err := classifySpan(res, sp)
+				ks, err := classifySpan(res, sp, groups)
 				if err == nil && len(out.spans) >= maxSpans {
 					err = fmt.Errorf("%w: more than %d kafka spans in one request", errMalformedSpan, maxSpans)
 				}

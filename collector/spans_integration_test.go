@@ -36,12 +36,36 @@ const fakeTimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 func runJavaAgentApp(t *testing.T, skew time.Duration) {
 	cp, agent := testenv.OTelApp(t)
+	e, r, port := startSpansCollector(t, nil)
+	defer r.stop(t)
+
+	const n, procMs, host = 30, 5, "java-otel-app"
+	group := testenv.Name(t, "javaapp")
+	env := fakeTimeEnv(t, skew, false)
+	app := testenv.StartJavaWith(t, env, []string{
+		"-javaagent:" + agent,
+		"-Dotel.service.name=otel-app",
+		"-Dotel.resource.attributes=host.name=" + host,
+		"-Dotel.traces.exporter=otlp", "-Dotel.metrics.exporter=none", "-Dotel.logs.exporter=none",
+		"-Dotel.exporter.otlp.protocol=http/protobuf",
+		fmt.Sprintf("-Dotel.exporter.otlp.traces.endpoint=http://127.0.0.1:%d/v1/traces", port),
+		"-Dotel.bsp.schedule.delay=200",
+		"-Dotel.javaagent.logging=none",
+	}, cp, "dev.tidemark.otelapp.SpansApp", strings.Join(e.brokers, ","), e.source, group, fmt.Sprint(n), fmt.Sprint(procMs))
+	app.WaitLine("FINISHED", 3*time.Minute)
+	app.Wait(time.Minute) // exits once the agent flushed its spans
+	checkSpansApp(t, e, r, app.Output(), group, host, n, skew)
+}
+
+// startSpansCollector starts the collector with the spans path and its OTLP/HTTP receiver on a free port, and waits
+// until the probes bracket every broker: the producer spans bracket an application's clock against the appending
+// broker's. groups is spans.consumer_groups.
+func startSpansCollector(t *testing.T, groups map[string]string) (*env, *running, int) {
 	e := newEnv(t)
 	port := testenv.FreePort(t)
 	e.cfg.Spans = SpansConfig{Enabled: true, Topic: testenv.Name(t, "sp"), Group: testenv.Name(t, "spg"), Partitions: 3,
-		JoinWait: 10 * time.Second, OTLPHTTPListen: fmt.Sprintf("127.0.0.1:%d", port)}
+		JoinWait: 10 * time.Second, OTLPHTTPListen: fmt.Sprintf("127.0.0.1:%d", port), ConsumerGroups: groups}
 	r := e.start(nil, nil)
-	defer r.stop(t)
 	e.waitTopicReady(e.cfg.Spans.Topic, e.cfg.Spans.Partitions)
 	// The producer spans bracket the application's clock against the appending broker's: wait until the probes
 	// bracket every broker.
@@ -55,11 +79,17 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 		}
 		return n
 	}); got < int64(brokers) {
+		r.stop(t)
 		t.Fatalf("%d of %d brokers bracketed by the probes after a minute", got, brokers)
 	}
+	return e, r, port
+}
 
-	const n, procMs, host = 30, 5, "java-otel-app"
-	group := testenv.Name(t, "javaapp")
+// fakeTimeEnv is the environment that runs a program's wall clock skew ahead under libfaketime (none for 0). With
+// monotonic unset the monotonic clocks stay real, as the JVM's timed waits need (see deploy/local/kafka.sh); CPython
+// needs them shifted with the wall clock, since libfaketime 0.9.10 fails its time.sleep (clock_nanosleep on
+// CLOCK_MONOTONIC with an absolute deadline) with EINVAL when they are not.
+func fakeTimeEnv(t *testing.T, skew time.Duration, monotonic bool) []string {
 	var env []string
 	if skew != 0 {
 		if _, err := os.Stat(fakeTimeLib); err != nil {
@@ -68,23 +98,20 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 			}
 			t.Skipf("libfaketime missing (%v): apt-get install faketime", err)
 		}
-		// The wall clock only: the JVM's timed waits need real monotonic clocks (see deploy/local/kafka.sh).
 		env = []string{"LD_PRELOAD=" + fakeTimeLib, fmt.Sprintf("FAKETIME=%+.3fs", skew.Seconds()),
 			"FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_FORCE_MONOTONIC_FIX=0"}
+		if monotonic {
+			env[2], env[3] = "FAKETIME_DONT_FAKE_MONOTONIC=0", "FAKETIME_FORCE_MONOTONIC_FIX=1"
+		}
 	}
-	app := testenv.StartJavaWith(t, env, []string{
-		"-javaagent:" + agent,
-		"-Dotel.service.name=otel-app",
-		"-Dotel.resource.attributes=host.name=" + host,
-		"-Dotel.traces.exporter=otlp", "-Dotel.metrics.exporter=none", "-Dotel.logs.exporter=none",
-		"-Dotel.exporter.otlp.protocol=http/protobuf",
-		fmt.Sprintf("-Dotel.exporter.otlp.traces.endpoint=http://127.0.0.1:%d/v1/traces", port),
-		"-Dotel.bsp.schedule.delay=200",
-		"-Dotel.javaagent.logging=none",
-	}, cp, "dev.tidemark.otelapp.SpansApp", strings.Join(e.brokers, ","), e.source, group, fmt.Sprint(n), fmt.Sprint(procMs))
-	app.WaitLine("FINISHED", 3*time.Minute)
-	app.Wait(time.Minute) // exits once the agent flushed its spans
+	return env
+}
 
+// checkSpansApp checks the rows of an application that printed output (SENT and DONE lines on its own clock, which
+// runs skew ahead) for its n records consumed as group on host: a row for every record, no negative stage, each
+// trusted stage within its stated uncertainty of the truth, and the host bracketed around skew.
+func checkSpansApp(t *testing.T, e *env, r *running, output []string, group, host string, n int, skew time.Duration) {
+	t.Helper()
 	truth := map[[2]int64]*agentTruth{}
 	at := func(p, o int64) *agentTruth {
 		k := [2]int64{p, o}
@@ -93,7 +120,7 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 		}
 		return truth[k]
 	}
-	for _, line := range app.Output() {
+	for _, line := range output {
 		var p, o, a, b int64
 		if _, err := fmt.Sscanf(line, "SENT %d %d %d %d", &p, &o, &a, &b); err == nil {
 			tr := at(p, o)
@@ -108,7 +135,7 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 	}
 
 	q := "SELECT count() FROM latency_events WHERE topic = ? AND consumer_group = ?"
-	if got := e.waitCount(n, 90*time.Second, q, e.source, group); got != n {
+	if got := e.waitCount(uint64(n), 90*time.Second, q, e.source, group); got != uint64(n) {
 		t.Fatalf("%d rows for the application's %d records", got, n)
 	}
 	// Each record was processed once, in order; its spans reach the collector out of order (batches, split by trace
@@ -201,6 +228,29 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 	if trusted == 0 {
 		t.Fatal("no stage of any row is trusted")
 	}
-	t.Logf("%d records; %d stages trusted, %d flagged; application host offset %v ± %v (bracketed); largest trusted stage error %.0f ms, beyond its stated uncertainty %.1f ms",
-		n, trusted, untrusted, o.Offset, o.Uncertainty, maxErr, worst)
+	t.Logf("%d records; %d stages trusted, %d flagged; application host offset %v ± %v, bracketed in [%v, %v] around its true %v; largest trusted stage error %.0f ms, beyond its stated uncertainty %.1f ms",
+		n, trusted, untrusted, o.Offset, o.Uncertainty, o.Lower, o.Upper, skew, maxErr, worst)
+}
+
+// TestPythonInstrumentationSpans runs a plain confluent-kafka application (deploy/local/otel-py: no Tidemark code)
+// instrumented by OpenTelemetry's opentelemetry-instrumentation-confluent-kafka, exporting OTLP/HTTP to the
+// collector's own receiver, with its wall clock 1.5 s behind under libfaketime. Its process spans name no consumer
+// group (spans.consumer_groups gives it by service.name), its producer spans no offset (each is joined through the
+// process span's link) and end when produce() returns, so its host is bracketed from the send to the receipt on the
+// same host. The checks are TestJavaAgentSpans's.
+func TestPythonInstrumentationSpans(t *testing.T) {
+	python, script := testenv.OTelPy(t)
+	const skew = -1500 * time.Millisecond
+	env := fakeTimeEnv(t, skew, true)
+	const n, procMs, host = 30, 5, "python-otel-app"
+	group := testenv.Name(t, "pyapp")
+	e, r, port := startSpansCollector(t, map[string]string{"otel-py-app": group})
+	defer r.stop(t)
+	app := testenv.StartProcess(t, "spans_app.py", append(env,
+		fmt.Sprintf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:%d/v1/traces", port),
+		"OTEL_SERVICE_NAME=otel-py-app", "HOST_NAME="+host, "PYTHONUNBUFFERED=1"),
+		python, script, strings.Join(e.brokers, ","), e.source, group, fmt.Sprint(n), fmt.Sprint(procMs))
+	app.WaitLine("FINISHED", 3*time.Minute)
+	app.Wait(time.Minute) // exits once the tracer provider flushed its spans
+	checkSpansApp(t, e, r, app.Output(), group, host, n, skew)
 }

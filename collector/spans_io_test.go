@@ -57,7 +57,7 @@ func TestOTLPReceiver(t *testing.T) {
 		t.Fatalf("sent %d records, want 2 keyed by their trace ids", len(sent))
 	}
 	for i, want := range []int{2, 1} {
-		d, err := decodeSpans(sent[i].Value, maxSpansPerRequest)
+		d, err := decodeSpans(sent[i].Value, maxSpansPerRequest, nil)
 		if err != nil || len(d.spans) != want || d.spans[0].traceID[0] != sent[i].Key[0] {
 			t.Fatalf("record %d holds %d spans (err %v), want %d of its trace", i, len(d.spans), err, want)
 		}

@@ -3,8 +3,10 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +29,8 @@ type testSpan struct {
 	trace      byte
 	failed     bool         // status ERROR
 	parent     *testSpanRef // the consumer span's parent (nil: none)
+	links      []testSpanRef
+	service    string // resource service.name ("" none)
 }
 
 // testSpanRef names a span of a test request: its trace byte and its index in the request (span id).
@@ -46,6 +50,9 @@ func otlpRequest(t *testing.T, spans ...testSpan) []byte {
 		if s.host != "" {
 			rs.Resource().Attributes().PutStr("host.name", s.host)
 		}
+		if s.service != "" {
+			rs.Resource().Attributes().PutStr("service.name", s.service)
+		}
 		sp := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
 		sp.SetKind(s.kind)
 		sp.SetName("orders process")
@@ -56,6 +63,11 @@ func otlpRequest(t *testing.T, spans ...testSpan) []byte {
 		}
 		if s.parent != nil {
 			sp.SetParentSpanID(testSpanID(s.parent.index))
+		}
+		for _, l := range s.links {
+			link := sp.Links().AppendEmpty()
+			link.SetTraceID(pcommon.TraceID{l.trace, 1})
+			link.SetSpanID(testSpanID(l.index))
 		}
 		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(s.start))
 		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(s.end))
@@ -156,7 +168,7 @@ func TestClassifySpan(t *testing.T) {
 				t.Fatal(err)
 			}
 			rs := req.Traces().ResourceSpans().At(0)
-			ks, err := classifySpan(rs.Resource().Attributes(), rs.ScopeSpans().At(0).Spans().At(0))
+			ks, err := classifySpan(rs.Resource().Attributes(), rs.ScopeSpans().At(0).Spans().At(0), nil)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -384,7 +396,7 @@ func TestSpansBadInputDeadLettered(t *testing.T) {
 	if reason(e.dlq.reasons[1]) != "malformed_span" || reason(e.dlq.reasons[0]) != "malformed_otlp" {
 		t.Fatalf("reasons %q %q", reason(e.dlq.reasons[0]), reason(e.dlq.reasons[1]))
 	}
-	d, err := decodeSpans(e.dlq.recs[1].Value, maxSpansPerRequest)
+	d, err := decodeSpans(e.dlq.recs[1].Value, maxSpansPerRequest, nil)
 	if err != nil || d.malformed != 1 || len(d.spans) != 0 || d.notKafka != 0 || e.dlq.recs[1].Offset != 1 {
 		t.Fatalf("dead-lettered request holds %+v (err %v)", d, err)
 	}
@@ -550,41 +562,111 @@ func TestSpansConcurrentPartitions(t *testing.T) {
 // a process span naming its record in messaging.message.id, whose parent is the producer span. The consumer span,
 // read first, waits; the producer span completes it through the parent, with the produce stamp, and, now that its
 // record (and so its append time) is known, brackets the producer's host.
+// pyProducer is the producer span of OpenTelemetry's Python confluent-kafka instrumentation (0.66b1), as exported
+// from a real run: kind PRODUCER, named "<topic> send", the old conventions' messaging.destination, no partition or
+// offset, ending when produce() returns (before the record is sent).
+func pyProducer(host, topic string, trace byte, start, end time.Time) testSpan {
+	return testSpan{host: host, service: "py-app", kind: ptrace.SpanKindProducer, trace: trace, start: start, end: end,
+		attrs: map[string]any{"messaging.system": "kafka", "messaging.destination": topic,
+			"messaging.destination_kind": "queue", "messaging.operation": "publish"}}
+}
+
+// pyProcess is the same instrumentation's process span for one record of a poll: kind CONSUMER, the child of a
+// "recv" span without attributes that starts a trace of its own, linked to the record's producer span, with the
+// partition, messaging.message.id = "<topic>.<partition>.<offset>" and no consumer group; it starts when poll()
+// returns the record and ends when the next poll() begins.
+func pyProcess(host, topic string, partition, offset int64, trace byte, parent int, producer testSpanRef, start, end time.Time) testSpan {
+	return testSpan{host: host, service: "py-app", kind: ptrace.SpanKindConsumer, trace: trace, start: start, end: end,
+		parent: &testSpanRef{trace: trace, index: parent}, links: []testSpanRef{producer},
+		attrs: map[string]any{"messaging.system": "kafka", "messaging.destination": topic,
+			"messaging.kafka.partition": partition, "messaging.destination_kind": "queue",
+			"messaging.operation": "process", "messaging.message.id": fmt.Sprintf("%s.%d.%d", topic, partition, offset)}}
+}
+
+// pyRecv is the attribute-less "recv" span the process span is the child of: not a Kafka span.
+func pyRecv(host string, trace byte, at time.Time) testSpan {
+	return testSpan{host: host, service: "py-app", kind: ptrace.SpanKindConsumer, trace: trace, start: at, end: at}
+}
+
+// TestSpansJoinThroughParent: Python's confluent-kafka spans, with the attribute set and structure a real run
+// exports (pyProducer, pyProcess). The process span names no group: spans.consumer_groups gives it by service.name,
+// and without that entry it is dead-lettered. It is joined to its producer span through its link (or its parent,
+// for instrumentations that parent the consumer span on the producer's), whichever arrives first. The producer span
+// ends before its record is appended, so it brackets its host only up to the record's receipt on the same host; a
+// producer on another host stays unbracketed.
 func TestSpansJoinThroughParent(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	appends := map[recordKey]appendStamp{{"orders", 2, 40}: {ms: t0.Add(3 * time.Millisecond).UnixMilli(), broker: 1}}
-	e := newSpansEnv(t, t0.Add(time.Second), SpansConfig{JoinWait: 5 * time.Second}, appends)
+	appends := map[recordKey]appendStamp{}
+	for o := int64(40); o < 44; o++ {
+		appends[recordKey{"orders", 2, o}] = appendStamp{ms: t0.Add(3 * time.Millisecond).UnixMilli(), broker: 1}
+	}
+	e := newSpansEnv(t, t0.Add(time.Second), SpansConfig{JoinWait: 5 * time.Second,
+		ConsumerGroups: map[string]string{"py-app": "pyg"}}, appends)
 	bracketBroker(t, e.s, t0)
-	producer := testSpan{host: "py-producer", kind: ptrace.SpanKindProducer, start: t0, end: t0.Add(6 * time.Millisecond), trace: 5,
-		attrs: map[string]any{"messaging.system": "kafka", "messaging.destination.name": "orders", "messaging.operation": "publish"}}
-	consumer := testSpan{host: "py-consumer", kind: ptrace.SpanKindConsumer, trace: 5, parent: &testSpanRef{trace: 5, index: 0},
-		start: t0.Add(20 * time.Millisecond), end: t0.Add(30 * time.Millisecond), attrs: map[string]any{
-			"messaging.system": "kafka", "messaging.destination.name": "orders", "messaging.operation": "process",
-			"messaging.message.id": "orders.2.40", "messaging.kafka.consumer.group": "pyg"}}
-	// The consumer span sits at index 1 of its own request; its parent is span index 0 of the producer's.
+	producer := pyProducer("py-host", "orders", 5, t0, t0.Add(150*time.Microsecond))
+	consumer := pyProcess("py-host", "orders", 2, 40, 9, 1, testSpanRef{trace: 5, index: 0},
+		t0.Add(20*time.Millisecond), t0.Add(30*time.Millisecond))
+	// The process span sits at index 2 of its own request, its recv parent at index 1; its link names span index 0
+	// of the producer's request.
 	e.handle(t, 0, otlpRequest(t, testSpan{host: "unrelated", kind: ptrace.SpanKindServer, start: t0, end: t0.Add(time.Millisecond),
-		attrs: map[string]any{"http.route": "/"}}, consumer))
+		attrs: map[string]any{"http.route": "/"}}, pyRecv("py-host", 9, t0.Add(20*time.Millisecond)), consumer))
 	if e.s.held != 1 {
 		t.Fatalf("%d held, want the consumer span waiting", e.s.held)
 	}
 	e.handle(t, 1, otlpRequest(t, producer))
 	rows := e.latencyRows()
 	if len(rows) != 1 || rows[0].Offset != 40 || rows[0].Partition != 2 || rows[0].Group != "pyg" ||
-		rows[0].ProducerHost != "py-producer" || rows[0].EventMs != t0.UnixMilli() {
+		rows[0].ProducerHost != "py-host" || rows[0].EventMs != t0.UnixMilli() {
 		t.Fatalf("rows %+v", rows)
 	}
 	if len(e.s.waitingBySpan) != 0 || len(e.s.waiting) != 0 || e.s.held != 0 {
 		t.Fatalf("left waiting: %d by span, %d by record, %d held", len(e.s.waitingBySpan), len(e.s.waiting), e.s.held)
 	}
-	if o, _ := e.s.engine.Offset(e.s.hosts.id("py-producer"), t0); o.Kind != latency.KindBracketed {
-		t.Fatalf("producer host %v (%v), want bracketed through its joined record", o.Offset, o.Kind)
+	// Bracketed from the send to the receipt (20 ms wide), around the true offset 0.
+	if o, _ := e.s.engine.Offset(e.s.hosts.id("py-host"), t0); o.Kind != latency.KindBracketed || o.Lower > 0 || o.Upper < 0 {
+		t.Fatalf("producer host %v [%v, %v] (%v), want bracketed around 0 through its joined record", o.Offset, o.Lower, o.Upper, o.Kind)
 	}
-	// The other order: the producer span first, kept by its span id; the consumer span joins it at once.
-	producer.trace, consumer.trace, consumer.parent.trace = 6, 6, 6
+	// The other order: the producer span first, kept by its span id; the consumer span joins it at once, here
+	// through its parent.
+	producer.trace, consumer.trace, consumer.parent, consumer.links = 6, 6, &testSpanRef{trace: 6, index: 0}, nil
 	consumer.attrs["messaging.message.id"] = "orders.2.41"
 	e.handle(t, 2, otlpRequest(t, producer))
 	e.handle(t, 3, otlpRequest(t, producer, consumer)) // index 1 again; a repeated producer span is kept once
-	if rows := e.latencyRows(); len(rows) != 2 || rows[1].Offset != 41 || rows[1].ProducerHost != "py-producer" || e.s.held != 0 {
+	if rows := e.latencyRows(); len(rows) != 2 || rows[1].Offset != 41 || rows[1].ProducerHost != "py-host" || e.s.held != 0 {
 		t.Fatalf("rows %+v, %d held", rows, e.s.held)
+	}
+	// A producer on another host: joined, but its span's end (before the append) brackets nothing.
+	other := pyProducer("py-other", "orders", 7, t0, t0.Add(150*time.Microsecond))
+	consumer = pyProcess("py-host", "orders", 2, 42, 8, 1, testSpanRef{trace: 7, index: 0},
+		t0.Add(20*time.Millisecond), t0.Add(30*time.Millisecond))
+	e.handle(t, 4, otlpRequest(t, other))
+	e.handle(t, 5, otlpRequest(t, pyRecv("py-host", 8, t0.Add(20*time.Millisecond)), pyRecv("py-host", 8, t0.Add(20*time.Millisecond)), consumer))
+	if rows := e.latencyRows(); len(rows) != 3 || rows[2].Offset != 42 || rows[2].ProducerHost != "py-other" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if o, _ := e.s.engine.Offset(e.s.hosts.id("py-other"), t0); o.Kind == latency.KindBracketed {
+		t.Fatalf("producer host py-other bracketed (%v ± %v) by a span that ends before its record's append", o.Offset, o.Uncertainty)
+	}
+	// Without a spans.consumer_groups entry for its service the group-less process span is dead-lettered.
+	e.s.cfg.ConsumerGroups = nil
+	consumer.attrs["messaging.message.id"] = "orders.2.43"
+	e.handle(t, 6, otlpRequest(t, consumer))
+	if rows := e.latencyRows(); len(rows) != 3 || len(e.dlq.recs) != 1 {
+		t.Fatalf("%d rows, %d dead-lettered, want the group-less span dead-lettered", len(rows), len(e.dlq.recs))
+	}
+}
+
+// TestSpansConsumerGroupsValidated: a spans.consumer_groups entry needs a service name and a group.
+func TestSpansConsumerGroupsValidated(t *testing.T) {
+	for _, tc := range []struct {
+		groups map[string]string
+		bad    bool
+	}{{map[string]string{"py-app": "orders"}, false}, {map[string]string{"py-app": ""}, true}, {map[string]string{"": "orders"}, true}} {
+		c := Config{Spans: SpansConfig{Enabled: true, ConsumerGroups: tc.groups}}
+		c.SetDefaults()
+		err := c.Validate()
+		if got := err != nil && strings.Contains(err.Error(), "spans.consumer_groups"); got != tc.bad {
+			t.Errorf("consumer_groups %v: %v, want an error naming it: %v", tc.groups, err, tc.bad)
+		}
 	}
 }

@@ -59,6 +59,7 @@ install_all() {
   bash "$HERE/kafka.sh" install
   bash "$HERE/streams.sh" install
   bash "$HERE/otel-app.sh" install
+  bash "$HERE/otel-py.sh" install
   if [[ $WITH_JAEGER -eq 1 ]]; then bash "$HERE/jaeger.sh" install; fi
 }
 
@@ -75,6 +76,7 @@ env_all() {
   second env | sed -n 's/^export TIDEMARK_KAFKA_BROKERS=/export TIDEMARK_KAFKA2_BROKERS=/p'
   bash "$HERE/streams.sh" env
   bash "$HERE/otel-app.sh" env
+  bash "$HERE/otel-py.sh" env
   bash "$HERE/clickhouse.sh" env
   bash "$HERE/prometheus.sh" env
   bash "$HERE/jaeger.sh" env

@@ -72,10 +72,23 @@ func StartJava(t testing.TB, classpath, class string, args ...string) *JavaProce
 
 func startJava(t testing.TB, env, jvmOpts []string, classpath, class string, args ...string) *JavaProcess {
 	t.Helper()
-	p := &JavaProcess{t: t, name: class[strings.LastIndex(class, ".")+1:], done: make(chan struct{})}
-	p.cond = sync.NewCond(&p.mu)
 	argv := append([]string{"-Xmx256m", "-XX:+UseSerialGC"}, jvmOpts...)
-	p.cmd = exec.Command("java", append(append(argv, "-cp", classpath, class), args...)...)
+	return startProcess(t, class[strings.LastIndex(class, ".")+1:], env, "java", append(append(argv, "-cp", classpath, class), args...)...)
+}
+
+// StartProcess starts any program (name: how failures call it) with args and env added to the test's own, kept and
+// stopped as StartJava's JVMs are: stdout line by line (WaitLine, Output), stderr for failure messages, SIGTERM then
+// SIGKILL when the test ends.
+func StartProcess(t testing.TB, name string, env []string, program string, args ...string) *JavaProcess {
+	t.Helper()
+	return startProcess(t, name, env, program, args...)
+}
+
+func startProcess(t testing.TB, name string, env []string, program string, args ...string) *JavaProcess {
+	t.Helper()
+	p := &JavaProcess{t: t, name: name, done: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	p.cmd = exec.Command(program, args...)
 	if len(env) > 0 {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
@@ -86,7 +99,7 @@ func startJava(t testing.TB, env, jvmOpts []string, classpath, class string, arg
 	}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, w: &p.errb}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", class, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -291,4 +304,11 @@ func (p *JavaProcess) Output() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.lines...)
+}
+
+// OTelPy returns the Python of the venv with confluent-kafka and OpenTelemetry's confluent-kafka instrumentation, and
+// the plain Python test application (TIDEMARK_OTEL_PY and TIDEMARK_OTEL_PY_APP, exported by deploy/local/otel-py.sh).
+func OTelPy(t testing.TB) (python, app string) {
+	t.Helper()
+	return require(t, "TIDEMARK_OTEL_PY", "the Python OpenTelemetry test venv"), require(t, "TIDEMARK_OTEL_PY_APP", "the Python OpenTelemetry test app")
 }
