@@ -141,7 +141,7 @@ func checkSpansApp(t *testing.T, e *env, r *running, output []string, group, hos
 	// Each record was processed once, in order; its spans reach the collector out of order (batches, split by trace
 	// id over the spans topic's partitions), which must not make a first processing read as a redelivery.
 	live := "SELECT count() FROM latency_events FINAL WHERE topic = ? AND consumer_group = ? AND replay_class = 'live'"
-	if got := e.count(live, e.source, group); got != n {
+	if got := e.count(live, e.source, group); got != uint64(n) {
 		t.Errorf("%d of the application's %d records classed live", got, n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
