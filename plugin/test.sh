@@ -2,7 +2,7 @@
 # Frontend checks for the Grafana plugin: install exactly the lockfile (once per lockfile change), type-check, lint,
 # unit tests, then a build of the frontend bundle and a check of its shape, then the shipped dashboards drawn from the
 # backend's frames after a short real load (deploy/screenshots/run.sh into a temporary directory): every panel of the
-# Tidemark datasource must draw something. That last step needs the local stack (make test runs this script inside
+# Tidemark and Prometheus datasources must draw something (or say why not). That last step needs the local stack (make test runs this script inside
 # it); without it the step is skipped, and under CI=true it fails. The Go backend's tests run with the rest
 # of the module's (go test ./plugin/...).
 set -euo pipefail

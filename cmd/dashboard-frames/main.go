@@ -1,20 +1,23 @@
 // Command dashboard-frames asks the Grafana plugin's backend for the frames of every panel of the shipped dashboards,
 // the way Grafana does: it starts the gpx_tidemark binary with hashicorp/go-plugin and the SDK's handshake, resolves
 // each dashboard's template variables through the plugin's resource handler (CallResource over gRPC), interpolates
-// them into each Tidemark target and sends one QueryData call per panel over gRPC. It writes one JSON document that
+// them into each Tidemark target and sends one QueryData call per panel over gRPC. With -prometheus it evaluates each
+// Prometheus panel's expressions with that Prometheus's HTTP API (query_range over the range; prometheus.go) and
+// makes frames of the series as Grafana's Prometheus datasource does. It writes one JSON document that
 // scripts/dashboards.mjs in plugin/ renders with Grafana's UI components (make screenshots; docs/plugin.md).
 //
 // Usage:
 //
 //	dashboard-frames -plugin ./gpx_tidemark -clickhouse 127.0.0.1:19000 -database tidemark_shots \
-//	  -from 2026-01-02T15:04:05Z -to 2026-01-02T15:05:05Z -group shots-app -out frames.json dashboards/*.json
+//	  -from 2026-01-02T15:04:05Z -to 2026-01-02T15:05:05Z -group shots-app \
+//	  -prometheus http://127.0.0.1:19090 -scrape-interval 5s -out frames.json dashboards/*.json
 //
 // Output: {"from": ms, "to": ms, "intervalMs": ms, "dashboards": [{"file", "title", "variables": {name: value},
 // "panels": [{"id", "type", "title", "gridPos", "fieldConfig", "options", "datasource", "results": {refId:
-// {"frames": [DataFrameJSON...], "error": "..."}}, "excluded": "reason"}]}]}. Frames are the SDK's DataFrameJSON,
-// what Grafana's /api/ds/query returns and @grafana/data's dataFrameFromJSON reads. Panels whose targets read
-// another datasource (Prometheus) carry "excluded" with the reason instead of results: this command asks only the
-// Tidemark backend.
+// {"frames": [DataFrameJSON...], "error": "..."}}, "excluded": "reason", "noData": "reason"}]}]}. Frames are the
+// SDK's DataFrameJSON, what Grafana's /api/ds/query returns and @grafana/data's dataFrameFromJSON reads. Without
+// -prometheus, panels whose targets read Prometheus carry "excluded" with the reason instead of results. "noData"
+// is the reason a Prometheus panel may legitimately answer nothing after a short run (promNoData).
 //
 // Errors: a plugin that does not start, a variable whose values cannot be listed, or a -group the groups variable
 // does not list stop the command with a non-zero exit. A query error is recorded in the panel's result.
@@ -53,8 +56,9 @@ func main() {
 
 type options struct {
 	plugin, clickhouse, database, group, out string
+	prometheus                               string
 	from, to                                 time.Time
-	interval                                 time.Duration
+	interval, scrape                         time.Duration
 	maxDataPoints                            int64
 	files                                    []string
 }
@@ -69,6 +73,8 @@ func run() error {
 	flag.StringVar(&from, "from", "", "time range start, RFC 3339")
 	flag.StringVar(&to, "to", "", "time range end, RFC 3339")
 	flag.DurationVar(&o.interval, "interval", 2*time.Second, "the panels' interval (Grafana's $__interval)")
+	flag.StringVar(&o.prometheus, "prometheus", "", "Prometheus base URL (http://HOST:PORT) that scraped the run; without it Prometheus panels are left out")
+	flag.DurationVar(&o.scrape, "scrape-interval", 5*time.Second, "that Prometheus's scrape interval (for $__rate_interval and the minimum step)")
 	flag.Int64Var(&o.maxDataPoints, "max-data-points", 1000, "the panels' MaxDataPoints")
 	flag.StringVar(&o.out, "out", "", "output file (default stdout)")
 	flag.Parse()
@@ -141,6 +147,7 @@ type Panel struct {
 	Datasource  string                     `json:"datasource"`
 	Results     map[string]json.RawMessage `json:"results,omitempty"`
 	Excluded    string                     `json:"excluded,omitempty"`
+	NoData      string                     `json:"noData,omitempty"`
 }
 
 // plugin is a running gpx_tidemark and its gRPC clients.
@@ -329,8 +336,16 @@ func frames(ctx context.Context, p *plugin, o options, file string) (Dashboard, 
 		if pn.Datasource != nil {
 			op.Datasource = pn.Datasource.Type
 		}
+		if op.Datasource == "prometheus" && o.prometheus != "" {
+			if op.Results, err = promPanel(ctx, o, pn, vars); err != nil {
+				return Dashboard{}, err
+			}
+			op.NoData = promNoData[filepath.Base(file)+" / "+pn.Title]
+			out.Panels = append(out.Panels, op)
+			continue
+		}
 		if op.Datasource != dashboards.PluginType {
-			op.Excluded = fmt.Sprintf("reads the %s datasource; this renderer asks only the Tidemark backend", op.Datasource)
+			op.Excluded = fmt.Sprintf("reads the %s datasource; no -prometheus was given", op.Datasource)
 			out.Panels = append(out.Panels, op)
 			continue
 		}

@@ -5,14 +5,17 @@
 # 2. runs `tidemark run` (probe, receipts, lag exporter) into a fresh database and cmd/loadgen (producers with skewed
 #    clocks, a consumer group of two hosts) for SHOTS_SECONDS; when the load lasts longer than SHOTS_RESET_AT (55 s)
 #    the group is reset to earliest then, as in the demo: the lag it causes drains before the load ends;
+#    a real Prometheus (deploy/local/prometheus.sh: Debian's package, the shipped rules) scrapes that `tidemark run`
+#    every 5 s for the whole load, in a state directory of its own under the work directory;
 # 3. cmd/dashboard-frames starts the plugin's backend binary (gpx_tidemark) as Grafana does (go-plugin, gRPC),
-#    resolves the dashboards' variables through its resource handler and asks QueryData for every Tidemark panel;
+#    resolves the dashboards' variables through its resource handler and asks QueryData for every Tidemark panel,
+#    and evaluates every Prometheus panel's expressions with that Prometheus's HTTP API (query_range over the run);
 # 4. plugin/scripts/dashboards.mjs draws the frames with Grafana's own @grafana/ui and @grafana/data components in
 #    headless Chromium (Debian's package, installed here when missing), writes one PNG per dashboard and a
-#    manifest.json of what each panel drew, and fails when a Tidemark panel drew nothing.
+#    manifest.json of what each panel drew, and fails when a panel drew nothing (unless the manifest says why).
 #
 # Usage: run.sh [OUTDIR]   (default docs/screenshots). Env: SHOTS_SECONDS (default 40), SHOTS_RESET_AT (55s;
-# 0 never), the stack's env;
+# 0 never), TIDEMARK_PROMETHEUS_PORT (19090; must be free), the stack's env;
 # SHOTS_KEEP=1 keeps the work directory (frames.json, logs) and the database.
 # No Grafana server is involved. The database is dropped at the end.
 set -euo pipefail
@@ -38,7 +41,11 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 ch() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" "$@"; }
 
 PIDS=()
+SCRAPE=5s
+# our own Prometheus: its state (config, TSDB, pid) under $WORK, so a demo's Prometheus is neither reused nor stopped
+prom() { TIDEMARK_STATE_DIR="$WORK/state" bash deploy/local/prometheus.sh "$@"; }
 cleanup() {
+  prom stop >/dev/null 2>&1 || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   if [[ -n ${SHOTS_KEEP:-} ]]; then
@@ -78,6 +85,8 @@ http:
   listen: 127.0.0.1:$PORT
 YAML
 
+prom start --scrape "127.0.0.1:$PORT" --interval "$SCRAPE"
+PROM_URL=http://127.0.0.1:${TIDEMARK_PROMETHEUS_PORT:-19090}
 FROM=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 "$WORK/tidemark" run --config "$WORK/tidemark.yaml" >"$WORK/tidemark.log" 2>&1 &
 TM_PID=$!
@@ -91,13 +100,15 @@ log "load for ${SHOTS_SECONDS}s into $DB"
   --consumer c-behind:-300ms:4ms --consumer c-ahead:+150ms:6ms:sync \
   --timesync "http://127.0.0.1:$PORT/v1/timesync" --injected "$WORK/injected.tsv" 2>"$WORK/loadgen.log" ||
   { tail -20 "$WORK/loadgen.log" >&2; exit 1; }
-sleep 3 # one more lag poll and writer flush after the last record
+sleep 6 # one more lag poll, writer flush and scrape after the last record
 kill -TERM "$TM_PID"
 wait "$TM_PID" || { tail -20 "$WORK/tidemark.log" >&2; exit 1; }
 PIDS=()
 TO=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 "$WORK/dashboard-frames" -plugin "$WORK/gpx_tidemark" -clickhouse "$TIDEMARK_CLICKHOUSE_ADDR" -database "$DB" \
-  -group "$GROUP" -from "$FROM" -to "$TO" -out "$WORK/frames.json" dashboards/*.json
+  -group "$GROUP" -from "$FROM" -to "$TO" -prometheus "$PROM_URL" -scrape-interval "$SCRAPE" \
+  -out "$WORK/frames.json" dashboards/*.json
+prom stop
 mkdir -p "$OUT"
 node plugin/scripts/dashboards.mjs "$WORK/frames.json" "$OUT"

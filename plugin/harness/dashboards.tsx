@@ -1,4 +1,5 @@
-// Draws the shipped dashboards from the frames the plugin's backend returned (cmd/dashboard-frames), with Grafana's
+// Draws the shipped dashboards from the frames the plugin's backend returned and the frames cmd/dashboard-frames made
+// from a real Prometheus's query_range answers (one frame per series, as Grafana's Prometheus datasource), with Grafana's
 // own components: frames decoded by @grafana/data's dataFrameFromJSON, field config applied by applyFieldOverrides,
 // panels drawn by @grafana/ui's PanelChrome, TimeSeries (uPlot), BigValue and Table on the 24-column grid Grafana
 // lays dashboards on. The barchart panel is drawn by TimeSeries in bar style on its numeric x field, since @grafana/ui
@@ -46,6 +47,7 @@ type Panel = {
   datasource: string;
   results?: Record<string, Result>;
   excluded?: string;
+  noData?: string;
 };
 // the panel options these dashboards set (timeseries legend, stat display, barchart x field)
 type PanelOptions = {
@@ -302,8 +304,9 @@ function DashboardView({ d }: { d: Dashboard }) {
         </span>
       </div>
       <div style={{ padding: '0 8px 4px', color: theme.colors.text.secondary, fontSize: 11 }}>
-        Frames from the Tidemark plugin&apos;s backend (QueryData over gRPC) after a short real load, drawn with Grafana&apos;s
-        @grafana/ui components in headless Chromium; no Grafana server.
+        Frames from the Tidemark plugin&apos;s backend (QueryData over gRPC) and from a real Prometheus that scraped the run
+        (query_range) after a short real load, drawn with Grafana&apos;s @grafana/ui components in headless Chromium; no
+        Grafana server.
       </div>
       <div style={{ position: 'relative', height: bottom * (ROW + GAP) }}>
         {drawn.map((p) => (

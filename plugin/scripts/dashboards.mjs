@@ -5,7 +5,7 @@
 //
 // Usage: node scripts/dashboards.mjs FRAMES.json OUTDIR   (deploy/screenshots/run.sh runs it; make screenshots)
 //
-// Exits non-zero when any panel of the Tidemark datasource drew nothing: no frames, a query error, no non-null value,
+// Exits non-zero when any panel (Tidemark or Prometheus) drew nothing: no frames, a query error, no non-null value,
 // or no chart/value/table rows on the page; when a panel is neither drawn nor listed as left out; or on a page error.
 import * as esbuild from 'esbuild';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -145,8 +145,11 @@ try {
         }
         const onPage =
           p.type === 'table' ? seen.tableRows > 1 : p.type === 'stat' ? !/No data/.test(seen.text) && seen.text.length > p.title.length : seen.canvases > 0;
-        manifest.push({ ...entry, rows: seen.rows, values: seen.values, error: seen.error || undefined, onPage });
+        // noData: the panel's query legitimately has nothing in a short run, with the reason (cmd/dashboard-frames)
+        const noData = p.noData && seen.values === 0 && !seen.error ? p.noData : undefined;
+        manifest.push({ ...entry, rows: seen.rows, values: seen.values, error: seen.error || undefined, onPage, noData });
         if (seen.error) failures.push(`${d.file} / ${p.title}: query error: ${seen.error}`);
+        if (noData) continue;
         if (seen.values === 0) failures.push(`${d.file} / ${p.title}: no value to draw (${seen.rows} rows)`);
         if (!onPage) failures.push(`${d.file} / ${p.title}: nothing drawn on the page (${p.type})`);
       }
@@ -155,8 +158,16 @@ try {
     if (errors.length > 0) {
       failures.push('page errors: ' + errors.join('; '));
     }
-    const n = manifest.filter((m) => !m.excluded).length;
-    console.log(`${n} Tidemark panels drawn from the backend's frames, ${manifest.length - n} Prometheus panels left out`);
+    const count = (ds, f) => manifest.filter((m) => m.datasource === ds && f(m)).length;
+    const drew = (m) => !m.excluded && !m.noData && m.values > 0;
+    const tm = count('tidemark-kafka-datasource', drew);
+    const pr = count('prometheus', drew);
+    const none = manifest.filter((m) => m.noData).length;
+    const left = manifest.filter((m) => m.excluded).length;
+    console.log(
+      `${tm} Tidemark panels drawn from the backend's frames, ${pr} Prometheus panels drawn from a real Prometheus's queries, ` +
+        `${none} panels with no data (reason in the manifest), ${left} left out`,
+    );
   } finally {
     await context.close();
   }
