@@ -220,6 +220,75 @@ func TestClusterBasicAndTimestampTypes(t *testing.T) {
 	}
 }
 
+// TestClusterLastStableUnderLoad: on a topic without transactions the last stable offset is the high watermark,
+// however fast records arrive between ListOffsets' reads: no cycle may show offsets of an open transaction there.
+func TestClusterLastStableUnderLoad(t *testing.T) {
+	e := newLagEnv(t, nil)
+	topic := e.topic("lso", 1, nil)
+	cfg := testenv.SaramaConfig(t)
+	cfg.Producer.RequiredAcks = sarama.WaitForLocal
+	cfg.Producer.Return.Successes = true
+	p, err := sarama.NewSyncProducer(testenv.Kafka(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("x")}); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	md, err := e.reader.Metadata(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var to lagexporter.TopicObservation
+	for _, m := range md {
+		if m.Topic == topic {
+			to = m
+		}
+	}
+	reads, moved := 0, 0
+	var last int64 = -1
+	for deadline := time.Now().Add(time.Minute); moved < 50 && time.Now().Before(deadline); {
+		got, err := e.reader.ListOffsets(context.Background(), []lagexporter.TopicObservation{to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		po := got[0].Partitions[0]
+		if !po.Known() {
+			t.Fatalf("partition unknown: %+v", po)
+		}
+		if po.LastStable != po.HighWatermark {
+			close(stop)
+			t.Fatalf("read %d: LSO %d, HW %d on a topic without transactions", reads, po.LastStable, po.HighWatermark)
+		}
+		if po.HighWatermark != last {
+			moved++
+		}
+		last = po.HighWatermark
+		reads++
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if moved < 50 {
+		t.Fatalf("the high watermark moved in %d of %d reads in a minute: the load did not run between them", moved, reads)
+	}
+	t.Logf("%d reads, the high watermark moved in %d", reads, moved)
+}
+
 // TestClusterTransactions is C01 on the real broker: a committed transaction leaves a COMMIT marker at the tail; a
 // read_committed group that processed every record has raw lag 1 and effective lag 0. An aborted transaction
 // followed by a plain record leaves effective lag 1.

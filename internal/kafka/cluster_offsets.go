@@ -218,8 +218,10 @@ func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*la
 	}
 	queries := []query{
 		{sarama.OffsetOldest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LogStart = o }},
-		{sarama.OffsetNewest, sarama.ReadCommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LastStable = o }},
+		// The high watermark before the last stable offset: records appended between the two reads then raise the
+		// LSO read, which is clamped to the HW below, instead of the HW, which would show them as open transactions.
 		{sarama.OffsetNewest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.HighWatermark = o }},
+		{sarama.OffsetNewest, sarama.ReadCommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LastStable = o }},
 	}
 	var errs lagexporter.CycleErrors
 	// The leader epochs the answers carry (the answering broker leads them), recorded after the reads.
@@ -275,8 +277,8 @@ func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*la
 		}
 	}
 	for _, p := range parts {
-		if p.Error == "" { // keep log start <= LSO <= HW even if a retention step ran between the reads
-			p.LastStable = max(p.LastStable, p.LogStart)
+		if p.Error == "" { // keep log start <= LSO <= HW whatever was appended or deleted between the reads
+			p.LastStable = max(min(p.LastStable, p.HighWatermark), p.LogStart)
 			p.HighWatermark = max(p.HighWatermark, p.LastStable)
 		}
 	}
