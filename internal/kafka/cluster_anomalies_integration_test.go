@@ -72,9 +72,7 @@ func waitHW(t *testing.T, r *ClusterReader, obs lagexporter.TopicObservation, hw
 // asks the new leader in the same call, so the cycle has the offsets and no error: no stale cycle.
 func TestClusterLeaderMovedMidCycle(t *testing.T) {
 	e := newLagEnv(t, nil)
-	if testenv.KafkaBrokerCount(t) < 2 {
-		t.Skip("needs at least 2 brokers")
-	}
+	testenv.NeedBrokers(t, 2)
 	ids := e.reader.Brokers()
 	if len(ids) < 2 {
 		if _, err := e.reader.Metadata(context.Background()); err != nil {

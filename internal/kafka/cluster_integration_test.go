@@ -791,9 +791,7 @@ func TestClusterStatusStallThenStop(t *testing.T) {
 // partition keeps its offsets; the error names the broker.
 func TestClusterPartialFailure(t *testing.T) {
 	e := newLagEnv(t, nil)
-	if testenv.KafkaBrokerCount(t) < 2 {
-		t.Skip("needs at least 2 brokers")
-	}
+	testenv.NeedBrokers(t, 2)
 	topic := e.topic("partial", 6, nil)
 	md, err := e.reader.Metadata(context.Background())
 	if err != nil {

@@ -72,6 +72,18 @@ func KafkaBrokerCount(t testing.TB) int {
 	return len(Kafka(t))
 }
 
+// NeedBrokers stops a test that needs at least n brokers when the stack has fewer: a failure under CI=true (the
+// stack make test starts has 3), a skip otherwise.
+func NeedBrokers(t testing.TB, n int) {
+	t.Helper()
+	if got := KafkaBrokerCount(t); got < n {
+		if InCI() {
+			t.Fatalf("needs at least %d brokers, the stack has %d (CI=true; make test starts 3)", n, got)
+		}
+		t.Skipf("needs at least %d brokers, the stack has %d", n, got)
+	}
+}
+
 // SaramaConfig returns a sarama config for tests: Kafka 4 protocol, a client id naming the test, errors returned.
 func SaramaConfig(t testing.TB) *sarama.Config {
 	t.Helper()
