@@ -251,14 +251,21 @@ var varRef = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)(?::[a-z]+)?\}|\$([A-Za-z0-9
 
 // interpolate replaces the variables in s; a multi-value variable's value is already comma-separated (csv).
 // Unknown names ($__interval and the like) are left as they are.
-func interpolate(s string, vars map[string]string) string {
+func interpolate(s string, vars map[string]string) string { return substitute(s, vars, nil) }
+
+// substitute replaces each variable reference in s that vars names by its value; a ${name:regex} reference by
+// regex(value) when regex is not nil (a datasource's regex format).
+func substitute(s string, vars map[string]string, regex func(string) string) string {
 	return varRef.ReplaceAllStringFunc(s, func(m string) string {
 		sub := varRef.FindStringSubmatch(m)
-		name := sub[1] + sub[2]
-		if v, ok := vars[name]; ok {
-			return v
+		v, ok := vars[sub[1]+sub[2]]
+		switch {
+		case !ok:
+			return m
+		case regex != nil && strings.HasSuffix(m, ":regex}"):
+			return regex(v)
 		}
-		return m
+		return v
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -47,36 +48,28 @@ func promDuration(d time.Duration) string {
 // regexMeta are the characters Grafana's regex format escapes.
 var regexMeta = regexp.MustCompile(`[\\^$*+?.()|{}\[\]/]`)
 
-// promInterpolate interpolates a PromQL expression: the dashboard's variables (${x:regex} as Grafana's regex format:
-// each value escaped, several joined as (a|b); the escape's backslash doubled inside PromQL's string literal), then
-// Grafana's $__ variables.
+// promInterpolate interpolates a PromQL expression: the dashboard's variables (${x:regex} by promRegex) and Grafana's
+// $__ variables.
 func promInterpolate(expr string, vars map[string]string, o options) string {
-	all := map[string]string{}
-	for k, v := range vars {
-		all[k] = v
+	all := maps.Clone(vars)
+	if all == nil {
+		all = map[string]string{}
 	}
-	for k, v := range promVars(o) {
-		all[k] = v
+	maps.Copy(all, promVars(o))
+	return substitute(expr, all, promRegex)
+}
+
+// promRegex is Grafana's regex format of a variable's value for PromQL: each value escaped, several joined as (a|b),
+// the escape's backslash doubled inside PromQL's string literal.
+func promRegex(v string) string {
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		parts[i] = regexMeta.ReplaceAllStringFunc(p, func(c string) string { return `\\` + c })
 	}
-	return varRef.ReplaceAllStringFunc(expr, func(m string) string {
-		sub := varRef.FindStringSubmatch(m)
-		name := sub[1] + sub[2]
-		v, ok := all[name]
-		if !ok {
-			return m
-		}
-		if strings.HasSuffix(m, ":regex}") {
-			parts := strings.Split(v, ",")
-			for i, p := range parts {
-				parts[i] = regexMeta.ReplaceAllStringFunc(p, func(c string) string { return `\\` + c })
-			}
-			if len(parts) == 1 {
-				return parts[0]
-			}
-			return "(" + strings.Join(parts, "|") + ")"
-		}
-		return v
-	})
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return "(" + strings.Join(parts, "|") + ")"
 }
 
 // legendRef matches {{label}} in a legendFormat.

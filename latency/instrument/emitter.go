@@ -100,40 +100,28 @@ func NewEmitter(producer sarama.AsyncProducer, cfg EmitterConfig) *Emitter {
 }
 
 // Emit queues r without blocking. It returns false, and counts a drop, when the queue is full or the emitter closed.
-func (e *Emitter) Emit(r Receipt) bool {
-	e.emitted.Add(1)
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
-		e.dropped.Add(1)
-		return false
-	}
-	select {
-	case e.queue <- r:
-		return true
-	default:
-		e.dropped.Add(1)
-		return false
-	}
-}
+func (e *Emitter) Emit(r Receipt) bool { return offer(e, e.queue, r, &e.emitted, &e.dropped) }
 
 // EmitAck queues a producer acknowledgement without blocking, on a queue of its own (QueueSize) so acks never crowd
 // out receipts. It returns false, and counts a drop in Stats().Acks, when that queue is full or the emitter closed.
 // Acks are sent in ack batches (AckBatchVersion), never mixed with receipts, so a collector that predates them
 // dead-letters only the ack records.
-func (e *Emitter) EmitAck(a Ack) bool {
-	e.ackEmitted.Add(1)
+func (e *Emitter) EmitAck(a Ack) bool { return offer(e, e.acks, a, &e.ackEmitted, &e.ackDropped) }
+
+// offer queues v on q without blocking, counting it in emitted, and in dropped when q is full or e is closed.
+func offer[T any](e *Emitter, q chan<- T, v T, emitted, dropped *atomic.Uint64) bool {
+	emitted.Add(1)
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		e.ackDropped.Add(1)
+		dropped.Add(1)
 		return false
 	}
 	select {
-	case e.acks <- a:
+	case q <- v:
 		return true
 	default:
-		e.ackDropped.Add(1)
+		dropped.Add(1)
 		return false
 	}
 }
