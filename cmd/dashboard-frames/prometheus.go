@@ -240,6 +240,8 @@ func promPanel(ctx context.Context, o options, pn dashboards.Panel, vars map[str
 // load make screenshots runs, with the reason; the renderer reports them as "no data" instead of failing, and only
 // when they did draw nothing. Keep it short: every other Prometheus panel must draw.
 var promNoData = map[string]string{
+	"consumer-group.json / Catch-up estimate": "the catch-up estimate exists only while a backlog drains at a " +
+		"measurable rate over the status window; a short load may end before one has (make screenshots' 75 s load draws it)",
 	"consumer-group.json / Retention margin in bytes": "tidemark_lag_topic_retention_margin_bytes is emitted only for a " +
 		"topic with a finite retention.bytes; the load's topic keeps the broker default (-1, unbounded) (docs/metrics.md)",
 	"consumer-group.json / Committed ahead of the end": "tidemark_lag_partition_ahead_offsets is emitted only while a " +
