@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
@@ -51,6 +52,9 @@ type producerSide struct {
 	host      string
 	seen      time.Time // when it was read (reference clock), for collector.spans.join_window
 	bracketed bool      // fed to the engine as a bracket (guarded by Spans.mu once kept)
+	// trace and span are the producer span's ids: the parent of the record's hop spans.
+	trace pcommon.TraceID
+	span  pcommon.SpanID
 }
 
 // spanRef names one span: a consumer span's parent or link, which for the agents' consumer spans is the producer
@@ -276,7 +280,8 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 func (s *Spans) producer(ctx context.Context, ks *kafkaSpan, appends map[recordKey]appendStamp, now time.Time) {
 	s.metrics.Spans.WithLabelValues("producer").Inc()
 	k := recordKey{ks.topic, ks.partition, ks.offset}
-	p := &producerSide{start: ks.start, end: ks.end, ackEnd: !ks.noOffset, host: ks.host, seen: now}
+	p := &producerSide{start: ks.start, end: ks.end, ackEnd: !ks.noOffset, host: ks.host, seen: now, trace: ks.traceID,
+		span: ks.spanID}
 	if app, ok := appends[k]; ok && app.ms > 0 && p.ackEnd {
 		s.bracket(p, app, p.end)
 	}
@@ -497,10 +502,29 @@ func (s *Spans) row(_ context.Context, h *heldConsumer, now time.Time) store.Lat
 			live.observe(&res, ks.traceID[:], now)
 		}
 	}
+	if s.tracer != nil {
+		s.tracer.record(&hop{path: PathSpans, group: ks.group, topic: ks.topic, partition: ks.partition,
+			parent: hopParent(h), producer: producer, broker: broker, consumer: ks.host, naive: raw}, &res)
+	}
 	row := latencyRow(store.SourceReceipt, ks.group, ks.topic, ks.partition, raw, &res, producer, broker, ks.host,
 		ks.traceID[:], ks.spanID[:])
 	row.ReceiptPartition, row.ReceiptOffset = -1, -1 // not from the receipts topic: no receipts dedup seed
 	return row
+}
+
+// hopParent is the span the hop spans of a consumer span's record hang under: its producer span once joined, else the
+// consumer span's first reference (the agents parent or link a consumer span to its record's producer span). The
+// spans were exported, so their traces were sampled. Invalid (no hop spans) when neither is known.
+func hopParent(h *heldConsumer) trace.SpanContext {
+	tid, sid := pcommon.TraceID{}, pcommon.SpanID{}
+	switch {
+	case h.prod != nil:
+		tid, sid = h.prod.trace, h.prod.span
+	case len(h.ks.refs) > 0:
+		tid, sid = h.ks.refs[0].trace, h.ks.refs[0].span
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(tid), SpanID: trace.SpanID(sid),
+		TraceFlags: trace.FlagsSampled, Remote: true})
 }
 
 // submitAll hands complete batches to the sink; their records are remembered as stored once acknowledged.

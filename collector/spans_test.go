@@ -14,6 +14,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
@@ -280,11 +283,17 @@ func TestSpansPathCorrectsSkewedAgentSpans(t *testing.T) {
 		if i == 6 {
 			recv = 100 * time.Millisecond // ...the record measured waited 80 ms
 		}
-		reqs = append(reqs, otlpRequest(t,
-			javaProducer("java-producer", "orders", 3, 100+i, at.Add(pSkew), at.Add(22*time.Millisecond+pSkew)),
-			javaProcess("java-consumer", "g", "orders", 3, 100+i, at.Add(recv+cSkew), at.Add(recv+20*time.Millisecond+cSkew))))
+		prod := javaProducer("java-producer", "orders", 3, 100+i, at.Add(pSkew), at.Add(22*time.Millisecond+pSkew))
+		proc := javaProcess("java-consumer", "g", "orders", 3, 100+i, at.Add(recv+cSkew), at.Add(recv+20*time.Millisecond+cSkew))
+		prod.trace, proc.trace = byte(i+1), byte(i+1) // a trace per record; the process span learns its producer by offset
+		reqs = append(reqs, otlpRequest(t, prod, proc))
 	}
 	e := newSpansEnv(t, truth.Add(-time.Minute), SpansConfig{}, appends)
+	rec := tracetest.NewSpanRecorder()
+	tc := TracesConfig{}
+	tc.setDefaults(nil)
+	e.s.tracer = newHopTracer(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), tc, "collector",
+		e.s.engine.Config(), e.s.metrics)
 	bracketBroker(t, e.s, truth)
 	for i, r := range reqs {
 		*e.now = truth.Add(time.Duration(i-6)*10*time.Second + 200*time.Millisecond)
@@ -328,6 +337,41 @@ func TestSpansPathCorrectsSkewedAgentSpans(t *testing.T) {
 	}
 	if o, _ := e.s.engine.Offset(e.s.hosts.id("java-consumer"), truth); o.Kind != latency.KindEnvelope || o.Upper < cSkew {
 		t.Fatalf("consumer host %v [%v, %v] (%v), want a causal envelope above the true %v", o.Offset, o.Lower, o.Upper, o.Kind, cSkew)
+	}
+	checkSpansHopSpans(t, rec.Ended(), truth, pSkew, unc)
+}
+
+// checkSpansHopSpans checks the hop spans of TestSpansPathCorrectsSkewedAgentSpans's measured record (trace 7): an
+// ingest and a queue-wait span under the agent's producer span (span 0 of its request), on the reference clock
+// within the row's uncertainty (+2 ms: the consumer envelope's bias) of the truth, where the naive ingest is −2480 ms.
+func checkSpansHopSpans(t *testing.T, spans []sdktrace.ReadOnlySpan, truth time.Time, pSkew time.Duration, unc float64) {
+	t.Helper()
+	want := map[string][2]time.Duration{"ingest orders": {0, 20 * time.Millisecond},
+		"queue wait orders": {20 * time.Millisecond, 100 * time.Millisecond}}
+	tol := time.Duration((unc + 1 + 2) * float64(time.Millisecond))
+	found := 0
+	for _, s := range spans {
+		if s.Parent().TraceID() != trace.TraceID(pcommon.TraceID{7, 1}) {
+			continue
+		}
+		w, ok := want[s.Name()]
+		if !ok {
+			t.Errorf("unexpected hop span %q", s.Name())
+			continue
+		}
+		found++
+		if s.Parent().SpanID() != trace.SpanID(testSpanID(0)) || !s.Parent().IsRemote() {
+			t.Errorf("%s parent %v, want the producer span %v", s.Name(), s.Parent(), testSpanID(0))
+		}
+		if d := s.StartTime().Sub(truth.Add(w[0])); d.Abs() > tol {
+			t.Errorf("%s starts %v off the truth (tolerance %v; the producer's clock is %v ahead)", s.Name(), d, tol, pSkew)
+		}
+		if d := s.EndTime().Sub(truth.Add(w[1])); d.Abs() > tol {
+			t.Errorf("%s ends %v off the truth (tolerance %v)", s.Name(), d, tol)
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d hop spans of the measured record among %d, want ingest and queue wait", found, len(spans))
 	}
 }
 

@@ -110,7 +110,7 @@ func newHopTracer(tp trace.TracerProvider, cfg TracesConfig, refHost string, lat
 	}
 	h := &hopTracer{t: tp.Tracer("github.com/tidemark/tidemark/collector"), keepOver: math.Inf(1), refHost: refHost,
 		uncRatio: lat.UncertaintyRatio, counters: map[string]*pathCounters{}}
-	for _, path := range []string{PathReceipts, PathTap} {
+	for _, path := range []string{PathReceipts, PathSpans, PathTap} {
 		c := &pathCounters{}
 		for d := range numDecisions {
 			c.decisions[d] = m.TraceDecisions.WithLabelValues(path, decisionNames[d])
