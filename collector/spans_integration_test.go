@@ -20,24 +20,34 @@ type agentTruth struct {
 }
 
 // TestJavaAgentSpans runs a plain kafka-clients application (deploy/local/otel-app: no Tidemark code) under the
-// OpenTelemetry Java agent against the real brokers, exporting OTLP/HTTP to the collector's own receiver, which
-// writes the spans into the spans topic; the spans path turns them into rows. Every record gets a row; no stage is
-// negative; each trusted stage is within its stated uncertainty of the truth; the application's host is bracketed by
-// its producer spans around its true offset: 0, and +2 s under libfaketime (its producer and consumer spans then
-// disagree with the brokers' LogAppendTime by 2 s, which naive stages show as a 2 s ingest and a negative queue
-// wait).
+// OpenTelemetry Java agent against the real brokers; the spans path turns its spans into rows. Every record gets a
+// row; no stage is negative; each trusted stage is within its stated uncertainty of the truth; the application's
+// host is bracketed by its producer spans around its true offset: 0, and +2 s under libfaketime (its producer and
+// consumer spans then disagree with the brokers' LogAppendTime by 2 s, which naive stages show as a 2 s ingest and a
+// negative queue wait). The first run exports OTLP/HTTP to the collector's own receiver, which writes the spans into
+// the spans topic; the second exports to a real OpenTelemetry Collector (testenv.OTelCollector) whose Kafka exporter
+// writes them there, and which also forwards them to the stack's Jaeger: the records' traces in Jaeger hold the
+// agent's producer and process spans.
 func TestJavaAgentSpans(t *testing.T) {
-	t.Run("same clock", func(t *testing.T) { runJavaAgentApp(t, 0) })
-	t.Run("clock 2s ahead", func(t *testing.T) { runJavaAgentApp(t, 2*time.Second) })
+	t.Run("same clock, own OTLP receiver", func(t *testing.T) { runJavaAgentApp(t, 0, false) })
+	t.Run("clock 2s ahead, OpenTelemetry Collector", func(t *testing.T) { runJavaAgentApp(t, 2*time.Second, true) })
 }
 
 // fakeTimeLib is Debian's libfaketime (package faketime).
 const fakeTimeLib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
-func runJavaAgentApp(t *testing.T, skew time.Duration) {
+func runJavaAgentApp(t *testing.T, skew time.Duration, viaOTelCol bool) {
 	cp, agent := testenv.OTelApp(t)
+	var jaeger testenv.JaegerAddrs
+	if viaOTelCol {
+		jaeger = testenv.Jaeger(t)
+	}
 	e, r, port := startSpansCollector(t, nil)
 	defer r.stop(t)
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d/v1/traces", port)
+	if viaOTelCol {
+		endpoint = testenv.OTelCollector(t, e.brokers, e.cfg.Spans.Topic, jaeger.OTLPGRPC)
+	}
 
 	const n, procMs, host = 30, 5, "java-otel-app"
 	group := testenv.Name(t, "javaapp")
@@ -48,13 +58,47 @@ func runJavaAgentApp(t *testing.T, skew time.Duration) {
 		"-Dotel.resource.attributes=host.name=" + host,
 		"-Dotel.traces.exporter=otlp", "-Dotel.metrics.exporter=none", "-Dotel.logs.exporter=none",
 		"-Dotel.exporter.otlp.protocol=http/protobuf",
-		fmt.Sprintf("-Dotel.exporter.otlp.traces.endpoint=http://127.0.0.1:%d/v1/traces", port),
+		"-Dotel.exporter.otlp.traces.endpoint=" + endpoint,
 		"-Dotel.bsp.schedule.delay=200",
 		"-Dotel.javaagent.logging=none",
 	}, cp, "dev.tidemark.otelapp.SpansApp", strings.Join(e.brokers, ","), e.source, group, fmt.Sprint(n), fmt.Sprint(procMs))
 	app.WaitLine("FINISHED", 3*time.Minute)
 	app.Wait(time.Minute) // exits once the agent flushed its spans
 	checkSpansApp(t, e, r, app.Output(), group, host, n, skew)
+	if viaOTelCol {
+		checkAgentTraceInJaeger(t, e, jaeger.Query, group)
+	}
+}
+
+// checkAgentTraceInJaeger checks that the OpenTelemetry Collector forwarded the agent's spans to Jaeger as well: the
+// trace of one of group's records holds the agent's producer and consumer spans.
+func checkAgentTraceInJaeger(t *testing.T, e *env, query, group string) {
+	t.Helper()
+	var tid string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.conn.QueryRow(ctx, "SELECT any(trace_id) FROM latency_events WHERE topic = ? AND consumer_group = ?",
+		e.source, group).Scan(&tid); err != nil || tid == "" {
+		t.Fatalf("a trace id of the application's rows: %q, %v", tid, err)
+	}
+	testenv.Eventually(t, time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tr, found, err := testenv.FetchTrace(ctx, query, tid)
+		if err != nil || !found {
+			return fmt.Errorf("trace %s in Jaeger: found %v, %v", tid, found, err)
+		}
+		kinds := map[any]int{}
+		for _, s := range tr.Spans {
+			if tr.Processes[s.ProcessID].ServiceName == "otel-app" {
+				kinds[s.Tag("span.kind")]++
+			}
+		}
+		if kinds["producer"] == 0 || kinds["consumer"] == 0 {
+			return fmt.Errorf("trace %s in Jaeger has the agent's spans by kind %v, want producer and consumer", tid, kinds)
+		}
+		return nil
+	})
 }
 
 // startSpansCollector starts the collector with the spans path and its OTLP/HTTP receiver on a free port, and waits

@@ -5,7 +5,8 @@
 #   jaeger.sh install   go mod download + go build of github.com/jaegertracing/jaeger/cmd/jaeger into the cache
 #   jaeger.sh start     start it on loopback with an in-memory store: OTLP in (gRPC and HTTP), query API and UI out
 #   jaeger.sh stop      stop it (TERM, bounded wait, then KILL: Jaeger can take longer than 4 s to exit on TERM)
-#   jaeger.sh env       print export lines while it runs
+#   jaeger.sh env       print export lines while it runs (TIDEMARK_OTELCOL_BIN: the same binary, run as a plain
+#                       OpenTelemetry Collector with a config of one's own)
 #
 # Env: TIDEMARK_JAEGER_VERSION (1.76.0), TIDEMARK_JAEGER_OTLP_GRPC_PORT (19317), TIDEMARK_JAEGER_OTLP_HTTP_PORT
 #      (19318), TIDEMARK_JAEGER_QUERY_PORT (19686: /api/... and the UI), TIDEMARK_JAEGER_QUERY_GRPC_PORT (19685),
@@ -116,6 +117,9 @@ env_lines() {
   echo "export TIDEMARK_JAEGER_OTLP_GRPC=$TIDEMARK_HOST:$OTLP_GRPC_PORT"
   echo "export TIDEMARK_JAEGER_OTLP_HTTP=$TIDEMARK_HOST:$OTLP_HTTP_PORT"
   echo "export TIDEMARK_JAEGER_QUERY=http://$TIDEMARK_HOST:$QUERY_PORT"
+  # Jaeger v2 is an OpenTelemetry Collector distribution with the contrib Kafka exporter: tests and the demo run it
+  # with a config of their own as the OpenTelemetry Collector that writes agents' spans into Tidemark's spans topic.
+  echo "export TIDEMARK_OTELCOL_BIN=$JAEGER_BIN"
 }
 
 case "${1:-}" in

@@ -140,6 +140,23 @@ func (p *JavaProcess) Lines() int {
 	return len(p.lines)
 }
 
+// Exited reports whether the process has exited.
+func (p *JavaProcess) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stderr returns the last 4,000 bytes the process wrote to stderr.
+func (p *JavaProcess) Stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return tail(p.errb.String())
+}
+
 // WaitLine waits (up to timeout) for a stdout line containing s; the test fails if the process exits or the time runs
 // out first.
 func (p *JavaProcess) WaitLine(s string, timeout time.Duration) {
