@@ -10,11 +10,12 @@
 #    uninstrumented consumer group (kcat -G) whose processing is bounded by its commits; every loadgen host exports
 #    its own send/process spans to Jaeger, as a traced application would;
 #    plus a plain Java application (kafka-clients, no Tidemark code; deploy/local/otel-app) under the OpenTelemetry
-#    Java agent with its clock 1200 ms behind (libfaketime), exporting its spans over OTLP/HTTP straight to
-#    `tidemark run` (the spans path), into a LogAppendTime topic;
-# 4. prints a report read back from ClickHouse (deploy/demo/report.sh) and one slow live message's trace:
-#    `trace: <trace id> <Jaeger UI URL>`, checked in Jaeger's API to hold the send, ingest, queue-wait and process
-#    spans from at least two services.
+#    Java agent with its clock 1200 ms behind (libfaketime), into a LogAppendTime topic, exporting its spans over
+#    OTLP/HTTP to an OpenTelemetry Collector (Jaeger's binary with a config of its own) whose Kafka exporter writes
+#    them into Tidemark's spans topic and which forwards them to Jaeger;
+# 4. prints a report read back from ClickHouse (deploy/demo/report.sh) and two traces, one slow live message of the
+#    sarama group and one message of the Java application: `trace: <trace id> <Jaeger UI URL>`, each checked in
+#    Jaeger's API to hold the application's send and process spans and Tidemark's ingest and queue-wait spans.
 # Environment: DEMO_SECONDS (default 110) is how long the load runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +47,8 @@ JAVA_TOPIC=demo-java-$RUN
 JAVA_GROUP=demo-java-app-$RUN
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=$(freeport)
-OTLP_PORT=$(freeport)
+OTELCOL_PORT=$(freeport)
+: "${TIDEMARK_OTELCOL_BIN:?stack.sh did not export TIDEMARK_OTELCOL_BIN (the OpenTelemetry Collector: the Jaeger binary)}"
 : "${TIDEMARK_OTEL_APP_CP:?stack.sh did not export TIDEMARK_OTEL_APP_CP}"
 : "${TIDEMARK_OTEL_JAVAAGENT:?stack.sh did not export TIDEMARK_OTEL_JAVAAGENT}"
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
@@ -73,9 +75,8 @@ collector:
   receipts: {enabled: true, topic: $RECEIPTS, group: tidemark-receipts-$RUN}
   probe: {enabled: true, topic: tidemark-probe-$RUN, group: tidemark-probe-$RUN, interval: 500ms}
   tap: {enabled: true, topics: [$EXT], group: tidemark-tap-$RUN, from_beginning: true}
-  # the Java agent exports straight to Tidemark (no OpenTelemetry Collector in between)
-  spans: {enabled: true, topic: demo-spans-$RUN, group: tidemark-spans-$RUN, partitions: 3,
-          otlp_http_listen: "127.0.0.1:$OTLP_PORT"}
+  # the Java agent's spans, written into this topic by the OpenTelemetry Collector's Kafka exporter (below)
+  spans: {enabled: true, topic: demo-spans-$RUN, group: tidemark-spans-$RUN, partitions: 3}
   # hop spans for 10 % of traces, and for every live message slower than the 500 ms SLO
   traces: {sample_ratio: 0.1}
 tracing:
@@ -110,6 +111,37 @@ for _ in $(seq 1 100); do
   kill -0 "$TM_PID" 2>/dev/null || { tail -20 "$WORK/tidemark.log"; exit 1; }
   sleep 0.2
 done
+
+# The OpenTelemetry Collector in front of the spans topic, as a user would run it: the agent exports OTLP/HTTP to it,
+# its Kafka exporter writes the spans into Tidemark's spans topic (otlp_proto, keyed by trace id), and it forwards them
+# to Jaeger too, where Tidemark's hop spans join them in one trace.
+cat >"$WORK/otelcol.yaml" <<YAML
+service:
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [kafka, otlp/jaeger]
+  telemetry:
+    metrics: {level: none}
+    logs: {level: warn}
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: "127.0.0.1:$OTELCOL_PORT"}
+processors:
+  batch: {timeout: 200ms}
+exporters:
+  kafka:
+    brokers: [$(IFS=,; echo "${BROKER_LIST[*]}")]
+    partition_traces_by_id: true
+    traces: {topic: demo-spans-$RUN, encoding: otlp_proto}
+  otlp/jaeger:
+    endpoint: $TIDEMARK_JAEGER_OTLP_GRPC
+    tls: {insecure: true}
+YAML
+"$TIDEMARK_OTELCOL_BIN" --config "$WORK/otelcol.yaml" >"$WORK/otelcol.log" 2>&1 &
+PIDS+=("$!")
 
 say "running the load for ${DEMO_SECONDS}s (reset to earliest at $((DEMO_SECONDS / 2))s)"
 "$WORK/loadgen" --brokers "$TIDEMARK_KAFKA_BROKERS" --topic "$TOPIC" --receipts-topic "$RECEIPTS" --group "$GROUP" \
@@ -148,7 +180,7 @@ printf "java-otel-app\t-1200\n" >>"$WORK/injected.kcat.tsv"
     timeout 300 java -javaagent:"$TIDEMARK_OTEL_JAVAAGENT" -Dotel.service.name=java-otel-app \
     -Dotel.resource.attributes=host.name=java-otel-app -Dotel.traces.exporter=otlp -Dotel.metrics.exporter=none \
     -Dotel.logs.exporter=none -Dotel.exporter.otlp.protocol=http/protobuf \
-    -Dotel.exporter.otlp.traces.endpoint="http://127.0.0.1:$OTLP_PORT/v1/traces" -Dotel.bsp.schedule.delay=200 \
+    -Dotel.exporter.otlp.traces.endpoint="http://127.0.0.1:$OTELCOL_PORT/v1/traces" -Dotel.bsp.schedule.delay=200 \
     -Dotel.javaagent.logging=none -cp "$TIDEMARK_OTEL_APP_CP" dev.tidemark.otelapp.SpansApp \
     "$TIDEMARK_KAFKA_BROKERS" "$JAVA_TOPIC" "$JAVA_GROUP" 600 3
 ) >>"$WORK/java-app.log" 2>&1 &
@@ -180,8 +212,10 @@ bash "$ROOT/deploy/demo/report.sh" "$WORK/injected.tsv" "$GROUP" "$JAVA_GROUP"
 
 say "one slow live message, traced end to end (Jaeger: $TIDEMARK_JAEGER_QUERY)"
 bash "$ROOT/deploy/demo/trace.sh" "$GROUP" "$TOPIC"
+say "one message of the Java application (OpenTelemetry agent, no Tidemark code): the agent's spans and Tidemark's"
+bash "$ROOT/deploy/demo/trace.sh" "$JAVA_GROUP" "$JAVA_TOPIC"
 echo
-echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log, java-app.log). Data: ClickHouse database tidemark_demo; traces in Jaeger"
+echo "Files: $WORK (tidemark.yaml, tidemark.log, loadgen.log, java-app.log, otelcol.yaml, otelcol.log). Data: ClickHouse database tidemark_demo; traces in Jaeger"
 echo "($TIDEMARK_JAEGER_QUERY, in memory until 'make down')."
 echo "The local stack is still running so you can query the data (clickhouse-client --port $CH_PORT -d tidemark_demo);"
 echo "'make down' stops it."

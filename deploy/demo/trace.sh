@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The demo's trace: the slowest live message of GROUP on TOPIC whose trace Jaeger holds end to end, printed as
 #   trace: <32-hex trace id> <Jaeger UI URL>
-# A trace counts when Jaeger's API (/api/traces/<id>) returns the producer's "send" span, Tidemark's "ingest" and
-# "queue wait" spans and the consumer's "process" span, from at least two services.
+# A trace counts when Jaeger's API (/api/traces/<id>) returns the producer's send span, Tidemark's "ingest" and
+# "queue wait" spans and the consumer's process span, from at least two services. The applications' spans are found
+# by kind (producer, consumer) and destination, since SDKs name them differently: "send <topic>" (latency/instrument),
+# "<topic> publish" (the OpenTelemetry Java agent).
 # Candidates are what the plugin's slowest-messages panel lists (live rows whose stage the engine trusts, slowest
 # first): by end-to-end latency, then, if none of those qualifies, by queue wait (a producer placed only by the causal
 # envelope behind a loaded broker can have every ingest, hence every e2e, too uncertain for a percentile while its
@@ -36,9 +38,19 @@ if not data:
     sys.exit(0)
 tr = data[0]
 ops = {s["operationName"]: tr["processes"][s["processID"]]["serviceName"] for s in tr["spans"]}
-want = ["send " + topic, "ingest " + topic, "queue wait " + topic, "process " + topic]
-if all(w in ops for w in want) and len({ops[w] for w in want}) >= 2:
-    print(", ".join("%s (%s)" % (w, ops[w]) for w in want))
+def kind(s):
+    return next((t["value"] for t in s.get("tags", []) if t["key"] == "span.kind"), "")
+# The applications' spans by kind and destination, Tidemark's by name.
+names = {}
+for s in tr["spans"]:
+    k, op = kind(s), s["operationName"]
+    if k in ("producer", "consumer") and topic in op.split():
+        names.setdefault(k, op)
+    elif op in ("ingest " + topic, "queue wait " + topic):
+        names.setdefault(op, op)
+got = [names.get(w) for w in ("producer", "ingest " + topic, "queue wait " + topic, "consumer")]
+if all(got) and len({ops[w] for w in got}) >= 2:
+    print(", ".join("%s (%s)" % (w, ops[w]) for w in got))
 ' <<<"$body"
 }
 
