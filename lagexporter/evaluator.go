@@ -106,12 +106,28 @@ type probeKey struct {
 }
 
 // Apply evaluates one observation and returns its snapshot. obs is not modified and not retained.
+//
+// Its steps, in order: the partitions' views of this cycle (viewTopics), the end-offset decrease counters
+// (countEndDecreases), the record reads handed to their partitions (attachRecords), every allowed group
+// (evalGroups), and last the state of what the observation no longer has (forget).
 func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	e.seq++
 	seq, now := e.seq, obs.Time
 	snap := &Snapshot{Cluster: e.cfg.Cluster, Time: now, Seq: seq, Errors: slices.Clone(obs.Errors)}
-
+	// the maps are made here, not returned by the steps, so that they stay off the heap
 	topics := make(map[string]*topicView, len(obs.Topics))
+	e.viewTopics(obs, snap, topics, seq, now)
+	e.countEndDecreases(topics, snap)
+	attachRecords(topics, obs.Records)
+	seenGT := map[gtKey]bool{}
+	e.evalGroups(obs, topics, snap, seenGT, seq, now)
+	e.forget(seq, seenGT)
+	return snap
+}
+
+// viewTopics puts into topics this cycle's view of every allowed topic, keyed by name, and appends to snap.Topics
+// the topics with the partition offsets read this cycle, sorted by name.
+func (e *Evaluator) viewTopics(obs *Observation, snap *Snapshot, topics map[string]*topicView, seq uint64, now time.Time) {
 	for i := range obs.Topics {
 		t := &obs.Topics[i]
 		if !e.cfg.TopicAllowed(t.Topic) {
@@ -121,27 +137,7 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		snapTopic := TopicObservation{Topic: t.Topic, ID: t.ID, TimestampType: t.TimestampType, Retention: t.Retention,
 			Partitions: make([]PartitionObservation, 0, len(t.Partitions))}
 		for _, p := range t.Partitions {
-			k := tpKey{t.Topic, p.Partition}
-			st := e.topics[k]
-			if st == nil || st.topicID != t.ID {
-				st = &tpState{topicID: t.ID} // new partition or new incarnation: forget the old one
-				e.topics[k] = st
-			}
-			st.seen = seq
-			pv := &partView{p: p, st: st}
-			if p.Known() {
-				if len(st.history) > 0 && (p.HighWatermark < st.last.HighWatermark || p.LastStable < st.last.LastStable) {
-					// truncation or stale offsets, not a consumer seeking back: counted and flagged
-					pv.endDecreased = true
-					e.endDecreases[t.Topic]++
-				}
-				st.last, st.lastRead = p, now
-				e.recordHW(st, now, p.HighWatermark)
-			} else if len(st.history) > 0 { // read before in this incarnation: the last values, flagged stale
-				pv.p, pv.stale = st.last, true
-				pv.p.Leader, pv.p.Error, pv.p.ErrorCode = p.Leader, "", ""
-			}
-			tv.sorted = append(tv.sorted, pv)
+			tv.sorted = append(tv.sorted, e.viewPartition(t, p, seq, now))
 			// partition offsets are published as read this cycle: an unreadable partition has no offset series
 			snapTopic.Partitions = append(snapTopic.Partitions, p)
 		}
@@ -151,6 +147,39 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		snap.Topics = append(snap.Topics, snapTopic)
 	}
 	slices.SortFunc(snap.Topics, func(a, b TopicObservation) int { return cmp.Compare(a.Topic, b.Topic) })
+}
+
+// viewPartition returns partition p of topic t as this cycle evaluates it, and updates its state: a new partition
+// or topic incarnation starts a new state; known offsets become the last known ones (and extend the high-watermark
+// history), an end offset read lower than before is counted and flagged; unknown offsets of a partition read before
+// in this incarnation are replaced by the last known ones, flagged stale.
+func (e *Evaluator) viewPartition(t *TopicObservation, p PartitionObservation, seq uint64, now time.Time) *partView {
+	k := tpKey{t.Topic, p.Partition}
+	st := e.topics[k]
+	if st == nil || st.topicID != t.ID {
+		st = &tpState{topicID: t.ID} // new partition or new incarnation: forget the old one
+		e.topics[k] = st
+	}
+	st.seen = seq
+	pv := &partView{p: p, st: st}
+	if p.Known() {
+		if len(st.history) > 0 && (p.HighWatermark < st.last.HighWatermark || p.LastStable < st.last.LastStable) {
+			// truncation or stale offsets, not a consumer seeking back: counted and flagged
+			pv.endDecreased = true
+			e.endDecreases[t.Topic]++
+		}
+		st.last, st.lastRead = p, now
+		e.recordHW(st, now, p.HighWatermark)
+	} else if len(st.history) > 0 { // read before in this incarnation: the last values, flagged stale
+		pv.p, pv.stale = st.last, true
+		pv.p.Leader, pv.p.Error, pv.p.ErrorCode = p.Leader, "", ""
+	}
+	return pv
+}
+
+// countEndDecreases drops the end-offset decrease counters of topics no longer viewed and puts every viewed topic's
+// counter (0 when it never decreased) into snap.
+func (e *Evaluator) countEndDecreases(topics map[string]*topicView, snap *Snapshot) {
 	for name := range e.endDecreases {
 		if topics[name] == nil {
 			delete(e.endDecreases, name)
@@ -160,11 +189,14 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	for name := range topics {
 		snap.EndOffsetDecreases[name] = e.endDecreases[name]
 	}
+}
 
-	// Each record read goes to its partition's view, keyed by offset and isolation: a small map per partition with
-	// an integer key, not one map of (topic, partition, offset, isolation) probed once per group-partition.
-	for i := range obs.Records {
-		r := &obs.Records[i]
+// attachRecords hands each record read to its partition's view, keyed by offset and isolation: a small map per
+// partition with an integer key, not one map of (topic, partition, offset, isolation) probed once per
+// group-partition. Reads of topics or partitions not viewed this cycle are ignored.
+func attachRecords(topics map[string]*topicView, records []RecordProbe) {
+	for i := range records {
+		r := &records[i]
 		tv := topics[r.Topic]
 		if tv == nil {
 			continue
@@ -179,9 +211,13 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 		}
 		pv.probes[probeAt{r.Offset, r.Isolation.OrDefault() == ReadCommitted}] = r
 	}
+}
 
-	seenGT := map[gtKey]bool{}
-	if len(obs.Groups) > 0 { // sized once, not grown by append (up to 25 % unused); none stays nil, as before
+// evalGroups evaluates every allowed group of obs into snap.Groups, sorted by name, and puts into seenGT the
+// (group, topic) pairs the groups were evaluated on.
+func (e *Evaluator) evalGroups(obs *Observation, topics map[string]*topicView, snap *Snapshot, seenGT map[gtKey]bool,
+	seq uint64, now time.Time) {
+	if len(obs.Groups) > 0 { // sized once, not grown by append (up to 25 % unused); none stays nil
 		snap.Groups = make([]GroupLag, 0, len(obs.Groups))
 	}
 	for i := range obs.Groups {
@@ -197,9 +233,13 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 	}
 	e.lags = nil // the rest of the last chunk: the next snapshot's groups take a new one
 	slices.SortFunc(snap.Groups, func(a, b GroupLag) int { return cmp.Compare(a.Group, b.Group) })
+}
 
-	// Forget what this observation no longer has: deleted groups, revoked or deleted partitions, old incarnations.
-	for name, gs := range e.groups { // deleted groups; a group's revoked or deleted partitions went in evalGroup
+// forget drops the state of what cycle seq's observation no longer has: deleted groups, partitions and old topic
+// incarnations, and the unread-deleted counters of (group, topic) pairs not evaluated (seenGT). A group's revoked or
+// deleted partitions were dropped by its state walk (evalGroup).
+func (e *Evaluator) forget(seq uint64, seenGT map[gtKey]bool) {
+	for name, gs := range e.groups {
 		if gs.seen != seq {
 			delete(e.groups, name)
 		}
@@ -214,7 +254,6 @@ func (e *Evaluator) Apply(obs *Observation) *Snapshot {
 			delete(e.unreadDeleted, k)
 		}
 	}
-	return snap
 }
 
 // lastPerPartition keeps, of partitions sorted (stably) by number, the last of each run with the same number.

@@ -20,6 +20,10 @@ type groupCtx struct {
 	gs         *groupState
 }
 
+// evalGroup evaluates group g against this cycle's topic views. Its steps: the commits to use (commitSource: this
+// cycle's, or the last successful read's, flagged stale), those commits in (topic, partition) order
+// (sortedOffsets), the topics in scope (scopeTopics), every partition of them with its state of the last cycle
+// (evalScope), and the group's own aggregates.
 func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView, now time.Time, seq uint64) GroupLag {
 	iso, reset := e.cfg.GroupSettingsOf(g)
 	out := GroupLag{Group: g.Group, GroupType: g.Type(), State: g.State, Isolation: iso, Members: g.Members,
@@ -30,32 +34,65 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		e.groups[g.Group] = gs
 	}
 	gs.seen = seq
-	src, stale, readAt := g, false, now
-	if g.Error != "" {
-		if !gs.read {
-			out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
-			gs.parts, gs.topics = nil, nil
-			return out
-		}
-		var last GroupObservation
-		last, e.lastOffs = gs.last(e.lastOffs)
-		src, stale, readAt = &last, true, gs.readAt
-		if out.State == "" {
-			out.State, out.Members = gs.obs.State, gs.obs.Members
-		}
-	} else {
+	var last GroupObservation // the last successful read, when this cycle's failed
+	src, stale, readAt, ok := e.commitSource(g, gs, &out, &last, now)
+	if !ok {
+		return out
+	}
+	offs := e.sortedOffsets(src.Offsets)
+	names := e.scopeTopics(offs, out.Members, topics)
+	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
+		readAt: readAt, assignment: stableAssignment(out.State, out.Members), share: g.Type() == GroupShare, gs: gs}
+	if !stale {
+		gs.push(now.UnixNano(), e.cfg.Status.Window) // the time of every sample this cycle adds
+	}
+	lastCommit := e.evalScope(&gc, &out, src.Streams, offs, names, topics, now)
+	out.Total.Complete = out.Total.Unknown == 0
+	out.CatchUp = groupCatchUp(out.Partitions)
+	// only commits can come from clients outside the group; a share group's start offset moves only with members
+	out.SimpleConsumer = !gc.share && !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
+	return out
+}
+
+// commitSource returns the observation whose commits group g is evaluated from. When g's commits were read, that is
+// g, kept in gs for the cycles whose reads fail. When they failed, it is the last successful read, stale, with
+// readAt its observation time, put into last; out then shows that read's state and members if g has no state. ok
+// is false when g's commits were never read: out then has no partitions, and gs no partition states.
+func (e *Evaluator) commitSource(g *GroupObservation, gs *groupState, out *GroupLag, last *GroupObservation,
+	now time.Time) (src *GroupObservation, stale bool, readAt time.Time, ok bool) {
+	if g.Error == "" {
 		gs.keep(g)
 		gs.read, gs.readAt = true, now
+		return g, false, now, true
 	}
+	if !gs.read {
+		out.Partitions, out.Topics = []PartitionLag{}, []TopicLag{}
+		gs.parts, gs.topics = nil, nil
+		return nil, false, time.Time{}, false
+	}
+	*last, e.lastOffs = gs.last(e.lastOffs)
+	if out.State == "" {
+		out.State, out.Members = gs.obs.State, gs.obs.Members
+	}
+	return last, true, gs.readAt, true
+}
 
-	// Committed offsets in (topic, partition) order (the Kafka reader sorts them; a timeline may not), the last one
-	// winning for a partition listed twice; the scope is their topics and the members' assigned topics.
-	offs := src.Offsets
-	if !slices.IsSortedFunc(offs, cmpOffset) {
-		e.offs = append(e.offs[:0], offs...)
-		slices.SortStableFunc(e.offs, cmpOffset)
-		offs = e.offs
+// sortedOffsets returns a group's committed offsets in (topic, partition) order: offs itself when it is (the Kafka
+// reader sorts them; a timeline may not), else a stable sort in the evaluator's scratch, so that of a partition
+// listed twice the last commit is the one the commit walk finds.
+func (e *Evaluator) sortedOffsets(offs []CommittedOffset) []CommittedOffset {
+	if slices.IsSortedFunc(offs, cmpOffset) {
+		return offs
 	}
+	e.offs = append(e.offs[:0], offs...)
+	slices.SortStableFunc(e.offs, cmpOffset)
+	return e.offs
+}
+
+// scopeTopics returns, sorted and each once, the topics a group is evaluated on: the topics of its commits offs
+// (sorted) and of its members' assignments and target assignments, as far as they are viewed this cycle (deleted
+// or denied topics are out of scope). The slice is the evaluator's scratch, valid until the next group.
+func (e *Evaluator) scopeTopics(offs []CommittedOffset, members []Member, topics map[string]*topicView) []string {
 	names := e.names[:0]
 	for i := range offs {
 		if t := offs[i].Topic; (len(names) == 0 || names[len(names)-1] != t) && topics[t] != nil {
@@ -63,9 +100,9 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 		}
 	}
 	// a member's target assignment (KIP-848, streams) puts a partition in scope before its first commit
-	for i := range out.Members {
-		for t := range memberTopics(&out.Members[i]) {
-			if topics[t] != nil { // deleted or denied topics are out of scope
+	for i := range members {
+		for t := range memberTopics(&members[i]) {
+			if topics[t] != nil {
 				names = append(names, t)
 			}
 		}
@@ -73,63 +110,79 @@ func (e *Evaluator) evalGroup(g *GroupObservation, topics map[string]*topicView,
 	slices.Sort(names)
 	names = slices.Compact(names)
 	e.names = names
+	return names
+}
 
-	gc := groupCtx{group: g.Group, iso: iso, reset: reset, hasMembers: len(out.Members) > 0, stale: stale,
-		readAt: readAt, assignment: stableAssignment(out.State, out.Members), share: g.Type() == GroupShare, gs: gs}
-	if !stale {
-		gs.push(now.UnixNano(), e.cfg.Status.Window) // the time of every sample this cycle adds
-	}
-	var lastCommit time.Time
+// evalScope evaluates every partition of the topics names in (topic, partition) order into out's partitions, topic
+// aggregates and total, with the group's commits offs (sorted) and streams topics, and each partition's state of
+// the last cycle; it leaves the states in gc.gs for the next cycle. It returns the latest commit time of the
+// partitions with a commit (zero when there is none).
+func (e *Evaluator) evalScope(gc *groupCtx, out *GroupLag, streams map[string]StreamsTopic, offs []CommittedOffset,
+	names []string, topics map[string]*topicView, now time.Time) time.Time {
 	n := 0
 	for _, topic := range names {
 		n += len(topics[topic].sorted)
 	}
 	out.Partitions, out.Topics = e.partitionLags(n), make([]TopicLag, 0, len(names))
-	walk := newStateWalk(gs, e.cfg.Status.Window, n, e.runs)
-	oi := 0 // next unread committed offset
+	walk := newStateWalk(gc.gs, e.cfg.Status.Window, n, e.runs)
+	commits := commitCursor{offs: offs}
+	var lastCommit time.Time
 	for _, topic := range names {
 		tv := topics[topic]
 		tl := TopicLag{Topic: topic}
-		var streams *StreamsTopic // one per group-topic, shared by its partitions
-		if sm, ok := src.Streams[topic]; ok {
+		var stream *StreamsTopic // one per group-topic, shared by its partitions
+		if sm, ok := streams[topic]; ok {
 			tl.Subtopology, tl.Internal = sm.Subtopology, sm.Internal
-			streams = &sm
+			stream = &sm
 		}
 		for _, pv := range tv.sorted {
-			pn := pv.p.Partition
-			var c CommittedOffset
-			has := false
-			for oi < len(offs) && cmpTP(offs[oi].Topic, offs[oi].Partition, topic, pn) <= 0 {
-				if offs[oi].Topic == topic && offs[oi].Partition == pn {
-					c, has = offs[oi], true
-				}
-				oi++
-			}
-			st := walk.state(topic, pn, tv.obs.ID)
-			pl := e.evalPartition(&gc, st, tv.obs, pv, c, has, now)
-			pl.streams = streams
+			c, has := commits.find(topic, pv.p.Partition)
+			pl := e.evalPartition(gc, walk.state(topic, pv.p.Partition, tv.obs.ID), tv.obs, pv, c, has, now)
+			pl.streams = stream
 			if pl.HasCommit && pl.CommitTime.After(lastCommit) {
 				lastCommit = pl.CommitTime
 			}
-			if !pl.Flags.Has(FlagUnassigned) {
-				out.Status = max(out.Status, pl.Status)
-				out.Replaying = out.Replaying || pl.Flags.Has(FlagReplay)
-			}
-			tl.Add(&pl)
-			out.Total.Add(&pl)
-			out.Partitions = append(out.Partitions, pl)
+			out.addPartition(&tl, &pl)
 		}
-		tl.UnreadRecordsDeleted = e.unreadDeleted[gtKey{g.Group, topic}]
+		tl.UnreadRecordsDeleted = e.unreadDeleted[gtKey{gc.group, topic}]
 		out.Total.UnreadRecordsDeleted += tl.UnreadRecordsDeleted
 		tl.Complete = tl.Unknown == 0
 		out.Topics = append(out.Topics, tl)
 	}
-	e.runs = walk.done(gs)
-	out.Total.Complete = out.Total.Unknown == 0
-	out.CatchUp = groupCatchUp(out.Partitions)
-	// only commits can come from clients outside the group; a share group's start offset moves only with members
-	out.SimpleConsumer = !gc.share && !gc.hasMembers && !lastCommit.IsZero() && now.Sub(lastCommit) < e.cfg.Status.SimpleConsumerWindow
-	return out
+	e.runs = walk.done(gc.gs)
+	return lastCommit
+}
+
+// addPartition appends pl to the group's partitions and adds it to its topic's aggregate tl and the group's total.
+// An unassigned partition does not count in the group's status and replaying: the group will never consume it.
+func (out *GroupLag) addPartition(tl *TopicLag, pl *PartitionLag) {
+	if !pl.Flags.Has(FlagUnassigned) {
+		out.Status = max(out.Status, pl.Status)
+		out.Replaying = out.Replaying || pl.Flags.Has(FlagReplay)
+	}
+	tl.Add(pl)
+	out.Total.Add(pl)
+	out.Partitions = append(out.Partitions, *pl)
+}
+
+// commitCursor finds a group's commit on each partition, asked in (topic, partition) order, by walking the group's
+// commits sorted the same way alongside: no map per group. Of a partition listed twice, the last commit is found.
+type commitCursor struct {
+	offs []CommittedOffset
+	i    int // next unread commit
+}
+
+// find returns the commit on topic/partition and whether there is one, passing over the commits before it.
+func (c *commitCursor) find(topic string, partition int32) (CommittedOffset, bool) {
+	var out CommittedOffset
+	has := false
+	for c.i < len(c.offs) && cmpTP(c.offs[c.i].Topic, c.offs[c.i].Partition, topic, partition) <= 0 {
+		if c.offs[c.i].Topic == topic && c.offs[c.i].Partition == partition {
+			out, has = c.offs[c.i], true
+		}
+		c.i++
+	}
+	return out, has
 }
 
 func cmpTP(t1 string, p1 int32, t2 string, p2 int32) int {
