@@ -24,6 +24,28 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 		obs.Failed = ErrKindGroups
 		return obs, nil, fmt.Errorf("list groups: %w", err)
 	}
+	names, byName := l.allowGroups(obs, groups)
+	// Committed offsets first (C03): an end offset read after a commit is >= that commit.
+	if len(names) > 0 {
+		l.readCommits(ctx, obs, names, byName)
+	}
+	if want := l.endOffsetTopics(obs, topics); len(want) > 0 {
+		listed, err := l.cluster.ListOffsets(ctx, want)
+		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindListOffsets)...)
+		obs.Topics = listed
+	}
+	obs.Time = l.now()
+
+	var invalid map[TimestampProblem]uint64
+	if *l.cfg.ReadRecordTimestamps {
+		invalid = l.readRecords(ctx, obs)
+	}
+	return obs, invalid, nil
+}
+
+// allowGroups puts into obs.Groups the listed groups the configuration allows, and returns their names in order and
+// each name's index in obs.Groups.
+func (l *Loop) allowGroups(obs *Observation, groups []GroupObservation) ([]string, map[string]int) {
 	names := make([]string, 0, len(groups))
 	byName := make(map[string]int, len(groups))
 	for _, g := range groups {
@@ -33,30 +55,36 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 			names = append(names, g.Group)
 		}
 	}
+	return names, byName
+}
 
-	// Committed offsets first (C03): an end offset read after a commit is >= that commit.
-	if len(names) > 0 {
-		offs, err := l.cluster.CommittedOffsets(ctx, names)
-		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindCommitted)...)
-		got := make(map[string]bool, len(offs))
-		for _, o := range offs {
-			if i, ok := byName[o.Group]; ok {
-				obs.Groups[i].Offsets, obs.Groups[i].Error = o.Offsets, o.Error
-				if o.Reset != "" {
-					obs.Groups[i].Reset = o.Reset
-				}
-				got[o.Group] = true
+// readCommits reads the committed offsets of the groups names into obs.Groups (byName: their indexes), with each
+// group's reset policy when the cluster reports one. A group the answer leaves out gets an error, so that it is
+// evaluated from its last commits, flagged stale.
+func (l *Loop) readCommits(ctx context.Context, obs *Observation, names []string, byName map[string]int) {
+	offs, err := l.cluster.CommittedOffsets(ctx, names)
+	obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindCommitted)...)
+	got := make(map[string]bool, len(offs))
+	for _, o := range offs {
+		if i, ok := byName[o.Group]; ok {
+			obs.Groups[i].Offsets, obs.Groups[i].Error = o.Offsets, o.Error
+			if o.Reset != "" {
+				obs.Groups[i].Reset = o.Reset
 			}
-		}
-		for i := range obs.Groups {
-			if !got[obs.Groups[i].Group] && obs.Groups[i].Error == "" {
-				obs.Groups[i].Error = "committed offsets not returned"
-			}
+			got[o.Group] = true
 		}
 	}
+	for i := range obs.Groups {
+		if !got[obs.Groups[i].Group] && obs.Groups[i].Error == "" {
+			obs.Groups[i].Error = "committed offsets not returned"
+		}
+	}
+}
 
-	// End offsets of the topics some group consumes; a group whose commits failed this cycle keeps its last scope, so
-	// that its last values can be shown (stale) against current end offsets.
+// endOffsetTopics returns the allowed topics of topics (the metadata) that some group of obs is measured on, whose
+// end offsets the cycle reads, and keeps every group's scope in l.scopes. A group whose commits failed this cycle
+// keeps its last scope, so that its last values can be shown (stale) against current end offsets.
+func (l *Loop) endOffsetTopics(obs *Observation, topics []TopicObservation) []TopicObservation {
 	inScope := map[string]bool{}
 	scopes := make(map[string][]string, len(obs.Groups))
 	var scope []string
@@ -81,18 +109,7 @@ func (l *Loop) observe(ctx context.Context) (*Observation, map[TimestampProblem]
 			want = append(want, t)
 		}
 	}
-	if len(want) > 0 {
-		listed, err := l.cluster.ListOffsets(ctx, want)
-		obs.Errors = append(obs.Errors, asCycleErrors(err, ErrKindListOffsets)...)
-		obs.Topics = listed
-	}
-	obs.Time = l.now()
-
-	var invalid map[TimestampProblem]uint64
-	if *l.cfg.ReadRecordTimestamps {
-		invalid = l.readRecords(ctx, obs)
-	}
-	return obs, invalid, nil
+	return want
 }
 
 // scopeNames appends to dst the topics a group is measured on, sorted and each once: those it has commits for and

@@ -57,7 +57,7 @@ func (l *Loop) recordRequests(obs *Observation, seq uint32) ([]RecordRequest, ma
 			slices.SortStableFunc(offs, cmpOffset)
 		}
 		names = scopeNames(names[:0], g)
-		oi := 0
+		commits := commitCursor{offs: offs}
 		for _, topic := range names {
 			t := byTopic[topic]
 			if t == nil {
@@ -67,15 +67,8 @@ func (l *Loop) recordRequests(obs *Observation, seq uint32) ([]RecordRequest, ma
 				if !p.Known() {
 					continue
 				}
-				var c int64
-				has := false
-				for oi < len(offs) && cmpTP(offs[oi].Topic, offs[oi].Partition, topic, p.Partition) <= 0 {
-					if offs[oi].Topic == topic && offs[oi].Partition == p.Partition {
-						c, has = offs[oi].Offset, true
-					}
-					oi++
-				}
-				in := PartitionInput{HasCommit: has, Committed: c, OffsetsKnown: true, LogStart: p.LogStart,
+				c, has := commits.find(topic, p.Partition)
+				in := PartitionInput{HasCommit: has, Committed: c.Offset, OffsetsKnown: true, LogStart: p.LogStart,
 					HighWatermark: p.HighWatermark, LastStable: p.LastStable, Isolation: iso, Reset: reset}
 				if req, ok := l.recordRequest(t, p.Partition, in, seq, unfinished); ok {
 					reqs = append(reqs, req)
