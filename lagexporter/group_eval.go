@@ -155,14 +155,14 @@ func (e *Evaluator) evalScope(gc *groupCtx, out *GroupLag, streams map[string]St
 
 // addPartition appends pl to the group's partitions and adds it to its topic's aggregate tl and the group's total.
 // An unassigned partition does not count in the group's status and replaying: the group will never consume it.
-func (out *GroupLag) addPartition(tl *TopicLag, pl *PartitionLag) {
+func (g *GroupLag) addPartition(tl *TopicLag, pl *PartitionLag) {
 	if !pl.Flags.Has(FlagUnassigned) {
-		out.Status = max(out.Status, pl.Status)
-		out.Replaying = out.Replaying || pl.Flags.Has(FlagReplay)
+		g.Status = max(g.Status, pl.Status)
+		g.Replaying = g.Replaying || pl.Flags.Has(FlagReplay)
 	}
 	tl.Add(pl)
-	out.Total.Add(pl)
-	out.Partitions = append(out.Partitions, *pl)
+	g.Total.Add(pl)
+	g.Partitions = append(g.Partitions, *pl)
 }
 
 // commitCursor finds a group's commit on each partition, asked in (topic, partition) order, by walking the group's
