@@ -78,7 +78,9 @@ func Register(reg prometheus.Registerer, cfg *lagexporter.Config, src SnapshotSo
 	return nil
 }
 
-// NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names).
+// NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names). The
+// families are defined in Describe order, which is the exposition's order of families. The body is one flat list of
+// metric definitions; it is easier to read whole.
 func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	gp := []string{"cluster", "group", "topic", "partition"}
 	gt := []string{"cluster", "group", "topic"}
@@ -86,22 +88,7 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	tp := []string{"cluster", "topic", "partition"}
 	cl := []string{"cluster"}
 	c := &Collector{cfg: cfg, src: src}
-	n := func(name, help string, labels []string) *family {
-		f := &family{name: name, help: help, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil), idx: len(c.families)}
-		for i := range labels {
-			f.order = append(f.order, i)
-		}
-		sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
-		for k, i := range f.order {
-			sep := `",`
-			if k == 0 {
-				sep = name + "{"
-			}
-			f.pre = append(f.pre, sep+labels[i]+`="`)
-		}
-		c.families = append(c.families, f)
-		return f
-	}
+	n := c.newFamily
 	counter := func(f *family) *family { f.counter = true; return f }
 	c.f = fams{
 		partLag:            n("tidemark_lag_partition_offsets", "Effective consumer-group lag of a partition: records the group will still receive, max(0, End - first consumable unconsumed offset); End is the high watermark (read_uncommitted) or last stable offset (read_committed).", gp),
@@ -171,6 +158,25 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 		c.f.kTopicOldest = n("kafka_topic_partition_oldest_offset", "kafka_exporter compatible: log start offset of a partition.", []string{"topic", "partition"})
 	}
 	return c
+}
+
+// newFamily defines the gauge family name with help text and label names labels as the collector's next family,
+// with its descriptor and the constant text of its series lines (family.order, family.pre).
+func (c *Collector) newFamily(name, help string, labels []string) *family {
+	f := &family{name: name, help: help, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil), idx: len(c.families)}
+	for i := range labels {
+		f.order = append(f.order, i)
+	}
+	sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
+	for k, i := range f.order {
+		sep := `",`
+		if k == 0 {
+			sep = name + "{"
+		}
+		f.pre = append(f.pre, sep+labels[i]+`="`)
+	}
+	c.families = append(c.families, f)
+	return f
 }
 
 // Describe sends every descriptor the collector can emit.
