@@ -166,7 +166,9 @@ func CompilePattern(p string) (*regexp.Regexp, error) {
 	return regexp.Compile("^(?:" + p + ")$")
 }
 
-// validate checks every field; key maps a key path of this struct ("status.window") to the name the user wrote.
+// validate checks every field; key maps a key path of this struct ("status.window") to the name the user wrote. The
+// problems are reported in field order: the loop's settings, the status thresholds, the election, the history, then
+// the patterns and group rules (which it compiles).
 func (c *Config) validate(key func(string) string) error {
 	var errs []error
 	bad := func(k, format string, args ...any) {
@@ -183,22 +185,35 @@ func (c *Config) validate(key func(string) string) error {
 	default:
 		bad("granularity", "%q is not one of partition, partition_lag, topic", c.Granularity)
 	}
-	if c.Status.Window < 2 {
-		bad("status.window", "must be >= 2, got %d", c.Status.Window)
+	c.Status.validate(bad)
+	c.Election.validate(bad)
+	if c.HistorySize < 2 {
+		bad("history_size", "must be >= 2, got %d", c.HistorySize)
 	}
-	if c.Status.StopAfter <= 0 {
-		bad("status.stop_after", "must be > 0, got %s", c.Status.StopAfter)
+	c.compilePatterns(bad)
+	c.compileGroupRules(bad)
+	c.compiled = len(errs) == 0
+	return errors.Join(errs...)
+}
+
+// validate reports through bad every status threshold out of range, each under its key below "status.".
+func (s *StatusConfig) validate(bad func(k, format string, args ...any)) {
+	if s.Window < 2 {
+		bad("status.window", "must be >= 2, got %d", s.Window)
 	}
-	if c.Status.SimpleConsumerWindow <= 0 {
-		bad("status.simple_consumer_window", "must be > 0, got %s", c.Status.SimpleConsumerWindow)
+	if s.StopAfter <= 0 {
+		bad("status.stop_after", "must be > 0, got %s", s.StopAfter)
 	}
-	if c.Status.AheadReads < 1 {
-		bad("status.ahead_reads", "must be >= 1, got %d", c.Status.AheadReads)
+	if s.SimpleConsumerWindow <= 0 {
+		bad("status.simple_consumer_window", "must be > 0, got %s", s.SimpleConsumerWindow)
+	}
+	if s.AheadReads < 1 {
+		bad("status.ahead_reads", "must be >= 1, got %d", s.AheadReads)
 	}
 	for _, d := range []struct {
 		k string
 		v time.Duration
-	}{{"status.warn_time_lag", c.Status.WarnTimeLag}, {"status.err_time_lag", c.Status.ErrTimeLag}} {
+	}{{"status.warn_time_lag", s.WarnTimeLag}, {"status.err_time_lag", s.ErrTimeLag}} {
 		if d.v < 0 {
 			bad(d.k, "must be >= 0 (0 disables), got %s", d.v)
 		}
@@ -206,15 +221,16 @@ func (c *Config) validate(key func(string) string) error {
 	for _, d := range []struct {
 		k string
 		v int64
-	}{{"status.warn_offset_lag", c.Status.WarnOffsetLag}, {"status.err_offset_lag", c.Status.ErrOffsetLag}} {
+	}{{"status.warn_offset_lag", s.WarnOffsetLag}, {"status.err_offset_lag", s.ErrOffsetLag}} {
 		if d.v < 0 {
 			bad(d.k, "must be >= 0 (0 disables), got %d", d.v)
 		}
 	}
-	c.Election.validate(bad)
-	if c.HistorySize < 2 {
-		bad("history_size", "must be >= 2, got %d", c.HistorySize)
-	}
+}
+
+// compilePatterns compiles the allow and deny patterns (CompilePattern), reporting through bad each that does not
+// compile under its key and index ("group_deny[1]"); the others are used.
+func (c *Config) compilePatterns(bad func(k, format string, args ...any)) {
 	compile := func(field string, pats []string) []*regexp.Regexp {
 		out := make([]*regexp.Regexp, 0, len(pats))
 		for i, p := range pats {
@@ -231,6 +247,11 @@ func (c *Config) validate(key func(string) string) error {
 	c.groupDeny = compile("group_deny", c.GroupDeny)
 	c.topicAllow = compile("topic_allow", c.TopicAllow)
 	c.topicDeny = compile("topic_deny", c.TopicDeny)
+}
+
+// compileGroupRules compiles each group rule's match pattern and checks its isolation and reset values, reporting
+// through bad each problem under the rule's index ("groups[0].reset").
+func (c *Config) compileGroupRules(bad func(k, format string, args ...any)) {
 	for i := range c.Groups {
 		r := &c.Groups[i]
 		var err error
@@ -248,8 +269,6 @@ func (c *Config) validate(key func(string) string) error {
 			bad(fmt.Sprintf("groups[%d].reset", i), "%q is not one of earliest, latest", r.Reset)
 		}
 	}
-	c.compiled = len(errs) == 0
-	return errors.Join(errs...)
 }
 
 // GroupAllowed reports whether group passes the allow/deny patterns. Validate must have succeeded.

@@ -16,10 +16,12 @@
 //     with its standard error. Pure.
 //   - The evaluator (evaluator.go, snapshot.go): an [Evaluator] turns successive observations into immutable
 //     [Snapshot] values (per group [GroupLag] with partitions and [Aggregate] sums), holding the state that spans
-//     cycles (windows, commit times, replay, last known offsets, high-watermark history for interpolation).
+//     cycles (windows, commit times, replay, last known offsets, high-watermark history for interpolation). A group
+//     is evaluated in group_eval.go, each of its partitions in partition_eval.go; the state kept per group and
+//     group-partition is in group_state.go, and statewalk.go matches it to a cycle's partitions.
 //   - The poll loop (loop.go) over the narrow [Cluster] interface (cluster.go): [Loop] reads committed offsets before
-//     end offsets (case C03), caches record reads, evaluates and publishes each snapshot; [Config] (config.go)
-//     configures it.
+//     end offsets (case C03, observe.go), caches record reads (recordread.go, probecache.go), evaluates and publishes
+//     each snapshot; [Config] (config.go) configures it.
 //
 // Around it: internal/kafka implements Cluster over a real cluster; package timeline is the timeline file format
 // (docs/lag-timeline.md) with its fake cluster, the Player, and Eval; package promexport serves snapshots on /metrics; package lagapi serves them as JSON

@@ -242,89 +242,115 @@ func ComputeLag(in PartitionInput) PartitionLag {
 		out.Flags |= FlagUnavailable
 		return out
 	}
-	end := in.End()
-	out.LogStart, out.End = in.LogStart, end
-	if in.HasCommit && in.Committed < in.LogStart {
-		out.ExpiredOffsets = in.LogStart - in.Committed
-		out.Flags |= FlagExpired
-	}
-	if in.HasCommit && in.Committed > end {
-		out.Flags |= FlagAheadOfEnd
-		if r := out.rareFor(in.Committed - end); r != nil {
-			r.ahead = in.Committed - end
-		}
-	}
-	if r := out.rareFor(in.HighWatermark - in.LastStable); r != nil {
-		r.openTransaction = in.HighWatermark - in.LastStable
-	}
-	start := in.Start()
-	out.RawLag = max(0, end-start)
-	out.Lag = out.RawLag
+	out.setOffsets(in)
 	if out.RawLag == 0 {
 		out.TimeLagKnown = true // nothing unconsumed: 0 by definition, never NaN (C21)
 		return out
 	}
-	p := in.Probe
+	start, p := in.Start(), in.Probe
 	if p == nil || p.Error != "" || p.Offset != start {
 		out.Lag = shareLag(in, out.Lag, &out.Flags)
 		out.TimeLagKnown = out.Lag == 0 // the broker says every record from the SPSO is delivered
 		return out
 	}
-	effStart := start
-	switch {
-	case p.FirstOffset >= start:
-		effStart = min(p.FirstOffset, end)
-	case p.FirstOffset < 0 && p.ScannedTo >= end:
-		effStart = end // only non-consumable records up to End
-	}
-	if effStart > start {
-		out.Lag = max(0, end-effStart)
-		compacted := min(max(p.GapOffsets, 0), out.RawLag-out.Lag)
-		control := out.RawLag - out.Lag - compacted
-		if r := out.rareFor(compacted); r != nil {
-			r.compacted = compacted
-		}
-		if r := out.rareFor(control); r != nil {
-			r.control = control
-		}
-		if control > 0 {
-			out.Flags |= FlagControlRecords
-		}
-		if compacted > 0 {
-			out.Flags |= FlagCompacted
-		}
-	}
+	out.skipUnconsumable(p, start)
 	out.Lag = shareLag(in, out.Lag, &out.Flags)
 	if out.Lag == 0 {
 		out.TimeLagKnown = true
 		return out
 	}
-	if p.FirstOffset >= 0 && p.TimestampOffset >= 0 && ValidRecordTimestamp(p.Timestamp) {
-		ts := p.Timestamp
-		if c := p.AppendClock; c != nil {
-			// A LogAppendTime is the appending broker's clock: put it on ours when the probes know that clock.
-			if c.Known {
-				ts = ts.Add(-c.Offset)
-				out.Flags |= FlagClockCorrected
-			} else {
-				out.Flags |= FlagClockUncorrected
-			}
-		}
-		if ts.After(in.Now) {
-			// The producer's clock is ahead of ours (CreateTime) or the stamp is garbage (year 9999): the age of the
-			// backlog is unknown, never 0 while records wait. The evaluator may still interpolate it (estimated).
-			out.Flags |= FlagFutureTimestamp
-			return out
-		}
-		out.TimeLag = in.Now.Sub(ts)
-		out.TimeLagKnown = true
-		// only compaction (and a first record without a valid timestamp) makes the age a lower bound: markers and
-		// aborted records are not data the group is waiting for
-		if out.CompactedOffsets() > 0 || p.Gap && p.GapOffsets == 0 || p.TimestampOffset > p.FirstOffset {
-			out.Flags |= FlagLowerBound
+	out.setTimeLag(p, in.Now)
+	return out
+}
+
+// setOffsets sets the offsets of a partition whose offsets are known: log start, End, expired offsets (a commit below
+// the log start, C05), ahead offsets (a commit past End), open-transaction offsets (high watermark − last stable
+// offset), and the raw lag max(0, End − Start()), which is also the lag until the probe says otherwise.
+func (p *PartitionLag) setOffsets(in PartitionInput) {
+	end := in.End()
+	p.LogStart, p.End = in.LogStart, end
+	if in.HasCommit && in.Committed < in.LogStart {
+		p.ExpiredOffsets = in.LogStart - in.Committed
+		p.Flags |= FlagExpired
+	}
+	if in.HasCommit && in.Committed > end {
+		p.Flags |= FlagAheadOfEnd
+		if r := p.rareFor(in.Committed - end); r != nil {
+			r.ahead = in.Committed - end
 		}
 	}
-	return out
+	if r := p.rareFor(in.HighWatermark - in.LastStable); r != nil {
+		r.openTransaction = in.HighWatermark - in.LastStable
+	}
+	p.RawLag = max(0, end-in.Start())
+	p.Lag = p.RawLag
+}
+
+// skipUnconsumable subtracts from the lag the leading run of records the group will never receive, as probe pr read
+// at start found it: up to its first consumable record, or up to End when it scanned that far and found none. Of
+// the offsets skipped, the probe's gap offsets (at most) were removed by compaction (FlagCompacted); the rest are
+// transaction markers or aborted records (FlagControlRecords, C01).
+func (p *PartitionLag) skipUnconsumable(pr *RecordProbe, start int64) {
+	end := p.End
+	effStart := start
+	switch {
+	case pr.FirstOffset >= start:
+		effStart = min(pr.FirstOffset, end)
+	case pr.FirstOffset < 0 && pr.ScannedTo >= end:
+		effStart = end // only non-consumable records up to End
+	}
+	if effStart <= start {
+		return
+	}
+	p.Lag = max(0, end-effStart)
+	compacted := min(max(pr.GapOffsets, 0), p.RawLag-p.Lag)
+	control := p.RawLag - p.Lag - compacted
+	if r := p.rareFor(compacted); r != nil {
+		r.compacted = compacted
+	}
+	if r := p.rareFor(control); r != nil {
+		r.control = control
+	}
+	if control > 0 {
+		p.Flags |= FlagControlRecords
+	}
+	if compacted > 0 {
+		p.Flags |= FlagCompacted
+	}
+}
+
+// setTimeLag sets the time lag now − the timestamp of probe pr's first consumable record, when that record has a
+// valid timestamp: a LogAppendTime moved onto the exporter's clock by its broker's offset when known
+// (FlagClockCorrected, else FlagClockUncorrected); a timestamp after now leaves the time lag unknown with
+// FlagFutureTimestamp. Compaction at the head of the backlog, or a first record without a valid timestamp, makes the
+// time lag a lower bound (FlagLowerBound).
+func (p *PartitionLag) setTimeLag(pr *RecordProbe, now time.Time) {
+	if pr.FirstOffset < 0 || pr.TimestampOffset < 0 || !ValidRecordTimestamp(pr.Timestamp) {
+		return
+	}
+	ts := pr.Timestamp
+	if c := pr.AppendClock; c != nil {
+		// A LogAppendTime is the appending broker's clock: put it on ours when the probes know that clock.
+		if c.Known {
+			ts = ts.Add(-c.Offset)
+			p.Flags |= FlagClockCorrected
+		} else {
+			p.Flags |= FlagClockUncorrected
+		}
+	}
+	if ts.After(now) {
+		// The producer's clock is ahead of ours (CreateTime) or the stamp is garbage (year 9999): the age of the
+		// backlog is unknown, never 0 while records wait. The evaluator may still interpolate it (estimated).
+		p.Flags |= FlagFutureTimestamp
+		return
+	}
+	p.TimeLag = now.Sub(ts)
+	p.TimeLagKnown = true
+	// only compaction (and a first record without a valid timestamp) makes the age a lower bound: markers and
+	// aborted records are not data the group is waiting for
+	if p.CompactedOffsets() > 0 || pr.Gap && pr.GapOffsets == 0 || pr.TimestampOffset > pr.FirstOffset {
+		p.Flags |= FlagLowerBound
+	}
 }
 
 // shareLag bounds a share group's lag by the broker's share-partition lag, or flags it as an upper bound.

@@ -1,12 +1,8 @@
 package promexport
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"sort"
-	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -82,7 +78,9 @@ func Register(reg prometheus.Registerer, cfg *lagexporter.Config, src SnapshotSo
 	return nil
 }
 
-// NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names).
+// NewCollector returns a collector for the snapshots of src, shaped by cfg (granularity, compatibility names). The
+// families are defined in Describe order, which is the exposition's order of families. The body is one flat list of
+// metric definitions; it is easier to read whole.
 func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	gp := []string{"cluster", "group", "topic", "partition"}
 	gt := []string{"cluster", "group", "topic"}
@@ -90,22 +88,7 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	tp := []string{"cluster", "topic", "partition"}
 	cl := []string{"cluster"}
 	c := &Collector{cfg: cfg, src: src}
-	n := func(name, help string, labels []string) *family {
-		f := &family{name: name, help: help, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil), idx: len(c.families)}
-		for i := range labels {
-			f.order = append(f.order, i)
-		}
-		sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
-		for k, i := range f.order {
-			sep := `",`
-			if k == 0 {
-				sep = name + "{"
-			}
-			f.pre = append(f.pre, sep+labels[i]+`="`)
-		}
-		c.families = append(c.families, f)
-		return f
-	}
+	n := c.newFamily
 	counter := func(f *family) *family { f.counter = true; return f }
 	c.f = fams{
 		partLag:            n("tidemark_lag_partition_offsets", "Effective consumer-group lag of a partition: records the group will still receive, max(0, End - first consumable unconsumed offset); End is the high watermark (read_uncommitted) or last stable offset (read_committed).", gp),
@@ -177,6 +160,25 @@ func NewCollector(cfg *lagexporter.Config, src SnapshotSource) *Collector {
 	return c
 }
 
+// newFamily defines the gauge family name with help text and label names labels as the collector's next family,
+// with its descriptor and the constant text of its series lines (family.order, family.pre).
+func (c *Collector) newFamily(name, help string, labels []string) *family {
+	f := &family{name: name, help: help, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil), idx: len(c.families)}
+	for i := range labels {
+		f.order = append(f.order, i)
+	}
+	sort.Slice(f.order, func(a, b int) bool { return labels[f.order[a]] < labels[f.order[b]] })
+	for k, i := range f.order {
+		sep := `",`
+		if k == 0 {
+			sep = name + "{"
+		}
+		f.pre = append(f.pre, sep+labels[i]+`="`)
+	}
+	c.families = append(c.families, f)
+	return f
+}
+
 // Describe sends every descriptor the collector can emit.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range c.families {
@@ -193,266 +195,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(f.desc, t, v, lvs...)
 	})
-}
-
-// emit produces every series of snapshot s (nil: health only) and health h through add. It is the single definition
-// of the exposed series, shared by Collect and the pre-rendering Handler.
-//
-// sink must not keep lvs past the call: it is one buffer, refilled for every series (a variadic call through a
-// function value would allocate a slice per series, 1.8M per rendering at 500k group-partitions).
-func (c *Collector) emit(s *lagexporter.Snapshot, h lagexporter.Health, sink func(f *family, v float64, lvs []string)) {
-	var lb [5]string
-	add := func(f *family, v float64, lvs ...string) { sink(f, v, lb[:copy(lb[:], lvs)]) }
-	cl, f := c.cfg.Cluster, &c.f
-	add(f.cycles, float64(h.Cycles), cl)
-	for _, k := range lagexporter.ErrorKinds {
-		add(f.errors, float64(h.Errors[k]), cl, string(k))
-	}
-	for _, r := range lagexporter.TimestampProblems {
-		add(f.invalidTimestamps, float64(h.InvalidTimestamps[r]), cl, string(r))
-	}
-	add(f.cycleDuration, h.LastDuration.Seconds(), cl)
-	add(f.evalDuration, h.LastEvaluation.Seconds(), cl)
-	add(f.requests, float64(h.Requests), cl)
-	if ar, ok := c.src.(ActiveReporter); ok {
-		add(f.active, b2f(ar.Active()), cl)
-	}
-	if !h.LastSuccess.IsZero() {
-		add(f.lastSuccess, unixSeconds(h.LastSuccess), cl)
-	}
-	perPartition := c.cfg.Granularity == lagexporter.GranularityPartition
-	// lagOnly (partition_lag): per partition the lag alone, per topic the lag sum, per group lag, time lag, status and
-	// the group-type info (with a streams group's topic info, so that the per-type and per-subtopology joins still work)
-	lagOnly := c.cfg.Granularity == lagexporter.GranularityPartitionLag
-	if perPartition || lagOnly {
-		keys := make([]lagexporter.PartitionErrorKey, 0, len(h.PartitionErrors))
-		for k := range h.PartitionErrors {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b lagexporter.PartitionErrorKey) int {
-			return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Code, b.Code))
-		})
-		for _, k := range keys {
-			add(f.partitionErrors, float64(h.PartitionErrors[k]), cl, k.Topic, strconv.Itoa(int(k.Partition)), k.Code)
-		}
-	}
-	if s == nil {
-		return
-	}
-	add(f.snapshotTime, unixSeconds(s.Time), cl)
-	for _, rpc := range s.Unsupported {
-		add(f.unsupported, 1, cl, rpc)
-	}
-	compat := c.cfg.KafkaExporterCompat
-	var partLabels []string // "0", "1", ... shared by every group
-	pl := func(p int32) string {
-		if p < 0 {
-			return strconv.Itoa(int(p))
-		}
-		for int(p) >= len(partLabels) {
-			partLabels = append(partLabels, strconv.Itoa(len(partLabels)))
-		}
-		return partLabels[p]
-	}
-	n := 0
-	for gi := range s.Groups {
-		g := &s.Groups[gi]
-		n += len(g.Partitions)
-		add(f.groupLag, float64(g.Total.Lag), cl, g.Group)
-		add(f.groupSeconds, g.Total.MaxTimeLag.Seconds(), cl, g.Group)
-		add(f.groupStatus, 1, cl, g.Group, g.Status.String())
-		add(f.groupInfo, 1, cl, g.Group, groupType(g))
-		if lagOnly {
-			for ti := range g.Topics {
-				t := &g.Topics[ti]
-				if t.Subtopology != "" {
-					add(f.streamsTopic, 1, cl, g.Group, t.Topic, t.Subtopology, strconv.FormatBool(t.Internal))
-				}
-				add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
-				if compat {
-					add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
-				}
-			}
-			for pi := range g.Partitions {
-				p := &g.Partitions[pi]
-				if p.Flags.Has(lagexporter.FlagUnassigned) {
-					c.emitStaleCommit(add, s, g, p, pl(p.Partition))
-					continue
-				}
-				if p.Known {
-					add(f.partLag, float64(p.Lag), cl, g.Group, p.Topic, pl(p.Partition))
-					if compat {
-						add(f.kLag, float64(p.Lag), g.Group, p.Topic, pl(p.Partition))
-					}
-				}
-			}
-			continue
-		}
-		if g.State != "" {
-			add(f.groupState, 1, cl, g.Group, g.State)
-		}
-		add(f.groupMembers, float64(len(g.Members)), cl, g.Group)
-		add(f.groupSimple, b2f(g.SimpleConsumer), cl, g.Group)
-		add(f.groupReplaying, b2f(g.Replaying), cl, g.Group)
-		if g.CatchUp.State != lagexporter.CatchUpUnknown {
-			add(f.groupCatchUp, g.CatchUp.Seconds(), cl, g.Group)
-		}
-		for _, m := range g.Members {
-			add(f.memberInfo, 1, cl, g.Group, m.MemberID, m.ClientID, m.Host)
-		}
-		if compat {
-			add(f.kMembers, float64(len(g.Members)), g.Group)
-		}
-		for ti := range g.Topics {
-			t := &g.Topics[ti]
-			if t.Subtopology != "" {
-				add(f.streamsTopic, 1, cl, g.Group, t.Topic, t.Subtopology, strconv.FormatBool(t.Internal))
-			}
-			add(f.topicLag, float64(t.Lag), cl, g.Group, t.Topic)
-			add(f.topicMax, float64(t.MaxLag), cl, g.Group, t.Topic)
-			add(f.topicSeconds, t.MaxTimeLag.Seconds(), cl, g.Group, t.Topic)
-			add(f.topicCommitted, float64(t.CommittedSum), cl, g.Group, t.Topic)
-			add(f.topicExpired, float64(t.Expired), cl, g.Group, t.Topic)
-			add(f.topicUnknown, float64(t.Unknown), cl, g.Group, t.Topic)
-			add(f.topicParts, float64(t.Partitions), cl, g.Group, t.Topic)
-			add(f.topicUnassigned, float64(t.UnassignedCommitted), cl, g.Group, t.Topic)
-			add(f.topicUnreadDeleted, float64(t.UnreadRecordsDeleted), cl, g.Group, t.Topic)
-			if t.MinRetention.TimeKnown {
-				add(f.topicRetentionSeconds, t.MinRetention.Time.Seconds(), cl, g.Group, t.Topic)
-			}
-			if t.MinRetention.BytesKnown {
-				add(f.topicRetentionBytes, float64(t.MinRetention.Bytes), cl, g.Group, t.Topic)
-			}
-			if compat {
-				add(f.kLagSum, float64(t.Lag), g.Group, t.Topic)
-				add(f.kCurrentSum, float64(t.CommittedSum-staleCommitted(g, t)), g.Group, t.Topic)
-			}
-		}
-		if !perPartition {
-			continue
-		}
-		for pi := range g.Partitions {
-			p := &g.Partitions[pi]
-			ps := pl(p.Partition)
-			if p.Flags.Has(lagexporter.FlagUnassigned) {
-				c.emitStaleCommit(add, s, g, p, ps)
-				continue
-			}
-			for i, name := range lagexporter.FlagNames {
-				if p.Flags&(1<<i) != 0 {
-					add(f.partFlag, 1, cl, g.Group, p.Topic, ps, name)
-				}
-			}
-			if p.HasCommit {
-				add(f.partCommitted, float64(p.Committed), cl, g.Group, p.Topic, ps)
-				if compat {
-					add(f.kCurrent, float64(p.Committed), g.Group, p.Topic, ps)
-				}
-			}
-			if !p.Known {
-				continue
-			}
-			add(f.partLag, float64(p.Lag), cl, g.Group, p.Topic, ps)
-			if compat {
-				add(f.kLag, float64(p.Lag), g.Group, p.Topic, ps)
-			}
-			if p.TimeLagKnown {
-				add(f.partSeconds, p.TimeLag.Seconds(), cl, g.Group, p.Topic, ps)
-			}
-			if p.RawLag != p.Lag {
-				add(f.partRaw, float64(p.RawLag), cl, g.Group, p.Topic, ps)
-			}
-			if p.ExpiredOffsets > 0 {
-				add(f.partExpired, float64(p.ExpiredOffsets), cl, g.Group, p.Topic, ps)
-			}
-			if p.Flags.Has(lagexporter.FlagReplay) {
-				add(f.partReplayBoundary, float64(p.ReplayBoundary()), cl, g.Group, p.Topic, ps)
-			}
-			if p.AheadOffsets() > 0 {
-				add(f.partAhead, float64(p.AheadOffsets()), cl, g.Group, p.Topic, ps)
-			}
-			if p.ControlOffsets() > 0 {
-				add(f.partControl, float64(p.ControlOffsets()), cl, g.Group, p.Topic, ps)
-			}
-			if p.CompactedOffsets() > 0 {
-				add(f.partCompacted, float64(p.CompactedOffsets()), cl, g.Group, p.Topic, ps)
-			}
-			if p.Flags.Has(lagexporter.FlagStale) {
-				add(f.partStale, p.StaleFor().Seconds(), cl, g.Group, p.Topic, ps)
-			}
-			if p.Retention.TimeKnown {
-				add(f.partRetentionSeconds, p.Retention.Time.Seconds(), cl, g.Group, p.Topic, ps)
-			}
-			if p.Retention.BytesKnown {
-				add(f.partRetentionBytes, float64(p.Retention.Bytes), cl, g.Group, p.Topic, ps)
-			}
-		}
-	}
-	add(f.groupPartitions, float64(n), cl)
-	for ti := range s.Topics {
-		t := &s.Topics[ti]
-		add(f.endDecreases, float64(s.EndOffsetDecreases[t.Topic]), cl, t.Topic)
-		for _, p := range t.Partitions {
-			if !p.Known() {
-				continue
-			}
-			ps := pl(p.Partition)
-			if perPartition || lagOnly {
-				add(f.logStart, float64(p.LogStart), cl, t.Topic, ps)
-				add(f.highWatermark, float64(p.HighWatermark), cl, t.Topic, ps)
-				add(f.lastStable, float64(p.LastStable), cl, t.Topic, ps)
-				add(f.openTxn, float64(p.HighWatermark-p.LastStable), cl, t.Topic, ps)
-			}
-			if compat {
-				add(f.kTopicCurrent, float64(p.HighWatermark), t.Topic, ps)
-				add(f.kTopicOldest, float64(p.LogStart), t.Topic, ps)
-			}
-		}
-	}
-}
-
-// emitStaleCommit emits the stale-commit series of p, a partition flagged unassigned: its committed offset and the
-// commit's age at the snapshot's time. A partition without a commit (a topic the group stopped subscribing to) has none.
-func (c *Collector) emitStaleCommit(add func(f *family, v float64, lvs ...string), s *lagexporter.Snapshot,
-	g *lagexporter.GroupLag, p *lagexporter.PartitionLag, ps string) {
-	if !p.HasCommit {
-		return
-	}
-	cl := c.cfg.Cluster
-	add(c.f.staleCommit, float64(p.Committed), cl, g.Group, p.Topic, ps)
-	if !p.CommitTime.IsZero() {
-		add(c.f.staleCommitAge, max(0, s.Time.Sub(p.CommitTime).Seconds()), cl, g.Group, p.Topic, ps)
-	}
-}
-
-// staleCommitted is the sum of the stale commits (flag unassigned) of g on topic t, which the kafka_exporter
-// compatible current-offset sum leaves out as it leaves out their partitions.
-func staleCommitted(g *lagexporter.GroupLag, t *lagexporter.TopicLag) int64 {
-	if t.UnassignedCommitted == 0 {
-		return 0
-	}
-	var sum int64
-	for i := range g.Partitions {
-		if p := &g.Partitions[i]; p.Topic == t.Topic && p.HasCommit && p.Flags.Has(lagexporter.FlagUnassigned) {
-			sum += p.Committed
-		}
-	}
-	return sum
-}
-
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// groupType is the group's type label value; snapshots of old timelines have none and are classic groups.
-func groupType(g *lagexporter.GroupLag) string {
-	if g.GroupType == "" {
-		return lagexporter.GroupClassic
-	}
-	return g.GroupType
 }
