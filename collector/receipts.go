@@ -452,72 +452,15 @@ func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicV
 
 // row corrects one receipt.
 func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
-	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
-		classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
-		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
-			noMeta: noMeta, overflow: overflow,
-			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
-		if !slices.Contains(c.touched, c.path) {
-			c.touched = append(c.touched, c.path)
-		}
-	}
-	var rec latency.Record
-	rec.Offset = r.Offset
-	var raw rawStamps
-	consumer := p.hosts.id(r.Host)
-	if r.Clock.Valid {
-		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
-	}
-	rec.Stamps[latency.Processed] = latency.Stamp{Value: r.ProcessedNs, Host: consumer, Unit: latency.Nanos}
-	raw.processed = nsToMs(r.ProcessedNs)
-	if r.ReceiveNs != 0 {
-		rec.Stamps[latency.Receive] = latency.Stamp{Value: r.ReceiveNs, Host: consumer, Unit: latency.Nanos}
-		raw.receive = nsToMs(r.ReceiveNs)
-	}
-	tt := r.TimestampType
-	if tt == instrument.TimestampUnknown && r.HasRecordTimestamp {
-		if c.tt == 255 { // not looked up yet in this batch
-			c.tt = instrument.TimestampType(p.topicView(r, c).TimestampType)
-		}
-		tt = c.tt
-	}
-	producer, broker := r.ProduceHost, ""
-	if r.ProduceNs != 0 {
-		id := p.hosts.id(r.ProduceHost)
-		if r.ProduceClock.Valid {
-			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
-		}
-		rec.Stamps[latency.Produce] = latency.Stamp{Value: r.ProduceNs, Host: id, Unit: latency.Nanos}
-		raw.event = nsToMs(r.ProduceNs)
-	}
-	if r.HasRecordTimestamp {
-		switch tt {
-		case instrument.TimestampLogAppend:
-			// The broker that appended the record stamped it: the leader of its epoch, not today's leader. Only a
-			// topic the metadata cache knows is asked about (names the cluster does not know stay bounded there).
-			if p.topicView(r, c).State == kafka.TopicKnown {
-				var id latency.HostID
-				id, broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
-				rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
-				raw.append = r.RecordTimestampMs
-			}
-		case instrument.TimestampCreate:
-			if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
-				if c.createHost == "" {
-					c.createHost = "producer@" + r.Topic
-				}
-				producer = c.createHost
-				rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(producer), r.RecordTimestampMs)
-				raw.event = r.RecordTimestampMs
-			}
-		}
-	}
+	p.enter(r, c)
+	var st receiptStamps
+	p.stamps(r, now, c, &st)
 	if c.view != nil && c.view.State != kafka.TopicKnown && needsMetadata(r) {
 		// No such topic, its lookup failed, or (rarely: an expired answer was dropped after the record was checked)
 		// it is being looked up again: the row has no leader's stamp.
 		c.noMeta[c.view.State]++
 	}
-	res := c.path.Observe(rec)
+	res := c.path.Observe(st.rec)
 	c.classes[res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
 		c.skewed++
@@ -528,23 +471,115 @@ func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time
 	}
 	exemplar := tid
 	if p.tracer != nil {
-		kept := p.traceReceipt(r, &res, producer, broker, raw)
+		kept := p.traceReceipt(r, &res, st.producer, st.broker, st.raw)
 		if !kept && r.TraceUnsampled {
 			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
 		}
 	}
-	// Every live record with a valid stage feeds the histograms (observe takes the stages the engine trusts): a
-	// record flagged for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e.
-	if res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 && res.Has&^res.Untrusted != 0 {
-		if c.live == nil && !c.liveFull {
-			c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
-			c.liveFull = c.live == nil
+	p.observeLive(r, &res, exemplar, now, c)
+	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, st.producer, st.broker, r.Host, tid, sid)
+}
+
+// enter points c at r's (group, topic, partition) when it is not there already: the engine path, and nothing
+// looked up yet for it; the batch's counts and touched paths carry over.
+func (p *Receipts) enter(r *instrument.Receipt, c *batchCache) {
+	if c.valid && c.partition == r.Partition && c.topic == r.Topic && c.group == r.Group {
+		return
+	}
+	classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
+	*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
+		noMeta: noMeta, overflow: overflow,
+		path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
+	if !slices.Contains(c.touched, c.path) {
+		c.touched = append(c.touched, c.path)
+	}
+}
+
+// receiptStamps are a receipt's stamps for the engine, the same in Unix ms on their own clocks for the naive
+// stages, and the producer and broker host names of its row.
+type receiptStamps struct {
+	rec              latency.Record
+	raw              rawStamps
+	producer, broker string
+}
+
+// stamps reads r's stamps into st: processed and receive on the consumer's clock, produce on the producer's (from
+// the produce-time header), and the record timestamp as its topic's timestamps mean it (recordStamp). Clock
+// offsets the hosts report (time sync) are fed to the engine.
+func (p *Receipts) stamps(r *instrument.Receipt, now time.Time, c *batchCache, st *receiptStamps) {
+	st.rec.Offset = r.Offset
+	consumer := p.hosts.id(r.Host)
+	if r.Clock.Valid {
+		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
+	}
+	st.rec.Stamps[latency.Processed] = latency.Stamp{Value: r.ProcessedNs, Host: consumer, Unit: latency.Nanos}
+	st.raw.processed = nsToMs(r.ProcessedNs)
+	if r.ReceiveNs != 0 {
+		st.rec.Stamps[latency.Receive] = latency.Stamp{Value: r.ReceiveNs, Host: consumer, Unit: latency.Nanos}
+		st.raw.receive = nsToMs(r.ReceiveNs)
+	}
+	st.producer = r.ProduceHost
+	if r.ProduceNs != 0 {
+		id := p.hosts.id(r.ProduceHost)
+		if r.ProduceClock.Valid {
+			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
 		}
-		if c.live != nil {
-			c.live.observe(&res, exemplar, now)
-		} else {
-			c.overflow++ // over collector.max_live_series: the row is stored, the histograms miss it
+		st.rec.Stamps[latency.Produce] = latency.Stamp{Value: r.ProduceNs, Host: id, Unit: latency.Nanos}
+		st.raw.event = nsToMs(r.ProduceNs)
+	}
+	if r.HasRecordTimestamp {
+		p.recordStamp(r, c, st)
+	}
+}
+
+// recordStamp reads r's record timestamp into st. The consumer declares what it means, else its topic's
+// timestamp type says (looked up once per batch run). A LogAppendTime is the append stamp of the broker that led
+// the record's epoch, not of today's leader; only a topic the metadata cache knows is asked about (names the
+// cluster does not know stay bounded there). A CreateTime is the produce stamp, on an unnamed producer clock
+// "producer@<topic>", when no produce-time header gave it.
+func (p *Receipts) recordStamp(r *instrument.Receipt, c *batchCache, st *receiptStamps) {
+	tt := r.TimestampType
+	if tt == instrument.TimestampUnknown {
+		if c.tt == 255 { // not looked up yet in this batch
+			c.tt = instrument.TimestampType(p.topicView(r, c).TimestampType)
+		}
+		tt = c.tt
+	}
+	switch tt {
+	case instrument.TimestampLogAppend:
+		if p.topicView(r, c).State == kafka.TopicKnown {
+			var id latency.HostID
+			id, st.broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
+			st.rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
+			st.raw.append = r.RecordTimestampMs
+		}
+	case instrument.TimestampCreate:
+		if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
+			if c.createHost == "" {
+				c.createHost = "producer@" + r.Topic
+			}
+			st.producer = c.createHost
+			st.rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(st.producer), r.RecordTimestampMs)
+			st.raw.event = r.RecordTimestampMs
 		}
 	}
-	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
+}
+
+// observeLive feeds a live receipt's trusted stages to the live histograms of its (group, topic), with exemplar.
+// Every live record with a valid stage feeds them (observe takes the stages the engine trusts): a record flagged
+// for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e. Commit-bounded results
+// never do. Over collector.max_live_series pairs the row is stored and the histograms miss it (counted).
+func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemplar []byte, now time.Time, c *batchCache) {
+	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 || res.Has&^res.Untrusted == 0 {
+		return
+	}
+	if c.live == nil && !c.liveFull {
+		c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
+		c.liveFull = c.live == nil
+	}
+	if c.live != nil {
+		c.live.observe(res, exemplar, now)
+	} else {
+		c.overflow++
+	}
 }
