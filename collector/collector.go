@@ -136,9 +136,55 @@ func (c *Collector) ObserveSnapshot(ctx context.Context, s *lagexporter.Snapshot
 // rows to be acknowledged and commits their offsets. It returns the first path error, nil after a clean stop
 // (including one during the start retries).
 func (c *Collector) Run(ctx context.Context) error {
+	conn, err := c.connectRetrying(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
+		return err
+	}
+	defer conn.close()
+	c.setup.ok()
+	c.started.Store(true)
+	c.deps.dlq = &KafkaDeadLetters{Producer: conn.prod, Topic: c.cfg.DeadLetterTopic}
+	c.deps.meta = conn.meta
+	c.deps.appends = conn.appends
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return conn.appends.Run(gctx) })
+	if ck := c.deps.checkpoints; ck != nil {
+		ck.setSender(func(_ context.Context, ms []kafka.Message) error { return conn.prod.SendAll(ms) })
+		n := ck.restore(conn.state, c.opts.Engine, c.cfg.Receipts.Topic, conn.receiptEnds)
+		c.opts.Logger.Info("replay trackers restored", "topic", c.cfg.ReplayStateTopic, "paths", n)
+		g.Go(func() error { return ck.run(gctx) })
+	}
+	r := &pathRunner{c: c, g: g, ctx: gctx, conn: conn}
+	if c.cfg.Receipts.Enabled {
+		r.receipts()
+	}
+	if c.cfg.Probe.Enabled {
+		r.probe()
+	}
+	if c.cfg.Spans.Enabled {
+		r.spans()
+	}
+	r.otlp()
+	if c.cfg.Tap.Enabled {
+		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
+		r.group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, 0, t.HandleBatch, nil, nil)
+	}
+	g.Go(func() error { return c.writeClockOffsets(gctx) })
+	g.Go(func() error { c.housekeep(gctx, conn.meta); return nil })
+	return g.Wait()
+}
+
+// connectRetrying calls connect until it succeeds or ctx ends, with exponential backoff (0.5 s doubling to 30 s,
+// jittered, no limit on the total), recording every failure for Ready and logging it. The error is ctx's once it
+// ended.
+func (c *Collector) connectRetrying(ctx context.Context) (*kafkaConn, error) {
 	eb := backoff.NewExponentialBackOff()
 	eb.InitialInterval, eb.MaxInterval, eb.Multiplier = 500*time.Millisecond, 30*time.Second, 2
-	conn, err := backoff.Retry(ctx, func() (*kafkaConn, error) {
+	return backoff.Retry(ctx, func() (*kafkaConn, error) {
 		k, err := c.connect(ctx)
 		if err != nil {
 			c.setup.failed(err, c.opts.Clock())
@@ -147,91 +193,77 @@ func (c *Collector) Run(ctx context.Context) error {
 	}, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
 		c.opts.Logger.Warn("collector cannot reach Kafka; retrying", "in", next.Round(time.Millisecond), "err", err)
 	}))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting
-		}
-		return err
-	}
-	defer conn.prod.Close()
-	defer conn.meta.Close()
-	if conn.admin != nil {
-		defer conn.admin.Close()
-	}
-	if conn.records != nil {
-		defer conn.records.Close()
-	}
-	c.setup.ok()
-	c.started.Store(true)
-	prod, meta := conn.prod, conn.meta
-	brokers := conn.client.Brokers()
-	c.deps.dlq = &KafkaDeadLetters{Producer: prod, Topic: c.cfg.DeadLetterTopic}
-	c.deps.meta = meta
-	c.deps.appends = conn.appends
-	defer conn.appends.Close()
+}
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return conn.appends.Run(gctx) })
-	if ck := c.deps.checkpoints; ck != nil {
-		ck.setSender(func(_ context.Context, ms []kafka.Message) error { return prod.SendAll(ms) })
-		n := ck.restore(conn.state, c.opts.Engine, c.cfg.Receipts.Topic, conn.receiptEnds)
-		c.opts.Logger.Info("replay trackers restored", "topic", c.cfg.ReplayStateTopic, "paths", n)
-		g.Go(func() error { return ck.run(gctx) })
-	}
-	groupWith := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32),
-		prepare func(context.Context, map[string][]int32) error) {
-		g.Go(func() error {
-			return kafka.RunGroup(gctx, kafka.GroupConfig{
-				Brokers: brokers, Sarama: conn.client.Sarama(), Group: name, Topics: topics, Oldest: oldest,
-				MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
-				OnAssigned: onAssigned, Prepare: prepare, BeforeCommit: c.drain, Now: c.opts.Clock,
-			}, h)
+// pathRunner starts the paths' consumer groups and background loops in one errgroup, on one connection.
+type pathRunner struct {
+	c    *Collector
+	g    *errgroup.Group
+	ctx  context.Context // the errgroup's: ends when any of them fails
+	conn *kafkaConn
+}
+
+// group runs consumer group name over topics with handler h (kafka.RunGroup): from the oldest offset when the
+// group has no commit and oldest is set, buffer records per partition (0: sarama's default), onAssigned and prepare
+// called on every assignment (nil: none), and every session's commit preceded by the collector's drain.
+func (r *pathRunner) group(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler,
+	onAssigned func(map[string][]int32), prepare func(context.Context, map[string][]int32) error) {
+	c, conn := r.c, r.conn
+	r.g.Go(func() error {
+		return kafka.RunGroup(r.ctx, kafka.GroupConfig{
+			Brokers: conn.client.Brokers(), Sarama: conn.client.Sarama(), Group: name, Topics: topics, Oldest: oldest,
+			MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
+			OnAssigned: onAssigned, Prepare: prepare, BeforeCommit: c.drain, Now: c.opts.Clock,
+		}, h)
+	})
+}
+
+// receipts runs the receipts path's group; every assignment moves the replay state with its partitions first.
+func (r *pathRunner) receipts() {
+	c := r.c
+	// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
+	r.group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(r.ctx, c.deps).HandleBatch, nil,
+		func(ctx context.Context, claims map[string][]int32) error {
+			return c.receiptsAssigned(ctx, r.conn.client, claims)
 		})
+}
+
+// probe runs the probe path: its group, its sender and, when the topic admin is open, the probe topic planner.
+func (r *pathRunner) probe() {
+	c, conn := r.c, r.conn
+	p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.InstanceID, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, conn.prod)
+	// From the oldest offset when the group has no commits: a group starting "at the end" resolves the end
+	// after its assignment, so the first probe, sent on assignment, could land before that end and never be
+	// read (a false loss, seen in TestTwoReplicasOwnTheirProbes). The skipped backlog is at most the probe
+	// topic's hour of retention, of records that are not in flight here.
+	r.group(c.cfg.Probe.GroupID(), []string{c.cfg.Probe.Topic}, true, 0, p.HandleBatch, p.Assigned, nil)
+	r.g.Go(func() error { return p.RunSender(r.ctx) })
+	if conn.admin != nil {
+		pl := &probePlanner{admin: conn.admin, topic: c.cfg.Probe.Topic, rf: c.cfg.Probe.Replication,
+			interval: c.cfg.Probe.ReconcileInterval, settle: min(30*time.Second, c.cfg.Probe.ReconcileInterval/2),
+			metrics: c.opts.Metrics, log: c.opts.Logger, added: p.rejoin, assigned: p.ensureAssigned}
+		r.g.Go(func() error { return pl.run(r.ctx) })
 	}
-	group := func(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler, onAssigned func(map[string][]int32)) {
-		groupWith(name, topics, oldest, buffer, h, onAssigned, nil)
-	}
-	if c.cfg.Receipts.Enabled {
-		// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
-		groupWith(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(gctx, c.deps).HandleBatch, nil,
-			func(ctx context.Context, claims map[string][]int32) error {
-				return c.receiptsAssigned(ctx, conn.client, claims)
-			})
-	}
-	if c.cfg.Probe.Enabled {
-		p := newProbe(c.deps, c.cfg.Probe.Topic, c.cfg.Probe.InstanceID, c.cfg.Probe.Interval, c.cfg.Probe.LossTimeout, prod)
-		// From the oldest offset when the group has no commits: a group starting "at the end" resolves the end
-		// after its assignment, so the first probe, sent on assignment, could land before that end and never be
-		// read (a false loss, seen in TestTwoReplicasOwnTheirProbes). The skipped backlog is at most the probe
-		// topic's hour of retention, of records that are not in flight here.
-		group(c.cfg.Probe.GroupID(), []string{c.cfg.Probe.Topic}, true, 0, p.HandleBatch, p.Assigned)
-		g.Go(func() error { return p.RunSender(gctx) })
-		if conn.admin != nil {
-			pl := &probePlanner{admin: conn.admin, topic: c.cfg.Probe.Topic, rf: c.cfg.Probe.Replication,
-				interval: c.cfg.Probe.ReconcileInterval, settle: min(30*time.Second, c.cfg.Probe.ReconcileInterval/2),
-				metrics: c.opts.Metrics, log: c.opts.Logger, added: p.rejoin, assigned: p.ensureAssigned}
-			g.Go(func() error { return pl.run(gctx) })
-		}
-	}
-	if c.cfg.Spans.Enabled {
-		s := newSpans(c.deps, c.cfg.Spans, &clusterAppends{r: conn.records})
-		group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, 0, s.HandleBatch, nil)
-		g.Go(func() error { return s.Run(gctx) })
-	}
-	rcv := &otlpReceiver{topic: c.cfg.Spans.Topic, send: prod.SendAll, log: c.opts.Logger}
+}
+
+// spans runs the spans path's group and its join sweeper.
+func (r *pathRunner) spans() {
+	c := r.c
+	s := newSpans(c.deps, c.cfg.Spans, &clusterAppends{r: r.conn.records})
+	r.group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, 0, s.HandleBatch, nil, nil)
+	r.g.Go(func() error { return s.Run(r.ctx) })
+}
+
+// otlp serves OTLP over HTTP and gRPC on the configured addresses (none: not served), into the spans topic.
+func (r *pathRunner) otlp() {
+	c := r.c
+	rcv := &otlpReceiver{topic: c.cfg.Spans.Topic, send: r.conn.prod.SendAll, log: c.opts.Logger}
 	if addr := c.cfg.Spans.OTLPHTTPListen; addr != "" {
-		g.Go(func() error { return serveOTLP(gctx, addr, rcv, c.opts.Logger) })
+		r.g.Go(func() error { return serveOTLP(r.ctx, addr, rcv, c.opts.Logger) })
 	}
 	if addr := c.cfg.Spans.OTLPGRPCListen; addr != "" {
-		g.Go(func() error { return serveOTLPGRPC(gctx, addr, rcv, c.opts.Logger) })
+		r.g.Go(func() error { return serveOTLPGRPC(r.ctx, addr, rcv, c.opts.Logger) })
 	}
-	if c.cfg.Tap.Enabled {
-		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
-		group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, 0, t.HandleBatch, nil)
-	}
-	g.Go(func() error { return c.writeClockOffsets(gctx) })
-	g.Go(func() error { c.housekeep(gctx, meta); return nil })
-	return g.Wait()
 }
 
 // housekeep enforces the collector's bounds until ctx ends: every tenth of collector.idle_ttl (1 s to 30 s) it
@@ -291,6 +323,24 @@ type kafkaConn struct {
 	receiptEnds map[int32]int64
 }
 
+// close closes what the connection opened (nil fields were not opened), the append-leader tracker first and the
+// producer last.
+func (k *kafkaConn) close() {
+	if k.appends != nil {
+		k.appends.Close()
+	}
+	if k.records != nil {
+		k.records.Close()
+	}
+	if k.admin != nil {
+		k.admin.Close()
+	}
+	if k.meta != nil {
+		k.meta.Close()
+	}
+	k.prod.Close()
+}
+
 // connect resolves the kafka: block (re-reading its password, secret and certificate files, so a corrected file
 // needs no restart), checks that a bootstrap broker accepts the connection (a refused login or certificate is one
 // error naming the broker and mechanism), ensures the collector's topics and opens the producer and the metadata
@@ -303,85 +353,107 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 	if err := kc.Check(ctx); err != nil {
 		return nil, err
 	}
-	sc := kc.Sarama()
-	brokers := kc.Brokers()
-	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
-		return nil, fmt.Errorf("ensure dead-letter topic: %w", err)
-	}
-	if c.cfg.Receipts.Enabled {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
-			return nil, fmt.Errorf("ensure receipts topic: %w", err)
-		}
-	}
-	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" || c.cfg.Spans.OTLPGRPCListen != "" {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
-			return nil, fmt.Errorf("ensure spans topic: %w", err)
-		}
+	if err := c.ensureTopics(kc); err != nil {
+		return nil, err
 	}
 	var state []kafka.Record
 	var receiptEnds map[int32]int64
 	if c.deps.checkpoints != nil {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.ReplayStateTopic, Partitions: 1,
-			Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
-			return nil, fmt.Errorf("ensure replay state topic: %w", err)
-		}
-		// Checkpoints are this deployment's: keyed by the receipts group and the cluster's id.
-		id, err := kafka.ClusterID(brokers, kc.Sarama())
-		if err != nil {
+		if state, receiptEnds, err = c.readReplayState(ctx, kc); err != nil {
 			return nil, err
-		}
-		c.deps.checkpoints.setOwner(c.cfg.Receipts.Group, id)
-		// The trackers are restored before any record is read: read the state topic to its end, and the receipts
-		// topic's ends (a checkpoint beyond one is of an earlier incarnation of the topic).
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		state, err = kafka.ReadTopic(rctx, brokers, kc.Sarama(), c.cfg.ReplayStateTopic)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("read replay state: %w", err)
-		}
-		if c.cfg.Receipts.Enabled {
-			if receiptEnds, err = kafka.EndOffsets(brokers, kc.Sarama(), c.cfg.Receipts.Topic); err != nil {
-				return nil, fmt.Errorf("read receipts topic ends: %w", err)
-			}
 		}
 	}
 	if c.cfg.Probe.Enabled {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
+		if _, err := kafka.EnsureTopic(kc.Brokers(), kc.Sarama(), kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
 			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
 			return nil, fmt.Errorf("ensure probe topic: %w", err)
 		}
 	}
+	conn, err := c.open(kc)
+	if err != nil {
+		return nil, err
+	}
+	conn.state, conn.receiptEnds = state, receiptEnds
+	return conn, nil
+}
+
+// ensureTopics creates the dead-letter topic and, for the paths that use them, the receipts and spans topics,
+// where they do not exist.
+func (c *Collector) ensureTopics(kc *kafkaconfig.Client) error {
+	brokers, sc := kc.Brokers(), kc.Sarama()
+	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
+		return fmt.Errorf("ensure dead-letter topic: %w", err)
+	}
+	if c.cfg.Receipts.Enabled {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
+			return fmt.Errorf("ensure receipts topic: %w", err)
+		}
+	}
+	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" || c.cfg.Spans.OTLPGRPCListen != "" {
+		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
+			return fmt.Errorf("ensure spans topic: %w", err)
+		}
+	}
+	return nil
+}
+
+// readReplayState ensures the compacted replay-state topic, names the checkpoints' owner (the receipts group and
+// the cluster's id: checkpoints are this deployment's), and reads what the trackers are restored from before any
+// record is read: the state topic to its end, and the receipts topic's high watermarks (a checkpoint beyond one is
+// of an earlier incarnation of the topic; nil when the receipts path is off).
+func (c *Collector) readReplayState(ctx context.Context, kc *kafkaconfig.Client) ([]kafka.Record, map[int32]int64, error) {
+	brokers := kc.Brokers()
+	if _, err := kafka.EnsureTopic(brokers, kc.Sarama(), kafka.TopicSpec{Name: c.cfg.ReplayStateTopic, Partitions: 1,
+		Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
+		return nil, nil, fmt.Errorf("ensure replay state topic: %w", err)
+	}
+	id, err := kafka.ClusterID(brokers, kc.Sarama())
+	if err != nil {
+		return nil, nil, err
+	}
+	c.deps.checkpoints.setOwner(c.cfg.Receipts.Group, id)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	state, err := kafka.ReadTopic(rctx, brokers, kc.Sarama(), c.cfg.ReplayStateTopic)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read replay state: %w", err)
+	}
+	var ends map[int32]int64
+	if c.cfg.Receipts.Enabled {
+		if ends, err = kafka.EndOffsets(brokers, kc.Sarama(), c.cfg.Receipts.Topic); err != nil {
+			return nil, nil, fmt.Errorf("read receipts topic ends: %w", err)
+		}
+	}
+	return state, ends, nil
+}
+
+// open opens the connection's clients: the producer, the metadata cache, the append-leader tracker, and, for the
+// paths that use them, the record reader (spans) and the topic admin (the probe topic planner). On an error it
+// closes what it opened.
+func (c *Collector) open(kc *kafkaconfig.Client) (*kafkaConn, error) {
+	brokers := kc.Brokers()
 	prod, err := kafka.NewProducer(brokers, kc.Sarama())
 	if err != nil {
 		return nil, err
 	}
-	meta, err := kafka.NewMetadata(brokers, kc.Sarama(), c.cfg.Metadata.kafka()) // its own copy: NewMetadata bounds its timeouts
-	if err != nil {
-		prod.Close()
+	conn := &kafkaConn{client: kc, prod: prod}
+	if conn.meta, err = kafka.NewMetadata(brokers, kc.Sarama(), c.cfg.Metadata.kafka()); err != nil { // its own copy: NewMetadata bounds its timeouts
+		conn.close()
 		return nil, err
 	}
-	conn := &kafkaConn{client: kc, prod: prod, meta: meta, state: state, receiptEnds: receiptEnds}
 	if conn.appends, err = kafka.NewAppendLeaders(brokers, kc.Sarama(), 100*time.Millisecond, 2*time.Second, c.opts.Logger); err != nil {
-		prod.Close()
-		meta.Close()
+		conn.close()
 		return nil, err
 	}
 	if c.cfg.Spans.Enabled {
 		if conn.records, err = kafka.NewClusterReader(brokers, kc.Sarama()); err != nil {
-			prod.Close()
-			meta.Close()
-			conn.appends.Close()
+			conn.close()
 			return nil, err
 		}
 	}
 	if c.cfg.Probe.Enabled && c.cfg.Probe.ReconcileInterval > 0 {
 		if conn.admin, err = kafka.NewTopicAdmin(brokers, kc.Sarama()); err != nil {
-			prod.Close()
-			meta.Close()
-			conn.appends.Close()
-			if conn.records != nil {
-				conn.records.Close()
-			}
+			conn.close()
 			return nil, err
 		}
 	}

@@ -268,7 +268,8 @@ func validInstanceID(id string) error {
 	return nil
 }
 
-// Validate reports every invalid field, each naming its key.
+// Validate reports every invalid field, each naming its key. This is one flat list of independent checks, one or
+// two per key; it is easier to read whole.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {

@@ -143,7 +143,8 @@ func LatencyBuckets(thresholds []time.Duration) []float64 {
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered, e.g. in tests). sloThresholds are
 // the end-to-end SLO thresholds in use (Config.SLOThresholds; none means DefaultSLOThreshold): every one becomes a
-// bucket boundary of the live latency histograms (LatencyBuckets).
+// bucket boundary of the live latency histograms (LatencyBuckets). This is one flat list of metric definitions;
+// it is easier to read whole.
 func NewMetrics(reg prometheus.Registerer, sloThresholds ...time.Duration) *Metrics {
 	buckets := LatencyBuckets(sloThresholds)
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {

@@ -242,7 +242,9 @@ func (p *Probe) sweep() []store.ProbeRow {
 	return lost
 }
 
-// HandleBatch is the probe consumer's kafka.BatchHandler.
+// HandleBatch is the probe consumer's kafka.BatchHandler. First every probe of the batch is marked received, under
+// the lock the sweep takes (markReceived): the append-leader lookups of measure may wait for a round (or, while a
+// partition cannot be read, answer at once), and a probe that came back must never be swept as lost meanwhile.
 func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 	p.metrics.Records.WithLabelValues(PathProbe).Add(float64(len(b.Records)))
 	if b.Restart != nil {
@@ -251,19 +253,32 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		p.mu.Unlock()
 	}
 	var rows store.Rows
-	var bad []kafka.Record
-	var errs []error
-	// First every probe of the batch is marked received, under the lock the sweep takes: the append-leader lookups
-	// below may wait for a round (or, while a partition cannot be read, answer at once), and a probe that came back
-	// must never be swept as lost meanwhile.
-	type back struct {
-		rec  *kafka.Record
-		st   *probeState
-		recv time.Time
+	got, bad, errs := p.markReceived(b.Records, &rows)
+	for _, g := range got {
+		rows.Probe = append(rows.Probe, p.measure(ctx, g))
 	}
-	var got []back
-	for i := range b.Records {
-		rec := &b.Records[i]
+	if len(bad) > 0 {
+		if err := p.deadLetter(ctx, PathProbe, bad, errs); err != nil {
+			return err
+		}
+	}
+	return p.write(ctx, PathProbe, b, rows, nil, mark)
+}
+
+// probeBack is one of this replica's probes that came back: its record, its state and when it was received.
+type probeBack struct {
+	rec  *kafka.Record
+	st   *probeState
+	recv time.Time
+}
+
+// markReceived marks every probe of recs that this replica sent and still waits for as received, and returns them
+// for measure. A probe that comes back again adds its row, with the duplicate count, to rows; records that do not
+// decode are returned in bad with their errors (for the dead-letter topic). Another replica's probes and probes
+// this one no longer waits for are skipped.
+func (p *Probe) markReceived(recs []kafka.Record, rows *store.Rows) (got []probeBack, bad []kafka.Record, errs []error) {
+	for i := range recs {
+		rec := &recs[i]
 		recv := received(rec, p.clock)
 		seq, instance, err := decodeProbe(rec.Value)
 		if err != nil {
@@ -291,56 +306,57 @@ func (p *Probe) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 			continue
 		}
 		st.received = true
-		appendMs := rec.Timestamp.UnixMilli()
-		st.row.AppendMs, st.row.ReceiveMs, st.row.Status = appendMs, recv.UnixMilli(), store.ProbeOK
+		st.row.AppendMs, st.row.ReceiveMs, st.row.Status = rec.Timestamp.UnixMilli(), recv.UnixMilli(), store.ProbeOK
 		st.row.E2EMs = recv.Sub(st.send).Milliseconds()
 		p.mu.Unlock()
-		got = append(got, back{rec, st, recv})
+		got = append(got, probeBack{rec, st, recv})
 	}
-	for _, g := range got {
-		rec, st, recv := g.rec, g.st, g.recv
-		appendMs := rec.Timestamp.UnixMilli()
-		// The broker that appended the probe stamped it: the leader of its epoch, which is the leader the sender
-		// read only if leadership did not move in between (the producer follows a failover by itself).
-		host, _, appender := p.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
-		p.mu.Lock()
-		if appender < 0 {
-			// Whose clock stamped it cannot be known: no bracket (it would bound the wrong broker), no corrected stage.
-			st.row.Flags |= uint32(latency.FlagOffsetUnknown)
-			rows.Probe = append(rows.Probe, st.row)
-			p.mu.Unlock()
-			continue
-		}
-		if appender != st.row.BrokerID {
-			st.row.BrokerID, st.broker = appender, host
-		}
-		// The append happened between send and ack on our clock (or, if the probe came back before the ack was
-		// processed, before the receive): a two-sided bound of the broker's offset.
-		upper := st.ack
-		if upper.IsZero() || recv.Before(upper) {
-			upper = recv
-		}
-		_ = p.engine.ObserveBracket(latency.Bracket{Host: st.broker, Send: st.send, RemoteMs: appendMs, Ack: upper})
-		if off, err := p.engine.Offset(st.broker, st.send); err == nil && off.Kind != latency.KindUnknown {
-			corrected := float64(appendMs) - float64(off.Offset)/1e6
-			st.row.BrokerOffsetMs = float64(off.Offset) / 1e6
-			st.row.UncertaintyMs = float64(off.Uncertainty) / 1e6
-			ingest := math.Max(0, corrected-float64(st.send.UnixNano())/1e6)
-			delivery := math.Max(0, float64(recv.UnixNano())/1e6-corrected)
-			st.row.IngestMs, st.row.DeliveryMs = int64(math.Round(ingest)), int64(math.Round(delivery))
-			bh := brokerHost(st.row.BrokerID)
-			p.metrics.ProbeLatency.WithLabelValues(bh, "ingest").Observe(ingest / 1e3)
-			p.metrics.ProbeLatency.WithLabelValues(bh, "delivery").Observe(delivery / 1e3)
-		} else {
-			st.row.Flags |= uint32(latency.FlagOffsetUnknown)
-		}
-		rows.Probe = append(rows.Probe, st.row)
-		p.mu.Unlock()
+	return got, bad, errs
+}
+
+// measure returns the row of a probe that came back. The broker that appended it stamped it: the leader of its
+// epoch, which is the leader the sender read only if leadership did not move in between (the producer follows a
+// failover by itself). When that broker cannot be known the row is flagged latency.FlagOffsetUnknown, with no
+// bracket (it would bound the wrong broker) and no corrected stage.
+func (p *Probe) measure(ctx context.Context, g probeBack) store.ProbeRow {
+	rec, st := g.rec, g.st
+	host, _, appender := p.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if appender < 0 {
+		st.row.Flags |= uint32(latency.FlagOffsetUnknown)
+		return st.row
 	}
-	if len(bad) > 0 {
-		if err := p.deadLetter(ctx, PathProbe, bad, errs); err != nil {
-			return err
-		}
+	if appender != st.row.BrokerID {
+		st.row.BrokerID, st.broker = appender, host
 	}
-	return p.write(ctx, PathProbe, b, rows, nil, mark)
+	p.correct(st, rec.Timestamp.UnixMilli(), g.recv)
+	return st.row
+}
+
+// correct brackets the probe's broker clock and sets the row's corrected stages. The append (appendMs, broker
+// clock) happened between send and ack on our clock (or, if the probe came back before the ack was processed,
+// before the receive recv): a two-sided bound of the broker's offset. Ingest = corrected append − send, delivery =
+// receive − corrected append, each at least 0; without an offset estimate the row is flagged
+// latency.FlagOffsetUnknown. Caller holds p.mu.
+func (p *Probe) correct(st *probeState, appendMs int64, recv time.Time) {
+	upper := st.ack
+	if upper.IsZero() || recv.Before(upper) {
+		upper = recv
+	}
+	_ = p.engine.ObserveBracket(latency.Bracket{Host: st.broker, Send: st.send, RemoteMs: appendMs, Ack: upper})
+	off, err := p.engine.Offset(st.broker, st.send)
+	if err != nil || off.Kind == latency.KindUnknown {
+		st.row.Flags |= uint32(latency.FlagOffsetUnknown)
+		return
+	}
+	corrected := float64(appendMs) - float64(off.Offset)/1e6
+	st.row.BrokerOffsetMs = float64(off.Offset) / 1e6
+	st.row.UncertaintyMs = float64(off.Uncertainty) / 1e6
+	ingest := math.Max(0, corrected-float64(st.send.UnixNano())/1e6)
+	delivery := math.Max(0, float64(recv.UnixNano())/1e6-corrected)
+	st.row.IngestMs, st.row.DeliveryMs = int64(math.Round(ingest)), int64(math.Round(delivery))
+	bh := brokerHost(st.row.BrokerID)
+	p.metrics.ProbeLatency.WithLabelValues(bh, "ingest").Observe(ingest / 1e3)
+	p.metrics.ProbeLatency.WithLabelValues(bh, "delivery").Observe(delivery / 1e3)
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
 )
 
 // fakeSender acknowledges every probe after a fixed delay on the test clock and remembers the values sent.
@@ -269,5 +271,84 @@ func TestInstanceIDDefault(t *testing.T) {
 	c.SetDefaults()
 	if h, err := os.Hostname(); err == nil && c.Probe.InstanceID == "" || (err == nil && len(h) <= maxInstanceID && validInstanceID(h) == nil && c.Probe.InstanceID != h) {
 		t.Fatalf("instance %q without the environment, want the host name %q", c.Probe.InstanceID, h)
+	}
+}
+
+// TestProbeBatchOverFakes drives the probe path's batch handling through fakes (sender, sink, dead-letter topic, an
+// append-leader lookup that cannot place any offset). One batch holds this replica's probe to partition 0 (broker
+// 1), a version-1 probe (another build's: foreign), a probe of a sequence this replica never sent (an earlier run's:
+// ignored) and a record of an unknown version (dead-lettered). The own probe's row is stored received, but flagged
+// with no corrected stages: whose clock stamped its append cannot be known, so it brackets no broker.
+func TestProbeBatchOverFakes(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	now := t0
+	deps, sink, dlq := newTestDeps(t, t0)
+	deps.clock = func() time.Time { return now }
+	deps.appends = unknownAppends{}
+	fs := &fakeSender{now: &now, rtt: 4 * time.Millisecond, lead: map[int32]int32{0: 1}}
+	p := newProbe(deps, "probe", "r1", time.Second, 10*time.Second, fs)
+	p.sendRound(context.Background())
+	if len(fs.sent) != 1 {
+		t.Fatalf("%d probes sent, want 1", len(fs.sent))
+	}
+	own := fs.sent[0].Value
+	seq, _, _ := decodeProbe(own)
+	v1 := append([]byte{probeVersionV1}, binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, seq), uint64(t0.UnixNano()))...)
+	stale := encodeProbe(seq-1000, t0.Add(-time.Hour), "r1")
+	at, recv := t0.Add(3*time.Millisecond), t0.Add(5*time.Millisecond)
+	recs := []kafka.Record{
+		{Topic: "probe", Partition: 0, Offset: 7, Value: own, Timestamp: at, Received: recv},
+		{Topic: "probe", Partition: 0, Offset: 8, Value: v1, Timestamp: at, Received: recv},
+		{Topic: "probe", Partition: 0, Offset: 9, Value: stale, Timestamp: at, Received: recv},
+		{Topic: "probe", Partition: 0, Offset: 10, Value: []byte{7, 0, 0}, Timestamp: at, Received: recv},
+	}
+	var marks []int64
+	if err := p.HandleBatch(context.Background(), kafka.Batch{Topic: "probe", Records: recs}, func(n int64) { marks = append(marks, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq.recs) != 1 || dlq.recs[0].Offset != 10 || !errors.Is(dlq.reasons[0], instrument.ErrUnsupportedVersion) {
+		t.Fatalf("dead letters %+v %v, want offset 10 (unsupported version)", dlq.recs, dlq.reasons)
+	}
+	if len(sink.rows) != 1 || len(sink.rows[0].Probe) != 1 {
+		t.Fatalf("writes %+v, want one write of the own probe's row", sink.rows)
+	}
+	r := sink.rows[0].Probe[0]
+	if r.Seq != seq || r.Instance != "r1" || r.BrokerID != 1 || r.Status != store.ProbeOK || r.AppendMs != at.UnixMilli() ||
+		r.ReceiveMs != recv.UnixMilli() || r.E2EMs != 5 || r.RTTMs != 4 || r.AckMs != t0.Add(4*time.Millisecond).UnixMilli() {
+		t.Errorf("row %+v", r)
+	}
+	if r.Flags&uint32(latency.FlagOffsetUnknown) == 0 || r.IngestMs != 0 || r.DeliveryMs != 0 || r.BrokerOffsetMs != 0 {
+		t.Errorf("row %+v, want flagged offset-unknown without corrected stages", r)
+	}
+	if o, err := deps.engine.Offset(deps.hosts.id(brokerHost(1)), t0); err == nil && o.Kind != latency.KindUnknown {
+		t.Errorf("broker 1 has offset %+v: a probe whose appender is unknown bracketed it", o)
+	}
+	m := deps.metrics
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"records", testutil.ToFloat64(m.Records.WithLabelValues(PathProbe)), 4},
+		{"foreign", testutil.ToFloat64(m.ProbeForeign), 1},
+		{"duplicates", testutil.ToFloat64(m.ProbeDup.WithLabelValues(brokerHost(1))), 0},
+		{"dead letters", testutil.ToFloat64(m.DeadLetters.WithLabelValues(PathProbe, "unsupported_version")), 1},
+		{"append leader unknown", testutil.ToFloat64(m.AppendLeaderUnknown), 1},
+		{"rows", testutil.ToFloat64(m.Rows.WithLabelValues(PathProbe)), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if len(marks) != 0 {
+		t.Fatalf("marked %v before the sink acknowledged", marks)
+	}
+	sink.acks[0](nil)
+	if len(marks) != 1 || marks[0] != 11 {
+		t.Fatalf("marks %v, want [11] after the ack", marks)
+	}
+	// The received probe is never swept as lost.
+	now = t0.Add(11 * time.Second)
+	if lost := p.sweep(); len(lost) != 0 {
+		t.Fatalf("lost %+v, want none", lost)
 	}
 }

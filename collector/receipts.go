@@ -3,10 +3,8 @@ package collector
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidemark/tidemark/internal/kafka"
@@ -14,151 +12,6 @@ import (
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
-
-// TopicInfo answers what the paths need to know about source topics (internal/kafka's Metadata satisfies it): the
-// partition's current leader, and what a topic's timestamps mean. Whose clock stamped a LogAppendTime is not the
-// current leader's but that of the leader of the record's epoch: see appendLeaders. Topic never blocks: a name
-// being looked up answers kafka.TopicPending, and Await's channel closes when its lookup settles.
-type TopicInfo interface {
-	Topic(name string) *kafka.TopicView
-	Await(name string) <-chan struct{}
-}
-
-// pathDeps are what every path shares.
-type pathDeps struct {
-	engine  *latency.Engine
-	hosts   *hosts
-	sink    Sink
-	dlq     DeadLetters
-	meta    TopicInfo
-	appends appendLeaders // whose clock stamped a LogAppendTime (nil: unknown)
-	metrics *Metrics
-	clock   func() time.Time
-	log     *slog.Logger
-	markers markers
-	live    liveHistograms
-	health  health
-	tracer  *hopTracer // nil: tracing off
-	// checkpoints keeps the replay trackers' state durable across restarts (nil: not kept).
-	checkpoints *replayCheckpoints
-	// instrumented holds the groups seen in receipts (their processing is known exactly: no commit bounds), each
-	// with the Unix second it was last seen (*atomic.Int64); groups idle longer than the idle TTL are forgotten.
-	instrumented sync.Map
-}
-
-// touchInstrumented records that group sent a receipt at now.
-func (d *pathDeps) touchInstrumented(group string, now time.Time) {
-	t := now.Unix()
-	v, ok := d.instrumented.Load(group)
-	if !ok {
-		v, _ = d.instrumented.LoadOrStore(group, new(atomic.Int64))
-	}
-	if seen := v.(*atomic.Int64); seen.Load() != t {
-		seen.Store(t)
-	}
-}
-
-// isInstrumented reports whether group sent a receipt within the idle TTL.
-func (d *pathDeps) isInstrumented(group string) bool {
-	_, ok := d.instrumented.Load(group)
-	return ok
-}
-
-// write hands rows to the sink and marks next once they are acknowledged (at-least-once). acked, if not nil, is
-// called when this batch's rows are acknowledged, before the in-order mark.
-func (d *pathDeps) write(ctx context.Context, path string, b kafka.Batch, rows store.Rows, acked func(), mark func(int64)) error {
-	return d.submit(ctx, path, b, d.reserve(b, mark), rows, acked)
-}
-
-// reservation is a batch's place in its partition's in-order marks, taken when the batch is read: its rows may be
-// handed to the sink later (a receipts batch waiting for topic metadata) without a later batch's mark overtaking it.
-type reservation struct {
-	m    *marker
-	seg  *segment
-	next int64 // the offset after the batch's last record
-}
-
-// reserve takes b's place in the marks (in read order).
-func (d *pathDeps) reserve(b kafka.Batch, mark func(int64)) reservation {
-	next := b.Records[len(b.Records)-1].Offset + 1
-	m := d.markers.get(b.Topic, b.Partition, b.Generation, mark)
-	return reservation{m: m, seg: m.add(next), next: next}
-}
-
-// submit hands b's rows to the sink under reservation res and marks res once they are acknowledged. acked, if not
-// nil, is called when the rows are acknowledged, before the in-order mark.
-func (d *pathDeps) submit(ctx context.Context, path string, b kafka.Batch, res reservation, rows store.Rows, acked func()) error {
-	m, seg, next := res.m, res.seg, res.next
-	n := rows.Len()
-	if n == 0 {
-		if acked != nil {
-			acked()
-		}
-		m.ack(seg)
-		return nil
-	}
-	d.metrics.Rows.WithLabelValues(path).Add(float64(n))
-	start := time.Now()
-	waiting := d.metrics.SinkWaiting.WithLabelValues(path)
-	waiting.Inc()
-	defer waiting.Dec()
-	err := d.sink.Write(ctx, rows, func(err error) {
-		if err != nil {
-			// At-least-once: these rows are lost to the writer, so nothing from this batch on may be committed, and
-			// the records must be read again. Ending the session makes the group resume from its committed offsets.
-			d.metrics.SinkErrors.WithLabelValues(path).Inc()
-			d.health.failed(err, d.clock())
-			d.log.Error("writer gave up on a batch; re-reading the partition from its last committed offset",
-				"path", path, "topic", b.Topic, "partition", b.Partition, "next", next, "err", err)
-			m.fail()
-			if b.Restart != nil {
-				b.Restart(fmt.Errorf("writer gave up on rows of %s/%d: %w", b.Topic, b.Partition, err))
-			}
-			return
-		}
-		d.health.ok()
-		if acked != nil {
-			acked()
-		}
-		d.metrics.RowsAcked.WithLabelValues(path).Add(float64(n))
-		m.ack(seg)
-	})
-	d.metrics.SinkBlocked.WithLabelValues(path).Add(time.Since(start).Seconds())
-	if err != nil {
-		return fmt.Errorf("write %d rows of %s/%d: %w", n, b.Topic, b.Partition, err)
-	}
-	return nil
-}
-
-// deadLetter sends bad records to the dead-letter topic, retrying until it succeeds or ctx ends: an offset is never
-// committed past a record that is neither stored nor dead-lettered.
-func (d *pathDeps) deadLetter(ctx context.Context, path string, recs []kafka.Record, errs []error) error {
-	for i := range errs {
-		d.metrics.DeadLetters.WithLabelValues(path, reason(errs[i])).Inc()
-	}
-	backoff := 100 * time.Millisecond
-	for {
-		err := d.dlq.Send(ctx, path, recs, errs)
-		if err == nil {
-			return nil
-		}
-		d.log.Warn("dead-letter send failed; retrying", "path", path, "records", len(recs), "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// received is when the consumer took rec from Kafka (before it waited in a batch), or now if not stamped.
-func received(rec *kafka.Record, now func() time.Time) time.Time {
-	if !rec.Received.IsZero() {
-		return rec.Received
-	}
-	return now()
-}
 
 // Receipts is the receipts path: it decodes receipt batches from the receipts topic, corrects every receipt's stamps
 // through the latency engine and writes one latency row per receipt.
@@ -599,72 +452,15 @@ func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicV
 
 // row corrects one receipt.
 func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
-	if !c.valid || c.partition != r.Partition || c.topic != r.Topic || c.group != r.Group {
-		classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
-		*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
-			noMeta: noMeta, overflow: overflow,
-			path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
-		if !slices.Contains(c.touched, c.path) {
-			c.touched = append(c.touched, c.path)
-		}
-	}
-	var rec latency.Record
-	rec.Offset = r.Offset
-	var raw rawStamps
-	consumer := p.hosts.id(r.Host)
-	if r.Clock.Valid {
-		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
-	}
-	rec.Stamps[latency.Processed] = latency.Stamp{Value: r.ProcessedNs, Host: consumer, Unit: latency.Nanos}
-	raw.processed = nsToMs(r.ProcessedNs)
-	if r.ReceiveNs != 0 {
-		rec.Stamps[latency.Receive] = latency.Stamp{Value: r.ReceiveNs, Host: consumer, Unit: latency.Nanos}
-		raw.receive = nsToMs(r.ReceiveNs)
-	}
-	tt := r.TimestampType
-	if tt == instrument.TimestampUnknown && r.HasRecordTimestamp {
-		if c.tt == 255 { // not looked up yet in this batch
-			c.tt = instrument.TimestampType(p.topicView(r, c).TimestampType)
-		}
-		tt = c.tt
-	}
-	producer, broker := r.ProduceHost, ""
-	if r.ProduceNs != 0 {
-		id := p.hosts.id(r.ProduceHost)
-		if r.ProduceClock.Valid {
-			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
-		}
-		rec.Stamps[latency.Produce] = latency.Stamp{Value: r.ProduceNs, Host: id, Unit: latency.Nanos}
-		raw.event = nsToMs(r.ProduceNs)
-	}
-	if r.HasRecordTimestamp {
-		switch tt {
-		case instrument.TimestampLogAppend:
-			// The broker that appended the record stamped it: the leader of its epoch, not today's leader. Only a
-			// topic the metadata cache knows is asked about (names the cluster does not know stay bounded there).
-			if p.topicView(r, c).State == kafka.TopicKnown {
-				var id latency.HostID
-				id, broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
-				rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
-				raw.append = r.RecordTimestampMs
-			}
-		case instrument.TimestampCreate:
-			if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
-				if c.createHost == "" {
-					c.createHost = "producer@" + r.Topic
-				}
-				producer = c.createHost
-				rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(producer), r.RecordTimestampMs)
-				raw.event = r.RecordTimestampMs
-			}
-		}
-	}
+	p.enter(r, c)
+	var st receiptStamps
+	p.stamps(r, now, c, &st)
 	if c.view != nil && c.view.State != kafka.TopicKnown && needsMetadata(r) {
 		// No such topic, its lookup failed, or (rarely: an expired answer was dropped after the record was checked)
 		// it is being looked up again: the row has no leader's stamp.
 		c.noMeta[c.view.State]++
 	}
-	res := c.path.Observe(rec)
+	res := c.path.Observe(st.rec)
 	c.classes[res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
 		c.skewed++
@@ -675,23 +471,115 @@ func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time
 	}
 	exemplar := tid
 	if p.tracer != nil {
-		kept := p.traceReceipt(r, &res, producer, broker, raw)
+		kept := p.traceReceipt(r, &res, st.producer, st.broker, st.raw)
 		if !kept && r.TraceUnsampled {
 			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
 		}
 	}
-	// Every live record with a valid stage feeds the histograms (observe takes the stages the engine trusts): a
-	// record flagged for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e.
-	if res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 && res.Has&^res.Untrusted != 0 {
-		if c.live == nil && !c.liveFull {
-			c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
-			c.liveFull = c.live == nil
+	p.observeLive(r, &res, exemplar, now, c)
+	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, st.producer, st.broker, r.Host, tid, sid)
+}
+
+// enter points c at r's (group, topic, partition) when it is not there already: the engine path, and nothing
+// looked up yet for it; the batch's counts and touched paths carry over.
+func (p *Receipts) enter(r *instrument.Receipt, c *batchCache) {
+	if c.valid && c.partition == r.Partition && c.topic == r.Topic && c.group == r.Group {
+		return
+	}
+	classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
+	*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
+		noMeta: noMeta, overflow: overflow,
+		path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
+	if !slices.Contains(c.touched, c.path) {
+		c.touched = append(c.touched, c.path)
+	}
+}
+
+// receiptStamps are a receipt's stamps for the engine, the same in Unix ms on their own clocks for the naive
+// stages, and the producer and broker host names of its row.
+type receiptStamps struct {
+	rec              latency.Record
+	raw              rawStamps
+	producer, broker string
+}
+
+// stamps reads r's stamps into st: processed and receive on the consumer's clock, produce on the producer's (from
+// the produce-time header), and the record timestamp as its topic's timestamps mean it (recordStamp). Clock
+// offsets the hosts report (time sync) are fed to the engine.
+func (p *Receipts) stamps(r *instrument.Receipt, now time.Time, c *batchCache, st *receiptStamps) {
+	st.rec.Offset = r.Offset
+	consumer := p.hosts.id(r.Host)
+	if r.Clock.Valid {
+		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
+	}
+	st.rec.Stamps[latency.Processed] = latency.Stamp{Value: r.ProcessedNs, Host: consumer, Unit: latency.Nanos}
+	st.raw.processed = nsToMs(r.ProcessedNs)
+	if r.ReceiveNs != 0 {
+		st.rec.Stamps[latency.Receive] = latency.Stamp{Value: r.ReceiveNs, Host: consumer, Unit: latency.Nanos}
+		st.raw.receive = nsToMs(r.ReceiveNs)
+	}
+	st.producer = r.ProduceHost
+	if r.ProduceNs != 0 {
+		id := p.hosts.id(r.ProduceHost)
+		if r.ProduceClock.Valid {
+			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
 		}
-		if c.live != nil {
-			c.live.observe(&res, exemplar, now)
-		} else {
-			c.overflow++ // over collector.max_live_series: the row is stored, the histograms miss it
+		st.rec.Stamps[latency.Produce] = latency.Stamp{Value: r.ProduceNs, Host: id, Unit: latency.Nanos}
+		st.raw.event = nsToMs(r.ProduceNs)
+	}
+	if r.HasRecordTimestamp {
+		p.recordStamp(r, c, st)
+	}
+}
+
+// recordStamp reads r's record timestamp into st. The consumer declares what it means, else its topic's
+// timestamp type says (looked up once per batch run). A LogAppendTime is the append stamp of the broker that led
+// the record's epoch, not of today's leader; only a topic the metadata cache knows is asked about (names the
+// cluster does not know stay bounded there). A CreateTime is the produce stamp, on an unnamed producer clock
+// "producer@<topic>", when no produce-time header gave it.
+func (p *Receipts) recordStamp(r *instrument.Receipt, c *batchCache, st *receiptStamps) {
+	tt := r.TimestampType
+	if tt == instrument.TimestampUnknown {
+		if c.tt == 255 { // not looked up yet in this batch
+			c.tt = instrument.TimestampType(p.topicView(r, c).TimestampType)
+		}
+		tt = c.tt
+	}
+	switch tt {
+	case instrument.TimestampLogAppend:
+		if p.topicView(r, c).State == kafka.TopicKnown {
+			var id latency.HostID
+			id, st.broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
+			st.rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
+			st.raw.append = r.RecordTimestampMs
+		}
+	case instrument.TimestampCreate:
+		if r.ProduceNs == 0 { // no header: the record timestamp is the produce time, on an unnamed producer clock
+			if c.createHost == "" {
+				c.createHost = "producer@" + r.Topic
+			}
+			st.producer = c.createHost
+			st.rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(st.producer), r.RecordTimestampMs)
+			st.raw.event = r.RecordTimestampMs
 		}
 	}
-	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, raw, &res, producer, broker, r.Host, tid, sid)
+}
+
+// observeLive feeds a live receipt's trusted stages to the live histograms of its (group, topic), with exemplar.
+// Every live record with a valid stage feeds them (observe takes the stages the engine trusts): a record flagged
+// for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e. Commit-bounded results
+// never do. Over collector.max_live_series pairs the row is stored and the histograms miss it (counted).
+func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemplar []byte, now time.Time, c *batchCache) {
+	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 || res.Has&^res.Untrusted == 0 {
+		return
+	}
+	if c.live == nil && !c.liveFull {
+		c.live = p.live.get(p.metrics, r.Group, r.Topic, now)
+		c.liveFull = c.live == nil
+	}
+	if c.live != nil {
+		c.live.observe(res, exemplar, now)
+	} else {
+		c.overflow++
+	}
 }

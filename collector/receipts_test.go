@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
@@ -264,5 +266,80 @@ func seedC25Clocks(t *testing.T, deps *pathDeps, truth time.Time) {
 		}
 		deps.hosts.report(deps.hosts.id("P1"), 2500*time.Millisecond, 100*time.Microsecond, at)
 		deps.hosts.report(deps.hosts.id("C1"), -300*time.Millisecond, 100*time.Microsecond, at)
+	}
+}
+
+// TestReceiptsBatchOverFakes drives the receipts path's batch handling through fakes (sink, dead-letter topic,
+// metadata: every topic CreateTime). Record 20 holds three receipts of group g on orders/1: offsets 5 and 6, then 5
+// again (processed again with no commit below it: a redelivery); record 21 one receipt of group h on orders/2;
+// record 22 is of an encoding version no build writes (dead-lettered). Four rows, each naming the receipts record
+// it came from; the class counts are added once per batch; offsets are marked once the sink acknowledged.
+func TestReceiptsBatchOverFakes(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deps, sink, dlq := newTestDeps(t, now)
+	deps.meta = metaByTopic{"orders": kafka.TimestampCreate}
+	rc := func(group string, partition int32, offset int64) instrument.Receipt {
+		return instrument.Receipt{Group: group, Topic: "orders", Partition: partition, Offset: offset,
+			ReceiveNs: now.Add(-30 * time.Millisecond).UnixNano(), ProcessedNs: now.Add(-10 * time.Millisecond).UnixNano(), Host: "c1"}
+	}
+	recs := []kafka.Record{
+		receiptRecord(t, 20, rc("g", 1, 5), rc("g", 1, 6), rc("g", 1, 5)),
+		receiptRecord(t, 21, rc("h", 2, 1)),
+		{Topic: "tidemark-receipts", Offset: 22, Value: []byte{0x7f, 0, 0, 0}},
+	}
+	var marks []int64
+	p := &Receipts{pathDeps: deps}
+	b := kafka.Batch{Topic: "tidemark-receipts", Records: recs}
+	if err := p.HandleBatch(context.Background(), b, func(n int64) { marks = append(marks, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq.recs) != 1 || dlq.recs[0].Offset != 22 || !errors.Is(dlq.reasons[0], instrument.ErrUnsupportedVersion) {
+		t.Fatalf("dead letters %+v %v, want offset 22 (unsupported version)", dlq.recs, dlq.reasons)
+	}
+	if len(sink.rows) != 1 || len(sink.rows[0].Latency) != 4 {
+		t.Fatalf("writes %+v, want one write of 4 rows", sink.rows)
+	}
+	want := []struct {
+		group        string
+		offset, from int64
+		class        store.ReplayClass
+		proc         int64
+	}{
+		{"g", 5, 20, store.ClassLive, 20},
+		{"g", 6, 20, store.ClassLive, 20},
+		{"g", 5, 20, store.ClassRedelivery, 20},
+		{"h", 1, 21, store.ClassLive, 20},
+	}
+	for i, w := range want {
+		r := sink.rows[0].Latency[i]
+		if r.Group != w.group || r.Offset != w.offset || r.ReceiptOffset != w.from || r.ReceiptPartition != 0 ||
+			r.Class != w.class || r.ConsumerHost != "c1" || r.ProcessNaiveMs != w.proc || r.Source != store.SourceReceipt {
+			t.Errorf("row %d %+v, want group %s offset %d from receipts offset %d class %v", i, r, w.group, w.offset, w.from, w.class)
+		}
+	}
+	m := deps.metrics
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"records", testutil.ToFloat64(m.Records.WithLabelValues(PathReceipts)), 3},
+		{"rows", testutil.ToFloat64(m.Rows.WithLabelValues(PathReceipts)), 4},
+		{"live", testutil.ToFloat64(m.Classes.WithLabelValues(PathReceipts, "live")), 3},
+		{"redelivery", testutil.ToFloat64(m.Classes.WithLabelValues(PathReceipts, "redelivery")), 1},
+		{"dead letters", testutil.ToFloat64(m.DeadLetters.WithLabelValues(PathReceipts, "unsupported_version")), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if len(marks) != 0 {
+		t.Fatalf("marked %v before the sink acknowledged", marks)
+	}
+	sink.acks[0](nil)
+	if len(marks) != 1 || marks[0] != 23 {
+		t.Fatalf("marks %v, want [23] after the ack", marks)
+	}
+	if got := testutil.ToFloat64(m.RowsAcked.WithLabelValues(PathReceipts)); got != 4 {
+		t.Errorf("rows acked %v, want 4", got)
 	}
 }

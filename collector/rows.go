@@ -77,86 +77,16 @@ func nsToMs(ns int64) int64 { return ns / 1e6 }
 func latencyRow(src store.Source, group, topic string, partition int32, raw rawStamps, res *latency.Result,
 	producer, broker, consumer string, traceID []byte, spanID []byte) store.LatencyRow {
 	row := store.LatencyRow{
-		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src,
+		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src, Class: replayClass(res.Class),
 		EventMs: raw.event, AppendMs: raw.append, ReceiveMs: raw.receive, ProcessedMs: raw.processed,
 		Flags: uint32(res.Flags), ProducerHost: producer, BrokerHost: broker, ConsumerHost: consumer,
 	}
-	switch res.Class {
-	case latency.ClassLive:
-		row.Class = store.ClassLive
-	case latency.ClassReplay:
-		row.Class = store.ClassReplay
-	case latency.ClassRedelivery:
-		row.Class = store.ClassRedelivery
-	case latency.ClassBackfill:
-		row.Class = store.ClassBackfill
-	}
-	naive := func(from, to int64, bit store.StageBits, dst *int64) {
-		if from > 0 && to > 0 {
-			*dst = to - from
-			row.Valid |= bit
-		}
-	}
-	naive(raw.event, raw.append, store.NaiveIngest, &row.IngestNaiveMs)
-	naive(raw.append, raw.receive, store.NaiveQueue, &row.QueueNaiveMs)
-	naive(raw.receive, raw.processed, store.NaiveProcess, &row.ProcessNaiveMs)
-	naive(raw.event, raw.processed, store.NaiveE2E, &row.E2ENaiveMs)
-
-	// Stages are rounded to whole ms by rounding their running sums, so the stored stages still add up to the
-	// stored end-to-end exactly (independent rounding could be off by one or two).
-	// A stage is valid for percentiles only when the engine trusts its own correction (latency.Result.Trusted): it
-	// is valid (its ends' clocks placed, no order violated beyond the uncertainty), however wide its interval. A
-	// record with an invalid cross-clock stage still contributes its other stages, e.g. its same-host processing
-	// stage, as the engine's own sketches do.
-	var cum, prev float64
-	var prevRounded int64
-	// setBound stores a stage's interval (latency.Result.StageBounds), widened to hold the stored, rounded estimate:
-	// a wider interval still holds the true value, and every band then contains its estimate.
-	setBound := func(bit store.StageBits, est, lo, hi float64) {
-		i := bits.TrailingZeros8(uint8(bit))
-		row.LowerMs[i], row.UpperMs[i] = math.Min(lo, est), math.Max(hi, est)
-		row.Bounded |= bit
-	}
-	stage := func(s latency.Stage, bit store.StageBits, dst *int64) {
-		v, ok := res.Stage(s)
-		lo, hi, _ := res.StageBounds(s)
-		if s == latency.StageIngest { // a mirrored topic: the ingest column covers produce → local append
-			if m, okm := res.Stage(latency.StageMirror); okm {
-				mlo, mhi, _ := res.StageBounds(latency.StageMirror)
-				if !ok { // no ingest of its own: the column is the mirror stage alone
-					lo, hi = 0, 0
-				}
-				v, ok = v+m, true
-				lo, hi = lo+mlo, hi+mhi // a sum of two stages lies between the sums of their ends
-			}
-		}
-		if !ok {
-			return
-		}
-		trusted := res.Trusted(s)
-		if s == latency.StageIngest && res.Has&(1<<latency.StageMirror) != 0 {
-			trusted = trusted && res.Trusted(latency.StageMirror) // the column is only as good as both parts
-		}
-		cum = prev + v
-		r := int64(math.Round(cum))
-		*dst = r - prevRounded
-		prev, prevRounded = cum, r
-		if trusted {
-			row.Valid |= bit
-		}
-		setBound(bit, float64(*dst), lo, hi)
-	}
-	stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
-	stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
-	stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
-	if v, ok := res.Stage(latency.StageE2E); ok {
-		row.E2EMs = int64(math.Round(v))
-		lo, hi, _ := res.StageBounds(latency.StageE2E)
-		setBound(store.ValidE2E, float64(row.E2EMs), lo, hi)
-		if res.Trusted(latency.StageE2E) && res.Flags&latency.FlagCommitBound == 0 { // a commit-bounded e2e is an upper bound only
-			row.Valid |= store.ValidE2E
-		}
-	}
+	naiveStages(&row, raw)
+	sr := stageRounder{row: &row, res: res}
+	sr.stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
+	sr.stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
+	sr.stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
+	sr.e2e()
 	if !math.IsNaN(res.Uncertainty) {
 		row.UncertaintyMs = res.Uncertainty
 	}
@@ -168,6 +98,108 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	}
 	row.TraceID, row.SpanID = traceHex(traceID, spanID)
 	return row
+}
+
+// replayClass is the latency_events.replay_class of an engine class (store.ClassUnknown for none of them).
+func replayClass(c latency.Class) store.ReplayClass {
+	switch c {
+	case latency.ClassLive:
+		return store.ClassLive
+	case latency.ClassReplay:
+		return store.ClassReplay
+	case latency.ClassRedelivery:
+		return store.ClassRedelivery
+	case latency.ClassBackfill:
+		return store.ClassBackfill
+	}
+	return store.ClassUnknown
+}
+
+// naiveStages sets row's naive stages (later raw stamp − earlier, each on its own host's clock: what tools without
+// clock correction show) and their Naive bits, for every stage whose two raw stamps are present.
+func naiveStages(row *store.LatencyRow, raw rawStamps) {
+	naive := func(from, to int64, bit store.StageBits, dst *int64) {
+		if from > 0 && to > 0 {
+			*dst = to - from
+			row.Valid |= bit
+		}
+	}
+	naive(raw.event, raw.append, store.NaiveIngest, &row.IngestNaiveMs)
+	naive(raw.append, raw.receive, store.NaiveQueue, &row.QueueNaiveMs)
+	naive(raw.receive, raw.processed, store.NaiveProcess, &row.ProcessNaiveMs)
+	naive(raw.event, raw.processed, store.NaiveE2E, &row.E2ENaiveMs)
+}
+
+// stageRounder writes a result's corrected stages into a row, in causal order. Stages are rounded to whole ms by
+// rounding their running sums, so the stored stages still add up to the stored end-to-end exactly (independent
+// rounding could be off by one or two).
+//
+// A stage is valid for percentiles only when the engine trusts its own correction (latency.Result.Trusted): it is
+// valid (its ends' clocks placed, no order violated beyond the uncertainty), however wide its interval. A record
+// with an invalid cross-clock stage still contributes its other stages, e.g. its same-host processing stage, as the
+// engine's own sketches do.
+type stageRounder struct {
+	row         *store.LatencyRow
+	res         *latency.Result
+	prev        float64 // running sum of the stages written, unrounded (ms)
+	prevRounded int64   // the same sum, rounded
+}
+
+// stage writes stage s into dst with its bit. On a mirrored topic the ingest column covers produce → local append:
+// the mirror stage is added to it (the column alone when there is no ingest of its own), trusted only when both are.
+func (r *stageRounder) stage(s latency.Stage, bit store.StageBits, dst *int64) {
+	res := r.res
+	v, ok := res.Stage(s)
+	lo, hi, _ := res.StageBounds(s)
+	if s == latency.StageIngest {
+		if m, okm := res.Stage(latency.StageMirror); okm {
+			mlo, mhi, _ := res.StageBounds(latency.StageMirror)
+			if !ok { // no ingest of its own: the column is the mirror stage alone
+				lo, hi = 0, 0
+			}
+			v, ok = v+m, true
+			lo, hi = lo+mlo, hi+mhi // a sum of two stages lies between the sums of their ends
+		}
+	}
+	if !ok {
+		return
+	}
+	trusted := res.Trusted(s)
+	if s == latency.StageIngest && res.Has&(1<<latency.StageMirror) != 0 {
+		trusted = trusted && res.Trusted(latency.StageMirror) // the column is only as good as both parts
+	}
+	cum := r.prev + v
+	rounded := int64(math.Round(cum))
+	*dst = rounded - r.prevRounded
+	r.prev, r.prevRounded = cum, rounded
+	if trusted {
+		r.row.Valid |= bit
+	}
+	setBound(r.row, bit, float64(*dst), lo, hi)
+}
+
+// e2e writes the end-to-end stage, rounded on its own (the stages' running sum rounds to it). A commit-bounded
+// end-to-end is an upper bound only: never valid for percentiles.
+func (r *stageRounder) e2e() {
+	res := r.res
+	v, ok := res.Stage(latency.StageE2E)
+	if !ok {
+		return
+	}
+	r.row.E2EMs = int64(math.Round(v))
+	lo, hi, _ := res.StageBounds(latency.StageE2E)
+	setBound(r.row, store.ValidE2E, float64(r.row.E2EMs), lo, hi)
+	if res.Trusted(latency.StageE2E) && res.Flags&latency.FlagCommitBound == 0 {
+		r.row.Valid |= store.ValidE2E
+	}
+}
+
+// setBound stores a stage's interval (latency.Result.StageBounds), widened to hold the stored, rounded estimate est:
+// a wider interval still holds the true value, and every band then contains its estimate.
+func setBound(row *store.LatencyRow, bit store.StageBits, est, lo, hi float64) {
+	i := bits.TrailingZeros8(uint8(bit))
+	row.LowerMs[i], row.UpperMs[i] = math.Min(lo, est), math.Max(hi, est)
+	row.Bounded |= bit
 }
 
 // traceHex returns the lowercase hex of a 16-byte trace id and an 8-byte span id ("" for any other length). Both

@@ -189,67 +189,15 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		s.stored.advance(part, next)
 		mark(next)
 	})
-	var (
-		bad   []kafka.Record
-		errs  []error
-		spans []kafkaSpan
-	)
-	for i := range b.Records {
-		rec := &b.Records[i]
-		if s.stored.stored(part, rec.Offset) {
-			continue // read again after an uncommitted session ended: its rows are stored already
-		}
-		d, err := decodeSpans(rec.Value, maxSpansPerRequest, s.cfg.ConsumerGroups)
-		if err != nil {
-			s.metrics.Spans.WithLabelValues("malformed_request").Inc()
-			bad, errs = append(bad, *rec), append(errs, err)
-			continue
-		}
-		s.metrics.Spans.WithLabelValues("not_kafka").Add(float64(d.notKafka))
-		s.metrics.Spans.WithLabelValues("batch").Add(float64(d.batch))
-		if d.malformed > 0 {
-			s.metrics.Spans.WithLabelValues("malformed").Add(float64(d.malformed))
-			r := *rec
-			r.Value = d.malformedRequestOut
-			bad, errs = append(bad, r), append(errs, fmt.Errorf("%d of the request's spans: %w", d.malformed, d.firstErr))
-		}
-		spans = append(spans, d.spans...)
-	}
+	spans, bad, errs := s.decode(b)
 	if len(bad) > 0 {
 		if err := s.deadLetter(ctx, PathSpans, bad, errs); err != nil {
 			return err
 		}
 	}
-	// One read of the appends for the whole batch: producer and consumer spans of one record share it.
-	var appends map[recordKey]appendStamp
-	if len(spans) > 0 && s.reader != nil {
-		keys := make([]recordKey, 0, len(spans))
-		seen := make(map[recordKey]bool, len(spans))
-		for i := range spans {
-			k := recordKey{spans[i].topic, spans[i].partition, spans[i].offset}
-			if !spans[i].noOffset && !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-		var err error
-		if appends, err = s.reader.ReadAppends(ctx, keys); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.log.Warn("spans: some append times could not be read; their rows have no append stamp", "err", err)
-		}
-		if missing := len(keys) - len(appends); missing > 0 {
-			s.metrics.Spans.WithLabelValues("no_append").Add(float64(missing))
-		}
-		// Whose clock stamped an append the read could not place: the leader of its epoch (placed in the background;
-		// waited for here, before the join's lock).
-		for k, app := range appends {
-			if app.ms > 0 && app.broker < 0 {
-				_, _, app.broker = s.appendHost(ctx, k.topic, k.partition, k.offset)
-				appends[k] = app
-			}
-		}
+	appends, err := s.readAppends(ctx, spans)
+	if err != nil {
+		return err // ctx ended
 	}
 	now := s.clock()
 	// Producer spans first: a consumer span of the same batch then joins at once.
@@ -273,6 +221,72 @@ func (s *Spans) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)
 		complete = append(complete, sb)
 	}
 	return s.submitAll(complete)
+}
+
+// decode returns the Kafka spans of b's records not stored already (records read again after an uncommitted
+// session ended), counting the spans by outcome. A record that is not an OTLP request goes to bad whole; one
+// holding malformed Kafka spans goes to bad as a request holding those spans only, its good spans being kept.
+func (s *Spans) decode(b kafka.Batch) (spans []kafkaSpan, bad []kafka.Record, errs []error) {
+	for i := range b.Records {
+		rec := &b.Records[i]
+		if s.stored.stored(b.Partition, rec.Offset) {
+			continue // read again after an uncommitted session ended: its rows are stored already
+		}
+		d, err := decodeSpans(rec.Value, maxSpansPerRequest, s.cfg.ConsumerGroups)
+		if err != nil {
+			s.metrics.Spans.WithLabelValues("malformed_request").Inc()
+			bad, errs = append(bad, *rec), append(errs, err)
+			continue
+		}
+		s.metrics.Spans.WithLabelValues("not_kafka").Add(float64(d.notKafka))
+		s.metrics.Spans.WithLabelValues("batch").Add(float64(d.batch))
+		if d.malformed > 0 {
+			s.metrics.Spans.WithLabelValues("malformed").Add(float64(d.malformed))
+			r := *rec
+			r.Value = d.malformedRequestOut
+			bad, errs = append(bad, r), append(errs, fmt.Errorf("%d of the request's spans: %w", d.malformed, d.firstErr))
+		}
+		spans = append(spans, d.spans...)
+	}
+	return spans, bad, errs
+}
+
+// readAppends reads, in one read for the whole batch (producer and consumer spans of one record share it), the
+// LogAppendTime of every record spans name by offset, and places each in the leader epoch of the broker that
+// stamped it where the read could not. Records it could not read are absent (counted no_append, logged); the
+// error is ctx's, when it ended.
+func (s *Spans) readAppends(ctx context.Context, spans []kafkaSpan) (map[recordKey]appendStamp, error) {
+	if len(spans) == 0 || s.reader == nil {
+		return nil, nil
+	}
+	keys := make([]recordKey, 0, len(spans))
+	seen := make(map[recordKey]bool, len(spans))
+	for i := range spans {
+		k := recordKey{spans[i].topic, spans[i].partition, spans[i].offset}
+		if !spans[i].noOffset && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	appends, err := s.reader.ReadAppends(ctx, keys)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.log.Warn("spans: some append times could not be read; their rows have no append stamp", "err", err)
+	}
+	if missing := len(keys) - len(appends); missing > 0 {
+		s.metrics.Spans.WithLabelValues("no_append").Add(float64(missing))
+	}
+	// Whose clock stamped an append the read could not place: the leader of its epoch (placed in the background;
+	// waited for here, before the join's lock).
+	for k, app := range appends {
+		if app.ms > 0 && app.broker < 0 {
+			_, _, app.broker = s.appendHost(ctx, k.topic, k.partition, k.offset)
+			appends[k] = app
+		}
+	}
+	return appends, nil
 }
 
 // producer records a producer span: kept for its record's consumer spans, and fed to the engine as a bracket of its

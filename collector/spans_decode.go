@@ -86,20 +86,9 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span, groups map[string]string
 	}
 	ks := kafkaSpan{traceID: sp.TraceID(), spanID: sp.SpanID()}
 	op, _ := firstStr(attrs, attrOperation)
-	switch sp.Kind() {
-	case ptrace.SpanKindProducer:
-		ks.side = sideProducer
-	case ptrace.SpanKindConsumer:
-		ks.side = sideConsumer
-	default: // CLIENT (the newer conventions' kind for send and receive calls), or unset: the operation decides
-		switch op {
-		case "publish", "send", "create":
-			ks.side = sideProducer
-		case "receive", "process", "deliver", "poll":
-			ks.side = sideConsumer
-		default:
-			return kafkaSpan{}, fmt.Errorf("%w: span kind %s with operation %q names neither side", errMalformedSpan, sp.Kind(), op)
-		}
+	var err error
+	if ks.side, err = sideOf(sp.Kind(), op); err != nil {
+		return kafkaSpan{}, err
 	}
 	if n, ok := firstInt(attrs, attrBatch); ok && n != 1 {
 		return kafkaSpan{}, errBatchSpan
@@ -113,40 +102,11 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span, groups map[string]string
 	if ks.topic, ok = firstStr(attrs, attrTopic); !ok || ks.topic == "" {
 		return kafkaSpan{}, fmt.Errorf("%w: no topic (%s)", errMalformedSpan, attrTopic[0])
 	}
-	part, okPart := firstInt(attrs, attrPartition)
-	off, okOff := firstInt(attrs, attrOffset)
-	if !okPart || !okOff {
-		// Python's confluent-kafka instrumentation names the record only as messaging.message.id =
-		// "<topic>.<partition>.<offset>".
-		if p, o, ok := parseMessageID(attrs, ks.topic); ok {
-			part, off, okPart, okOff = p, o, true, true
-		}
-	}
-	okPart = okPart && part >= 0 && part <= 1<<31-1
-	okOff = okOff && off >= 0
-	_, hasPart := firstStr(attrs, attrPartition)
-	_, hasOff := firstStr(attrs, attrOffset)
-	garbled := (hasPart && !okPart) || (hasOff && !okOff) // present but not a partition or offset
-	switch {
-	case okPart && okOff:
-		ks.partition, ks.offset = int32(part), off
-	case ks.side == sideConsumer && !ks.covers:
-		return kafkaSpan{}, errBatchSpan // a receive span over a poll of several partitions
-	case ks.side == sideProducer && !garbled && sp.Status().Code() != ptrace.StatusCodeError:
-		ks.noOffset, ks.partition, ks.offset = true, -1, -1
-	case !okPart:
-		return kafkaSpan{}, fmt.Errorf("%w: no partition (%s)", errMalformedSpan, attrPartition[0])
-	default:
-		return kafkaSpan{}, fmt.Errorf("%w: no offset (%s)", errMalformedSpan, attrOffset[0])
+	if err := spanRecord(attrs, sp, &ks); err != nil {
+		return kafkaSpan{}, err
 	}
 	if ks.side == sideConsumer {
-		if ks.group, ok = firstStr(attrs, attrGroup); !ok || ks.group == "" {
-			// Python's confluent-kafka instrumentation puts no group on its process span.
-			if svc, found := resource.Get("service.name"); found {
-				ks.group = groups[svc.AsString()]
-			}
-		}
-		if ks.group == "" {
+		if ks.group = spanGroup(resource, attrs, groups); ks.group == "" {
 			return kafkaSpan{}, fmt.Errorf("%w: consumer span without a consumer group (%s, nor spans.consumer_groups for its service.name)", errMalformedSpan, attrGroup[0])
 		}
 	}
@@ -161,15 +121,86 @@ func classifySpan(resource pcommon.Map, sp ptrace.Span, groups map[string]string
 		return kafkaSpan{}, fmt.Errorf("%w: no trace or span id", errMalformedSpan)
 	}
 	if ks.side == sideConsumer {
-		if parent := sp.ParentSpanID(); !parent.IsEmpty() {
-			ks.refs = append(ks.refs, spanRef{sp.TraceID(), parent})
-		}
-		for i := 0; i < sp.Links().Len() && len(ks.refs) < maxSpanRefs; i++ {
-			l := sp.Links().At(i)
-			ks.refs = append(ks.refs, spanRef{l.TraceID(), l.SpanID()})
-		}
+		ks.refs = spanRefs(sp)
 	}
 	return ks, nil
+}
+
+// sideOf says whether a span of kind with messaging operation op is a producer's or a consumer's. CLIENT (the
+// newer conventions' kind for send and receive calls), or an unset kind, leaves it to the operation; an error
+// wrapping errMalformedSpan when that names neither side.
+func sideOf(kind ptrace.SpanKind, op string) (spanSide, error) {
+	switch kind {
+	case ptrace.SpanKindProducer:
+		return sideProducer, nil
+	case ptrace.SpanKindConsumer:
+		return sideConsumer, nil
+	}
+	switch op {
+	case "publish", "send", "create":
+		return sideProducer, nil
+	case "receive", "process", "deliver", "poll":
+		return sideConsumer, nil
+	}
+	return 0, fmt.Errorf("%w: span kind %s with operation %q names neither side", errMalformedSpan, kind, op)
+}
+
+// spanRecord sets the partition and offset of the record ks (side and topic set) is about, from the messaging
+// attributes or, for Python's confluent-kafka instrumentation, messaging.message.id "<topic>.<partition>.<offset>".
+// A producer span without them (that instrumentation's, when the record is not acknowledged yet) is kept with
+// noOffset; a receive span without them is about a poll of several partitions (errBatchSpan); any other span
+// without them, or with values that are no partition or offset, is an error wrapping errMalformedSpan.
+func spanRecord(attrs pcommon.Map, sp ptrace.Span, ks *kafkaSpan) error {
+	part, okPart := firstInt(attrs, attrPartition)
+	off, okOff := firstInt(attrs, attrOffset)
+	if !okPart || !okOff {
+		if p, o, ok := parseMessageID(attrs, ks.topic); ok {
+			part, off, okPart, okOff = p, o, true, true
+		}
+	}
+	okPart = okPart && part >= 0 && part <= 1<<31-1
+	okOff = okOff && off >= 0
+	_, hasPart := firstStr(attrs, attrPartition)
+	_, hasOff := firstStr(attrs, attrOffset)
+	garbled := (hasPart && !okPart) || (hasOff && !okOff) // present but not a partition or offset
+	switch {
+	case okPart && okOff:
+		ks.partition, ks.offset = int32(part), off
+	case ks.side == sideConsumer && !ks.covers:
+		return errBatchSpan // a receive span over a poll of several partitions
+	case ks.side == sideProducer && !garbled && sp.Status().Code() != ptrace.StatusCodeError:
+		ks.noOffset, ks.partition, ks.offset = true, -1, -1
+	case !okPart:
+		return fmt.Errorf("%w: no partition (%s)", errMalformedSpan, attrPartition[0])
+	default:
+		return fmt.Errorf("%w: no offset (%s)", errMalformedSpan, attrOffset[0])
+	}
+	return nil
+}
+
+// spanGroup is a consumer span's consumer group: its own attribute, else groups[its resource's service.name]
+// (Python's confluent-kafka instrumentation puts no group on its process span); "" when neither names one.
+func spanGroup(resource, attrs pcommon.Map, groups map[string]string) string {
+	if g, ok := firstStr(attrs, attrGroup); ok && g != "" {
+		return g
+	}
+	if svc, found := resource.Get("service.name"); found {
+		return groups[svc.AsString()]
+	}
+	return ""
+}
+
+// spanRefs are the spans a consumer span may be joined through: its parent, then its links, at most maxSpanRefs.
+func spanRefs(sp ptrace.Span) []spanRef {
+	var refs []spanRef
+	if parent := sp.ParentSpanID(); !parent.IsEmpty() {
+		refs = append(refs, spanRef{sp.TraceID(), parent})
+	}
+	for i := 0; i < sp.Links().Len() && len(refs) < maxSpanRefs; i++ {
+		l := sp.Links().At(i)
+		refs = append(refs, spanRef{l.TraceID(), l.SpanID()})
+	}
+	return refs
 }
 
 // maxSpanRefs bounds the parent and links a consumer span is joined through.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -712,5 +713,62 @@ func TestSpansConsumerGroupsValidated(t *testing.T) {
 		if got := err != nil && strings.Contains(err.Error(), "spans.consumer_groups"); got != tc.bad {
 			t.Errorf("consumer_groups %v: %v, want an error naming it: %v", tc.groups, err, tc.bad)
 		}
+	}
+}
+
+// TestSpansBatchOverFakes drives the spans path's batch handling through fakes (append reader, sink, dead-letter
+// topic). One request holds the Java agent's producer and process spans of orders/1 offsets 50 and 51; the append
+// reader knows only 51's LogAppendTime (broker 2), so 50's row has no append stamp and is counted no_append. Each
+// process span joins its producer span of the same batch at once. 51's producer span, which names its offset, is
+// fed to the engine as a bracket, and fails as one: broker 2's own clock is not bracketed by any probe.
+func TestSpansBatchOverFakes(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	appended := t0.Add(10 * time.Millisecond)
+	e := newSpansEnv(t, t0.Add(time.Second), SpansConfig{JoinWait: 5 * time.Second},
+		map[recordKey]appendStamp{{"orders", 1, 51}: {ms: appended.UnixMilli(), broker: 2}})
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	e.handle(t, 0, otlpRequest(t,
+		javaProducer("p", "orders", 1, 50, ms(0), ms(20)), javaProcess("c", "g", "orders", 1, 50, ms(50), ms(60)),
+		javaProducer("p", "orders", 1, 51, ms(1), ms(21)), javaProcess("c", "g", "orders", 1, 51, ms(51), ms(61))))
+	if len(e.dlq.recs) != 0 || len(e.sink.rows) != 1 {
+		t.Fatalf("%d dead letters, %d writes; want none, one", len(e.dlq.recs), len(e.sink.rows))
+	}
+	rows := e.latencyRows()
+	if len(rows) != 2 {
+		t.Fatalf("rows %+v, want 2", rows)
+	}
+	byOffset := map[int64]store.LatencyRow{rows[0].Offset: rows[0], rows[1].Offset: rows[1]}
+	if r := byOffset[50]; r.Group != "g" || r.ProducerHost != "p" || r.ConsumerHost != "c" || r.EventMs != ms(0).UnixMilli() ||
+		r.AppendMs != 0 || r.BrokerHost != "" || r.ReceiveMs != ms(50).UnixMilli() || r.ProcessedMs != ms(60).UnixMilli() ||
+		r.ReceiptPartition != -1 || r.ReceiptOffset != -1 || r.E2ENaiveMs != 60 {
+		t.Errorf("offset 50 %+v, want produce, receive and processed stamps, no append stamp", r)
+	}
+	if r := byOffset[51]; r.AppendMs != appended.UnixMilli() || r.BrokerHost != "broker-2" || r.EventMs != ms(1).UnixMilli() ||
+		r.IngestNaiveMs != 9 || r.QueueNaiveMs != 41 {
+		t.Errorf("offset 51 %+v, want broker 2's append stamp", r)
+	}
+	m := e.s.metrics
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"records", testutil.ToFloat64(m.Records.WithLabelValues(PathSpans)), 1},
+		{"producer", testutil.ToFloat64(m.Spans.WithLabelValues("producer")), 2},
+		{"consumer", testutil.ToFloat64(m.Spans.WithLabelValues("consumer")), 2},
+		{"no_append", testutil.ToFloat64(m.Spans.WithLabelValues("no_append")), 1},
+		{"join_timeout", testutil.ToFloat64(m.Spans.WithLabelValues("join_timeout")), 0},
+		{"bracket", testutil.ToFloat64(m.SpanBrackets.WithLabelValues("broker_not_bracketed")), 1},
+		{"rows", testutil.ToFloat64(m.Rows.WithLabelValues(PathSpans)), 2},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if e.s.held != 0 || len(e.marks) != 0 {
+		t.Fatalf("%d held, marks %v; want none before the ack", e.s.held, e.marks)
+	}
+	e.sink.acks[0](nil)
+	if len(e.marks) != 1 || e.marks[0] != 1 {
+		t.Fatalf("marks %v, want [1] after the ack", e.marks)
 	}
 }

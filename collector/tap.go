@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"math"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency"
@@ -80,77 +82,19 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 	if err != nil {
 		return err // ctx ended
 	}
-	tt := view.TimestampType
 	path := t.engine.Path(t.group, b.Topic, b.Partition)
 	for i := range b.Records {
 		rec := &b.Records[i]
 		if !t.sampled(rec.Topic, rec.Partition, rec.Offset) {
 			continue
 		}
-		recv := received(rec, t.clock)
-		var lr latency.Record
-		lr.Offset = rec.Offset
-		raw := rawStamps{receive: recv.UnixMilli()}
-		lr.Stamps[latency.Receive] = latency.Stamp{Value: recv.UnixNano(), Host: latency.RefHost, Unit: latency.Nanos}
-		producer, broker := "", ""
-		if v := rec.HeaderValue(instrument.HeaderProduceTime); v != nil {
-			var h instrument.ProduceHeader
-			if err := h.UnmarshalBinary(v); err != nil {
-				bad = append(bad, *rec)
-				errs = append(errs, err)
-			} else {
-				producer = h.Host
-				id := t.hosts.id(h.Host)
-				if h.Offset.Valid {
-					t.hosts.report(id, h.Offset.Offset, h.Offset.Uncertainty, recv)
-				}
-				lr.Stamps[latency.Produce] = latency.Stamp{Value: h.Time.UnixNano(), Host: id, Unit: latency.Nanos}
-				raw.event = h.Time.UnixMilli()
-			}
+		kept, sc, err := t.read(ctx, rec, view.TimestampType)
+		if err != nil {
+			// The produce-time header does not decode: the record is dead-lettered and keeps its other stamps.
+			bad = append(bad, *rec)
+			errs = append(errs, err)
 		}
-		if !rec.Timestamp.IsZero() {
-			ms := rec.Timestamp.UnixMilli()
-			switch tt {
-			case kafka.TimestampLogAppend:
-				// Stamped by the leader of the record's epoch (unknown: latency.UnknownHost, flagged).
-				var id latency.HostID
-				id, broker, _ = t.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
-				lr.Stamps[latency.Append] = latency.MillisStamp(id, ms)
-				raw.append = ms
-			case kafka.TimestampCreate:
-				if raw.event == 0 && producer == "" {
-					producer = "producer@" + rec.Topic
-					lr.Stamps[latency.Produce] = latency.MillisStamp(t.hosts.id(producer), ms)
-					raw.event = ms
-				}
-			}
-		}
-		var tp, sp []byte
-		sc, err := instrument.SpanContextOf(rec.HeaderValue(instrument.HeaderTraceParent))
-		switch {
-		case err == nil:
-			tid, sid := sc.TraceID(), sc.SpanID()
-			tp, sp = tid[:], sid[:]
-		case errors.Is(err, instrument.ErrMalformedTraceParent):
-			t.metrics.BadTraceParent.WithLabelValues(PathTap).Inc() // kept, without trace context
-		}
-		if t.ring != nil {
-			kept := tapped{offset: rec.Offset, rec: lr, raw: raw, producer: producer, broker: broker, traceID: tp, spanID: sp}
-			kept.rec.Stamps[latency.Receive] = latency.Stamp{} // the tap's own receive is not the group's
-			kept.raw.receive = 0
-			t.ring.add(rec.Topic, rec.Partition, kept)
-		}
-		res := path.Observe(lr)
-		if t.tracer != nil { // the ingest span only: the tap's own receive is not an application's queue wait
-			t.tracer.record(&hop{path: PathTap, group: t.group, topic: rec.Topic, partition: rec.Partition, parent: sc,
-				producer: producer, broker: broker, naive: raw}, &res)
-		}
-		t.metrics.Classes.WithLabelValues(PathTap, res.Class.String()).Inc()
-		if res.Flags&latency.FlagSkewSuspected != 0 {
-			t.metrics.Skewed.WithLabelValues(PathTap).Inc()
-		}
-		rows.Latency = append(rows.Latency, latencyRow(store.SourceTap, t.group, rec.Topic, rec.Partition, raw, &res,
-			producer, broker, t.refHost, tp, sp))
+		rows.Latency = append(rows.Latency, t.row(rec, kept, sc, path))
 	}
 	if len(bad) > 0 {
 		if err := t.deadLetter(ctx, PathTap, bad, errs); err != nil {
@@ -158,4 +102,76 @@ func (t *Tap) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int64)) 
 		}
 	}
 	return t.write(ctx, PathTap, b, rows, nil, mark)
+}
+
+// read returns what the tap learns from rec, of a topic whose timestamps are tt: the tap's own receive (reference
+// clock), the produce stamp (produce-time header, else CreateTime on an unnamed producer clock "producer@<topic>"),
+// the append stamp (LogAppendTime, of the leader of the record's epoch: latency.UnknownHost, flagged, when not
+// known), the producer and broker hosts and the trace context. A produce-time header that does not decode is
+// returned as the error; the record keeps its other stamps.
+func (t *Tap) read(ctx context.Context, rec *kafka.Record, tt kafka.TimestampType) (tapped, trace.SpanContext, error) {
+	recv := received(rec, t.clock)
+	k := tapped{offset: rec.Offset, raw: rawStamps{receive: recv.UnixMilli()}}
+	k.rec.Offset = rec.Offset
+	k.rec.Stamps[latency.Receive] = latency.Stamp{Value: recv.UnixNano(), Host: latency.RefHost, Unit: latency.Nanos}
+	var headerErr error
+	if v := rec.HeaderValue(instrument.HeaderProduceTime); v != nil {
+		var h instrument.ProduceHeader
+		if headerErr = h.UnmarshalBinary(v); headerErr == nil {
+			k.producer = h.Host
+			id := t.hosts.id(h.Host)
+			if h.Offset.Valid {
+				t.hosts.report(id, h.Offset.Offset, h.Offset.Uncertainty, recv)
+			}
+			k.rec.Stamps[latency.Produce] = latency.Stamp{Value: h.Time.UnixNano(), Host: id, Unit: latency.Nanos}
+			k.raw.event = h.Time.UnixMilli()
+		}
+	}
+	if !rec.Timestamp.IsZero() {
+		ms := rec.Timestamp.UnixMilli()
+		switch tt {
+		case kafka.TimestampLogAppend:
+			var id latency.HostID
+			id, k.broker, _ = t.appendHost(ctx, rec.Topic, rec.Partition, rec.Offset)
+			k.rec.Stamps[latency.Append] = latency.MillisStamp(id, ms)
+			k.raw.append = ms
+		case kafka.TimestampCreate:
+			if k.raw.event == 0 && k.producer == "" {
+				k.producer = "producer@" + rec.Topic
+				k.rec.Stamps[latency.Produce] = latency.MillisStamp(t.hosts.id(k.producer), ms)
+				k.raw.event = ms
+			}
+		}
+	}
+	sc, err := instrument.SpanContextOf(rec.HeaderValue(instrument.HeaderTraceParent))
+	switch {
+	case err == nil:
+		tid, sid := sc.TraceID(), sc.SpanID()
+		k.traceID, k.spanID = tid[:], sid[:]
+	case errors.Is(err, instrument.ErrMalformedTraceParent):
+		t.metrics.BadTraceParent.WithLabelValues(PathTap).Inc() // kept, without trace context
+	}
+	return k, sc, headerErr
+}
+
+// row keeps k in the ring (without the tap's own receive, which is not the owning group's), puts it through the
+// engine path, records its ingest hop span, counts its class and returns its latency row.
+func (t *Tap) row(rec *kafka.Record, k tapped, sc trace.SpanContext, path *latency.Path) store.LatencyRow {
+	if t.ring != nil {
+		kept := k
+		kept.rec.Stamps[latency.Receive] = latency.Stamp{} // the tap's own receive is not the group's
+		kept.raw.receive = 0
+		t.ring.add(rec.Topic, rec.Partition, kept)
+	}
+	res := path.Observe(k.rec)
+	if t.tracer != nil { // the ingest span only: the tap's own receive is not an application's queue wait
+		t.tracer.record(&hop{path: PathTap, group: t.group, topic: rec.Topic, partition: rec.Partition, parent: sc,
+			producer: k.producer, broker: k.broker, naive: k.raw}, &res)
+	}
+	t.metrics.Classes.WithLabelValues(PathTap, res.Class.String()).Inc()
+	if res.Flags&latency.FlagSkewSuspected != 0 {
+		t.metrics.Skewed.WithLabelValues(PathTap).Inc()
+	}
+	return latencyRow(store.SourceTap, t.group, rec.Topic, rec.Partition, k.raw, &res, k.producer, k.broker, t.refHost,
+		k.traceID, k.spanID)
 }
