@@ -4,19 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/knadh/koanf/providers/env/v2"
-	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
 	"github.com/tidemark/tidemark/collector"
-	"github.com/tidemark/tidemark/internal/confdecode"
+	"github.com/tidemark/tidemark/internal/confload"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/tracing"
@@ -274,7 +272,7 @@ func (c *runConfig) validateCluster(at string, kc *kafka.ClientConfig, lag *lage
 		}
 	}
 	if err := col.Validate(); err != nil {
-		errs = append(errs, prefixLines(at, err)) // its lines name collector.…
+		errs = append(errs, confload.PrefixLines(at, err)) // its lines name collector.…
 	}
 	if err := lag.ValidateAt(at + "lag"); err != nil {
 		errs = append(errs, err) // every line names its full key (lag.…)
@@ -288,70 +286,16 @@ func (c *runConfig) validateCluster(at string, kc *kafka.ClientConfig, lag *lage
 	return errs
 }
 
-// prefixLines prefixes every line of err's message with at ("" leaves err as it is).
-func prefixLines(at string, err error) error {
-	if at == "" {
-		return err
-	}
-	lines := strings.Split(err.Error(), "\n")
-	for i := range lines {
-		lines[i] = at + lines[i]
-	}
-	return errors.New(strings.Join(lines, "\n"))
-}
-
-// loadSources layers the file at path (may be empty), the environment (environ, nil: os.Environ) and the changed
-// flags of fs (each flag's key is key(name); "" skips it) and checks that no defaulted key is set empty.
-func loadSources(path string, fs *pflag.FlagSet, environ func() []string, key func(name string) string) (*koanf.Koanf, error) {
-	k := koanf.New(".")
-	if path != "" {
-		b, err := readCapped(path, maxConfigBytes)
-		if err != nil {
-			return nil, fmt.Errorf("read config: %w", err)
-		}
-		if k, err = confdecode.Parse(b); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", path, err)
-		}
-	}
-	if environ == nil {
-		environ = os.Environ
-	}
-	if err := k.Load(env.Provider(".", env.Opt{Prefix: envPrefix, TransformFunc: envKey, EnvironFunc: environ}), nil); err != nil {
-		return nil, fmt.Errorf("read environment: %w", err)
-	}
-	for _, kv := range environ() {
-		name, v, _ := strings.Cut(kv, "=")
-		if key, ok := envAliases[name]; ok && v != "" && !k.Exists(key) && !(strings.HasPrefix(key, "kafka.") && k.Exists("clusters")) {
-			if err := k.Set(key, strings.Split(v, ",")); err != nil {
-				return nil, fmt.Errorf("read environment: %s: %w", name, err)
-			}
-		}
-	}
-	if fs != nil {
-		if err := k.Load(posflag.ProviderWithFlag(fs, ".", k, func(f *pflag.Flag) (string, any) {
-			if f.Name == "config" || !f.Changed {
-				return "", nil
-			}
-			return key(f.Name), posflag.FlagVal(fs, f)
-		}), nil); err != nil {
-			return nil, fmt.Errorf("read flags: %w", err)
-		}
-	}
-	// Defaults apply to absent keys only: an explicitly empty value of a key with a default is a mistake (an unset
-	// variable in a template, say), not a request for the default.
-	if empty := confdecode.CheckEmpty(k, defaultedStrings); len(empty) > 0 {
-		return nil, fmt.Errorf("config: %w", errors.Join(empty...))
-	}
-	return k, nil
-}
-
-// decode unmarshals the subtree at path ("" is everything) into out (a pointer to a struct); its errors are one line
-// per bad key, named by its full key (kafka.sasl.mechanism), sorted (decodeProblems).
-func decode(k *koanf.Koanf, path string, out any) error {
-	if err := confdecode.Decode(confdecode.Subtree(k, path), path, out); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	return nil
+// sources is how `tidemark run` and the lag commands read their configuration: the file up to maxConfigBytes, then
+// the TIDEMARK_ variables (envPrefix, envAliases), then flags.
+var sources = &confload.Loader{
+	EnvPrefix: envPrefix,
+	Aliases:   envAliases,
+	// With clusters: each cluster has its own kafka: block, so a kafka.* alias has no single key to fill.
+	AliasBlocked: func(k *koanf.Koanf, key string) bool { return strings.HasPrefix(key, "kafka.") && k.Exists("clusters") },
+	ListKeys:     listKeys,
+	Defaulted:    defaultedStrings,
+	MaxBytes:     maxConfigBytes,
 }
 
 // clusterLags returns the lag: block of every clusters: entry.
@@ -399,27 +343,12 @@ const envPrefix = "TIDEMARK_"
 // envAliases maps the local stack's variables to the keys they fill when nothing else sets them.
 var envAliases = map[string]string{"TIDEMARK_KAFKA_BROKERS": "kafka.brokers", "TIDEMARK_CLICKHOUSE_ADDR": "clickhouse.addr"}
 
-func envKey(k, v string) (string, any) {
-	if _, alias := envAliases[k]; alias {
-		return "", nil // applied by loadSources, below the file
-	}
-	rest := strings.TrimPrefix(k, envPrefix)
-	if !strings.Contains(rest, "__") {
-		return "", nil
-	}
-	key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
-	if listKeys[key] {
-		return key, strings.Split(v, ",")
-	}
-	return key, v
-}
-
 // loadConfig reads the file at path (may be empty), then the environment (environ, nil: os.Environ), then the
 // changed flags of fs, and returns the validated configuration with defaults.
 func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runConfig, error) {
-	k, err := loadSources(path, fs, environ, func(name string) string {
-		if name == "print-config" {
-			return "" // an action, not a setting
+	k, err := sources.Load(path, fs, environ, func(name string) string {
+		if name == "config" || name == "print-config" {
+			return "" // the file itself and an action, not settings
 		}
 		return name
 	})
@@ -427,11 +356,11 @@ func loadConfig(path string, fs *pflag.FlagSet, environ func() []string) (*runCo
 		return nil, err
 	}
 	var cfg runConfig
-	if err := decode(k, "", &cfg); err != nil {
+	if err := confload.Decode(k, "", &cfg); err != nil {
 		return nil, err
 	}
 	cfg.clickHouse = k.Exists("clickhouse")
-	cfg.warnings = deprecatedKeys(k)
+	cfg.warnings = confload.DeprecatedKeys(k, reflect.TypeOf(runConfig{}))
 	if cfg.LagEnabled != nil {
 		if k.Exists("lag.enabled") {
 			return nil, errors.New("config: lag_enabled: set lag.enabled only (lag_enabled is its deprecated spelling)")

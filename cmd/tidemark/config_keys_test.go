@@ -5,7 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidemark/tidemark/internal/confdecode"
 )
+
+// runConfigKeys is every key of runConfig, in the order of its fields.
+func runConfigKeys() []confdecode.Key { return confdecode.Walk(reflect.TypeOf(runConfig{}), "") }
 
 // TestConfigKeysFromStructs: the environment's list keys and the keys that must not be set empty are derived from
 // runConfig's fields, so a key added to a block is covered without a hand-kept list.

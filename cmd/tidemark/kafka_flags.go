@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tidemark/tidemark/internal/confload"
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 )
 
@@ -59,13 +60,13 @@ func loadClusterKafkaConfig(path string, fs *pflag.FlagSet, environ func() []str
 		}
 		return "" // the command's own flags are not configuration keys
 	}
-	k, err := loadSources(path, fs, environ, key)
+	k, err := sources.Load(path, fs, environ, key)
 	if err != nil {
 		return c, cluster, err
 	}
 	if k.Exists("clusters") {
 		var cls []clusterConfig
-		if err := decode(k, "clusters", &cls); err != nil {
+		if err := confload.Decode(k, "clusters", &cls); err != nil {
 			return c, cluster, err
 		}
 		var names []string
@@ -84,16 +85,16 @@ func loadClusterKafkaConfig(path string, fs *pflag.FlagSet, environ func() []str
 		}
 		c, cluster = pick.Kafka, pick.Name
 		// the flags still win: decoded over the entry's block, only the keys they set
-		kf, err := loadSources("", fs, func() []string { return nil }, key)
+		kf, err := sources.Load("", fs, func() []string { return nil }, key)
 		if err != nil {
 			return c, cluster, err
 		}
 		if kf.Exists("kafka") {
-			if err := decode(kf, "kafka", &c); err != nil {
+			if err := confload.Decode(kf, "kafka", &c); err != nil {
 				return c, cluster, err
 			}
 		}
-	} else if err := decode(k, "kafka", &c); err != nil {
+	} else if err := confload.Decode(k, "kafka", &c); err != nil {
 		return c, cluster, err
 	}
 	if len(c.Brokers) == 0 {

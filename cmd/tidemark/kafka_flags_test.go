@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tidemark/tidemark/internal/confload"
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/tlsconf"
 )
@@ -56,7 +57,7 @@ func TestPrintConfigRedactsSecrets(t *testing.T) {
 	if cfg.ClickHouse.Password.Reveal() != "env-secret-3" || cfg.Kafka.SASL.Password.Reveal() != "file-secret-1" {
 		t.Fatal("secrets not loaded")
 	}
-	out, err := dumpConfig(cfg)
+	out, err := confload.Dump(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestLagKafkaConfigErrors(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("got %v\nwant prefix %q", err, want)
 	}
-	if _, err := loadKafkaConfig("/dev/zero", nil, noEnv, "tidemark-lag"); !errors.Is(err, errTooLarge) {
+	if _, err := loadKafkaConfig("/dev/zero", nil, noEnv, "tidemark-lag"); !errors.Is(err, confload.ErrTooLarge) {
 		t.Fatalf("--config /dev/zero: got %v, want errTooLarge", err)
 	}
 }

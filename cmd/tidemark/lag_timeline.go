@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidemark/tidemark/internal/confload"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/timeline"
 )
@@ -104,10 +105,10 @@ func newLagEvalCmd() *cobra.Command {
 				return fmt.Errorf("open timeline: %w", err)
 			}
 			defer f.Close()
-			in := &cappedReader{r: f, name: args[0], limit: maxSize, flag: "--max-size"}
+			in := &confload.CappedReader{R: f, Name: args[0], Limit: maxSize, Flag: "--max-size"}
 			tl, err := timeline.Read(in, args[0])
-			if in.n > in.limit {
-				return in.err() // whatever the parser made of the bytes it got: the file is not a timeline
+			if err := in.Exceeded(); err != nil {
+				return err // whatever the parser made of the bytes it got: the file is not a timeline
 			}
 			if err != nil {
 				return err

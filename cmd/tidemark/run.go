@@ -10,12 +10,10 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,8 +25,8 @@ import (
 	"github.com/tidemark/tidemark/internal/election"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
+	"github.com/tidemark/tidemark/internal/readiness"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/internal/tracing"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/lagexporter/lagapi"
 	"github.com/tidemark/tidemark/lagexporter/promexport"
@@ -131,8 +129,11 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	clusters := newClusterRuns(cfg, log)
-	ready := &processReadiness{clusters: clusters, summary: startSummary(cfg)}
-	ready.st.set("starting")
+	ready := &readiness.Process{Summary: startSummary(cfg)}
+	for _, cr := range clusters {
+		ready.Entries = append(ready.Entries, readiness.Entry{Name: cr.cfg.Name, State: &cr.ready})
+	}
+	ready.State.Set("starting")
 	var metrics http.Handler = metricsHandler(reg)
 	var lagMetrics *promexport.Handler // every cluster's lag series, pre-rendered, and reg's metrics
 	if cfg.lagEnabled() {
@@ -169,122 +170,17 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) (err error) {
 	}
 
 	runErr := runClusters(rctx, clusters, lagMetrics, hist, func() {
-		ready.st.setCheck(nil) // from now on each cluster says for itself
-		log.Info("tidemark running", "runs", ready.summary)
+		ready.State.SetCheck(nil) // from now on each cluster says for itself
+		log.Info("tidemark running", "runs", ready.Summary)
 	}, log) // consumers have stopped and drained
 	if cause := context.Cause(rctx); ctx.Err() == nil && cause != nil {
 		runErr = errors.Join(runErr, cause) // the HTTP server or the store's start failed
 	}
-	ready.st.set("stopping")
+	ready.State.Set("stopping")
 	if hist != nil {
 		runErr = errors.Join(runErr, hist.close(cfg, log))
 	}
 	return runErr
-}
-
-// history is the ClickHouse side of `tidemark run`: the store, its writer, the span exporter and every cluster's
-// collector, started together in one goroutine (startHistory) while the lag exporters already run.
-type history struct {
-	done chan struct{} // closed when the start ended: the fields below are then set (or left nil when it failed)
-	st   readiness     // why the store is not up yet ("connecting to ClickHouse: ..."), "" once it is
-
-	db         *store.Store
-	writer     *store.Writer
-	stopRepair context.CancelFunc // stops the rollup repairer
-	repaired   chan struct{}      // closed when the rollup repairer has returned
-	prov       *tracing.Provider
-}
-
-// startHistory connects to ClickHouse (retrying like every dependency, see openStore), then builds the writer, the
-// span exporter and each cluster's collector, and closes h.done. A failure other than ctx ending (a bad tracing
-// block, a collector config the engine refuses) ends the run through fail.
-func startHistory(ctx context.Context, cfg *runConfig, clusters []*clusterRun, reg prometheus.Registerer,
-	log *slog.Logger, fail context.CancelCauseFunc) *history {
-	h := &history{done: make(chan struct{})}
-	h.st.set("connecting to ClickHouse")
-	cfg.ClickHouse.Cluster = clusters[0].cfg.Name // the rows stored before migration 0006 were this cluster's
-	go func() {
-		defer close(h.done)
-		err := func() error {
-			db, err := openStore(ctx, cfg, log, &h.st)
-			if err != nil {
-				return err
-			}
-			h.db = db
-			if h.writer, err = store.NewWriter(db, store.WriterOptions{Registerer: reg, Logger: log}); err != nil {
-				return err
-			}
-			if h.prov, err = startTracing(cfg, reg, log); err != nil {
-				return err
-			}
-			var tp trace.TracerProvider // nil: no hop spans
-			if h.prov != nil {
-				tp = h.prov
-			}
-			for _, cr := range clusters {
-				if err := cr.newCollector(cfg, h.db, h.writer, tp, reg); err != nil {
-					return err
-				}
-			}
-			// closed days whose rollups count some row twice (or miss one) are rebuilt from latency_events
-			repair, err := store.NewRollupRepairer(db, 0, 0, reg, log)
-			if err != nil {
-				return err
-			}
-			rctx, stop := context.WithCancel(ctx)
-			h.stopRepair, h.repaired = stop, make(chan struct{})
-			go func() { defer close(h.repaired); _ = repair.Run(rctx) }()
-			return nil
-		}()
-		if err != nil {
-			for _, cr := range clusters {
-				cr.col = nil // none of them runs: the run ends
-			}
-			if ctx.Err() == nil {
-				fail(err)
-			}
-			return
-		}
-		h.st.setCheck(nil)
-	}()
-	return h
-}
-
-// collector returns the cluster's collector once the store has started, nil while it has not (or never will: the
-// start failed or ctx ended first). ok reports whether the start has ended.
-func (h *history) collector(cr *clusterRun) (col *collector.Collector, ok bool) {
-	select {
-	case <-h.done:
-		return cr.col, true
-	default:
-		return nil, false
-	}
-}
-
-// close waits for the start to end (ctx has ended by then), flushes and closes the writer, exports the queued spans
-// (the paths' last spans are queued once the writer closed) and closes ClickHouse.
-func (h *history) close(cfg *runConfig, log *slog.Logger) error {
-	<-h.done
-	if h.repaired != nil {
-		h.stopRepair()
-		<-h.repaired
-	}
-	var err error
-	if h.writer != nil {
-		log.Info("stopping: flushing the writer")
-		fctx, cancel := context.WithTimeout(context.Background(), cfg.ClickHouse.Writer.InsertTimeout+cfg.HTTP.ShutdownTimeout)
-		defer cancel()
-		if werr := h.writer.Close(fctx); werr != nil {
-			err = fmt.Errorf("close writer: %w", werr)
-		}
-	}
-	if h.prov != nil {
-		stopTracing(h.prov, cfg, log)
-	}
-	if h.db != nil {
-		_ = h.db.Close()
-	}
-	return err
 }
 
 // runClusters runs every cluster until ctx ends (started is called once they are all started) and returns the
@@ -305,7 +201,7 @@ func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promex
 				return
 			}
 			errs[i] = fmt.Errorf("cluster %s: %w", cr.cfg.Name, err)
-			cr.ready.set(fmt.Sprintf("stopped after an error (restart tidemark to start it again): %v", err))
+			cr.ready.Set(fmt.Sprintf("stopped after an error (restart tidemark to start it again): %v", err))
 			if len(clusters) > 1 {
 				log.Error("cluster stopped after an error; the other clusters go on", "cluster", cr.cfg.Name, "err", err)
 			}
@@ -318,7 +214,7 @@ func runClusters(ctx context.Context, clusters []*clusterRun, lagMetrics *promex
 
 // newMux routes the HTTP endpoints: /metrics (metrics), /healthz (alive), /readyz (ready; ?cluster=NAME for one
 // cluster), the time-sync endpoint and, with http.pprof, Go's profiles.
-func newMux(cfg *runConfig, metrics http.Handler, ready *processReadiness) *http.ServeMux {
+func newMux(cfg *runConfig, metrics http.Handler, ready *readiness.Process) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -372,63 +268,13 @@ func startHTTP(ctx context.Context, cfg *runConfig, h http.Handler, log *slog.Lo
 	}, nil
 }
 
-// openStore connects to ClickHouse, retrying like every dependency, and migrates the schema (migrate: true) or
-// checks that it is current.
-func openStore(sctx context.Context, cfg *runConfig, log *slog.Logger, st *readiness) (*store.Store, error) {
-	st.set("connecting to ClickHouse")
-	db, err := retryDependency(sctx, log, st, "ClickHouse", func() (*store.Store, error) {
-		db, err := store.Open(sctx, cfg.ClickHouse)
-		if err != nil {
-			return nil, err
-		}
-		if *cfg.Migrate {
-			res, err := db.Migrate(sctx)
-			if err != nil {
-				_ = db.Close()
-				return nil, err
-			}
-			log.Info("schema ready", "result", fmt.Sprintf("%+v", res))
-		} else if err := db.CheckSchema(sctx); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("check schema (run `tidemark migrate`): %w", err)
-		}
-		return db, nil
-	})
-	if err != nil {
-		return nil, startErr(sctx, err)
-	}
-	return db, nil
-}
-
-// startTracing returns the OTLP span exporter of the collectors' hop spans, nil when tracing is off.
-func startTracing(cfg *runConfig, reg prometheus.Registerer, log *slog.Logger) (*tracing.Provider, error) {
-	if !cfg.Tracing.Enabled {
-		return nil, nil
-	}
-	prov, err := tracing.NewProvider(cfg.Tracing, reg, log)
-	if err != nil {
-		return nil, err
-	}
-	log.Info("exporting hop spans over OTLP", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.Endpoint)
-	return prov, nil
-}
-
-// stopTracing exports the queued spans within http.shutdown_timeout; the rest are dropped.
-func stopTracing(prov *tracing.Provider, cfg *runConfig, log *slog.Logger) {
-	tctx, tcancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-	defer tcancel()
-	if terr := prov.Shutdown(tctx); terr != nil {
-		log.Warn("span export did not finish before the shutdown timeout; the rest are dropped", "err", terr)
-	}
-}
-
 // clusterRun is one cluster's part of `tidemark run`: its collector (with a clickhouse block) and its lag exporter,
 // run in their own goroutines, with their own /readyz entry and their own series (every one labelled cluster).
 type clusterRun struct {
 	cfg   *clusterConfig
 	log   *slog.Logger
 	col   *collector.Collector // nil without a clickhouse block
-	ready readiness
+	ready readiness.State
 	loop  loopSource // the lag exporter's loop once connected, for the lag API
 }
 
@@ -451,7 +297,7 @@ func newClusterRuns(cfg *runConfig, log *slog.Logger) []*clusterRun {
 	for _, cl := range cfg.clusterList() {
 		awsmsk.Enable(&cl.Kafka) // AWS_MSK_IAM signs with AWS's signer module
 		cr := &clusterRun{cfg: cl, log: log.With("cluster", cl.Name)}
-		cr.ready.set("starting")
+		cr.ready.Set("starting")
 		out = append(out, cr)
 	}
 	return out
@@ -490,7 +336,7 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 		})
 	}
 	if !lag {
-		cr.ready.setCheck(cr.collectorCheck(hist))
+		cr.ready.SetCheck(cr.collectorCheck(hist))
 		return g.Wait()
 	}
 	g.Go(func() error {
@@ -536,7 +382,7 @@ func (cr *clusterRun) run(ctx context.Context, lag bool, lagMetrics *promexport.
 		if cr.cfg.Lag.Election.Enabled {
 			lg.Go(func() error { return runLease(lctx, cr.cfg, activity, cr.log) })
 		}
-		cr.ready.setCheck(cr.check(loop, hist))
+		cr.ready.SetCheck(cr.check(loop, hist))
 		cr.log.Info("cluster running", "brokers", cr.cfg.Kafka.Brokers, "kafka_security", cr.cfg.Kafka.Describe(),
 			"collector", hist != nil)
 		return lg.Wait()
@@ -569,7 +415,7 @@ func (cr *clusterRun) collectorCheck(hist *history) func() error {
 		}
 		col, started := hist.collector(cr)
 		if !started {
-			return fmt.Errorf("collector waits for ClickHouse (%s)", hist.st.notReady())
+			return fmt.Errorf("collector waits for ClickHouse (%s)", hist.st.NotReady())
 		}
 		if col == nil {
 			return errors.New("collector did not start")
@@ -579,28 +425,16 @@ func (cr *clusterRun) collectorCheck(hist *history) func() error {
 }
 
 // check is the cluster's readiness once its lag exporter runs: its collector's (collectorCheck), then its lag
-// exporter's (lagReady: a poll cycle succeeded recently, so a cluster whose brokers went away says so). A collector
-// that is not ready while the lag exporter is says so too: its lag series are being served.
+// exporter's (a poll cycle succeeded recently, so a cluster whose brokers went away says so; readiness.Cluster).
 func (cr *clusterRun) check(loop *lagexporter.Loop, hist *history) func() error {
-	lag := lagReady(loop, &cr.cfg.Lag, time.Now)
-	col := cr.collectorCheck(hist)
-	return func() error {
-		lerr := lag()
-		if err := col(); err != nil {
-			if lerr == nil {
-				return fmt.Errorf("%w; lag exporter ready", err)
-			}
-			return err
-		}
-		return lerr
-	}
+	return readiness.Cluster(cr.collectorCheck(hist), readiness.Lag(loop, &cr.cfg.Lag, time.Now))
 }
 
 // startLag connects the cluster's lag exporter to its Kafka, retrying like every dependency, and returns its loop and
 // the reader the caller closes.
 func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.ClusterReader, error) {
-	cr.ready.set("connecting to Kafka (lag exporter)")
-	reader, err := retryDependency(ctx, cr.log, &cr.ready, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
+	cr.ready.Set("connecting to Kafka (lag exporter)")
+	reader, err := readiness.Retry(ctx, readiness.DependencyBackoff(), cr.log, &cr.ready, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
 		// Resolved at every attempt: a corrected password or secret file is picked up without a restart.
 		kc, err := cr.cfg.Kafka.Resolve()
 		if err != nil {
@@ -616,7 +450,7 @@ func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.C
 		return r, err
 	})
 	if err != nil {
-		return nil, nil, startErr(ctx, err)
+		return nil, nil, readiness.StartError(ctx, err)
 	}
 	loop, err := lagexporter.NewLoop(&cr.cfg.Lag, reader, time.Now)
 	if err != nil {
@@ -633,145 +467,4 @@ func runLease(ctx context.Context, cl *clusterConfig, activity *lagexporter.Acti
 	defer activity.Set(false)
 	return election.Run(ctx, election.Config{Kafka: cl.Kafka, Group: e.Group, Topic: e.Topic,
 		SessionTimeout: e.SessionTimeout, OnChange: activity.Set, Logger: log})
-}
-
-// lagReady is a lag exporter's readiness: ready once a cycle has published a snapshot, and not ready while no cycle
-// has succeeded for three poll intervals plus a cycle timeout (the lag served is then stale; the reason says since
-// when).
-func lagReady(loop *lagexporter.Loop, cfg *lagexporter.Config, now func() time.Time) func() error {
-	return func() error {
-		h := loop.Health()
-		if h.LastSuccess.IsZero() {
-			return errors.New("lag exporter: no poll cycle has completed yet")
-		}
-		if age := now().Sub(h.LastSuccess); age > 3*cfg.PollInterval+cfg.CycleTimeout {
-			return fmt.Errorf("lag exporter: no successful poll cycle for %s", age.Round(time.Second))
-		}
-		return nil
-	}
-}
-
-// processReadiness is /readyz: the process's own state (starting, connecting to ClickHouse, stopping), then every
-// cluster's entry. With one cluster its reason is the answer. With several, the process is ready
-// while at least one cluster is, and the body names every cluster not ready and why: one cluster down must not make
-// Kubernetes take the pod out of its Service (a Prometheus ServiceMonitor scrapes only ready endpoints), which would
-// blind the others. ?cluster=NAME answers for that cluster alone (503 when it is not ready, 404 for no such cluster).
-type processReadiness struct {
-	st       readiness
-	clusters []*clusterRun
-	summary  string // startSummary: the last line of every body
-}
-
-func (p *processReadiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	code, body := p.status(r.URL.Query().Get("cluster"))
-	if p.summary != "" {
-		body += "runs: " + p.summary + "\n"
-	}
-	if code != http.StatusOK {
-		http.Error(w, body, code)
-		return
-	}
-	_, _ = w.Write([]byte(body))
-}
-
-// status is /readyz's code and body; only, when not empty, names the one cluster asked about.
-func (p *processReadiness) status(only string) (int, string) {
-	if why := p.st.notReady(); why != "" {
-		return http.StatusServiceUnavailable, "not ready: " + why + "\n"
-	}
-	if only != "" {
-		for _, cr := range p.clusters {
-			if cr.cfg.Name == only {
-				if why := cr.ready.notReady(); why != "" {
-					return http.StatusServiceUnavailable, "cluster " + only + ": not ready: " + why + "\n"
-				}
-				return http.StatusOK, "cluster " + only + ": ready\n"
-			}
-		}
-		return http.StatusNotFound, fmt.Sprintf("no cluster %q\n", only)
-	}
-	if len(p.clusters) == 1 {
-		if why := p.clusters[0].ready.notReady(); why != "" {
-			return http.StatusServiceUnavailable, "not ready: " + why + "\n"
-		}
-		return http.StatusOK, "ready\n"
-	}
-	var b strings.Builder
-	up := 0
-	for _, cr := range p.clusters {
-		if why := cr.ready.notReady(); why != "" {
-			fmt.Fprintf(&b, "cluster %s: not ready: %s\n", cr.cfg.Name, why)
-		} else {
-			up++
-			fmt.Fprintf(&b, "cluster %s: ready\n", cr.cfg.Name)
-		}
-	}
-	switch up {
-	case 0:
-		return http.StatusServiceUnavailable, "not ready: no cluster is ready\n" + b.String()
-	case len(p.clusters):
-		return http.StatusOK, "ready\n" + b.String()
-	}
-	return http.StatusOK, fmt.Sprintf("ready: %d of %d clusters\n", up, len(p.clusters)) + b.String()
-}
-
-// startErr is the error to return when a dependency's retries ended: the HTTP server's failure if that ended them,
-// else err (context.Canceled after a signal, which run treats as a clean stop).
-func startErr(sctx context.Context, err error) error {
-	if cause := context.Cause(sctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return err
-}
-
-// retryDependency calls connect until it succeeds or ctx ends, with exponential backoff (0.5 s doubling to 30 s,
-// jittered, no limit), logging each failed attempt once and publishing it as the /readyz reason.
-func retryDependency[T any](ctx context.Context, log *slog.Logger, st *readiness, what string, connect func() (T, error)) (T, error) {
-	eb := backoff.NewExponentialBackOff()
-	eb.InitialInterval, eb.MaxInterval, eb.Multiplier = 500*time.Millisecond, 30*time.Second, 2
-	return backoff.Retry(ctx, func() (T, error) {
-		v, err := connect()
-		if err != nil {
-			st.set(fmt.Sprintf("connecting to %s: %v", what, err))
-		}
-		return v, err
-	}, backoff.WithBackOff(eb), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
-		log.Warn("cannot reach "+what+"; retrying", "in", next.Round(time.Millisecond), "err", err)
-	}))
-}
-
-// readiness is what /readyz answers: a fixed reason while starting or stopping, else a check's error. The zero
-// value is ready.
-type readiness struct {
-	mu     sync.Mutex // guards reason, check
-	reason string
-	check  func() error
-}
-
-func (r *readiness) set(reason string) {
-	r.mu.Lock()
-	r.reason, r.check = reason, nil
-	r.mu.Unlock()
-}
-
-func (r *readiness) setCheck(check func() error) {
-	r.mu.Lock()
-	r.reason, r.check = "", check
-	r.mu.Unlock()
-}
-
-// notReady returns why the process is not ready, "" when it is.
-func (r *readiness) notReady() string {
-	r.mu.Lock()
-	reason, check := r.reason, r.check
-	r.mu.Unlock()
-	if reason != "" {
-		return reason
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return err.Error()
-		}
-	}
-	return ""
 }

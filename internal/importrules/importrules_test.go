@@ -41,6 +41,10 @@ var may = map[string][]string{
 		"github.com/twmb/franz-go/pkg/kmsg", "github.com/xdg-go/scram", "golang.org/x/oauth2"},
 	"internal/kafkaconfig/awsmsk": {"internal/kafkaconfig", "github.com/aws/aws-msk-iam-sasl-signer-go/"},
 	"internal/confdecode":         {"internal/tlsconf", "github.com/go-viper/mapstructure/", "github.com/knadh/koanf/"},
+	// What /readyz answers and how `tidemark run` retries its dependencies: pure policy over the lag exporter's health.
+	"internal/readiness": {"lagexporter", "github.com/cenkalti/backoff/"},
+	// The commands' configuration sources: file, environment and flags layered, and the redacted dump.
+	"internal/confload": {"internal/confdecode", "github.com/knadh/koanf/", "github.com/spf13/pflag", "go.yaml.in/yaml/v3"},
 	"internal/store": {"internal/secret", "internal/tlsconf", "lagexporter", "github.com/ClickHouse/clickhouse-go/",
 		"github.com/cenkalti/backoff/", "github.com/prometheus/client_golang/"},
 	"internal/store/query": {"internal/store", "latency", "github.com/ClickHouse/clickhouse-go/"},

@@ -130,90 +130,124 @@ func (c *Config) Validate() error { return c.ValidateAt("kafka") }
 // ValidateAt reports every invalid field, each named by its full key under prefix (e.g. "kafka", or
 // "clusters[2].kafka" where several clusters are configured). It reads no file.
 func (c *Config) ValidateAt(prefix string) error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", prefix, key, fmt.Sprintf(format, args...)))
-	}
+	p := &problems{prefix: prefix}
 	if len(c.Brokers) == 0 {
-		bad("brokers", "at least one broker address (host:port) is required")
+		p.bad("brokers", "at least one broker address (host:port) is required")
 	}
 	for _, b := range c.Brokers {
 		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
-			bad("brokers", "%q is not host:port", b)
-		} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			bad("brokers", "the port of %q must be a number in [1, 65535]", b)
+			p.bad("brokers", "%q is not host:port", b)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			p.bad("brokers", "the port of %q must be a number in [1, 65535]", b)
 		}
 	}
 	if err := c.TLS.Validate(prefix + ".tls"); err != nil {
-		errs = append(errs, err)
+		p.errs = append(p.errs, err)
 	}
-	s := &c.SASL
+	c.SASL.validate(p, c.TLS.Enabled)
+	return errors.Join(p.errs...)
+}
+
+// problems collects a block's invalid fields, each named by its full key under prefix.
+type problems struct {
+	prefix string
+	errs   []error
+}
+
+// bad records that the key under the prefix is invalid, saying why (format and args as fmt.Sprintf).
+func (p *problems) bad(key, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s.%s: %s", p.prefix, key, fmt.Sprintf(format, args...)))
+}
+
+// validate checks that the sasl: block's settings fit its mechanism: each mechanism's own credentials present and
+// no other mechanism's set. tls is whether the connection uses TLS (AWS_MSK_IAM needs it).
+func (s *SASL) validate(p *problems, tls bool) {
 	mech := strings.ToUpper(s.Mechanism)
-	o := &s.OAuth
-	oauthSet := o.TokenURL != "" || o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" ||
-		len(o.Scopes) > 0 || len(o.Params) > 0 || len(o.Extensions) > 0 || o.TokenFile != ""
 	switch mech {
 	case "":
-		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet || s.AWS.Region != "" {
-			bad("sasl.mechanism", "credentials are set but no mechanism: want one of %s", strings.Join(Mechanisms, ", "))
+		if s.User != "" || s.Password != "" || s.PasswordFile != "" || s.OAuth.set() || s.AWS.Region != "" {
+			p.bad("sasl.mechanism", "credentials are set but no mechanism: want one of %s", strings.Join(Mechanisms, ", "))
 		}
 	case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
-		if s.AWS.Region != "" {
-			bad("sasl.aws", "is for AWS_MSK_IAM, not %s", mech)
-		}
-		if s.User == "" {
-			bad("sasl.user", "required with %s", mech)
-		}
-		if (s.Password == "") == (s.PasswordFile == "") {
-			bad("sasl.password", "set exactly one of password and password_file with %s", mech)
-		}
-		if oauthSet {
-			bad("sasl.oauth", "is for OAUTHBEARER, not %s", mech)
-		}
+		s.validatePassword(p, mech)
 	case MechanismAWSMSKIAM:
-		if s.User != "" || s.Password != "" || s.PasswordFile != "" || oauthSet {
-			bad("sasl.aws", "AWS_MSK_IAM takes no user, password or oauth: credentials come from the AWS credential chain")
-		}
-		if s.AWS.Region == "" {
-			bad("sasl.aws.region", "required with AWS_MSK_IAM")
-		}
-		if s.AWS.Profile != "" && s.AWS.RoleARN != "" {
-			bad("sasl.aws", "set profile or role_arn, not both")
-		}
-		if !c.TLS.Enabled {
-			bad("tls.enabled", "AWS_MSK_IAM needs TLS (MSK's IAM listener is SASL_SSL, port 9098)")
-		}
+		s.validateAWS(p, tls)
 	case MechanismOAuthBearer:
 		if s.User != "" || s.Password != "" || s.PasswordFile != "" {
-			bad("sasl.user", "OAUTHBEARER takes no user or password: set sasl.oauth")
+			p.bad("sasl.user", "OAUTHBEARER takes no user or password: set sasl.oauth")
 		}
-		switch {
-		case o.TokenFile != "" && o.TokenURL != "":
-			bad("sasl.oauth", "set token_url (client credentials) or token_file, not both")
-		case o.TokenFile != "":
-			if o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || len(o.Params) > 0 {
-				bad("sasl.oauth", "client_id, client_secret, scopes and params go with token_url, not token_file")
-			}
-		case o.TokenURL != "":
-			if !strings.HasPrefix(o.TokenURL, "https://") && !strings.HasPrefix(o.TokenURL, "http://") {
-				bad("sasl.oauth.token_url", "%q is not an http(s) URL", o.TokenURL)
-			}
-			if o.ClientID == "" {
-				bad("sasl.oauth.client_id", "required with token_url")
-			}
-			if (o.ClientSecret == "") == (o.ClientSecretFile == "") {
-				bad("sasl.oauth.client_secret", "set exactly one of client_secret and client_secret_file")
-			}
-		default:
-			bad("sasl.oauth", "OAUTHBEARER needs token_url (with client_id and client_secret) or token_file")
+		s.OAuth.validate(p)
+	default:
+		p.bad("sasl.mechanism", "%q is not one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
+	}
+}
+
+// validatePassword checks a user and password mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, named by mech): a
+// user, exactly one of password and password_file, no aws or oauth block.
+func (s *SASL) validatePassword(p *problems, mech string) {
+	if s.AWS.Region != "" {
+		p.bad("sasl.aws", "is for AWS_MSK_IAM, not %s", mech)
+	}
+	if s.User == "" {
+		p.bad("sasl.user", "required with %s", mech)
+	}
+	if (s.Password == "") == (s.PasswordFile == "") {
+		p.bad("sasl.password", "set exactly one of password and password_file with %s", mech)
+	}
+	if s.OAuth.set() {
+		p.bad("sasl.oauth", "is for OAUTHBEARER, not %s", mech)
+	}
+}
+
+// validateAWS checks AWS_MSK_IAM: a region, profile or role_arn (not both), no user, password or oauth block (the
+// AWS credential chain signs), and TLS on (tls).
+func (s *SASL) validateAWS(p *problems, tls bool) {
+	if s.User != "" || s.Password != "" || s.PasswordFile != "" || s.OAuth.set() {
+		p.bad("sasl.aws", "AWS_MSK_IAM takes no user, password or oauth: credentials come from the AWS credential chain")
+	}
+	if s.AWS.Region == "" {
+		p.bad("sasl.aws.region", "required with AWS_MSK_IAM")
+	}
+	if s.AWS.Profile != "" && s.AWS.RoleARN != "" {
+		p.bad("sasl.aws", "set profile or role_arn, not both")
+	}
+	if !tls {
+		p.bad("tls.enabled", "AWS_MSK_IAM needs TLS (MSK's IAM listener is SASL_SSL, port 9098)")
+	}
+}
+
+// set reports whether any oauth: setting is given.
+func (o *OAuth) set() bool {
+	return o.TokenURL != "" || o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" ||
+		len(o.Scopes) > 0 || len(o.Params) > 0 || len(o.Extensions) > 0 || o.TokenFile != ""
+}
+
+// validate checks the oauth: block of OAUTHBEARER: either token_url (an http(s) URL) with client_id and exactly one
+// of client_secret and client_secret_file, or token_file alone; a timeout not negative.
+func (o *OAuth) validate(p *problems) {
+	switch {
+	case o.TokenFile != "" && o.TokenURL != "":
+		p.bad("sasl.oauth", "set token_url (client credentials) or token_file, not both")
+	case o.TokenFile != "":
+		if o.ClientID != "" || o.ClientSecret != "" || o.ClientSecretFile != "" || len(o.Scopes) > 0 || len(o.Params) > 0 {
+			p.bad("sasl.oauth", "client_id, client_secret, scopes and params go with token_url, not token_file")
 		}
-		if o.Timeout < 0 {
-			bad("sasl.oauth.timeout", "must not be negative, got %s", o.Timeout)
+	case o.TokenURL != "":
+		if !strings.HasPrefix(o.TokenURL, "https://") && !strings.HasPrefix(o.TokenURL, "http://") {
+			p.bad("sasl.oauth.token_url", "%q is not an http(s) URL", o.TokenURL)
+		}
+		if o.ClientID == "" {
+			p.bad("sasl.oauth.client_id", "required with token_url")
+		}
+		if (o.ClientSecret == "") == (o.ClientSecretFile == "") {
+			p.bad("sasl.oauth.client_secret", "set exactly one of client_secret and client_secret_file")
 		}
 	default:
-		bad("sasl.mechanism", "%q is not one of %s", s.Mechanism, strings.Join(Mechanisms, ", "))
+		p.bad("sasl.oauth", "OAUTHBEARER needs token_url (with client_id and client_secret) or token_file")
 	}
-	return errors.Join(errs...)
+	if o.Timeout < 0 {
+		p.bad("sasl.oauth.timeout", "must not be negative, got %s", o.Timeout)
+	}
 }
 
 // SecurityProtocol is Kafka's name for what the block configures: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.

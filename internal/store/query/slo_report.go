@@ -62,29 +62,58 @@ type SLOReportRow struct {
 // (at-least-once) is counted once: a report is an exact count, not an estimate. Rows are ordered by topic, then
 // group; a topic and group without any row in the scanned range is absent.
 func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRow, error) {
-	if q.End.IsZero() {
-		return nil, fmt.Errorf("SLO report end time missing: %w", ErrBadInput)
-	}
-	if err := CheckTime("SLO report end", q.End); err != nil {
+	if err := q.validate(); err != nil {
 		return nil, err
 	}
+	sql, args := sloReportSQL(q)
+	rows, err := r.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query SLO report: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []SLOReportRow
+	for rows.Next() {
+		row := SLOReportRow{Windows: make([]SLOCounts, len(q.Windows))}
+		if err := rows.Scan(row.dest()...); err != nil {
+			return nil, fmt.Errorf("scan SLO report: %w", err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read SLO report: %w", classify(err))
+	}
+	return out, nil
+}
+
+// validate checks q's end, period, windows, threshold and filter; its errors wrap ErrBadInput.
+func (q *SLOReportQuery) validate() error {
+	if q.End.IsZero() {
+		return fmt.Errorf("SLO report end time missing: %w", ErrBadInput)
+	}
+	if err := CheckTime("SLO report end", q.End); err != nil {
+		return err
+	}
 	if q.Period < time.Second {
-		return nil, fmt.Errorf("SLO report period %s: must be at least 1s: %w", q.Period, ErrBadInput)
+		return fmt.Errorf("SLO report period %s: must be at least 1s: %w", q.Period, ErrBadInput)
 	}
 	if len(q.Windows) > MaxSLOWindows {
-		return nil, fmt.Errorf("%d burn-rate windows: at most %d: %w", len(q.Windows), MaxSLOWindows, ErrBadInput)
+		return fmt.Errorf("%d burn-rate windows: at most %d: %w", len(q.Windows), MaxSLOWindows, ErrBadInput)
 	}
 	for _, w := range q.Windows {
 		if w < time.Second {
-			return nil, fmt.Errorf("burn-rate window %s: must be at least 1s: %w", w, ErrBadInput)
+			return fmt.Errorf("burn-rate window %s: must be at least 1s: %w", w, ErrBadInput)
 		}
 	}
 	if err := validateThreshold(q.ThresholdMs); err != nil {
-		return nil, err
+		return err
 	}
-	if err := q.Filter.validate(); err != nil {
-		return nil, err
-	}
+	return q.Filter.validate()
+}
+
+// sloReportSQL is the query of q (validated) and its arguments: per topic and group, the good and total live
+// samples of the period and of each window, the period's excluded samples by kind, and the period's good bounds;
+// the columns in the order SLOReportRow.dest scans them.
+func sloReportSQL(q SLOReportQuery) (string, []any) {
 	sp := stages[StageE2E]
 	end := q.End.Unix()
 	// A window starting before 1970 starts at MinTime: DateTime holds nothing earlier, and a negative bound would wrap.
@@ -126,30 +155,17 @@ func (r *Reader) SLOReport(ctx context.Context, q SLOReportQuery) ([]SLOReportRo
 	wh.in("consumer_group", q.Filter.Groups)
 	wh.in(sp.host, q.Filter.Hosts)
 	args = append(args, wh.args...)
-	sql := "SELECT topic, consumer_group, " + strings.Join(cols, ", ") + " FROM latency_events FINAL WHERE " + wh.sql() +
-		" GROUP BY topic, consumer_group ORDER BY topic, consumer_group"
+	return "SELECT topic, consumer_group, " + strings.Join(cols, ", ") + " FROM latency_events FINAL WHERE " + wh.sql() +
+		" GROUP BY topic, consumer_group ORDER BY topic, consumer_group", args
+}
 
-	rows, err := r.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query SLO report: %w", classify(err))
+// dest is the scan destinations of one row of sloReportSQL, in its column order; row.Windows has one entry per
+// window of the query.
+func (row *SLOReportRow) dest() []any {
+	dest := []any{&row.Topic, &row.Group, &row.Period.Good, &row.Period.Total}
+	for i := range row.Windows {
+		dest = append(dest, &row.Windows[i].Good, &row.Windows[i].Total)
 	}
-	defer rows.Close()
-	var out []SLOReportRow
-	for rows.Next() {
-		row := SLOReportRow{Windows: make([]SLOCounts, len(q.Windows))}
-		dest := []any{&row.Topic, &row.Group, &row.Period.Good, &row.Period.Total}
-		for i := range row.Windows {
-			dest = append(dest, &row.Windows[i].Good, &row.Windows[i].Total)
-		}
-		dest = append(dest, &row.Replayed, &row.Redelivered, &row.Backfill, &row.SkewFlagged, &row.Unmeasured,
-			&row.PeriodGoodMin, &row.PeriodGoodMax, &row.PeriodUnbounded)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("scan SLO report: %w", err)
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read SLO report: %w", classify(err))
-	}
-	return out, nil
+	return append(dest, &row.Replayed, &row.Redelivered, &row.Backfill, &row.SkewFlagged, &row.Unmeasured,
+		&row.PeriodGoodMin, &row.PeriodGoodMax, &row.PeriodUnbounded)
 }

@@ -106,74 +106,109 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	if !knownType(p.Type) {
 		return ParsedQuery{}, fmt.Errorf("unknown query type %q: choose one of %s", p.Type, joinTypes())
 	}
+	for _, step := range []func(*Query) error{p.parseSource, p.parseFilter, p.parseSeries, p.parseGroupBy, p.parseSLO,
+		func(q *Query) error { return p.parseFields(q.Fields) }, p.parseLimit} {
+		if err := step(&q); err != nil {
+			return ParsedQuery{}, err
+		}
+	}
+	return p, nil
+}
+
+// parseSource sets the tier the query reads (Tiers); a rollup tier holds live samples only, so it refuses
+// includeReplays.
+func (p *ParsedQuery) parseSource(q *Query) error {
 	src, ok := Tiers[q.Tier]
 	if !ok {
-		return ParsedQuery{}, fmt.Errorf("unknown tier %q: choose auto, raw, minute or hour", q.Tier)
+		return fmt.Errorf("unknown tier %q: choose auto, raw, minute or hour", q.Tier)
 	}
 	if src.IsRollup() && q.IncludeReplays {
-		return ParsedQuery{}, fmt.Errorf("tier %s holds live samples only: a query including replays reads raw rows (tier auto or raw)", q.Tier)
+		return fmt.Errorf("tier %s holds live samples only: a query including replays reads raw rows (tier auto or raw)", q.Tier)
 	}
 	p.Source = src
+	return nil
+}
+
+// parseFilter sets the filter from the comma-separated cluster, topic, group, host and group type fields; a group
+// type must be one of query.GroupTypes.
+func (p *ParsedQuery) parseFilter(q *Query) error {
 	var err error
 	if p.Filter.Clusters, err = splitFilter("cluster", q.Cluster, nil); err != nil {
-		return ParsedQuery{}, err
+		return err
 	}
 	if p.Filter.Topics, err = splitFilter("topic", q.Topic, topicName); err != nil {
-		return ParsedQuery{}, err
+		return err
 	}
 	if p.Filter.Groups, err = splitFilter("group", q.Group, nil); err != nil {
-		return ParsedQuery{}, err
+		return err
 	}
 	if p.Filter.Hosts, err = splitFilter("host", q.Host, nil); err != nil {
-		return ParsedQuery{}, err
+		return err
 	}
 	if p.Filter.GroupTypes, err = splitFilter("group type", q.GroupType, nil); err != nil {
-		return ParsedQuery{}, err
+		return err
 	}
 	for _, gt := range p.Filter.GroupTypes {
 		if !slices.Contains(query.GroupTypes, gt) {
-			return ParsedQuery{}, fmt.Errorf("unknown group type %q: choose one of %s", gt, strings.Join(query.GroupTypes, ", "))
+			return fmt.Errorf("unknown group type %q: choose one of %s", gt, strings.Join(query.GroupTypes, ", "))
 		}
 	}
+	return nil
+}
+
+// parseSeries sets the stage (DefaultStage when empty) and the percentile levels (DefaultPercentiles when none, at
+// most query.MaxLevels).
+func (p *ParsedQuery) parseSeries(q *Query) error {
 	p.Stage = query.Stage(q.Stage)
 	if p.Stage == "" {
 		p.Stage = DefaultStage
 	}
 	if !knownStage(p.Stage) {
-		return ParsedQuery{}, fmt.Errorf("unknown stage %q: choose one of produce_append, append_receive, receive_process, e2e", q.Stage)
+		return fmt.Errorf("unknown stage %q: choose one of produce_append, append_receive, receive_process, e2e", q.Stage)
 	}
 	p.Levels = q.Percentiles
 	if len(p.Levels) == 0 {
 		p.Levels = DefaultPercentiles()
 	}
 	if len(p.Levels) > query.MaxLevels {
-		return ParsedQuery{}, fmt.Errorf("%d percentiles: at most %d per query", len(p.Levels), query.MaxLevels)
+		return fmt.Errorf("%d percentiles: at most %d per query", len(p.Levels), query.MaxLevels)
 	}
-	if p.Levels, err = parseLevels(p.Levels); err != nil {
-		return ParsedQuery{}, err
-	}
+	var err error
+	p.Levels, err = parseLevels(p.Levels)
+	return err
+}
+
+// parseGroupBy sets the dimension series are split by (none when empty): consumer lag has no host, and only
+// consumer lag has a group type or a subtopology.
+func (p *ParsedQuery) parseGroupBy(q *Query) error {
 	p.GroupBy = query.Dimension(q.GroupBy)
 	switch p.GroupBy {
 	case "":
 		p.GroupBy = query.DimNone
 	case query.DimNone, query.DimTopic, query.DimGroup, query.DimHost, query.DimGroupType, query.DimSubtopology:
 	default:
-		return ParsedQuery{}, fmt.Errorf("unknown group by %q: choose one of none, topic, group, host, group_type, subtopology", q.GroupBy)
+		return fmt.Errorf("unknown group by %q: choose one of none, topic, group, host, group_type, subtopology", q.GroupBy)
 	}
 	if p.Type == QueryConsumerLag && p.GroupBy == query.DimHost {
-		return ParsedQuery{}, fmt.Errorf("consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group, topic, group_type or subtopology")
+		return fmt.Errorf("consumer lag cannot be grouped by host (lag belongs to a group and topic): choose none, group, topic, group_type or subtopology")
 	}
 	if p.Type != QueryConsumerLag && (p.GroupBy == query.DimGroupType || p.GroupBy == query.DimSubtopology) {
-		return ParsedQuery{}, fmt.Errorf("only consumer lag can be grouped by %s (latency rows carry no group type): choose none, topic, group or host", p.GroupBy)
+		return fmt.Errorf("only consumer lag can be grouped by %s (latency rows carry no group type): choose none, topic, group or host", p.GroupBy)
 	}
+	return nil
+}
+
+// parseSLO sets the SLO threshold (ms, DefaultSLOThresholdMs when unset, within query.MinThresholdMs to
+// query.MaxThresholdMs) and objective (a fraction in (0, 1), DefaultSLOObjective when unset).
+func (p *ParsedQuery) parseSLO(q *Query) error {
 	p.ThresholdMs = DefaultSLOThresholdMs
 	if q.SLOThresholdMs != nil {
 		p.ThresholdMs = *q.SLOThresholdMs
 		if !(p.ThresholdMs > 0) || math.IsInf(p.ThresholdMs, 0) {
-			return ParsedQuery{}, fmt.Errorf("SLO threshold %v ms must be a positive number of milliseconds", p.ThresholdMs)
+			return fmt.Errorf("SLO threshold %v ms must be a positive number of milliseconds", p.ThresholdMs)
 		}
 		if p.ThresholdMs < query.MinThresholdMs || p.ThresholdMs > query.MaxThresholdMs {
-			return ParsedQuery{}, fmt.Errorf("SLO threshold %v ms is outside %v to %v ms (a microsecond to a week)",
+			return fmt.Errorf("SLO threshold %v ms is outside %v to %v ms (a microsecond to a week)",
 				p.ThresholdMs, query.MinThresholdMs, query.MaxThresholdMs)
 		}
 	}
@@ -181,20 +216,22 @@ func ParseQuery(raw json.RawMessage, queryType string) (ParsedQuery, error) {
 	if q.SLOObjective != nil {
 		p.Objective = *q.SLOObjective
 		if !(p.Objective > 0 && p.Objective < 1) {
-			return ParsedQuery{}, fmt.Errorf("SLO objective %v is outside (0, 1): write 0.999 for 99.9%%", p.Objective)
+			return fmt.Errorf("SLO objective %v is outside (0, 1): write 0.999 for 99.9%%", p.Objective)
 		}
 	}
-	if err := p.parseFields(q.Fields); err != nil {
-		return ParsedQuery{}, err
-	}
+	return nil
+}
+
+// parseLimit sets how many slowest messages are listed: DefaultLimit when unset, else 1 to query.MaxSlowest.
+func (p *ParsedQuery) parseLimit(q *Query) error {
 	p.Limit = DefaultLimit
 	if q.Limit != nil {
 		p.Limit = *q.Limit
 		if p.Limit < 1 || p.Limit > query.MaxSlowest {
-			return ParsedQuery{}, fmt.Errorf("limit %d must be from 1 to %d", p.Limit, query.MaxSlowest)
+			return fmt.Errorf("limit %d must be from 1 to %d", p.Limit, query.MaxSlowest)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // levelDecimals is how many decimals of a percent a percentile keeps: 0.07 is p7, 0.999 is p99.9, 0.123456 is
