@@ -40,7 +40,7 @@ tr = data[0]
 ops = {s["operationName"]: tr["processes"][s["processID"]]["serviceName"] for s in tr["spans"]}
 def kind(s):
     return next((t["value"] for t in s.get("tags", []) if t["key"] == "span.kind"), "")
-# The applications' spans by kind and destination, Tidemark's by name.
+# The applications spans by kind and destination, the hop spans by name.
 names = {}
 for s in tr["spans"]:
     k, op = kind(s), s["operationName"]
