@@ -3,6 +3,7 @@ package instrument
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -369,6 +370,9 @@ func decodeBatch[T any, P decoder[T]](dst []T, data []byte, k batchKind) ([]T, e
 		return dst, rd.err
 	}
 	start := len(dst)
+	// One allocation instead of doubling; each item takes at least a byte, so a count the record cannot hold
+	// reserves no more than the record's size.
+	dst = slices.Grow(dst, min(int(n), len(data)))
 	var strs interner
 	var brd reader // one for every item: a method called through the type parameter makes its argument escape
 	var zero T
