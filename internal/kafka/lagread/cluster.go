@@ -1,11 +1,4 @@
-// Package kafka is Tidemark's Kafka adapter, over sarama and, for the RPCs sarama lacks, franz-go's kmsg. It does
-// three jobs: the lag exporter's cluster reads (cluster*.go, epochs.go: ClusterReader implements lagexporter.Cluster;
-// CommitOffsets and friends serve tests and benchmarks), the collector's consumers and producers (consume*.go,
-// produce.go) and topic administration (topic_admin.go, EnsureTopic). Connection settings come from
-// internal/kafkaconfig, which also imports sarama (to build its config), as do the lag exporter's election
-// (internal/election), the application instrumentation (latency/instrument) and the tools under cmd/;
-// internal/importrules' test lists them.
-package kafka
+package lagread
 
 import (
 	"context"
