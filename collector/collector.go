@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -313,9 +315,9 @@ type kafkaConn struct {
 	client *kafkaconfig.Client // every consumer and producer's sarama config comes from it
 	prod   *kafka.Producer
 	meta   *kafka.Metadata
-	admin  *kafka.TopicAdmin // nil unless the probe topic planner runs
+	admin  *topicadmin.Admin // nil unless the probe topic planner runs
 	// records reads records' append times by offset (nil unless the spans path runs).
-	records *kafka.ClusterReader
+	records *lagread.ClusterReader
 	// appends places offsets in leader epochs: whose clock stamped a LogAppendTime.
 	appends *kafka.AppendLeaders
 	// state is the replay-state topic as read at start, receiptEnds the receipts topic's high watermarks then.
@@ -364,7 +366,7 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 		}
 	}
 	if c.cfg.Probe.Enabled {
-		if _, err := kafka.EnsureTopic(kc.Brokers(), kc.Sarama(), kafka.TopicSpec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
+		if _, err := topicadmin.Ensure(kc.Brokers(), kc.Sarama(), topicadmin.Spec{Name: c.cfg.Probe.Topic, Partitions: c.cfg.Probe.Partitions,
 			SpreadLeaders: true, Configs: map[string]string{"message.timestamp.type": "LogAppendTime", "retention.ms": "3600000"}}); err != nil {
 			return nil, fmt.Errorf("ensure probe topic: %w", err)
 		}
@@ -381,16 +383,16 @@ func (c *Collector) connect(ctx context.Context) (*kafkaConn, error) {
 // where they do not exist.
 func (c *Collector) ensureTopics(kc *kafkaconfig.Client) error {
 	brokers, sc := kc.Brokers(), kc.Sarama()
-	if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
+	if _, err := topicadmin.Ensure(brokers, sc, topicadmin.Spec{Name: c.cfg.DeadLetterTopic, Partitions: 1}); err != nil {
 		return fmt.Errorf("ensure dead-letter topic: %w", err)
 	}
 	if c.cfg.Receipts.Enabled {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
+		if _, err := topicadmin.Ensure(brokers, sc, topicadmin.Spec{Name: c.cfg.Receipts.Topic, Partitions: c.cfg.Receipts.Partitions}); err != nil {
 			return fmt.Errorf("ensure receipts topic: %w", err)
 		}
 	}
 	if c.cfg.Spans.Enabled || c.cfg.Spans.OTLPHTTPListen != "" || c.cfg.Spans.OTLPGRPCListen != "" {
-		if _, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
+		if _, err := topicadmin.Ensure(brokers, sc, topicadmin.Spec{Name: c.cfg.Spans.Topic, Partitions: c.cfg.Spans.Partitions}); err != nil {
 			return fmt.Errorf("ensure spans topic: %w", err)
 		}
 	}
@@ -403,7 +405,7 @@ func (c *Collector) ensureTopics(kc *kafkaconfig.Client) error {
 // of an earlier incarnation of the topic; nil when the receipts path is off).
 func (c *Collector) readReplayState(ctx context.Context, kc *kafkaconfig.Client) ([]kafka.Record, map[int32]int64, error) {
 	brokers := kc.Brokers()
-	if _, err := kafka.EnsureTopic(brokers, kc.Sarama(), kafka.TopicSpec{Name: c.cfg.ReplayStateTopic, Partitions: 1,
+	if _, err := topicadmin.Ensure(brokers, kc.Sarama(), topicadmin.Spec{Name: c.cfg.ReplayStateTopic, Partitions: 1,
 		Configs: map[string]string{"cleanup.policy": "compact"}}); err != nil {
 		return nil, nil, fmt.Errorf("ensure replay state topic: %w", err)
 	}
@@ -446,13 +448,13 @@ func (c *Collector) open(kc *kafkaconfig.Client) (*kafkaConn, error) {
 		return nil, err
 	}
 	if c.cfg.Spans.Enabled {
-		if conn.records, err = kafka.NewClusterReader(brokers, kc.Sarama()); err != nil {
+		if conn.records, err = lagread.NewClusterReader(brokers, kc.Sarama()); err != nil {
 			conn.close()
 			return nil, err
 		}
 	}
 	if c.cfg.Probe.Enabled && c.cfg.Probe.ReconcileInterval > 0 {
-		if conn.admin, err = kafka.NewTopicAdmin(brokers, kc.Sarama()); err != nil {
+		if conn.admin, err = topicadmin.NewAdmin(brokers, kc.Sarama()); err != nil {
 			conn.close()
 			return nil, err
 		}

@@ -22,11 +22,13 @@
 //
 // Dependencies (docs/architecture.md, "Package layout"): the collector builds on the latency core (engine, stamps,
 // results) and on lagexporter's Snapshot type (commit bounds for uninstrumented groups). It reaches Kafka only
-// through internal/kafka. Its rows are internal/store's plain row types ([store.Rows], [store.LatencyRow]) and its
-// acknowledgement callback is [store.Ack]; the collector never calls clickhouse-go, and its [Sink] is an interface
-// any writer (or a test fake) satisfies. Importing internal/store does link clickhouse-go into the package's
-// import graph, which costs nothing in cmd/tidemark (it links the store anyway); TestNoClickHouseImport keeps
-// clickhouse-go out of the collector's own non-test files.
+// through the Kafka adapter: internal/kafka (consumers, producers, topic metadata), internal/kafka/topicadmin (its
+// topics and the probe topic's layout) and internal/kafka/lagread (the spans path's append-time reads). Its rows
+// are internal/store's plain row types ([store.Rows], [store.LatencyRow]) and its acknowledgement callback is
+// [store.Ack]; the collector never calls clickhouse-go, and its [Sink] is an interface any writer (or a test fake)
+// satisfies. Importing internal/store does link clickhouse-go into the package's import graph, which costs nothing
+// in cmd/tidemark (it links the store anyway); TestNoClickHouseImport keeps clickhouse-go out of the collector's
+// own non-test files.
 //
 // Main types: [Config], [Collector], [Sink], [DeadLetters], [Metrics], and the four paths.
 package collector

@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/latency"
@@ -470,7 +471,7 @@ func waitFor(want int64, timeout time.Duration, f func() int64) int64 {
 // emitter keys them.
 func (e *env) produceReceipts(from, n int) {
 	e.t.Helper()
-	if _, err := kafka.EnsureTopic(e.brokers, testenv.SaramaConfig(e.t), kafka.TopicSpec{Name: e.cfg.Receipts.Topic, Partitions: e.cfg.Receipts.Partitions}); err != nil {
+	if _, err := topicadmin.Ensure(e.brokers, testenv.SaramaConfig(e.t), topicadmin.Spec{Name: e.cfg.Receipts.Topic, Partitions: e.cfg.Receipts.Partitions}); err != nil {
 		e.t.Fatal(err)
 	}
 	e.waitTopicReady(e.cfg.Receipts.Topic, e.cfg.Receipts.Partitions)

@@ -11,7 +11,7 @@ import (
 
 // TestNoClickHouseImport: internal/store is the only clickhouse-go importer (docs/architecture.md); the collector uses
 // store's plain row types and its Sink interface, and none of its non-test files imports clickhouse-go or sarama
-// (internal/kafka is the only sarama importer).
+// (the Kafka adapter, internal/kafka and its subpackages, wraps sarama for it).
 func TestNoClickHouseImport(t *testing.T) {
 	entries, err := os.ReadDir(".")
 	if err != nil {

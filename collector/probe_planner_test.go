@@ -11,7 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -260,7 +260,7 @@ func newTimeLagReader(t *testing.T, brokers []string, group string, col *Collect
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		cr, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("tidemark-test"))
+		cr, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("tidemark-test"))
 		if err != nil {
 			t.Fatal(err)
 		}

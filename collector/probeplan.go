@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 )
 
 // probePlan is what the probe topic needs so that every live broker leads at least one of its partitions: partitions
@@ -40,7 +40,7 @@ func (p probePlan) empty() bool { return len(p.add) == 0 && len(p.reassign) == 0
 // fewest replicas, then by id; an existing partition whose live replicas share a rack while a live broker of an
 // unused rack exists has such replicas moved there, one by one, until none share a rack or no unused rack is left. Every partition whose preferred leader is live, in
 // sync and not leading is elected.
-func planProbeTopic(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout, rf int) probePlan {
+func planProbeTopic(brokers []topicadmin.BrokerInfo, parts []topicadmin.PartitionLayout, rf int) probePlan {
 	if len(brokers) == 0 {
 		return probePlan{reassign: map[int32][]int32{}}
 	}
@@ -59,17 +59,17 @@ func planProbeTopic(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout, r
 // probeLayout is the probe topic's layout while planProbeTopic changes it: the replica lists as planned so far and
 // the counts the phases choose by, kept in step by set and addPartition.
 type probeLayout struct {
-	brokers []kafka.BrokerInfo
-	rack    map[int32]string        // live broker → its rack ("" without racks)
-	racks   map[string]bool         // the live brokers' racks
-	parts   []kafka.PartitionLayout // as the cluster reports them, by partition id
-	assign  map[int32][]int32       // partition → replica list as planned
-	load    map[int32]int           // broker → replicas it holds as planned
-	owns    map[int32]int           // broker → partitions it is the preferred leader of as planned
+	brokers []topicadmin.BrokerInfo
+	rack    map[int32]string             // live broker → its rack ("" without racks)
+	racks   map[string]bool              // the live brokers' racks
+	parts   []topicadmin.PartitionLayout // as the cluster reports them, by partition id
+	assign  map[int32][]int32            // partition → replica list as planned
+	load    map[int32]int                // broker → replicas it holds as planned
+	owns    map[int32]int                // broker → partitions it is the preferred leader of as planned
 	plan    probePlan
 }
 
-func newProbeLayout(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout) *probeLayout {
+func newProbeLayout(brokers []topicadmin.BrokerInfo, parts []topicadmin.PartitionLayout) *probeLayout {
 	l := &probeLayout{brokers: brokers, rack: make(map[int32]string, len(brokers)), racks: map[string]bool{},
 		parts: slices.Clone(parts), assign: make(map[int32][]int32, len(parts)), load: map[int32]int{}, owns: map[int32]int{},
 		plan: probePlan{reassign: map[int32][]int32{}}}
@@ -95,7 +95,7 @@ func newProbeLayout(brokers []kafka.BrokerInfo, parts []kafka.PartitionLayout) *
 func (l *probeLayout) live(id int32) bool { _, ok := l.rack[id]; return ok }
 
 // movable reports whether the planner may change partition p: not under reassignment, with replicas.
-func (l *probeLayout) movable(p kafka.PartitionLayout) bool {
+func (l *probeLayout) movable(p topicadmin.PartitionLayout) bool {
 	return !p.Reassigning && len(l.assign[p.ID]) > 0
 }
 
@@ -262,9 +262,9 @@ func (l *probeLayout) elect() {
 	}
 }
 
-// probeTopicAdmin is what the planner needs from Kafka (internal/kafka's TopicAdmin satisfies it).
+// probeTopicAdmin is what the planner needs from Kafka (internal/kafka/topicadmin's Admin satisfies it).
 type probeTopicAdmin interface {
-	Layout(topic string) ([]kafka.BrokerInfo, []kafka.PartitionLayout, error)
+	Layout(topic string) ([]topicadmin.BrokerInfo, []topicadmin.PartitionLayout, error)
 	AddPartitions(topic string, total int32, replicas [][]int32) error
 	Reassign(topic string, moves map[int32][]int32) error
 	ElectPreferred(topic string, partitions []int32) error

@@ -20,8 +20,8 @@ import (
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
-// recordReader is the part of internal/kafka's ClusterReader the spans path reads append times with: one bounded
-// Fetch per leader and call, a few KiB from each requested offset.
+// recordReader is the part of internal/kafka/lagread's ClusterReader the spans path reads append times with: one
+// bounded Fetch per leader and call, a few KiB from each requested offset.
 type recordReader interface {
 	Metadata(ctx context.Context) ([]lagexporter.TopicObservation, error)
 	ReadRecords(ctx context.Context, reqs []lagexporter.RecordRequest) ([]lagexporter.RecordProbe, error)

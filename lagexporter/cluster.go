@@ -5,8 +5,9 @@ import (
 	"errors"
 )
 
-// Cluster is the narrow view of a Kafka cluster that the poll loop consumes. internal/kafka implements it over
-// sarama (batching every call per broker or group coordinator); timeline.Player implements it over a timeline file.
+// Cluster is the narrow view of a Kafka cluster that the poll loop consumes. internal/kafka/lagread implements it
+// over sarama (batching every call per broker or group coordinator); timeline.Player implements it over a timeline
+// file.
 //
 // Partial failure is normal: every method returns all the results it has, marks the missing parts in them
 // (PartitionObservation.Error, GroupObservation.Error, RecordProbe.Error), and returns a CycleErrors describing

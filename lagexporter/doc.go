@@ -23,7 +23,7 @@
 //     end offsets (case C03, observe.go), caches record reads (recordread.go, probecache.go), evaluates and publishes
 //     each snapshot; [Config] (config.go) configures it.
 //
-// Around it: internal/kafka implements Cluster over a real cluster; package timeline is the timeline file format
+// Around it: internal/kafka/lagread implements Cluster over a real cluster; package timeline is the timeline file format
 // (docs/lag-timeline.md) with its fake cluster, the Player, and Eval; package promexport serves snapshots on /metrics; package lagapi serves them as JSON
 // (/api/v1/lag and Burrow's v3 API).
 //

@@ -91,7 +91,7 @@ type Health struct {
 	// are failing now have an entry (bounded cardinality).
 	PartitionErrors map[PartitionErrorKey]uint64
 	// Requests is the number of Kafka requests the Cluster sent since the loop started, when it counts them (a
-	// Cluster with a Requests() int64 method, as internal/kafka's reader has); 0 otherwise.
+	// Cluster with a Requests() int64 method, as internal/kafka/lagread's reader has); 0 otherwise.
 	Requests uint64
 }
 

@@ -44,7 +44,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/tidemark/tidemark/internal/benchproc"
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
@@ -172,7 +172,7 @@ func bench(brokers []string, chAddr string, n, perRecord, rounds, replicas int) 
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	topic := "bench-receipts-" + run
 	const partitions = 6
-	if _, err := kafka.EnsureTopic(brokers, saramaConfig(), kafka.TopicSpec{Name: topic, Partitions: partitions}); err != nil {
+	if _, err := topicadmin.Ensure(brokers, saramaConfig(), topicadmin.Spec{Name: topic, Partitions: partitions}); err != nil {
 		return err
 	}
 	defer func() {

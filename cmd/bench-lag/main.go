@@ -48,7 +48,7 @@ import (
 	"encoding/hex"
 
 	"github.com/tidemark/tidemark/internal/benchproc"
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/lagexporter"
 )
 
@@ -212,12 +212,12 @@ func run() error {
 	brokers := cl.brokers
 
 	start := time.Now()
-	reader, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("bench-lag-committer"))
+	reader, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("bench-lag-committer"))
 	if err != nil {
 		return err
 	}
 	defer reader.Close()
-	adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("bench-lag-admin"))
+	adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("bench-lag-admin"))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 )
 
 // fetchProfiles writes the daemon's CPU profile over most of the window and a heap profile after it.
@@ -216,7 +216,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func waitTopics(ctx context.Context, r *kafka.ClusterReader, prefix string, topics, parts int) error {
+func waitTopics(ctx context.Context, r *lagread.ClusterReader, prefix string, topics, parts int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		md, err := r.Metadata(ctx)

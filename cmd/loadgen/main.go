@@ -36,7 +36,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -194,15 +194,15 @@ func saramaConfig() *sarama.Config {
 }
 
 func (g *gen) run(ctx context.Context, producers, consumers hostList, partitions int32, duration, resetAt time.Duration) error {
-	if _, err := kafka.EnsureTopic(g.brokers, saramaConfig(), kafka.TopicSpec{Name: g.topic, Partitions: partitions,
+	if _, err := topicadmin.Ensure(g.brokers, saramaConfig(), topicadmin.Spec{Name: g.topic, Partitions: partitions,
 		Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}}); err != nil {
 		return err
 	}
-	if _, err := kafka.EnsureTopic(g.brokers, saramaConfig(), kafka.TopicSpec{Name: g.receipts, Partitions: 6}); err != nil {
+	if _, err := topicadmin.Ensure(g.brokers, saramaConfig(), topicadmin.Spec{Name: g.receipts, Partitions: 6}); err != nil {
 		return err
 	}
 	for _, t := range g.extra { // written by outside producers (kcat): CreateTime, so the record carries their clock
-		if _, err := kafka.EnsureTopic(g.brokers, saramaConfig(), kafka.TopicSpec{Name: t, Partitions: 3}); err != nil {
+		if _, err := topicadmin.Ensure(g.brokers, saramaConfig(), topicadmin.Spec{Name: t, Partitions: 3}); err != nil {
 			return err
 		}
 	}

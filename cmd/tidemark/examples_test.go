@@ -15,7 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -155,7 +155,7 @@ func seedExampleLag(t *testing.T, brokers []string) (topic, group string, want m
 	topic, group = testenv.Name(t, "orders"), testenv.Name(t, "billing")
 	seedLag(t, brokers, topic, group, 10, map[int32]int64{0: 3, 1: 10})
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			_ = adm.DeleteGroup(group)
 			_ = adm.DeleteTopic(topic)
 			_ = adm.Close()
@@ -219,7 +219,7 @@ func TestExampleCollector(t *testing.T) {
 		"collector.dead_letter_topic": testenv.Name(t, "dlq"), "collector.replay_state_topic": testenv.Name(t, "state"),
 	})
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			for _, tp := range []string{probe, cfg.Collector.DeadLetterTopic, cfg.Collector.ReplayStateTopic} {
 				_ = adm.DeleteTopic(tp)
 			}
@@ -272,7 +272,7 @@ func TestExampleClusters(t *testing.T) {
 		return m
 	}
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			_ = adm.DeleteTopic(lease)
 			_ = adm.Close()
 		}
@@ -346,7 +346,7 @@ func TestFirstStartLogsNoWarning(t *testing.T) {
 	}
 	cfg := adaptExample(t, "collector.yaml", set)
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			for _, tp := range topics {
 				_ = adm.DeleteTopic(tp)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/lagexporter"
@@ -127,7 +127,7 @@ func (lf *lagFlags) config(base *timeline.ConfigBlock) (*lagexporter.Config, err
 // first, so that a refused login or certificate, or a port that is not Kafka, is one error naming the broker and
 // mechanism instead of a cycle of per-partition failures. The check is bounded by --timeout, and so is every network
 // step of the reader (dial, each request), so no step of a command outlasts --timeout.
-func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
+func (lf *lagFlags) reader(ctx context.Context) (*lagread.ClusterReader, error) {
 	if lf.kafka == nil {
 		return nil, errors.New("lag flags: config must be called before reader")
 	}
@@ -144,7 +144,7 @@ func (lf *lagFlags) reader(ctx context.Context) (*kafka.ClusterReader, error) {
 	}
 	sc := cl.Sarama()
 	kafkaconfig.BoundTimeouts(sc, lf.timeout)
-	return kafka.NewClusterReader(cl.Brokers(), sc)
+	return lagread.NewClusterReader(cl.Brokers(), sc)
 }
 
 // newLagCmd is `tidemark lag`: one poll cycle against a live cluster, printed like Kafka's consumer-groups command

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/internal/store/query"
 	"github.com/tidemark/tidemark/internal/testenv"
@@ -79,7 +79,7 @@ func TestGroupTypesEndToEnd(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("tidemark-e2e"))
+	r, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("tidemark-e2e"))
 	if err != nil {
 		t.Fatal(err)
 	}

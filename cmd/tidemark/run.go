@@ -23,7 +23,7 @@ import (
 
 	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/election"
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/kafkaconfig/awsmsk"
 	"github.com/tidemark/tidemark/internal/readiness"
 	"github.com/tidemark/tidemark/internal/store"
@@ -432,9 +432,9 @@ func (cr *clusterRun) check(loop *lagexporter.Loop, hist *history) func() error 
 
 // startLag connects the cluster's lag exporter to its Kafka, retrying like every dependency, and returns its loop and
 // the reader the caller closes.
-func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.ClusterReader, error) {
+func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *lagread.ClusterReader, error) {
 	cr.ready.Set("connecting to Kafka (lag exporter)")
-	reader, err := readiness.Retry(ctx, readiness.DependencyBackoff(), cr.log, &cr.ready, "Kafka (lag exporter)", func() (*kafka.ClusterReader, error) {
+	reader, err := readiness.Retry(ctx, readiness.DependencyBackoff(), cr.log, &cr.ready, "Kafka (lag exporter)", func() (*lagread.ClusterReader, error) {
 		// Resolved at every attempt: a corrected password or secret file is picked up without a restart.
 		kc, err := cr.cfg.Kafka.Resolve()
 		if err != nil {
@@ -443,7 +443,7 @@ func (cr *clusterRun) startLag(ctx context.Context) (*lagexporter.Loop, *kafka.C
 		if err := kc.Check(ctx); err != nil {
 			return nil, err
 		}
-		r, err := kafka.NewClusterReader(kc.Brokers(), kc.Sarama())
+		r, err := lagread.NewClusterReader(kc.Brokers(), kc.Sarama())
 		if r != nil {
 			r.Logger = cr.log // a broker that cannot answer a group RPC is logged once
 		}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -32,7 +32,7 @@ type lagCluster struct {
 // commits for group through the group coordinator.
 func seedLag(t *testing.T, brokers []string, topic, group string, perPartition int, commits map[int32]int64) {
 	t.Helper()
-	adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test"))
+	adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func seedLag(t *testing.T, brokers []string, topic, group string, perPartition i
 	if err := adm.Produce(topic, []int32{0, 1}, perPartition); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("tidemark-test"))
+	reader, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func seedLag(t *testing.T, brokers []string, topic, group string, perPartition i
 // testenvWaitTopic waits until every partition of topic has a leader on the cluster of brokers.
 func testenvWaitTopic(t *testing.T, brokers []string, topic string) {
 	t.Helper()
-	cl, err := sarama.NewClient(brokers, kafka.NewReaderConfig("tidemark-test"))
+	cl, err := sarama.NewClient(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRunTwoClusters(t *testing.T) {
 	seedLag(t, first.brokers, first.topic, first.group, 10, map[int32]int64{0: 3, 1: 10})
 	seedLag(t, second.brokers, second.topic, second.group, 20, map[int32]int64{0: 5, 1: 12})
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(first.brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(first.brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			_ = adm.DeleteGroup(first.group)
 			_ = adm.DeleteTopic(first.topic)
 			_ = adm.Close()
@@ -249,7 +249,7 @@ func TestClusterErrorStopsOnlyItsCluster(t *testing.T) {
 	seedLag(t, brokers, good.topic, good.group, 10, map[int32]int64{0: 4, 1: 9})
 	lease := testenv.CreateTopic(t, "lease2", testenv.Topic{Partitions: 2})
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			_ = adm.DeleteGroup(good.group)
 			_ = adm.DeleteTopic(good.topic)
 			_ = adm.Close()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -22,7 +22,7 @@ func TestRunLagServesWhileClickHouseSilent(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, "lagnostore", testenv.Topic{Partitions: 1})
 	group := testenv.Name(t, "g")
-	adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test"))
+	adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestRunLagServesWhileClickHouseSilent(t *testing.T) {
 	if err := adm.Produce(topic, []int32{0}, 10); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("tidemark-test"))
+	reader, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

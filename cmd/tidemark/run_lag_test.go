@@ -16,7 +16,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 )
 
@@ -28,7 +28,7 @@ func TestRunLagExporterNeedsNoClickHouse(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	topic := testenv.CreateTopic(t, "lagonly", testenv.Topic{Partitions: 2})
 	group := testenv.Name(t, "g")
-	adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test"))
+	adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestRunLagExporterNeedsNoClickHouse(t *testing.T) {
 	if err := adm.Produce(topic, []int32{0, 1}, 10); err != nil {
 		t.Fatal(err)
 	}
-	reader, err := kafka.NewClusterReader(brokers, kafka.NewReaderConfig("tidemark-test"))
+	reader, err := lagread.NewClusterReader(brokers, lagread.NewReaderConfig("tidemark-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/lagexporter/lagapi"
 )
@@ -29,7 +29,7 @@ func TestRunLagAPI(t *testing.T) {
 	topic, group := testenv.Name(t, "orders"), testenv.Name(t, "billing")
 	seedLag(t, brokers, topic, group, 20, map[int32]int64{0: 3, 1: 12})
 	t.Cleanup(func() {
-		if adm, err := kafka.NewAdmin(brokers, kafka.NewReaderConfig("tidemark-test")); err == nil {
+		if adm, err := lagread.NewAdmin(brokers, lagread.NewReaderConfig("tidemark-test")); err == nil {
 			_ = adm.DeleteGroup(group)
 			_ = adm.DeleteTopic(topic)
 			_ = adm.Close()

@@ -18,7 +18,7 @@ import (
 	"github.com/IBM/sarama"
 	"golang.org/x/oauth2/clientcredentials"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/lagread"
 	"github.com/tidemark/tidemark/internal/testenv"
 	"github.com/tidemark/tidemark/internal/tlsconf/tlstest"
 	"github.com/tidemark/tidemark/latency/instrument"
@@ -395,7 +395,7 @@ func TestLagWithSecureConfigs(t *testing.T) {
 		}
 	}
 	_ = prod.Close()
-	r, err := kafka.NewClusterReader(testenv.Kafka(t), kafka.NewReaderConfig("test"))
+	r, err := lagread.NewClusterReader(testenv.Kafka(t), lagread.NewReaderConfig("test"))
 	if err != nil {
 		t.Fatal(err)
 	}

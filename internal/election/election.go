@@ -32,7 +32,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/tidemark/tidemark/internal/kafka"
+	"github.com/tidemark/tidemark/internal/kafka/topicadmin"
 	"github.com/tidemark/tidemark/internal/kafkaconfig"
 )
 
@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) error {
 	brokers := cfg.Kafka.Brokers
 	var cg sarama.ConsumerGroup
 	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		parts, err := kafka.EnsureTopic(brokers, sc, kafka.TopicSpec{Name: cfg.Topic, Partitions: 1})
+		parts, err := topicadmin.Ensure(brokers, sc, topicadmin.Spec{Name: cfg.Topic, Partitions: 1})
 		if err == nil && parts != 1 {
 			return fmt.Errorf("lease topic %s has %d partitions, want 1: every member would hold a lease", cfg.Topic, parts)
 		}

@@ -33,10 +33,15 @@ var may = map[string][]string{
 	"latency/instrument":        {"internal/kafkaconfig", "internal/tlsconf", "github.com/IBM/sarama", "go.opentelemetry.io/otel"},
 	"latency/instrument/awsmsk": {"latency/instrument", "internal/kafkaconfig/awsmsk"},
 	// Adapters: each outside system's client is imported here.
-	"internal/kafka": {"internal/kafkaconfig", "lagexporter", "github.com/IBM/sarama", "github.com/twmb/franz-go/",
-		"golang.org/x/net/proxy"},
-	// The lag exporter's election: a consumer group of its own over sarama, the lease topic made by internal/kafka.
-	"internal/election": {"internal/kafka", "internal/kafkaconfig", "github.com/IBM/sarama"},
+	// The Kafka adapter: the collector's consumers and producers; the lag exporter's cluster reads (lag types only,
+	// never the collector or the store); topic administration; franz-go connections derived from sarama's config.
+	"internal/kafka": {"internal/kafkaconfig", "internal/kafka/franzconn", "github.com/IBM/sarama",
+		"github.com/twmb/franz-go/"},
+	"internal/kafka/lagread":    {"internal/kafka/franzconn", "lagexporter", "github.com/IBM/sarama", "github.com/twmb/franz-go/"},
+	"internal/kafka/topicadmin": {"github.com/IBM/sarama"},
+	"internal/kafka/franzconn":  {"github.com/IBM/sarama", "github.com/twmb/franz-go/", "golang.org/x/net/proxy"},
+	// The lag exporter's election: a consumer group of its own over sarama, the lease topic made by topicadmin.
+	"internal/election": {"internal/kafka/topicadmin", "internal/kafkaconfig", "github.com/IBM/sarama"},
 	"internal/kafkaconfig": {"internal/confdecode", "internal/secret", "internal/tlsconf", "github.com/IBM/sarama",
 		"github.com/twmb/franz-go/pkg/kmsg", "github.com/xdg-go/scram", "golang.org/x/oauth2"},
 	"internal/kafkaconfig/awsmsk": {"internal/kafkaconfig", "github.com/aws/aws-msk-iam-sasl-signer-go/"},
@@ -51,7 +56,8 @@ var may = map[string][]string{
 	"internal/tracing": {"internal/tlsconf", "github.com/prometheus/client_golang/", "go.opentelemetry.io/otel",
 		"google.golang.org/grpc/credentials"},
 	// The collector: latency, lag and the adapters' interfaces; never a client library itself.
-	"collector": {"latency", "latency/instrument", "lagexporter", "internal/kafka", "internal/kafkaconfig", "internal/store",
+	"collector": {"latency", "latency/instrument", "lagexporter", "internal/kafka", "internal/kafka/lagread",
+		"internal/kafka/topicadmin", "internal/kafkaconfig", "internal/store",
 		"github.com/prometheus/client_golang/", "github.com/cenkalti/backoff/", "go.opentelemetry.io/otel",
 		"golang.org/x/sync/errgroup",
 		// the spans path: OTLP decoded with the OpenTelemetry Collector's pdata, served over OTLP/gRPC
@@ -72,7 +78,7 @@ var may = map[string][]string{
 
 // only lists the outside clients that only some packages may import, and those packages.
 var only = map[string][]string{
-	"github.com/IBM/sarama":                {"internal/kafka", "internal/kafkaconfig", "internal/election", "latency/instrument", "cmd/...", "internal/testenv"},
+	"github.com/IBM/sarama":                {"internal/kafka/...", "internal/kafkaconfig", "internal/election", "latency/instrument", "cmd/...", "internal/testenv"},
 	"github.com/ClickHouse/clickhouse-go/": {"internal/store", "internal/store/query", "internal/store/query/querytest", "cmd/...", "internal/testenv"},
 	// cmd/dashboard-frames plays Grafana: it starts the plugin binary and speaks the SDK's gRPC protocol to it.
 	"github.com/grafana/grafana-plugin-sdk-go/": {"plugin/pkg", "plugin/pkg/plugin", "cmd/dashboard-frames"},

@@ -106,6 +106,33 @@ type GroupConfig struct {
 // after a restart or rebalance. Kafka unreachable, at start or later, is retried. It returns nil when ctx ends, or
 // the first handler error.
 func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
+	cfg.setDefaults()
+	cg, err := joinGroup(ctx, cfg, groupSarama(cfg))
+	if cg == nil {
+		return err // nil when ctx ended first
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	go func() {
+		for err := range cg.Errors() {
+			cfg.Logger.Warn("consumer group error", "group", cfg.Group, "err", err)
+		}
+	}()
+	consumeSessions(ctx, cg, cfg, &groupHandler{cfg: cfg, h: h, fail: fail})
+	// Close commits what was marked and leaves the group.
+	closeErr := cg.Close()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	if closeErr != nil {
+		return fmt.Errorf("close consumer group %s: %w", cfg.Group, closeErr)
+	}
+	return nil
+}
+
+// setDefaults fills the zero fields that have defaults: MaxBatch 500, MaxWait 50 ms, CommitInterval 1 s, no
+// Logger, Now time.Now.
+func (cfg *GroupConfig) setDefaults() {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 500
 	}
@@ -121,6 +148,12 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+}
+
+// groupSarama returns cfg.Sarama (nil: sarama's defaults with the Kafka 4 protocol) with the consumer-group fields
+// RunGroup needs set: errors returned, cfg.ChannelBuffer, marked offsets auto-committed every cfg.CommitInterval,
+// and a group without commits starting at the log end, or at the log start when cfg.Oldest.
+func groupSarama(cfg GroupConfig) *sarama.Config {
 	sc := cfg.Sarama
 	if sc == nil {
 		sc = sarama.NewConfig()
@@ -136,33 +169,34 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 	if cfg.Oldest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetOldest
 	}
-	// The group's own client connects here: Kafka gone since the caller connected is waited for like every outage
-	// (0.5 s doubling to 30 s), not a reason to stop consuming for good.
-	var cg sarama.ConsumerGroup
+	return sc
+}
+
+// joinGroup creates the group's own client. It connects here: Kafka gone since the caller connected is waited for
+// like every outage (0.5 s doubling to 30 s), not a reason to stop consuming for good. It returns (nil, nil) when
+// ctx ends first, and an error only for a configuration sarama refuses (no retry mends it).
+func joinGroup(ctx context.Context, cfg GroupConfig, sc *sarama.Config) (sarama.ConsumerGroup, error) {
 	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
-		var err error
-		if cg, err = sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc); err == nil {
-			break
+		cg, err := sarama.NewConsumerGroup(cfg.Brokers, cfg.Group, sc)
+		if err == nil {
+			return cg, nil
 		}
-		if ce := sarama.ConfigurationError(""); errors.As(err, &ce) { // no retry mends a configuration
-			return fmt.Errorf("start consumer group %s: %w", cfg.Group, err)
+		if ce := sarama.ConfigurationError(""); errors.As(err, &ce) {
+			return nil, fmt.Errorf("start consumer group %s: %w", cfg.Group, err)
 		}
 		cfg.Logger.Warn("consumer group cannot reach Kafka; retrying", "group", cfg.Group, "brokers", cfg.Brokers,
 			"in", wait, "err", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		case <-time.After(wait):
 		}
 	}
-	ctx, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-	go func() {
-		for err := range cg.Errors() {
-			cfg.Logger.Warn("consumer group error", "group", cfg.Group, "err", err)
-		}
-	}()
-	gh := &groupHandler{cfg: cfg, h: h, fail: fail}
+}
+
+// consumeSessions runs consumer-group sessions of cg with gh until ctx ends or the group is closed. A session that
+// fails is logged and followed, a second later, by the next.
+func consumeSessions(ctx context.Context, cg sarama.ConsumerGroup, cfg GroupConfig, gh *groupHandler) {
 	for ctx.Err() == nil {
 		// Each Consume call is one session with its own context, so Batch.Restart can end it: sarama then commits
 		// the marks, and the next Consume rejoins and reads from the committed offsets.
@@ -175,7 +209,7 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 		endSession(nil)
 		if err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
-				break
+				return
 			}
 			cfg.Logger.Warn("consume", "group", cfg.Group, "err", err)
 			select {
@@ -184,15 +218,6 @@ func RunGroup(ctx context.Context, cfg GroupConfig, h BatchHandler) error {
 			}
 		}
 	}
-	// Close commits what was marked and leaves the group.
-	closeErr := cg.Close()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-		return cause
-	}
-	if closeErr != nil {
-		return fmt.Errorf("close consumer group %s: %w", cfg.Group, closeErr)
-	}
-	return nil
 }
 
 type groupHandler struct {

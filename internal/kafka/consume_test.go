@@ -72,40 +72,6 @@ func TestRunGroupCommitsOnlyMarkedOffsets(t *testing.T) {
 	}
 }
 
-// TestEnsureTopicSpreadsLeaders checks the probe topic's layout: one partition per broker, each broker the leader of
-// one, LogAppendTime.
-func TestEnsureTopicSpreadsLeaders(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	name := testenv.Name(t, "spread")
-	n, err := EnsureTopic(brokers, testenv.SaramaConfig(t), TopicSpec{Name: name, SpreadLeaders: true,
-		Configs: map[string]string{"message.timestamp.type": "LogAppendTime"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = testenv.Admin(t).DeleteTopic(name) })
-	testenv.WaitTopicReady(t, name, n)
-	prod, err := NewProducer(brokers, testenv.SaramaConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	leaders, err := prod.Leaders(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	distinct := map[int32]bool{}
-	for _, b := range leaders {
-		distinct[b] = true
-	}
-	if int(n) != testenv.KafkaBrokerCount(t) || len(distinct) != int(n) {
-		t.Fatalf("%d partitions led by %d distinct brokers, want one per broker (%d)", n, len(distinct), testenv.KafkaBrokerCount(t))
-	}
-	// Ensuring it again leaves it as it is.
-	if again, err := EnsureTopic(brokers, testenv.SaramaConfig(t), TopicSpec{Name: name, SpreadLeaders: true}); err != nil || again != n {
-		t.Fatalf("second ensure: %d, %v", again, err)
-	}
-}
-
 // TestRunGroupWaitsForKafka is an outage between the caller's connect and the group's own client: RunGroup retries
 // creating the group until Kafka answers (here: until a forwarder to the real broker listens on the only bootstrap
 // address), then consumes, instead of returning an error that would stop the caller's path for good.

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tidemark/tidemark/internal/kafka/franzconn"
 )
 
 // AppendLeaders answers, for a record's topic, partition and offset, which broker appended it: the leader of the
@@ -103,10 +105,10 @@ type epochRPC interface {
 	epochEnd(ctx context.Context, k topicPartition, epoch int32) (int32, int64, error)
 }
 
-// NewAppendLeaders connects (as sc does: see franzClient) and returns the lookup; Run refreshes it. interval <= 0
-// is 100 ms, maxWait <= 0 is 2 s.
+// NewAppendLeaders connects (as sc does: see franzconn.NewClient) and returns the lookup; Run refreshes it.
+// interval <= 0 is 100 ms, maxWait <= 0 is 2 s.
 func NewAppendLeaders(brokers []string, sc *sarama.Config, interval, maxWait time.Duration, log *slog.Logger) (*AppendLeaders, error) {
-	cl, err := franzClient(brokers, sc)
+	cl, err := franzconn.NewClient(brokers, sc)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package kafka
+package lagread
 
 import (
 	"context"
@@ -185,13 +185,37 @@ func parseRetention(entries []*sarama.ConfigEntry) (*lagexporter.TopicRetention,
 }
 
 // fillLogSizes sets SizeBytes of every read partition of the topics whose size-based retention applies, from one
-// DescribeLogDirs per leader (the leader's own log; a replica being moved between log dirs is skipped).
+// DescribeLogDirs per leader (the leader's own log; a replica being moved between log dirs is skipped). A leader
+// that cannot be asked adds a cycle error naming it; its partitions keep no size.
 func (c *ClusterReader) fillLogSizes(ctx context.Context, topics []lagexporter.TopicObservation) lagexporter.CycleErrors {
-	type want struct {
-		topic string
-		parts map[int32]*lagexporter.PartitionObservation
+	byLeader := logSizeWants(topics)
+	if len(byLeader) == 0 || ctx.Err() != nil {
+		return nil
 	}
-	byLeader := map[int32]map[string]*want{}
+	ids := make([]int32, 0, len(byLeader))
+	for id := range byLeader {
+		ids = append(ids, id)
+	}
+	res := perBroker(ids, func(id int32) error { return c.leaderLogSizes(id, byLeader[id]) })
+	var errs lagexporter.CycleErrors
+	for _, id := range ids {
+		if err := res[id]; err != nil {
+			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindConfigs, Subject: brokerSubject(id), Message: err.Error()})
+		}
+	}
+	return errs
+}
+
+// logSizeWant is one topic's partitions whose log sizes one leader is asked for, by partition id.
+type logSizeWant struct {
+	topic string
+	parts map[int32]*lagexporter.PartitionObservation
+}
+
+// logSizeWants groups the read, led partitions of the topics whose size-based retention applies (deleting, finite
+// retention.bytes) by leader, then by topic name.
+func logSizeWants(topics []lagexporter.TopicObservation) map[int32]map[string]*logSizeWant {
+	byLeader := map[int32]map[string]*logSizeWant{}
 	for i := range topics {
 		t := &topics[i]
 		if !t.Retention.Deletes() || t.Retention.RetentionBytes < 0 {
@@ -204,68 +228,58 @@ func (c *ClusterReader) fillLogSizes(ctx context.Context, topics []lagexporter.T
 			}
 			m := byLeader[p.Leader]
 			if m == nil {
-				m = map[string]*want{}
+				m = map[string]*logSizeWant{}
 				byLeader[p.Leader] = m
 			}
 			if m[t.Topic] == nil {
-				m[t.Topic] = &want{topic: t.Topic, parts: map[int32]*lagexporter.PartitionObservation{}}
+				m[t.Topic] = &logSizeWant{topic: t.Topic, parts: map[int32]*lagexporter.PartitionObservation{}}
 			}
 			m[t.Topic].parts[p.Partition] = p
 		}
 	}
-	if len(byLeader) == 0 || ctx.Err() != nil {
-		return nil
+	return byLeader
+}
+
+// leaderLogSizes asks broker id for the log sizes of wants (the partitions it leads, by topic) with one
+// DescribeLogDirs and sets their SizeBytes. Each partition's writer is the caller's goroutine only: the partitions
+// of one leader. Errors: the broker unreachable, the request failing or answered with a top-level error.
+func (c *ClusterReader) leaderLogSizes(id int32, wants map[string]*logSizeWant) error {
+	b, err := c.broker(id)
+	if err != nil {
+		return err
 	}
-	ids := make([]int32, 0, len(byLeader))
-	for id := range byLeader {
-		ids = append(ids, id)
+	req := &sarama.DescribeLogDirsRequest{Version: 4}
+	for _, w := range wants {
+		rt := sarama.DescribeLogDirsRequestTopic{Topic: w.topic}
+		for p := range w.parts {
+			rt.PartitionIDs = append(rt.PartitionIDs, p)
+		}
+		req.DescribeTopics = append(req.DescribeTopics, rt)
 	}
-	res := perBroker(ids, func(id int32) error {
-		b, err := c.broker(id)
-		if err != nil {
-			return err
+	c.requests.Add(1)
+	resp, err := b.DescribeLogDirs(req)
+	if err != nil {
+		_ = b.Close()
+		return fmt.Errorf("describe log dirs: %w", err)
+	}
+	if !errors.Is(resp.ErrorCode, sarama.ErrNoError) {
+		return fmt.Errorf("describe log dirs: %w", resp.ErrorCode)
+	}
+	for _, dir := range resp.LogDirs {
+		if !errors.Is(dir.ErrorCode, sarama.ErrNoError) {
+			continue
 		}
-		req := &sarama.DescribeLogDirsRequest{Version: 4}
-		for _, w := range byLeader[id] {
-			rt := sarama.DescribeLogDirsRequestTopic{Topic: w.topic}
-			for p := range w.parts {
-				rt.PartitionIDs = append(rt.PartitionIDs, p)
-			}
-			req.DescribeTopics = append(req.DescribeTopics, rt)
-		}
-		c.requests.Add(1)
-		resp, err := b.DescribeLogDirs(req)
-		if err != nil {
-			_ = b.Close()
-			return fmt.Errorf("describe log dirs: %w", err)
-		}
-		if !errors.Is(resp.ErrorCode, sarama.ErrNoError) {
-			return fmt.Errorf("describe log dirs: %w", resp.ErrorCode)
-		}
-		// each partition's writer is this goroutine only: the partitions of one leader
-		for _, dir := range resp.LogDirs {
-			if !errors.Is(dir.ErrorCode, sarama.ErrNoError) {
+		for _, t := range dir.Topics {
+			w := wants[t.Topic]
+			if w == nil {
 				continue
 			}
-			for _, t := range dir.Topics {
-				w := byLeader[id][t.Topic]
-				if w == nil {
-					continue
-				}
-				for _, p := range t.Partitions {
-					if po := w.parts[p.PartitionID]; po != nil && !p.IsTemporary {
-						po.SizeBytes = p.Size
-					}
+			for _, p := range t.Partitions {
+				if po := w.parts[p.PartitionID]; po != nil && !p.IsTemporary {
+					po.SizeBytes = p.Size
 				}
 			}
 		}
-		return nil
-	})
-	var errs lagexporter.CycleErrors
-	for _, id := range ids {
-		if err := res[id]; err != nil {
-			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindConfigs, Subject: brokerSubject(id), Message: err.Error()})
-		}
 	}
-	return errs
+	return nil
 }

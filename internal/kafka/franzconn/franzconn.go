@@ -1,4 +1,4 @@
-package kafka
+package franzconn
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -16,44 +15,30 @@ import (
 	"golang.org/x/net/proxy"
 )
 
-// sarama has no share-group (KIP-932) or streams-group (KIP-1071) RPCs. ClusterReader sends those few requests with
-// franz-go's kmsg over a kgo client used only as a transport: each request goes to the broker the sarama reads already
-// chose (the group's coordinator, known from its ListGroups), so batching stays one request per coordinator. The kgo
-// client is built from the reader's sarama.Config (client id, timeouts, TLS, SASL), so it connects exactly as the
-// sarama connections do; it is created on first use and only when the cluster has share or streams groups.
-
-// franzClient returns the reader's kgo client, creating it on first use.
-func (c *ClusterReader) franzClient() (*kgo.Client, error) {
-	c.franzMu.Lock()
-	defer c.franzMu.Unlock()
-	if c.franz != nil {
-		return c.franz, nil
+// NewClient opens a franz-go client for the RPCs sarama lacks (OffsetForLeaderEpoch). It connects exactly as sc
+// does (Options: the same client id, timeouts, the kafka: block's TLS dialer, SASL), so that the kafka: block
+// stays the one place that knows how to reach the cluster. sc nil: sarama's defaults. Errors: a SASL mechanism
+// Options cannot map, or kgo refusing the options.
+func NewClient(brokers []string, sc *sarama.Config) (*kgo.Client, error) {
+	if sc == nil {
+		sc = sarama.NewConfig()
 	}
-	opts, err := franzOptions(c.seeds, c.conf)
+	opts, err := Options(brokers, sc)
 	if err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("new franz-go client: %w", err)
+		return nil, fmt.Errorf("connect franz-go client to %v: %w", brokers, err)
 	}
-	c.franz = cl
 	return cl, nil
 }
 
-// franzRequest sends req to broker id over the kgo transport (one request, no retry: the next cycle retries).
-func (c *ClusterReader) franzRequest(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
-	cl, err := c.franzClient()
-	if err != nil {
-		return nil, err
-	}
-	c.requests.Add(1)
-	return cl.Broker(int(id)).Request(ctx, req)
-}
-
-// franzOptions maps the parts of a sarama.Config that decide how to connect onto kgo options. A SASL mechanism kgo
-// cannot be given from a sarama.Config (GSSAPI) is an error: share and streams groups are then reported unsupported.
-func franzOptions(seeds []string, conf *sarama.Config) ([]kgo.Opt, error) {
+// Options maps the parts of a sarama.Config that decide how to connect onto kgo options: seeds, client id, dial and
+// read timeouts, the proxy dialer (the kafka: block's TLS), Net.TLS and SASL (PLAIN, SCRAM-SHA-256/512,
+// OAUTHBEARER). A SASL mechanism kgo cannot be given from a sarama.Config (GSSAPI) is an error, as are a proxy dialer
+// together with Net.TLS and OAUTHBEARER without a token provider.
+func Options(seeds []string, conf *sarama.Config) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID(conf.ClientID),

@@ -1,4 +1,4 @@
-package kafka
+package topicadmin
 
 import (
 	"errors"
@@ -25,15 +25,15 @@ type PartitionLayout struct {
 	Reassigning bool
 }
 
-// TopicAdmin is the small set of admin calls that keep a topic's layout in shape (the probe topic planner): read
+// Admin is the small set of admin calls that keep a topic's layout in shape (the probe topic planner): read
 // the live brokers and the topic's assignment, add partitions, reassign replicas (KIP-455,
 // AlterPartitionReassignments) and run a preferred leader election (KIP-460).
-type TopicAdmin struct {
+type Admin struct {
 	adm sarama.ClusterAdmin
 }
 
-// NewTopicAdmin connects an admin client. sc (nil: defaults with the Kafka 4 protocol) must not be shared.
-func NewTopicAdmin(brokers []string, sc *sarama.Config) (*TopicAdmin, error) {
+// NewAdmin connects an admin client. sc (nil: defaults with the Kafka 4 protocol) must not be shared.
+func NewAdmin(brokers []string, sc *sarama.Config) (*Admin, error) {
 	if sc == nil {
 		sc = sarama.NewConfig()
 		sc.Version = sarama.V4_0_0_0
@@ -42,15 +42,15 @@ func NewTopicAdmin(brokers []string, sc *sarama.Config) (*TopicAdmin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect admin to %v: %w", brokers, err)
 	}
-	return &TopicAdmin{adm: adm}, nil
+	return &Admin{adm: adm}, nil
 }
 
 // Close closes the admin client.
-func (a *TopicAdmin) Close() error { return a.adm.Close() }
+func (a *Admin) Close() error { return a.adm.Close() }
 
 // Layout returns the live brokers (sorted by id) and topic's partitions (sorted by id). A topic that does not exist
 // is an error wrapping sarama's unknown-topic error.
-func (a *TopicAdmin) Layout(topic string) ([]BrokerInfo, []PartitionLayout, error) {
+func (a *Admin) Layout(topic string) ([]BrokerInfo, []PartitionLayout, error) {
 	bs, _, err := a.adm.DescribeCluster()
 	if err != nil {
 		return nil, nil, fmt.Errorf("describe cluster: %w", err)
@@ -100,7 +100,7 @@ func (a *TopicAdmin) Layout(topic string) ([]BrokerInfo, []PartitionLayout, erro
 
 // AddPartitions grows topic to total partitions, the new ones (ids from the current count on) with the given replica
 // lists, first replica the preferred leader.
-func (a *TopicAdmin) AddPartitions(topic string, total int32, replicas [][]int32) error {
+func (a *Admin) AddPartitions(topic string, total int32, replicas [][]int32) error {
 	if err := a.adm.CreatePartitions(topic, total, replicas, false); err != nil {
 		return fmt.Errorf("add partitions to %s (to %d): %w", topic, total, err)
 	}
@@ -110,7 +110,7 @@ func (a *TopicAdmin) AddPartitions(topic string, total int32, replicas [][]int32
 // Reassign moves the listed partitions of topic to the given replica lists (AlterPartitionReassignments, KIP-455);
 // the others are left alone. It returns once the controller accepted the reassignment: replicas that must copy data
 // join the ISR later (Layout reports the partition Reassigning meanwhile).
-func (a *TopicAdmin) Reassign(topic string, moves map[int32][]int32) error {
+func (a *Admin) Reassign(topic string, moves map[int32][]int32) error {
 	if len(moves) == 0 {
 		return nil
 	}
@@ -188,7 +188,7 @@ func leafErrors(err error) []error {
 // ElectPreferred runs a preferred leader election for the listed partitions of topic. A partition whose preferred
 // leader already leads is not an error; one whose preferred replica is not in sync (PREFERRED_LEADER_NOT_AVAILABLE)
 // is returned, per partition, in the joined error.
-func (a *TopicAdmin) ElectPreferred(topic string, partitions []int32) error {
+func (a *Admin) ElectPreferred(topic string, partitions []int32) error {
 	if len(partitions) == 0 {
 		return nil
 	}

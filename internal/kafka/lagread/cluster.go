@@ -1,11 +1,4 @@
-// Package kafka is Tidemark's Kafka adapter, over sarama and, for the RPCs sarama lacks, franz-go's kmsg. It does
-// three jobs: the lag exporter's cluster reads (cluster*.go, epochs.go: ClusterReader implements lagexporter.Cluster;
-// CommitOffsets and friends serve tests and benchmarks), the collector's consumers and producers (consume*.go,
-// produce.go) and topic administration (topic_admin.go, EnsureTopic). Connection settings come from
-// internal/kafkaconfig, which also imports sarama (to build its config), as do the lag exporter's election
-// (internal/election), the application instrumentation (latency/instrument) and the tools under cmd/;
-// internal/importrules' test lists them.
-package kafka
+package lagread
 
 import (
 	"context"
@@ -161,8 +154,30 @@ func (c *ClusterReader) broker(id int32) (*sarama.Broker, error) {
 	return b, nil
 }
 
-// Metadata reads every non-internal topic with its id, partitions and leaders (one request).
+// Metadata reads every non-internal topic with its id, partitions and leaders (one request), sorted by topic and
+// partition, and keeps the brokers' addresses, the partitions' leaders and their leader epochs for the other reads.
+// A topic the answer has an error for is left out and named in the CycleErrors returned with the others; no broker
+// answering is an error without topics.
 func (c *ClusterReader) Metadata(ctx context.Context) ([]lagexporter.TopicObservation, error) {
+	resp, err := c.readMetadata(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.setBrokersLocked(resp.Brokers)
+	out, cerrs := c.setTopicsLocked(resp.Topics)
+	c.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	if len(cerrs) > 0 {
+		return out, cerrs
+	}
+	return out, nil
+}
+
+// readMetadata asks for every topic's metadata, first from the brokers of the last metadata (on their kept
+// connections), then from each bootstrap broker on a connection of its own, until one answers or ctx ends. The
+// error joins every attempt's.
+func (c *ClusterReader) readMetadata(ctx context.Context) (*sarama.MetadataResponse, error) {
 	req := sarama.NewMetadataRequest(c.conf.Version, nil)
 	var resp *sarama.MetadataResponse
 	var errs []error
@@ -201,22 +216,34 @@ func (c *ClusterReader) Metadata(ctx context.Context) ([]lagexporter.TopicObserv
 		errs = append(errs, ctx.Err())
 		return nil, fmt.Errorf("read metadata: %w", errors.Join(errs...))
 	}
-	c.mu.Lock()
-	c.addrs = make(map[int32]string, len(resp.Brokers))
-	for _, b := range resp.Brokers {
+	return resp, nil
+}
+
+// setBrokersLocked keeps the brokers' addresses from a metadata answer and drops the connections to brokers that
+// left or moved. c.mu must be held.
+func (c *ClusterReader) setBrokersLocked(brokers []*sarama.Broker) {
+	c.addrs = make(map[int32]string, len(brokers))
+	for _, b := range brokers {
 		c.addrs[b.ID()] = b.Addr()
 	}
-	for id, b := range c.brokers { // drop connections to brokers that left or moved
+	for id, b := range c.brokers {
 		if c.addrs[id] != b.Addr() {
 			_ = b.Close()
 			delete(c.brokers, id)
 			delete(c.versions, id)
 		}
 	}
+}
+
+// setTopicsLocked turns a metadata answer's non-internal topics into observations (partitions sorted by id; a
+// partition whose error is other than REPLICA_NOT_AVAILABLE has leader -1), keeps every partition's leader and
+// leader epoch, and returns a cycle error per topic answered with an error. After a complete answer, the epochs of
+// partitions that are gone are forgotten. c.mu must be held.
+func (c *ClusterReader) setTopicsLocked(topics []*sarama.TopicMetadata) ([]lagexporter.TopicObservation, lagexporter.CycleErrors) {
 	c.leaders = map[tp]int32{}
 	var out []lagexporter.TopicObservation
 	var cerrs lagexporter.CycleErrors
-	for _, t := range resp.Topics {
+	for _, t := range topics {
 		if t.IsInternal {
 			continue
 		}
@@ -240,12 +267,7 @@ func (c *ClusterReader) Metadata(ctx context.Context) ([]lagexporter.TopicObserv
 	if len(cerrs) == 0 { // a complete answer: forget partitions that are gone
 		c.epochs.retain(func(k tp) bool { _, ok := c.leaders[k]; return ok })
 	}
-	c.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
-	if len(cerrs) > 0 {
-		return out, cerrs
-	}
-	return out, nil
+	return out, cerrs
 }
 
 // perBroker runs fn for every broker id concurrently and waits.

@@ -1,4 +1,4 @@
-package kafka
+package lagread
 
 import (
 	"context"
@@ -197,49 +197,21 @@ func brokerOfSubject(s string) (int32, bool) {
 }
 
 // leaderOffsets fills the offsets of parts, all led by broker id (each *PartitionObservation is written by this
-// goroutine only).
+// goroutine only), with the three offsetQueries in order, then clamps them (clampOffsets). The broker unreachable,
+// a request failing or ctx ending fails every partition still unread; the leader epochs the answers carried are
+// recorded in every case.
 func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*lagexporter.PartitionObservation,
 	names map[*lagexporter.PartitionObservation]string) lagexporter.CycleErrors {
-	failAll := func(err error) lagexporter.CycleErrors {
-		code := partitionErrorCode(ctx, err)
-		for _, p := range parts {
-			p.Error, p.ErrorCode = err.Error(), code
-		}
-		return lagexporter.CycleErrors{{Kind: lagexporter.ErrKindListOffsets, Subject: brokerSubject(id), Message: err.Error()}}
-	}
 	b, err := c.broker(id)
 	if err != nil {
-		return failAll(err)
-	}
-	type query struct {
-		time int64
-		iso  sarama.IsolationLevel
-		set  func(p *lagexporter.PartitionObservation, off int64)
-	}
-	queries := []query{
-		{sarama.OffsetOldest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LogStart = o }},
-		// The high watermark before the last stable offset: records appended between the two reads then raise the
-		// LSO read, which is clamped to the HW below, instead of the HW, which would show them as open transactions.
-		{sarama.OffsetNewest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.HighWatermark = o }},
-		{sarama.OffsetNewest, sarama.ReadCommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LastStable = o }},
+		return failOffsets(ctx, id, parts, err)
 	}
 	var errs lagexporter.CycleErrors
-	// The leader epochs the answers carry (the answering broker leads them), recorded after the reads.
-	type epochOf struct {
-		k     tp
-		epoch int32
-	}
-	var seen []epochOf
-	defer func() {
-		c.mu.Lock()
-		for _, s := range seen {
-			c.epochs.observe(s.k, s.epoch, id)
-		}
-		c.mu.Unlock()
-	}()
-	for _, q := range queries {
+	var seen []epochOf // recorded after the reads
+	defer func() { c.observeEpochs(id, seen) }()
+	for _, q := range offsetQueries {
 		if err := ctx.Err(); err != nil {
-			return append(errs, failAll(err)...)
+			return append(errs, failOffsets(ctx, id, parts, err)...)
 		}
 		req := sarama.NewOffsetRequest(c.conf.Version)
 		req.IsolationLevel = q.iso
@@ -250,37 +222,100 @@ func (c *ClusterReader) leaderOffsets(ctx context.Context, id int32, parts []*la
 		resp, err := b.GetAvailableOffsets(req)
 		if err != nil {
 			_ = b.Close()
-			return append(errs, failAll(fmt.Errorf("list offsets: %w", err))...)
+			return append(errs, failOffsets(ctx, id, parts, fmt.Errorf("list offsets: %w", err))...)
 		}
-		for _, p := range parts {
-			blk := resp.GetBlock(names[p], p.Partition)
-			switch {
-			case blk == nil:
-				err = errors.New("partition missing from ListOffsets response")
-			case !errors.Is(blk.Err, sarama.ErrNoError):
-				err = blk.Err
-			default:
-				q.set(p, blk.Offset)
-				if q.time == sarama.OffsetNewest && q.iso == sarama.ReadUncommitted {
-					seen = append(seen, epochOf{tp{names[p], p.Partition}, blk.LeaderEpoch})
-				}
-				continue
+		var qerrs lagexporter.CycleErrors
+		seen, qerrs = applyOffsets(ctx, q, resp, parts, names, seen)
+		errs = append(errs, qerrs...)
+	}
+	clampOffsets(parts)
+	return errs
+}
+
+// offsetQuery is one of the ListOffsets requests leaderOffsets sends each leader: the timestamp asked for
+// (sarama.OffsetOldest or OffsetNewest), the isolation level, and the field of the observation the answer sets.
+type offsetQuery struct {
+	time int64
+	iso  sarama.IsolationLevel
+	set  func(p *lagexporter.PartitionObservation, off int64)
+}
+
+// offsetQueries are leaderOffsets' requests, in the order they are sent: log start, high watermark, last stable
+// offset.
+var offsetQueries = []offsetQuery{
+	{sarama.OffsetOldest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LogStart = o }},
+	// The high watermark before the last stable offset: records appended between the two reads then raise the
+	// LSO read, which is clamped to the HW (clampOffsets), instead of the HW, which would show them as open
+	// transactions.
+	{sarama.OffsetNewest, sarama.ReadUncommitted, func(p *lagexporter.PartitionObservation, o int64) { p.HighWatermark = o }},
+	{sarama.OffsetNewest, sarama.ReadCommitted, func(p *lagexporter.PartitionObservation, o int64) { p.LastStable = o }},
+}
+
+// epochOf is a partition's current leader epoch as a ListOffsets answer carried it (the answering broker leads it).
+type epochOf struct {
+	k     tp
+	epoch int32
+}
+
+// failOffsets fails every one of parts, led by broker id, with err (classified by partitionErrorCode) and returns
+// the one cycle error that names the broker.
+func failOffsets(ctx context.Context, id int32, parts []*lagexporter.PartitionObservation, err error) lagexporter.CycleErrors {
+	code := partitionErrorCode(ctx, err)
+	for _, p := range parts {
+		p.Error, p.ErrorCode = err.Error(), code
+	}
+	return lagexporter.CycleErrors{{Kind: lagexporter.ErrKindListOffsets, Subject: brokerSubject(id), Message: err.Error()}}
+}
+
+// applyOffsets sets the answer resp to query q on each of parts. A partition missing from the answer, or answered
+// with an error, keeps its first error (a later query does not replace it) and adds a cycle error naming it. It
+// returns seen with the leader epochs the high-watermark answers carried appended, and the cycle errors.
+func applyOffsets(ctx context.Context, q offsetQuery, resp *sarama.OffsetResponse, parts []*lagexporter.PartitionObservation,
+	names map[*lagexporter.PartitionObservation]string, seen []epochOf) ([]epochOf, lagexporter.CycleErrors) {
+	var errs lagexporter.CycleErrors
+	for _, p := range parts {
+		var err error
+		blk := resp.GetBlock(names[p], p.Partition)
+		switch {
+		case blk == nil:
+			err = errors.New("partition missing from ListOffsets response")
+		case !errors.Is(blk.Err, sarama.ErrNoError):
+			err = blk.Err
+		default:
+			q.set(p, blk.Offset)
+			if q.time == sarama.OffsetNewest && q.iso == sarama.ReadUncommitted {
+				seen = append(seen, epochOf{tp{names[p], p.Partition}, blk.LeaderEpoch})
 			}
-			if p.Error == "" {
-				p.Error, p.ErrorCode = err.Error(), partitionErrorCode(ctx, err)
-				if p.ErrorCode == lagexporter.ErrCodeNetwork { // an answer without the partition: not the network's fault
-					p.ErrorCode = lagexporter.ErrCodeUnknown
-				}
-				errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindListOffsets,
-					Subject: partSubject(names[p], p.Partition), Message: err.Error()})
+			continue
+		}
+		if p.Error == "" {
+			p.Error, p.ErrorCode = err.Error(), partitionErrorCode(ctx, err)
+			if p.ErrorCode == lagexporter.ErrCodeNetwork { // an answer without the partition: not the network's fault
+				p.ErrorCode = lagexporter.ErrCodeUnknown
 			}
+			errs = append(errs, lagexporter.CycleError{Kind: lagexporter.ErrKindListOffsets,
+				Subject: partSubject(names[p], p.Partition), Message: err.Error()})
 		}
 	}
+	return seen, errs
+}
+
+// clampOffsets keeps log start <= LSO <= HW on every partition read without error, whatever was appended or deleted
+// between the three reads.
+func clampOffsets(parts []*lagexporter.PartitionObservation) {
 	for _, p := range parts {
-		if p.Error == "" { // keep log start <= LSO <= HW whatever was appended or deleted between the reads
+		if p.Error == "" {
 			p.LastStable = max(min(p.LastStable, p.HighWatermark), p.LogStart)
 			p.HighWatermark = max(p.HighWatermark, p.LastStable)
 		}
 	}
-	return errs
+}
+
+// observeEpochs records that broker id leads the epochs seen.
+func (c *ClusterReader) observeEpochs(id int32, seen []epochOf) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range seen {
+		c.epochs.observe(s.k, s.epoch, id)
+	}
 }

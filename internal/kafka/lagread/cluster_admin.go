@@ -1,4 +1,4 @@
-package kafka
+package lagread
 
 import (
 	"context"
@@ -110,8 +110,8 @@ func (c *ClusterReader) Coordinators() int {
 	return len(seen)
 }
 
-// Admin is the small set of cluster changes cmd/bench-lag and tests need (topics, records, group deletion), kept here
-// so that sarama stays inside this package.
+// Admin is the small set of cluster changes cmd/bench-lag and tests need (topics, records, group deletion) to set up
+// what a ClusterReader then reads, kept here so that sarama stays inside the Kafka adapter.
 type Admin struct {
 	adm  sarama.ClusterAdmin
 	prod sarama.SyncProducer
