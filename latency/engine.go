@@ -25,7 +25,8 @@ type Engine struct {
 	two    windowConfig
 	env    windowConfig
 
-	hosts atomic.Pointer[hostTable] // by slot (hosts.go); slots stored and the table grown under mu
+	hosts   atomic.Pointer[hostTable] // by slot (hosts.go); slots stored and the table grown under mu
+	anchors anchorLookup              // e.anchorAt, made once for every host's envelope window
 
 	mu    sync.Mutex // guards paths and hb's counts and free slots (and serialises host creation)
 	hb    hostBook
@@ -50,7 +51,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, bounds: boundsMs{age: durMs(cfg.Bounds.MaxAge), skew: durMs(cfg.Bounds.MaxSkew)}, pol: policy{tolMs: durMs(cfg.SkewTolerance), floorMs: durMs(cfg.UncertaintyFloor), ratio: cfg.UncertaintyRatio, driftMax: cfg.MaxDriftPPM * 1e-6}, two: cfg.twoSidedWindow(), env: cfg.envelopeWindow(),
 		paths: map[pathKey]*Path{}}
-	ref := newHostState(cfg.ReferenceHost, e.two, e.env)
+	e.anchors = e.anchorAt
+	ref := newHostState(cfg.ReferenceHost, e.two, e.env, e.anchors)
 	ref.kind = KindReference
 	hs := make(hostTable, 1, 8)
 	hs[RefHost].Store(ref)
@@ -599,6 +601,7 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 			continue
 		}
 		lo, hi, at, slack := math.Inf(-1), math.Inf(1), math.NaN(), 0.0
+		var anc anchors
 		// The bounds use the anchors' estimates, not their worst cases: widening by the anchor's uncertainty would
 		// bias the envelope by that much on every record. What the truth may lie beyond them (the anchor's offset
 		// uncertainty, both stamps' quantisation) rides along as the bound's slack, which the stated interval adds.
@@ -606,6 +609,7 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 			if tl.has(k) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
 				lo, at, slack = tl.obs[m]-ref, ref, tl.res[k].unc+tl.q[k]+tl.q[m]
+				anc.lo = anchor{host: tl.host[k], obs: tl.obs[k], theta: tl.res[k].theta, unc: tl.res[k].unc}
 				break
 			}
 		}
@@ -613,6 +617,7 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 			if tl.has(Moment(k)) && known(&tl.res[k]) && tl.host[k] != tl.host[m] {
 				ref := tl.obs[k] - tl.res[k].theta
 				hi = tl.obs[m] - ref
+				anc.hi = anchor{host: tl.host[k], obs: tl.obs[k], theta: tl.res[k].theta, unc: tl.res[k].unc}
 				u := tl.res[k].unc + tl.q[k] + tl.q[m]
 				if math.IsNaN(at) {
 					at = ref
@@ -629,14 +634,48 @@ func (e *Engine) resolve(hs hostTable, tl *timeline) {
 		// envelope, and both stamps must be corrected with one fit (their difference is one clock's).
 		s := h.snap.Load()
 		idx := int64(math.Floor(at / e.env.bucketMs))
-		if s.envIdx != idx || b.lo > s.envLo || b.hi < s.envHi {
-			h.addEnv(b)
+		// The window also re-evaluates the newest bucket's extremes when their anchors' estimates have moved since
+		// the fit was made (a few times a second at most: an anchor's fit changes when it refits).
+		if dl, dh := e.anchorShift(&s.envLoAnc), e.anchorShift(&s.envHiAnc); s.envIdx != idx || b.lo > s.envLo ||
+			b.hi < s.envHi || dl != 0 || dh != 0 {
+			h.addEnv(b, &anc)
 			s = h.snap.Load()
 		}
 		if s.env.ok {
 			s.lookup(tl.obs[m], &tl.res[m])
 		}
 	}
+}
+
+// anchorAt is the envelope windows' anchorLookup: the host's current estimate for a reading obs (ms) on its clock,
+// when it is the reference or has an unambiguous two-sided estimate (what resolve anchors envelopes on).
+func (e *Engine) anchorAt(host HostID, obs float64) (theta, unc float64, ok bool) {
+	if host == RefHost {
+		return 0, 0, true
+	}
+	h := (*e.hosts.Load()).at(host)
+	if h == nil {
+		return 0, 0, false
+	}
+	var r resolved
+	h.snap.Load().lookup(obs, &r)
+	if !known(&r) {
+		return 0, 0, false
+	}
+	return r.theta, r.unc, true
+}
+
+// anchorShift returns how far a's host's offset estimate for its reading has moved since a recorded it (0 for the
+// reference, or when the host no longer has an estimate to anchor on).
+func (e *Engine) anchorShift(a *anchor) float64 {
+	if a.host == RefHost {
+		return 0
+	}
+	theta, _, ok := e.anchorAt(a.host, a.obs)
+	if !ok {
+		return 0
+	}
+	return theta - a.theta
 }
 
 // known reports whether a resolved offset can anchor an envelope: two-sided or the reference, and unambiguous.

@@ -87,7 +87,7 @@ func (e *Engine) Host(name string) HostID {
 		}
 		t = t[:len(t)+1]
 	}
-	h := newHostState(name, e.two, e.env)
+	h := newHostState(name, e.two, e.env, e.anchors)
 	h.id = id
 	h.used.Store(e.tick.Load())
 	t[uint32(id)&hostSlotMask].Store(h)

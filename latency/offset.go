@@ -137,6 +137,8 @@ type hostSnap struct {
 	envIdx    int64 // bucket of the newest envelope bound and its extremes: the fast path skips non-improving bounds
 	envLo     float64
 	envHi     float64
+	envLoAnc  anchor // the anchors envLo and envHi were last evaluated with
+	envHiAnc  anchor
 	twoIdx    int64 // the same for the two-sided window, so that a receipt repeating a reported offset costs no lock
 	twoLo     float64
 	twoHi     float64
@@ -162,8 +164,9 @@ type hostState struct {
 	snap        atomic.Pointer[hostSnap]
 }
 
-func newHostState(name string, twoCfg, envCfg windowConfig) *hostState {
+func newHostState(name string, twoCfg, envCfg windowConfig, anchors anchorLookup) *hostState {
 	h := &hostState{name: name, two: newWindow(twoCfg), env: newWindow(envCfg)}
+	h.env.anchors = anchors
 	h.snap.Store(&hostSnap{suspectAt: math.Inf(1), envIdx: math.MinInt64, twoIdx: math.MinInt64})
 	return h
 }
@@ -184,7 +187,7 @@ func (h *hostState) publish() {
 	}
 	if h.env.latest != math.MinInt64 {
 		k := &h.env.buckets[mod(h.env.latest, len(h.env.buckets))]
-		s.envIdx, s.envLo, s.envHi = k.idx, k.lo, k.hi
+		s.envIdx, s.envLo, s.envHi, s.envLoAnc, s.envHiAnc = k.idx, k.lo, k.hi, k.loAnc, k.hiAnc
 	}
 	if h.two.latest != math.MinInt64 && len(h.two.pending) == 0 {
 		k := &h.two.buckets[mod(h.two.latest, len(h.two.buckets))]
@@ -222,11 +225,18 @@ func (h *hostState) addTwo(b bound, kind OffsetKind, bucketMs float64) {
 }
 
 // addEnv feeds a causal bound; the caller has checked the fast path.
-func (h *hostState) addEnv(b bound) {
+func (h *hostState) addEnv(b bound, anc *anchors) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.env.improves(b) {
-		h.env.add(b)
+	// The bucket's extremes are first re-evaluated with their anchors' current estimates: the caller came here
+	// because they moved or because b beats them, and either way the fit must follow.
+	moved := h.env.reanchorAt(b.at)
+	switch {
+	case h.env.improves(b):
+		h.env.addAnchored(b, anc)
+		h.publish()
+	case moved:
+		h.env.refitAt(b.at)
 		h.publish()
 	}
 }

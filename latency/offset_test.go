@@ -216,3 +216,49 @@ func TestDriftIsFollowed(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvelopeReanchored: a causal bound is computed from its anchor's estimate at the time, and a broker's first
+// bracket may place it several ms off within its uncertainty. Here the broker's first bracket (19 ms out, 1 ms back)
+// puts its estimate 9.5 ms too high, so the producer's first lower bound is 9.5 ms too high as well and the largest
+// of its bucket. Once narrow brackets have placed the broker to within 1 ms, that bound must be re-evaluated with the
+// broker's new estimate: the envelope then lies at the producer's offset less the 2 ms produce → append delay
+// (within the 1 ms of both stamps' truncation and the broker's remaining error), not 9.5 ms above it, and its stated
+// lower bound still holds the truth.
+func TestEnvelopeReanchored(t *testing.T) {
+	e := mustEngine(t, Config{})
+	broker, producer := e.Host("broker"), e.Host("producer")
+	const thetaB, thetaP, ingest = 3000.0, -2000.0, 2.0
+	base := at("2026-11-29T12:00:00Z")
+	record := func(tp time.Time) {
+		p := timeToMs(tp)
+		e.Path("g", "t", 0).Observe(Record{Offset: p2o(p), Stamps: [NumMoments]Stamp{
+			Produce: MillisStamp(producer, int64(math.Floor(p+thetaP))),
+			Append:  MillisStamp(broker, int64(math.Floor(p+ingest+thetaB)))}})
+	}
+	if err := e.ObserveBracket(bracketAt(broker, base, 19, 1, thetaB)); err != nil {
+		t.Fatal(err)
+	}
+	record(base.Add(50 * time.Millisecond))
+	for k := 1; k <= 20; k++ {
+		at := base.Add(time.Duration(k) * 100 * time.Millisecond)
+		if err := e.ObserveBracket(bracketAt(broker, at, 1, 1, thetaB)); err != nil {
+			t.Fatal(err)
+		}
+		record(at.Add(30 * time.Millisecond))
+	}
+	now := base.Add(2100 * time.Millisecond)
+	o, err := e.Offset(producer, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := float64(o.Offset)/1e6, thetaP-ingest
+	if o.Kind != KindEnvelope || math.Abs(got-want) > 1.5 {
+		t.Errorf("envelope %v (%v) at %.3f ms, want within 1.5 ms of %v", o.Kind, o, got, want)
+	}
+	if lo := float64(o.Lower) / 1e6; lo > thetaP {
+		t.Errorf("stated lower bound %.3f ms above the true offset %v", lo, thetaP)
+	}
+}
+
+// p2o numbers a record by its produce time, so that every record of a test is a new offset.
+func p2o(ms float64) int64 { return int64(ms) }

@@ -11,6 +11,23 @@ import "math"
 // truth past it; the window keeps the bound itself for the estimate and its slack for the stated interval.
 type bound struct{ at, lo, hi, slack float64 }
 
+// anchors are the stamps a causal bound's lo and hi were computed from (see anchor), passed beside the bound so
+// that the window can re-evaluate its kept extremes when an anchor's own estimate improves. Brackets, sync
+// exchanges and reported offsets have none; nor has a bound re-inserted after a confirmed step.
+type anchors struct{ lo, hi anchor }
+
+// anchor is the stamp a causal bound was computed from: read obs (ms) on host's clock and corrected with that host's
+// offset estimate theta ± unc (ms) at the time. A bound side is obs_m − (obs − theta) for the bounded host's reading
+// obs_m, so it moves one for one with theta. The zero anchor is the reference clock, whose offset never changes.
+type anchor struct {
+	host            HostID
+	obs, theta, unc float64
+}
+
+// anchorLookup returns a host's current offset estimate for a reading obs (ms) on its clock, and whether the host
+// still has an unambiguous two-sided one (or is the reference).
+type anchorLookup func(host HostID, obs float64) (theta, unc float64, ok bool)
+
 func (b bound) twoSided() bool { return !math.IsInf(b.lo, 0) && !math.IsInf(b.hi, 0) }
 
 // windowConfig parameterises a window; all times in ms, drifts as ratios (1e-6 = 1 ppm).
@@ -36,6 +53,7 @@ type bucket struct {
 	loAt, lo               float64
 	hiAt, hi               float64
 	loSlack, hiSlack       float64 // slack of the bounds that set lo and hi
+	loAnc, hiAnc           anchor  // the anchors of the bounds that set lo and hi (causal envelopes)
 }
 
 // segment is an immutable offset fit: θ(t) = mid + slope·(t − t0), true value within ±half at t0 (for a one-sided
@@ -85,7 +103,9 @@ func (s segment) eval(t float64) (theta, unc float64) {
 // window is the sliding-window estimator of one host's offset from one family of bounds. Not safe for concurrent
 // use; hostState serialises it.
 type window struct {
-	cfg     windowConfig
+	cfg windowConfig
+	// anchors, set for a causal envelope's window, re-evaluates the kept bounds' anchors at each refit (reanchor).
+	anchors anchorLookup
 	buckets []bucket
 	latest  int64 // highest bucket index seen
 	cur     segment
@@ -133,7 +153,10 @@ func (w *window) consistent(b bound) bool {
 // last refit is that long ago; otherwise the window is marked dirty and the next bound past the interval refits.
 // Probes arrive ten times a second and tighten their bucket often while it is young: refitting on each cost more
 // than all the records of that second.
-func (w *window) add(b bound) (changed bool) {
+func (w *window) add(b bound) (changed bool) { return w.addAnchored(b, nil) }
+
+// addAnchored is add for a causal bound with its anchors (nil: none).
+func (w *window) addAnchored(b bound, anc *anchors) (changed bool) {
 	w.samples++
 	if w.cur.ok && w.cur.oneSided == 0 && b.twoSided() && !w.consistent(b) {
 		w.pending = append(w.pending, b)
@@ -149,7 +172,7 @@ func (w *window) add(b bound) (changed bool) {
 		pend := append([]bound(nil), w.pending...)
 		w.reset()
 		for _, p := range pend {
-			w.insert(p)
+			w.insert(p, nil)
 		}
 		w.lastConsistent = pend[len(pend)-1].at
 		w.steps++
@@ -164,7 +187,7 @@ func (w *window) add(b bound) (changed bool) {
 	w.pending = w.pending[:0]
 	w.lastConsistent = math.Max(w.lastConsistent, b.at)
 	latest := w.latest
-	if w.insert(b) {
+	if w.insert(b, anc) {
 		w.dirty = true
 	}
 	if stepped || !w.cur.ok || w.latest != latest ||
@@ -237,6 +260,17 @@ func (w *window) improves(b bound) bool {
 	return b.lo > k.lo || b.hi < k.hi
 }
 
+// reanchorAt re-evaluates the extremes of the bucket of reference time at (ms) with their anchors' current
+// estimates (see reanchor) and reports whether they moved.
+func (w *window) reanchorAt(at float64) bool {
+	idx := int64(math.Floor(at / w.cfg.bucketMs))
+	k := &w.buckets[mod(idx, len(w.buckets))]
+	if w.anchors == nil || k.n == 0 || k.idx != idx {
+		return false
+	}
+	return w.reanchorBucket(k)
+}
+
 func (w *window) reset() {
 	for i := range w.buckets {
 		w.buckets[i] = bucket{}
@@ -247,7 +281,7 @@ func (w *window) reset() {
 }
 
 // insert puts b into its bucket; it reports whether anything the fit uses changed.
-func (w *window) insert(b bound) bool {
+func (w *window) insert(b bound, anc *anchors) bool {
 	idx := int64(math.Floor(b.at / w.cfg.bucketMs))
 	if w.latest != math.MinInt64 && idx <= w.latest-int64(len(w.buckets)) {
 		return false // older than the window
@@ -268,11 +302,17 @@ func (w *window) insert(b bound) bool {
 		changed = true
 	}
 	if b.lo > k.lo {
-		k.lo, k.loAt, k.loSlack = b.lo, b.at, b.slack
+		k.lo, k.loAt, k.loSlack, k.loAnc = b.lo, b.at, b.slack, anchor{}
+		if anc != nil {
+			k.loAnc = anc.lo
+		}
 		changed = true
 	}
 	if b.hi < k.hi {
-		k.hi, k.hiAt, k.hiSlack = b.hi, b.at, b.slack
+		k.hi, k.hiAt, k.hiSlack, k.hiAnc = b.hi, b.at, b.slack, anchor{}
+		if anc != nil {
+			k.hiAnc = anc.hi
+		}
 		changed = true
 	}
 	return changed
@@ -286,6 +326,9 @@ func (w *window) refit() {
 	var n, nTwo int
 	from, to := math.Inf(1), math.Inf(-1)
 	oldest := w.latest - int64(len(w.buckets)) + 1
+	if w.anchors != nil {
+		w.reanchor(oldest)
+	}
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
@@ -394,6 +437,51 @@ func (w *window) refit() {
 	}
 	s.c0 = (s.slope*s.t0 - s.mid) * s.k
 	w.cur = s
+}
+
+// reanchor re-evaluates the kept extremes of the buckets from oldest on with their anchors' current estimates. A
+// causal bound is only as good as its anchor's estimate when it was made, and an anchor's first estimates (a broker's
+// first probe brackets) may be off by several ms within their uncertainty; the largest lower bound of a bucket picks
+// exactly such an error, and kept as it was it would bias the envelope for a whole window. Re-evaluated, each side
+// moves by the change of its anchor's offset and its slack by the change of that offset's uncertainty (the slack is
+// the anchor's uncertainty plus the stamps' quantisation, or for a two-sided bound the larger of its two sides', which
+// stays a bound: a side's own part shrinks or grows by exactly that change). An anchor whose host no longer has an
+// unambiguous two-sided estimate (expired, in a step's ambiguity) keeps the values it had.
+func (w *window) reanchor(oldest int64) {
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		w.reanchorBucket(k)
+	}
+}
+
+// reanchorBucket re-evaluates one bucket's kept extremes (see reanchor) and reports whether they moved.
+func (w *window) reanchorBucket(k *bucket) (moved bool) {
+	lo, hi := k.lo, k.hi
+	if !math.IsInf(k.lo, 0) {
+		k.lo, k.loSlack = w.moveAnchor(&k.loAnc, k.lo, k.loSlack)
+	}
+	if !math.IsInf(k.hi, 0) {
+		k.hi, k.hiSlack = w.moveAnchor(&k.hiAnc, k.hi, k.hiSlack)
+	}
+	return k.lo != lo || k.hi != hi
+}
+
+// moveAnchor returns a bound side v with slack sl re-evaluated with a's host's current estimate, and records that
+// estimate in a.
+func (w *window) moveAnchor(a *anchor, v, sl float64) (float64, float64) {
+	if a.host == RefHost {
+		return v, sl
+	}
+	theta, unc, ok := w.anchors(a.host, a.obs)
+	if !ok {
+		return v, sl
+	}
+	v, sl = v+(theta-a.theta), sl+(unc-a.unc)
+	a.theta, a.unc = theta, unc
+	return v, sl
 }
 
 // mutuallyConsistent reports whether all bounds overlap within tol (ignoring drift over their short span).
