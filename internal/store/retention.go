@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // DroppedPartition names a daily partition DropExpired removed.
@@ -74,7 +76,7 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 			if !isDay(id) || id >= cutoff {
 				continue
 			}
-			if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", s.partitionTarget(t.Name), id)); err != nil {
+			if err := s.dropPartition(ctx, t.Name, id); err != nil {
 				return dropped, fmt.Errorf("drop partition %s of %s: %w", id, t.Name, err)
 			}
 			dropped = append(dropped, DroppedPartition{Table: t.Name, Day: id})
@@ -83,13 +85,18 @@ func (s *Store) DropExpired(ctx context.Context, now time.Time) ([]DroppedPartit
 	return dropped, nil
 }
 
-// partitionTarget is what an ALTER TABLE ... DROP PARTITION of table names: the table itself on a single server, its
-// local tables ON CLUSTER in cluster mode (a ReplicatedMergeTree drops the partition on its other replicas itself).
-func (s *Store) partitionTarget(table string) string {
+// dropPartition drops partition id of table: on a single server the table's own; in cluster mode its local table on
+// one replica of each shard (Store.execPerShard), whose ReplicatedMergeTree drops it on the shard's other replicas
+// through ZooKeeper, waited for (replication_alter_partitions_sync 2). Not ON CLUSTER: sent to both replicas of a
+// shard, ClickHouse 18.16's distributed DDL was seen to leave one host "unfinished" past
+// distributed_ddl_task_timeout, each replica's DDL worker waiting on the other's replicated drop (as for ALTERs,
+// chcluster.go).
+func (s *Store) dropPartition(ctx context.Context, table, id string) error {
 	if s.cfg.ClickHouseCluster == "" {
-		return table
+		return s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", table, id))
 	}
-	return s.cfg.Database + "." + table + LocalSuffix + " ON CLUSTER " + s.cfg.ClickHouseCluster
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"replication_alter_partitions_sync": 2}))
+	return s.execPerShard(ctx, fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION ID '%s'", s.cfg.Database, table, LocalSuffix, id))
 }
 
 func isDay(id string) bool {

@@ -39,7 +39,7 @@ func (s *Store) RebuildRollup(ctx context.Context, day time.Time) error {
 		if err != nil {
 			return err
 		}
-		if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", s.partitionTarget(tier.table), id)); err != nil {
+		if err := s.dropPartition(ctx, tier.table, id); err != nil {
 			return fmt.Errorf("rebuild %s %s: drop partition: %w", tier.table, id, err)
 		}
 		// observed_time is compared as seconds: a bound time.Time would be sent in the session's timezone format.
