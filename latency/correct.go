@@ -5,197 +5,6 @@ import (
 	"math/bits"
 )
 
-// Stage is one latency a record's corrected timeline yields. Ingest, Mirror, QueueWait and Processing partition
-// end-to-end; Delivery is QueueWait+Processing (the cases' append->process).
-type Stage uint8
-
-// Stages, in causal order, then the composites.
-const (
-	StageIngest     Stage = iota // produce → first append (the source cluster's on a mirrored topic)
-	StageMirror                  // source-cluster append → append (mirrored topics, C28)
-	StageQueueWait               // append → receive
-	StageProcessing              // receive → processed
-	StageDelivery                // append → processed (append->process in the cases)
-	StageE2E                     // produce → processed
-	NumStages
-)
-
-var stageNames = [...]string{"ingest", "mirror", "queue_wait", "processing", "delivery", "e2e"}
-
-// String returns the stage's snake_case name (a metric label value).
-func (s Stage) String() string {
-	if int(s) < len(stageNames) {
-		return stageNames[s]
-	}
-	return "invalid"
-}
-
-// Flags describe how far a [Result] can be trusted.
-type Flags uint16
-
-// Result flags.
-const (
-	FlagInvalidStamp   Flags = 1 << iota // a present stamp was rejected (see Result.Invalid); its stages are absent
-	FlagSkewSuspected                    // an offset is unknown or ambiguous, or an order is violated beyond the uncertainty: the stages resting on that pair are kept out of live percentiles (Result.Untrusted)
-	FlagOffsetUnknown                    // some host had no offset estimate; its stamps were used uncorrected
-	FlagEnvelope                         // some offset is a causal envelope: stages into that host are biased by up to the minimum one-way delay
-	FlagCommitBound                      // no processed stamp: delivery and e2e end at the group's commit and are upper bounds
-	FlagRewindInferred                   // a replay whose rewind was not seen as a commit decrease; its since-rewind time starts at the first replayed record
-	FlagUnsettled                        // a stage across two clocks rests on an offset with no drift fit yet (warm-up) and its uncertainty exceeds the accuracy target: reported, not a reason to leave it out (its interval says how wide it is)
-	FlagProjected                        // the monotone projection moved an end point of a cross-clock stage beyond that end's own uncertainty: that stage is not trusted (Result.Untrusted)
-	FlagUnitCorrected                    // a stamp declared in ms carried µs or ns (or one declared in µs carried ns) and Config.FixUnits converted it (Result.UnitFixed)
-	FlagWide                             // a stage across two clocks has an uncertainty above max(UncertaintyFloor, UncertaintyRatio × stage): reported, not a reason to leave it out (its interval says how wide it is)
-)
-
-// UntrustFlags are the flags under which some stages of a record are not trusted: a live record carrying one feeds
-// only the stages [Result.Trusted] accepts to the live percentiles. Only an invalid stage is left out: one whose
-// end's clock is not placed at all (unknown or ambiguous offset), that spans an order violated beyond the
-// uncertainty, or whose end the monotone projection moved beyond that end's own uncertainty. A wide interval
-// (FlagWide, FlagUnsettled) is never a reason: every other stage feeds the percentiles with its [Lower, Upper].
-const UntrustFlags = FlagSkewSuspected | FlagProjected
-
-// Result is what the engine makes of one record.
-type Result struct {
-	Offset int64
-	Class  Class
-	Flags  Flags
-	// Stages in ms on the reference clock, valid where Has has bit 1<<stage. After correction every stage is >= 0,
-	// Ingest+Mirror+QueueWait+Processing (those present) equals E2E, and QueueWait+Processing equals Delivery.
-	Stages [NumStages]float64
-	Has    uint8
-	// Uncertainty of E2E in ms (the sum of its two end hosts' offset uncertainties); NaN if E2E is absent.
-	Uncertainty float64
-	// MomentUnc is each corrected moment's offset uncertainty in ms (0 on the reference clock, +Inf where the
-	// host's offset is unknown); 0 where the moment is absent. See [Result.StageUncertainty].
-	MomentUnc [NumMoments]float64
-	// bounds holds each stage's interval, read through [Result.StageBounds].
-	bounds stageBounds
-	// Corrected moments, ms since the epoch on the reference clock after the monotone projection; 0 where absent.
-	// A millisecond stamp v is taken as v + 0.5 ms, the middle of the millisecond it truncates.
-	Corrected [NumMoments]float64
-	// Invalid gives the rejection reason of each present but rejected stamp (ReasonOK elsewhere).
-	Invalid [NumMoments]Reason
-	// UnitFixed gives, for each stamp Config.FixUnits converted to its real unit, the reason it would otherwise
-	// have been rejected with (ReasonMicros or ReasonNanos; ReasonOK elsewhere). FlagUnitCorrected is set with it.
-	UnitFixed [NumMoments]Reason
-	// SkewHosts lists (deduplicated, NumSkewHosts of them) the hosts blamed for skew in this record.
-	SkewHosts    [NumMoments]HostID
-	NumSkewHosts int
-	// SinceRewindMs is, for replays, processed − rewind time in ms (how long the replay took to reach this record);
-	// NaN otherwise.
-	SinceRewindMs float64
-	// Live reports whether the record fed the live sketches with all its stages: class live, no flag of
-	// UntrustFlags, not commit-bounded. A wide or unsettled record is live.
-	Live bool
-	// Untrusted has bit 1<<stage for each present stage that is invalid: an end's offset is unknown or ambiguous, it
-	// spans a pair of stamps whose order is violated beyond their uncertainty (skew-suspected), or the monotone
-	// projection moved one of its ends beyond that end's own uncertainty (FlagProjected); or, for a stage between
-	// two stamps of one clock, the projection changed its value at all. The other stages of a flagged record are
-	// still right: a stage between two stamps of one host (receive → processed) carries none of the offsets'
-	// uncertainty, and a cross-clock stage whose ends are placed, whose own pairs passed and whose ends stayed put is
-	// unaffected by a bad pair elsewhere (an end-to-end between two known clocks does not depend on the broker that
-	// stamped the append). A live, flagged record feeds exactly those stages to the live sketches; use
-	// [Result.Trusted] per stage. 0 when no flag of UntrustFlags is set.
-	Untrusted uint8
-}
-
-// Stage returns a stage's value and whether it is present.
-func (r *Result) Stage(s Stage) (float64, bool) {
-	if r.Has&(1<<s) == 0 {
-		return 0, false
-	}
-	return r.Stages[s], true
-}
-
-// StageUncertainty returns the uncertainty in ms of stage s (present, see Has) as the correction bounds it: the sum
-// of its two end moments' offset uncertainties, each a hard bound, so the true stage lies within Stages[s] ± it
-// (before the monotone projection, which only narrows a violation). +Inf when an end's offset is unknown. For a stage
-// whose two ends one host stamped (processing) the offsets cancel and this overstates it.
-func (r *Result) StageUncertainty(s Stage) float64 {
-	first, end := Append, Processed
-	if r.Corrected[SourceAppend] != 0 {
-		first = SourceAppend
-	}
-	if r.Flags&FlagCommitBound != 0 {
-		end = Commit
-	}
-	x, y := stageEnds(s, first, end)
-	return r.MomentUnc[x] + r.MomentUnc[y]
-}
-
-// stageBounds is a result's stage intervals: computed (lower, upper) by the general path, or, for a record the
-// straight-line path took, what StageBounds computes them from on demand (its timeline is monotone and
-// unprojected, every offset two-sided: the corrected moments, their uncertainties, and these), which keeps the
-// common record's cost to two bytes and a float.
-type stageBounds struct {
-	lower, upper [NumStages]float64
-	lazy         bool
-	ms           uint8   // lazy: bit m when moment m is a ms stamp (quantum ½ ms; else 1 µs)
-	one          uint8   // lazy: bit s when stage s runs between two stamps of one clock
-	driftMax     float64 // lazy: Config.MaxDriftPPM as a fraction
-}
-
-// StageBounds returns the interval [lo, hi] in ms, on the reference clock, that holds the true value of stage s:
-// 0 ≤ lo ≤ Stages[s] ≤ hi. It propagates the offset intervals of exactly the clocks the stage spans, its ends'
-// stamps' quantisation, and causal order (docs/latency.md, "Intervals"). hi is +Inf when an end's offset is unknown
-// or bounded on one side only (a one-sided causal envelope); lo is then still a bound. ok is false when the stage is
-// absent. Percentiles of the lower and of the upper ends bound the true percentile from both sides, since an order
-// statistic is monotone in each sample. It allocates nothing.
-func (r *Result) StageBounds(s Stage) (lo, hi float64, ok bool) {
-	if r.Has&(1<<s) == 0 {
-		return 0, 0, false
-	}
-	if r.bounds.lazy {
-		return r.lazyBounds(s)
-	}
-	return r.bounds.lower[s], r.bounds.upper[s], true
-}
-
-// Width returns the width hi − lo of stage s's interval in ms (+Inf when one side is open), 0 for an absent stage.
-func (r *Result) Width(s Stage) float64 {
-	lo, hi, _ := r.StageBounds(s)
-	return hi - lo
-}
-
-// lazyBounds computes a straight-line result's interval of stage s exactly as fillBounds would have.
-func (r *Result) lazyBounds(s Stage) (lo, hi float64, ok bool) {
-	var d, q [NumMoments]float64
-	var chain uint8
-	for _, m := range [...]Moment{Produce, Append, Receive, Processed} {
-		if r.Corrected[m] == 0 {
-			continue
-		}
-		chain |= 1 << m
-		q[m] = quantum(Nanos)
-		if r.bounds.ms&(1<<m) != 0 {
-			q[m] = quantum(Millis)
-		}
-		d[m] = r.MomentUnc[m] + q[m]
-	}
-	var b stageBounds
-	fillBounds(&b, 1<<s, &r.Stages, chain, Append, Processed, &r.Corrected, &d, &d, &q, r.bounds.one, r.bounds.driftMax)
-	return b.lower[s], b.upper[s], true
-}
-
-// Trusted reports whether stage s is present and fit for live percentiles as far as clocks go: it rests on no
-// skew-suspected or unsettled pair of stamps (the record's class and FlagCommitBound are separate questions).
-func (r *Result) Trusted(s Stage) bool {
-	return r.Has&(1<<s) != 0 && r.Untrusted&(1<<s) == 0
-}
-
-func (r *Result) blame(h HostID) {
-	if h == UnknownHost {
-		return // no clock to blame: the stamp's host could not be named (a record whose leader is not known)
-	}
-	for i := 0; i < r.NumSkewHosts; i++ {
-		if r.SkewHosts[i] == h {
-			return
-		}
-	}
-	r.SkewHosts[r.NumSkewHosts] = h
-	r.NumSkewHosts++
-}
-
 // policy is Config's flagging policy in ms; driftMax is MaxDriftPPM as a fraction.
 type policy struct{ tolMs, floorMs, ratio, driftMax float64 }
 
@@ -242,10 +51,41 @@ func correct(tl *timeline, pol policy, out *Result) {
 		out.Flags |= FlagCommitBound
 	}
 	c := &out.Corrected // corrected time per moment, valid where chain has its bit
-	monotone := true
+	bad, viaFree, monotone := applyOffsets(tl, pol, chain, out)
+	if !monotone {
+		project(tl, chain, c)
+	}
+	first := Append // the first append: the source cluster's on a mirrored topic
+	if chain&(1<<SourceAppend) != 0 {
+		first = SourceAppend
+	}
+	var st [NumStages]float64
+	has := stagesOf(chain, first, end, c, &st)
+	if has&(1<<StageE2E) != 0 {
+		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
+	}
+	out.Stages, out.Has = st, has
+	var r, dlo, dhi [NumMoments]float64 // each moment before the projection, and how far its truth may lie below and above
+	boundInputs(tl, chain, &r, &dlo, &dhi)
+	one := oneClockStages(tl, has, first, end)
+	fillBounds(&out.bounds, has, &st, chain, first, end, &r, &dlo, &dhi, &tl.q, one, pol.driftMax)
+	if bad != 0 || !monotone {
+		var moved uint8
+		out.Untrusted, moved = untrusted(tl, pol, c, bad, viaFree, first, end, has, &st)
+		if moved != 0 {
+			out.Flags |= FlagProjected
+		}
+	}
+}
+
+// applyOffsets writes each chain moment's corrected time (observed − offset) and offset uncertainty into out, flags
+// unknown and envelope offsets, and checks each pair of consecutive moments (checkPair). bad has bit m when the pair
+// ending at m was flagged, viaFree when that pair has an end whose offset is unknown or ambiguous; monotone reports
+// whether the corrected times are in causal order.
+func applyOffsets(tl *timeline, pol policy, chain uint8, out *Result) (bad, viaFree uint8, monotone bool) {
+	c := &out.Corrected
+	monotone = true
 	prev := Moment(NumMoments)
-	var bad uint8     // bit m: the pair (previous present moment, m) was flagged
-	var viaFree uint8 // bit m: that pair has an end whose offset is unknown or ambiguous
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
@@ -271,9 +111,13 @@ func correct(tl *timeline, pol policy, out *Result) {
 		}
 		prev = m
 	}
-	if !monotone {
-		project(tl, chain, c)
-	}
+	return bad, viaFree, monotone
+}
+
+// stagesOf writes into st the stages the corrected moments c of chain yield (first: the first append, end: processed
+// or the commit) and returns them as bits. Where ingest and delivery (and mirror on a mirrored topic) are all present,
+// end-to-end is their sum, so that the stages add up to it exactly.
+func stagesOf(chain uint8, first, end Moment, c *[NumMoments]float64, st *[NumStages]float64) (has uint8) {
 	const (
 		bP  = 1 << Produce
 		bSA = 1 << SourceAppend
@@ -281,12 +125,6 @@ func correct(tl *timeline, pol policy, out *Result) {
 		bR  = 1 << Receive
 	)
 	bE := uint8(1) << end
-	var st [NumStages]float64
-	var has uint8
-	first := Append // the first append: the source cluster's on a mirrored topic
-	if chain&bSA != 0 {
-		first = SourceAppend
-	}
 	if chain&bP != 0 && chain&(1<<first) != 0 {
 		st[StageIngest], has = c[first]-c[Produce], has|1<<StageIngest
 	}
@@ -307,7 +145,6 @@ func correct(tl *timeline, pol policy, out *Result) {
 		}
 	}
 	if chain&bP != 0 && chain&bE != 0 {
-		// Sum the partition where it is complete so that the stages add up to e2e exactly.
 		const full = 1<<StageIngest | 1<<StageDelivery
 		switch {
 		case has&full == full && first == Append:
@@ -318,10 +155,14 @@ func correct(tl *timeline, pol policy, out *Result) {
 			st[StageE2E] = c[end] - c[Produce]
 		}
 		has |= 1 << StageE2E
-		out.Uncertainty = tl.res[Produce].unc + tl.res[end].unc
 	}
-	out.Stages, out.Has = st, has
-	var r, dlo, dhi [NumMoments]float64 // each moment before the projection, and how far its truth may lie below and above
+	return has
+}
+
+// boundInputs writes, for each chain moment, its corrected time before the projection (r) and how far its true time
+// may lie below (dlo) and above (dhi) it: offset uncertainty plus quantisation, +Inf on a side its offset does not
+// bound (unknown or ambiguous offsets on both; a one-sided envelope on the side it leaves open).
+func boundInputs(tl *timeline, chain uint8, r, dlo, dhi *[NumMoments]float64) {
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		rm := &tl.res[m]
@@ -337,21 +178,17 @@ func correct(tl *timeline, pol policy, out *Result) {
 			dhi[m] = math.Inf(1)
 		}
 	}
-	var one uint8 // stages between two stamps of one clock corrected with one fit
+}
+
+// oneClockStages returns, as bits, the stages of has between two stamps of one clock corrected with one fit.
+func oneClockStages(tl *timeline, has uint8, first, end Moment) (one uint8) {
 	for v := has; v != 0; v &= v - 1 {
 		s := Stage(bits.TrailingZeros8(v))
 		if x, y := stageEnds(s, first, end); sameClock(tl.host[x], tl.host[y]) && tl.res[x].before == tl.res[y].before {
 			one |= 1 << s
 		}
 	}
-	fillBounds(&out.bounds, has, &st, chain, first, end, &r, &dlo, &dhi, &tl.q, one, pol.driftMax)
-	if bad != 0 || !monotone {
-		var moved uint8
-		out.Untrusted, moved = untrusted(tl, pol, c, bad, viaFree, first, end, has, &st)
-		if moved != 0 {
-			out.Flags |= FlagProjected
-		}
-	}
+	return one
 }
 
 // fillBounds sets b's interval of every stage in has, st holding the stages' values (docs/latency.md,
@@ -498,91 +335,117 @@ func stageUnc(tl *timeline, pol policy, a, b Moment, stage float64) float64 {
 // projected known runs around it allow, never into the middle of it. Consecutive free runs are first made monotone
 // among themselves (unweighted pool-adjacent-violators; the clamped solution of that is the bounded isotonic fit).
 func project(tl *timeline, chain uint8, c *[NumMoments]float64) {
-	var z, w, span [NumMoments]float64
-	var runOf [NumMoments]int // run index per moment
-	var first [NumMoments]Moment
-	var free [NumMoments]bool
-	var nfree [NumMoments]float64
+	var rs runs
+	rs.cut(tl, chain, c)
+	rs.fitKnown()
+	rs.fitFree()
+	rs.place(chain, c)
+}
+
+// runs is project's working set: the chain cut into rigid runs (index k < n), each with its position z_k in the
+// shifted coordinates of the isotonic fit, its weight, its span, its first moment and whether it is free.
+type runs struct {
+	n          int
+	z, w, span [NumMoments]float64
+	nfree      [NumMoments]float64 // free stamps per run: a free run's weight
+	free       [NumMoments]bool
+	first      [NumMoments]Moment
+	runOf      [NumMoments]int // run index per moment
+}
+
+// cut splits the chain into runs (a new run at every change of clock and wherever one clock went backwards),
+// weighs them, and shifts each run's start by the summed spans of the runs before it (z_k = y_k − L_k).
+func (rs *runs) cut(tl *timeline, chain uint8, c *[NumMoments]float64) {
 	n := -1
 	var prev Moment = NumMoments
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
 		r := &tl.res[m]
-		isFree := r.free()
 		if n < 0 || !sameClock(tl.host[m], tl.host[prev]) || c[m] < c[prev] {
 			n++
-			first[n], z[n], w[n], span[n], free[n], nfree[n] = m, c[m], 0, 0, true, 0
+			rs.first[n], rs.z[n], rs.w[n], rs.span[n], rs.free[n], rs.nfree[n] = m, c[m], 0, 0, true, 0
 		}
 		// A run is free when all its stamps are; its weight is its known stamps' (or, free, how many it has).
-		if isFree {
-			nfree[n]++
+		if r.free() {
+			rs.nfree[n]++
 		} else {
-			if free[n] {
-				free[n], w[n] = false, 0
+			if rs.free[n] {
+				rs.free[n], rs.w[n] = false, 0
 			}
-			w[n] += 1 / (r.unc*r.unc + 0.25)
+			rs.w[n] += 1 / (r.unc*r.unc + 0.25)
 		}
-		if free[n] {
-			w[n] = nfree[n]
+		if rs.free[n] {
+			rs.w[n] = rs.nfree[n]
 		}
-		span[n] = c[m] - c[first[n]]
-		runOf[m] = n
+		rs.span[n] = c[m] - c[rs.first[n]]
+		rs.runOf[m] = n
 		prev = m
 	}
-	n++
+	rs.n = n + 1
 	var lens float64 // summed spans of the runs before run k
-	for k := 0; k < n; k++ {
-		z[k] -= lens
-		lens += span[k]
+	for k := 0; k < rs.n; k++ {
+		rs.z[k] -= lens
+		lens += rs.span[k]
 	}
-	// The known runs, fitted without the free ones.
+}
+
+// fitKnown fits the known runs by weighted pool-adjacent-violators, without the free ones.
+func (rs *runs) fitKnown() {
 	var fz, fw [NumMoments]float64
 	var fixed [NumMoments]int
 	nf := 0
-	for k := 0; k < n; k++ {
-		if !free[k] {
-			fz[nf], fw[nf], fixed[nf] = z[k], w[k], k
+	for k := 0; k < rs.n; k++ {
+		if !rs.free[k] {
+			fz[nf], fw[nf], fixed[nf] = rs.z[k], rs.w[k], k
 			nf++
 		}
 	}
 	pav(fz[:nf], fw[:nf])
 	for i := 0; i < nf; i++ {
-		z[fixed[i]] = fz[i]
+		rs.z[fixed[i]] = fz[i]
 	}
-	// Each gap of free runs between two known ones (or the chain's ends): monotone among themselves, then clamped.
+}
+
+// fitFree makes each gap of free runs between two known ones (or the chain's ends) monotone among themselves, then
+// clamps it between the fitted known runs around it.
+func (rs *runs) fitFree() {
 	lo := math.Inf(-1)
-	for k := 0; k < n; {
-		if !free[k] {
-			lo = z[k]
+	for k := 0; k < rs.n; {
+		if !rs.free[k] {
+			lo = rs.z[k]
 			k++
 			continue
 		}
 		j := k
-		for j < n && free[j] {
+		for j < rs.n && rs.free[j] {
 			j++
 		}
 		hi := math.Inf(1)
-		if j < n {
-			hi = z[j]
+		if j < rs.n {
+			hi = rs.z[j]
 		}
-		pav(z[k:j], w[k:j])
+		pav(rs.z[k:j], rs.w[k:j])
 		for i := k; i < j; i++ {
-			z[i] = math.Min(math.Max(z[i], lo), hi)
+			rs.z[i] = math.Min(math.Max(rs.z[i], lo), hi)
 		}
 		k = j
 	}
+}
+
+// place moves every moment of the chain with its run: run k starts at z_k + L_k and keeps its internal gaps.
+func (rs *runs) place(chain uint8, c *[NumMoments]float64) {
 	var orig [NumMoments]float64
 	copy(orig[:], c[:])
-	lens = 0
+	var lens float64
 	var start [NumMoments]float64
-	for k := 0; k < n; k++ {
-		start[k] = z[k] + lens
-		lens += span[k]
+	for k := 0; k < rs.n; k++ {
+		start[k] = rs.z[k] + lens
+		lens += rs.span[k]
 	}
 	for v := chain; v != 0; v &= v - 1 {
 		m := Moment(bits.TrailingZeros8(v))
-		k := runOf[m]
-		c[m] = start[k] + (orig[m] - orig[first[k]])
+		k := rs.runOf[m]
+		c[m] = start[k] + (orig[m] - orig[rs.first[k]])
 	}
 }
 
