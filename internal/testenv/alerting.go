@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 )
@@ -39,12 +37,7 @@ func PrivatePrometheus(t testing.TB, target, interval, alertmanager string) stri
 // fails the test with the script's output (e.g. the port was taken between FreePort and the server's bind).
 func startScript(t testing.TB, script string, env []string, args ...string) {
 	t.Helper()
-	path := filepath.Join(repoRoot(), "deploy", "local", script)
-	run := func(args ...string) ([]byte, error) {
-		c := exec.Command("bash", append([]string{path}, args...)...)
-		c.Env = env
-		return c.CombinedOutput()
-	}
+	run := func(args ...string) ([]byte, error) { return localScript(0, script, env, args...) }
 	t.Cleanup(func() {
 		if out, err := run("stop"); err != nil {
 			t.Errorf("%s stop: %v\n%s", script, err, out)

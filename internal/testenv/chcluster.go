@@ -1,10 +1,8 @@
 package testenv
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,12 +110,7 @@ func (c *ClickHouseCluster) Run(args ...string) {
 }
 
 func (c *ClickHouseCluster) run(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "chcluster.sh"))
-	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = c.env
-	out, err := cmd.CombinedOutput()
+	out, err := localScript(300*time.Second, "chcluster.sh", c.env, args...)
 	return string(out), err
 }
 

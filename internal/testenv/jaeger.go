@@ -77,15 +77,27 @@ func (p *Private) Stop() {
 }
 
 func (p *Private) script(cmd string) ([]byte, error) {
-	c := exec.Command("bash", filepath.Join(repoRoot(), "deploy", "local", "jaeger.sh"), cmd)
-	c.Env = p.env
-	return c.CombinedOutput()
+	return localScript(0, "jaeger.sh", p.env, cmd)
 }
 
 // repoRoot is the repository's root directory (this file is internal/testenv/jaeger.go).
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// localScript runs deploy/local/<script> with args under bash in environment env and returns its combined output;
+// a timeout above 0 kills it after that long.
+func localScript(timeout time.Duration, script string, env []string, args ...string) ([]byte, error) {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(repoRoot(), "deploy", "local", script)}, args...)...)
+	c.Env = env
+	return c.CombinedOutput()
 }
 
 // JaegerTrace is a trace as Jaeger's query API returns it (GET /api/traces/<id>).

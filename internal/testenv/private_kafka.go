@@ -1,11 +1,8 @@
 package testenv
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,12 +83,7 @@ func (k *PrivateKafka) Run(args ...string) {
 
 // run runs kafka.sh with args and returns its combined output.
 func (k *PrivateKafka) run(args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot(), "deploy", "local", "kafka.sh"))
-	cmd.Args = append(cmd.Args, args...)
-	cmd.Env = k.env
-	out, err := cmd.CombinedOutput()
+	out, err := localScript(600*time.Second, "kafka.sh", k.env, args...)
 	return string(out), err
 }
 
