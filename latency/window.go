@@ -322,36 +322,56 @@ func (w *window) insert(b bound, anc *anchors) bool {
 // each bucket's narrowest bracket (or, for envelopes, each bucket's extreme), then the intersection of every bucket's
 // bounds carried to the newest time along that slope.
 func (w *window) refit() {
-	var sw, st, sy, stt, sty float64
-	var n, nTwo int
-	from, to := math.Inf(1), math.Inf(-1)
 	oldest := w.latest - int64(len(w.buckets)) + 1
 	if w.anchors != nil {
 		w.reanchor(oldest)
 	}
-	for i := range w.buckets {
-		k := &w.buckets[i]
-		if k.n == 0 || k.idx < oldest {
-			continue
-		}
-		n++
-		if !math.IsNaN(k.bestAt) {
-			nTwo++
-		}
-		from, to = math.Min(from, k.firstAt), math.Max(to, k.lastAt)
-	}
-	if n == 0 {
+	sp := w.span(oldest)
+	if sp.n == 0 {
 		w.cur = segment{}
 		return
 	}
-	// Slope points, with times relative to the newest bucket: epoch milliseconds squared would cancel catastrophically.
-	tr := float64(w.latest) * w.cfg.bucketMs
+	slope, slopeErr, settled := w.fitSlope(oldest, sp)
+	w.cur = w.segmentAt(oldest, sp, slope, slopeErr, settled)
+}
+
+// windowSpan is what refit needs to know of the buckets in the window before fitting: how many hold bounds (n), how
+// many of those hold a two-sided bound (nTwo), and the span of reference time (ms) their bounds cover.
+type windowSpan struct {
+	n, nTwo  int
+	from, to float64
+}
+
+// span counts the buckets from oldest on and the time their bounds span; a fit needs both to judge its slope.
+func (w *window) span(oldest int64) windowSpan {
+	sp := windowSpan{from: math.Inf(1), to: math.Inf(-1)}
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
-		t, y, wt, ok := slopePoint(k, nTwo > 0)
+		sp.n++
+		if !math.IsNaN(k.bestAt) {
+			sp.nTwo++
+		}
+		sp.from, sp.to = math.Min(sp.from, k.firstAt), math.Max(sp.to, k.lastAt)
+	}
+	return sp
+}
+
+// fitSlope fits the drift slope (a ratio, clamped to ±maxDrift) over the slope points of the buckets from oldest on
+// (slopePoint), and returns with it slopeErr, the bound on its error, and whether it is settled: a slope that rests on
+// at least a quarter of the window (or was carried over a step) is trusted to slopeErr, a younger one is not.
+func (w *window) fitSlope(oldest int64, sp windowSpan) (slope, slopeErr float64, settled bool) {
+	// Slope points, with times relative to the newest bucket: epoch milliseconds squared would cancel catastrophically.
+	tr := float64(w.latest) * w.cfg.bucketMs
+	var sw, st, sy, stt, sty float64
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		t, y, wt, ok := slopePoint(k, sp.nTwo > 0)
 		if !ok {
 			continue
 		}
@@ -362,34 +382,21 @@ func (w *window) refit() {
 		stt += wt * t * t
 		sty += wt * t * y
 	}
-	slope := 0.0
 	if w.lastSlopeKnown {
 		slope = w.lastSlope
 	}
 	// Until a slope can be fitted the drift is unknown up to maxDrift; after, it is known to about two standard
 	// errors of the weighted least-squares slope. Either way the bounds carried across the window move by that
 	// much per ms of age, which widens the estimate's uncertainty.
-	slopeErr := w.cfg.maxDrift
+	slopeErr = w.cfg.maxDrift
 	// Settled: the slope rests on at least a quarter of the window (or carried over a step, or a reported offset).
-	settled := w.lastSlopeKnown || to-from >= w.cfg.bucketMs*float64(len(w.buckets))/4
-	if n >= 3 && to-from >= 2*w.cfg.bucketMs {
+	settled = w.lastSlopeKnown || sp.to-sp.from >= w.cfg.bucketMs*float64(len(w.buckets))/4
+	if sp.n >= 3 && sp.to-sp.from >= 2*w.cfg.bucketMs {
 		mt, my := st/sw, sy/sw
 		if v := stt/sw - mt*mt; v > 0 {
 			slope = (sty/sw - mt*my) / v
-			var rss float64
-			for i := range w.buckets {
-				k := &w.buckets[i]
-				if k.n == 0 || k.idx < oldest {
-					continue
-				}
-				t, y, wt, ok := slopePoint(k, nTwo > 0)
-				if !ok {
-					continue
-				}
-				r := y - (my + slope*(t-tr-mt))
-				rss += wt * r * r
-			}
-			slopeErr = tQuantile(n-2) * math.Sqrt(rss/float64(max(n-2, 1))/(v*sw))
+			rss := w.residuals(oldest, sp.nTwo > 0, tr, mt, my, slope)
+			slopeErr = tQuantile(sp.n-2) * math.Sqrt(rss/float64(max(sp.n-2, 1))/(v*sw))
 		}
 	}
 	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
@@ -398,45 +405,82 @@ func (w *window) refit() {
 		// ±maxDrift, so the slope used is off by at most its own size plus maxDrift.
 		slopeErr = math.Abs(slope) + w.cfg.maxDrift
 	}
+	return slope, slopeErr, settled
+}
 
-	t0 := to
-	L, H := math.Inf(-1), math.Inf(1)
-	var sL, sH float64 // slack of the buckets that set L and H
-	minWidth := math.Inf(1)
+// residuals returns the weighted residual sum of squares of the slope points (times relative to tr, means mt and my)
+// about the fitted line: the noise from which fitSlope bounds the slope's error.
+func (w *window) residuals(oldest int64, twoSided bool, tr, mt, my, slope float64) (rss float64) {
+	for i := range w.buckets {
+		k := &w.buckets[i]
+		if k.n == 0 || k.idx < oldest {
+			continue
+		}
+		t, y, wt, ok := slopePoint(k, twoSided)
+		if !ok {
+			continue
+		}
+		r := y - (my + slope*(t-tr-mt))
+		rss += wt * r * r
+	}
+	return rss
+}
+
+// segmentAt builds the fit at the newest data time from the fitted slope: the intersection of every bucket's bounds
+// carried there (intersect), widened by the slope's error over the window's span, since each carried bound is off by
+// that error times its age.
+func (w *window) segmentAt(oldest int64, sp windowSpan, slope, slopeErr float64, settled bool) segment {
+	t0 := sp.to
+	x := w.intersect(oldest, slope, t0)
+	extrap := slopeErr
+	if settled {
+		slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
+		extrap = math.Min(slopeErr, w.cfg.extrapRate)
+	}
+	s := segment{ok: true, t0: t0, slope: slope, from: sp.from, to: sp.to, n: sp.n, extrapRate: extrap,
+		k: 1 / (1 + slope), settled: settled, minWidth: x.minWidth}
+	// Each bucket's bound is carried to t0 along the slope: off by the slope's error times its age, at most the span.
+	driftUnc := slopeErr * (sp.to - sp.from)
+	switch {
+	case !math.IsInf(x.lo, 0) && !math.IsInf(x.hi, 0):
+		s.mid, s.half, s.slack = (x.lo+x.hi)/2, math.Abs(x.hi-x.lo)/2+driftUnc, math.Max(x.loSlack, x.hiSlack)
+	case !math.IsInf(x.lo, 0):
+		s.mid, s.oneSided, s.half, s.slack = x.lo, +1, driftUnc, x.loSlack
+	default:
+		s.mid, s.oneSided, s.half, s.slack = x.hi, -1, driftUnc, x.hiSlack
+	}
+	s.c0 = (s.slope*s.t0 - s.mid) * s.k
+	return s
+}
+
+// intersection is the tightest pair of bounds on the offset at one time (ms; ±Inf where no bucket bounds that side),
+// with the slack of the buckets that set them, and the width of the narrowest two-sided bound (+Inf without one).
+type intersection struct {
+	lo, hi           float64
+	loSlack, hiSlack float64
+	minWidth         float64
+}
+
+// intersect carries every bucket's lower and upper bound from oldest on to reference time t0 (ms) along slope and
+// keeps the tightest of each: the offset at t0 lies within all of them at once.
+func (w *window) intersect(oldest int64, slope, t0 float64) intersection {
+	x := intersection{lo: math.Inf(-1), hi: math.Inf(1), minWidth: math.Inf(1)}
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
 		if !math.IsNaN(k.bestAt) {
-			minWidth = math.Min(minWidth, k.bestHi-k.bestLo)
+			x.minWidth = math.Min(x.minWidth, k.bestHi-k.bestLo)
 		}
-		if l := k.lo + slope*(t0-k.loAt); !math.IsInf(k.lo, 0) && l > L {
-			L, sL = l, k.loSlack
+		if l := k.lo + slope*(t0-k.loAt); !math.IsInf(k.lo, 0) && l > x.lo {
+			x.lo, x.loSlack = l, k.loSlack
 		}
-		if h := k.hi + slope*(t0-k.hiAt); !math.IsInf(k.hi, 0) && h < H {
-			H, sH = h, k.hiSlack
+		if h := k.hi + slope*(t0-k.hiAt); !math.IsInf(k.hi, 0) && h < x.hi {
+			x.hi, x.hiSlack = h, k.hiSlack
 		}
 	}
-	extrap := slopeErr
-	if settled {
-		slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
-		extrap = math.Min(slopeErr, w.cfg.extrapRate)
-	}
-	s := segment{ok: true, t0: t0, slope: slope, from: from, to: to, n: n, extrapRate: extrap,
-		k: 1 / (1 + slope), settled: settled, minWidth: minWidth}
-	// Each bucket's bound is carried to t0 along the slope: off by the slope's error times its age, at most the span.
-	driftUnc := slopeErr * (to - from)
-	switch {
-	case !math.IsInf(L, 0) && !math.IsInf(H, 0):
-		s.mid, s.half, s.slack = (L+H)/2, math.Abs(H-L)/2+driftUnc, math.Max(sL, sH)
-	case !math.IsInf(L, 0):
-		s.mid, s.oneSided, s.half, s.slack = L, +1, driftUnc, sL
-	default:
-		s.mid, s.oneSided, s.half, s.slack = H, -1, driftUnc, sH
-	}
-	s.c0 = (s.slope*s.t0 - s.mid) * s.k
-	w.cur = s
+	return x
 }
 
 // reanchor re-evaluates the kept extremes of the buckets from oldest on with their anchors' current estimates. A

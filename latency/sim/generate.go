@@ -158,73 +158,124 @@ func (f *Flow) brokerDown(b int, t float64) bool {
 
 // Generate builds the scenario's flow deterministically from its seed.
 func Generate(sc Scenario) (*Flow, error) {
+	if err := sc.validate(); err != nil {
+		return nil, err
+	}
+	start := msOf(sc.Start)
+	g := &generator{f: &Flow{Scenario: sc, MinIngest: math.Inf(1)}, sc: sc,
+		r:     rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x9e3779b97f4a7c15)),
+		start: start, end: start + float64(sc.Duration)/1e6}
+	// Every step draws from g.r: their order is part of what a seed replays.
+	g.addHosts()
+	g.addSteps()
+	g.probes()
+	g.selfSyncs()
+	g.syncExchanges()
+	for p := 0; p < sc.Partitions; p++ {
+		g.partition(p)
+	}
+	sortObs(g.f.Obs)
+	return g.f, nil
+}
+
+// generator is the state of one Generate call: the flow it builds, the scenario, the one random source every draw
+// comes from, and the scenario's span in reference ms.
+type generator struct {
+	f          *Flow
+	sc         Scenario
+	r          *rand.Rand
+	start, end float64
+}
+
+// validate returns an error naming the scenario when a host count, the partitions, the rate, the duration or an
+// interval is not positive, or when a failover names a broker the scenario lacks or moves to the broker it leaves.
+func (sc Scenario) validate() error {
 	if sc.Brokers < 1 || sc.Producers < 1 || sc.Consumers < 1 || sc.Partitions < 1 || sc.Rate <= 0 || sc.Duration <= 0 {
-		return nil, fmt.Errorf("generate scenario %q: hosts, partitions, rate and duration must be positive", sc.Name)
+		return fmt.Errorf("generate scenario %q: hosts, partitions, rate and duration must be positive", sc.Name)
 	}
 	for _, iv := range []time.Duration{sc.ProbeInterval, sc.SyncInterval, sc.CommitInterval, sc.PollInterval} {
 		if iv <= 0 {
-			return nil, fmt.Errorf("generate scenario %q: intervals must be positive", sc.Name)
-		}
-	}
-	r := rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x9e3779b97f4a7c15))
-	f := &Flow{Scenario: sc, MinIngest: math.Inf(1)}
-	start := msOf(sc.Start)
-	end := start + float64(sc.Duration)/1e6
-	addHost := func(role Role, name string) {
-		h := &host{name: name, startMs: start,
-			offset: (r.Float64()*2 - 1) * float64(sc.MaxOffset) / 1e6,
-			drift:  sc.DriftPPM * 1e-6}
-		if r.IntN(2) == 0 {
-			h.drift = -h.drift
-		}
-		f.Hosts, f.Roles, f.clocks = append(f.Hosts, name), append(f.Roles, role), append(f.clocks, h)
-	}
-	for i := 0; i < sc.Producers; i++ {
-		addHost(RoleProducer, fmt.Sprintf("producer-%d", i))
-	}
-	for i := 0; i < sc.Brokers; i++ {
-		addHost(RoleBroker, fmt.Sprintf("broker-%d", i))
-		if i < len(sc.BrokerOffsets) {
-			f.clocks[len(f.clocks)-1].offset = float64(sc.BrokerOffsets[i]) / 1e6
+			return fmt.Errorf("generate scenario %q: intervals must be positive", sc.Name)
 		}
 	}
 	for _, fo := range sc.Failovers {
 		if fo.From < 0 || fo.From >= sc.Brokers || fo.To < 0 || fo.To >= sc.Brokers || fo.From == fo.To {
-			return nil, fmt.Errorf("generate scenario %q: failover from broker %d to %d of %d", sc.Name, fo.From, fo.To, sc.Brokers)
+			return fmt.Errorf("generate scenario %q: failover from broker %d to %d of %d", sc.Name, fo.From, fo.To, sc.Brokers)
+		}
+	}
+	return nil
+}
+
+// addHosts adds the producers, brokers and consumers, in that order (hostIndex relies on it), each with a drawn
+// clock. A broker offset fixed by Scenario.BrokerOffsets replaces the drawn one, so fixing it changes no later draw.
+func (g *generator) addHosts() {
+	sc := g.sc
+	for i := 0; i < sc.Producers; i++ {
+		g.addHost(RoleProducer, fmt.Sprintf("producer-%d", i))
+	}
+	for i := 0; i < sc.Brokers; i++ {
+		g.addHost(RoleBroker, fmt.Sprintf("broker-%d", i))
+		if i < len(sc.BrokerOffsets) {
+			g.f.clocks[len(g.f.clocks)-1].offset = float64(sc.BrokerOffsets[i]) / 1e6
 		}
 	}
 	for i := 0; i < sc.Consumers; i++ {
-		addHost(RoleConsumer, fmt.Sprintf("consumer-%d", i))
+		g.addHost(RoleConsumer, fmt.Sprintf("consumer-%d", i))
 	}
-	hostIndex := func(role Role, i int) int {
-		switch role {
-		case RoleProducer:
-			return i
-		case RoleBroker:
-			return sc.Producers + i
-		}
-		return sc.Producers + sc.Brokers + i
-	}
-	for _, s := range sc.Steps {
-		h := f.clocks[hostIndex(s.Role, s.Index)]
-		h.steps = append(h.steps, s)
-		h.stepsAbs = append(h.stepsAbs, start+float64(s.At)/1e6)
-	}
-	stampOn := func(mode Mode, h int, ref float64, unit latency.Unit) Stamp {
-		if mode == ModeReference {
-			return Stamp{Host: -1, Value: int64(math.Floor(ref * 1e6)), Unit: latency.Nanos}
-		}
-		v := f.clocks[h].read(ref)
-		if unit == latency.Millis {
-			return Stamp{Host: h, Value: int64(math.Floor(v)), Unit: latency.Millis}
-		}
-		return Stamp{Host: h, Value: int64(math.Floor(v * 1e6)), Unit: latency.Nanos}
-	}
+}
 
-	// Probes: every ProbeInterval per broker, with jitter; the broker stamps the arrival after a little handling.
+// addHost adds one host whose clock starts uniformly within ±MaxOffset and drifts by DriftPPM with a random sign.
+func (g *generator) addHost(role Role, name string) {
+	f, sc, r := g.f, g.sc, g.r
+	h := &host{name: name, startMs: g.start,
+		offset: (r.Float64()*2 - 1) * float64(sc.MaxOffset) / 1e6,
+		drift:  sc.DriftPPM * 1e-6}
+	if r.IntN(2) == 0 {
+		h.drift = -h.drift
+	}
+	f.Hosts, f.Roles, f.clocks = append(f.Hosts, name), append(f.Roles, role), append(f.clocks, h)
+}
+
+// hostIndex returns the index in Flow.Hosts of the i-th host of a role.
+func (g *generator) hostIndex(role Role, i int) int {
+	switch role {
+	case RoleProducer:
+		return i
+	case RoleBroker:
+		return g.sc.Producers + i
+	}
+	return g.sc.Producers + g.sc.Brokers + i
+}
+
+// addSteps puts the scenario's clock steps on their hosts' clocks, with their reference times.
+func (g *generator) addSteps() {
+	for _, s := range g.sc.Steps {
+		h := g.f.clocks[g.hostIndex(s.Role, s.Index)]
+		h.steps = append(h.steps, s)
+		h.stepsAbs = append(h.stepsAbs, g.start+float64(s.At)/1e6)
+	}
+}
+
+// stampOn returns the stamp host h writes at reference time ref (ms) in unit, as a host of mode writes it: a host in
+// ModeReference is the collector, which stamps on the reference clock in ns.
+func (g *generator) stampOn(mode Mode, h int, ref float64, unit latency.Unit) Stamp {
+	if mode == ModeReference {
+		return Stamp{Host: -1, Value: int64(math.Floor(ref * 1e6)), Unit: latency.Nanos}
+	}
+	v := g.f.clocks[h].read(ref)
+	if unit == latency.Millis {
+		return Stamp{Host: h, Value: int64(math.Floor(v)), Unit: latency.Millis}
+	}
+	return Stamp{Host: h, Value: int64(math.Floor(v * 1e6)), Unit: latency.Nanos}
+}
+
+// probes adds the collector's probe brackets: every ProbeInterval per broker, with jitter; the broker stamps the
+// arrival after a little handling. A failed broker's probes go unanswered.
+func (g *generator) probes() {
+	f, sc, r := g.f, g.sc, g.r
 	for b := 0; b < sc.Brokers; b++ {
-		h := hostIndex(RoleBroker, b)
-		for t := start + r.Float64()*float64(sc.ProbeInterval)/1e6; t < end; t += float64(sc.ProbeInterval) / 1e6 {
+		h := g.hostIndex(RoleBroker, b)
+		for t := g.start + r.Float64()*float64(sc.ProbeInterval)/1e6; t < g.end; t += float64(sc.ProbeInterval) / 1e6 {
 			out, back, handle := sc.OneWay.draw(r), sc.OneWay.draw(r), r.Float64()*0.3
 			if f.brokerDown(b, t+out) {
 				continue // failed: the probe goes unanswered (the probe path counts it lost)
@@ -234,21 +285,30 @@ func Generate(sc Scenario) (*Flow, error) {
 			f.Obs = append(f.Obs, Observation{At: ack, Kind: ObsBracket, Host: h, Send: t, Ack: ack, Remote: remote, Truth: -1})
 		}
 	}
-	// Self-syncing hosts (ModeReported): every SyncInterval the best of 8 round trips, kept for their receipts.
+}
+
+// clientMode returns the mode of host i when it is a producer or a consumer; brokers (false) are placed by probes.
+func (g *generator) clientMode(i int) (Mode, bool) {
+	switch g.f.Roles[i] {
+	case RoleBroker:
+		return 0, false
+	case RoleConsumer:
+		return g.sc.Consumer, true
+	}
+	return g.sc.Producer, true
+}
+
+// selfSyncs runs the self-syncs of ModeReported hosts: every SyncInterval the best of 8 round trips, kept in
+// Flow.reports for the receipts and produce headers that carry them.
+func (g *generator) selfSyncs() {
+	f, sc, r := g.f, g.sc, g.r
 	f.reports = make([][]timedReport, len(f.Hosts))
 	for i := range f.Hosts {
-		mode := sc.Producer
-		switch f.Roles[i] {
-		case RoleBroker:
-			continue
-		case RoleConsumer:
-			mode = sc.Consumer
-		}
-		if mode != ModeReported {
+		if mode, ok := g.clientMode(i); !ok || mode != ModeReported {
 			continue
 		}
 		c := f.clocks[i]
-		for t := start + r.Float64()*float64(sc.SyncInterval)/1e6; t < end; t += float64(sc.SyncInterval) / 1e6 {
+		for t := g.start + r.Float64()*float64(sc.SyncInterval)/1e6; t < g.end; t += float64(sc.SyncInterval) / 1e6 {
 			best := OffsetReport{}
 			u := t
 			for k := 0; k < 8; k++ {
@@ -265,20 +325,18 @@ func Generate(sc Scenario) (*Flow, error) {
 			f.reports[i] = append(f.reports[i], timedReport{at: u, r: best})
 		}
 	}
-	// Sync exchanges of synced producers and consumers.
+}
+
+// syncExchanges adds the sync exchanges of ModeSynced producers and consumers with the collector, every
+// SyncInterval; the collector sees each when its last leg returns.
+func (g *generator) syncExchanges() {
+	f, sc, r := g.f, g.sc, g.r
 	for i := range f.Hosts {
-		mode := sc.Producer
-		switch f.Roles[i] {
-		case RoleBroker:
-			continue
-		case RoleConsumer:
-			mode = sc.Consumer
-		}
-		if mode != ModeSynced {
+		if mode, ok := g.clientMode(i); !ok || mode != ModeSynced {
 			continue
 		}
 		c := f.clocks[i]
-		for t := start + r.Float64()*float64(sc.SyncInterval)/1e6; t < end; t += float64(sc.SyncInterval) / 1e6 {
+		for t := g.start + r.Float64()*float64(sc.SyncInterval)/1e6; t < g.end; t += float64(sc.SyncInterval) / 1e6 {
 			d1, d2 := sc.OneWay.draw(r), sc.OneWay.draw(r)
 			t2 := t + d1
 			t3 := t2 + 0.05
@@ -286,11 +344,11 @@ func Generate(sc Scenario) (*Flow, error) {
 				T1: c.read(t), T2: t2, T3: t3, T4: c.read(t3 + d2), Truth: -1})
 		}
 	}
+}
 
-	for p := 0; p < sc.Partitions; p++ {
-		f.partition(r, p, start, end, hostIndex, stampOn)
-	}
-	slices.SortStableFunc(f.Obs, func(a, b Observation) int {
+// sortObs puts observations in the order the collector sees them: by arrival, ties in the order generated.
+func sortObs(obs []Observation) {
+	slices.SortStableFunc(obs, func(a, b Observation) int {
 		switch {
 		case a.At < b.At:
 			return -1
@@ -299,185 +357,4 @@ func Generate(sc Scenario) (*Flow, error) {
 		}
 		return 0
 	})
-	return f, nil
-}
-
-// partition simulates one partition: production, appends on its leader, one consumer at a time with commits,
-// pauses, rewinds and rebalances, and the lag exporter's commit polls.
-func (f *Flow) partition(r *rand.Rand, p int, start, end float64, hostIndex func(Role, int) int,
-	stampOn func(Mode, int, float64, latency.Unit) Stamp) {
-	sc := f.Scenario
-	preferred := p % sc.Brokers
-	var recs []simRecord
-	lastAppend := math.Inf(-1)
-	produceUnit := latency.Nanos // instrumented producers write a ns produce-time header
-	var produceReports []OffsetReport
-	if sc.Producer == ModeEnvelope {
-		produceUnit = latency.Millis // uninstrumented: CreateTime, ms
-	}
-	for t := start + r.ExpFloat64()/sc.Rate*1e3; t < end; t += r.ExpFloat64() / sc.Rate * 1e3 {
-		prod := hostIndex(RoleProducer, r.IntN(sc.Producers))
-		app := math.Max(lastAppend, t+sc.OneWay.draw(r)+r.Float64()*0.3)
-		leader, avail := f.leaderAt(preferred, app)
-		if app < avail { // an election is under way: the producer's retry is appended by the new leader
-			app = avail
-			leader, _ = f.leaderAt(preferred, app)
-		}
-		broker := hostIndex(RoleBroker, leader)
-		lastAppend = app
-		f.MinIngest = math.Min(f.MinIngest, app-t)
-		if sc.Producer == ModeReported {
-			produceReports = append(produceReports, f.reportAt(prod, t))
-		}
-		recs = append(recs, simRecord{produce: t, append: app, producer: prod, broker: broker,
-			produceStamp: stampOn(sc.Producer, prod, t, produceUnit),
-			appendStamp:  int64(math.Floor(f.clocks[broker].read(app)))})
-		if sc.ProducerAcks {
-			// The acknowledgement travels back one way; it reaches the collector through the receipts topic after
-			// the emitter's linger (100 ms) and another one-way trip.
-			ack := app + sc.OneWay.draw(r) + r.Float64()*0.3
-			pc := f.clocks[prod]
-			f.Obs = append(f.Obs, Observation{At: ack + 100 + sc.OneWay.draw(r), Kind: ObsAck, Host: prod, Broker: broker,
-				T1: pc.read(t), T4: pc.read(ack), Remote: recs[len(recs)-1].appendStamp, Truth: -1})
-		}
-	}
-
-	type event struct {
-		at   float64
-		kind int // 0 pause, 1 rewind, 2 rebalance
-		i    int
-	}
-	var evs []event
-	for i, x := range sc.Pauses {
-		if x.Partition == p || x.Partition < 0 {
-			evs = append(evs, event{start + float64(x.At)/1e6, 0, i})
-		}
-	}
-	for i, x := range sc.Rewinds {
-		if x.Partition == p {
-			evs = append(evs, event{start + float64(x.At)/1e6, 1, i})
-		}
-	}
-	for i, x := range sc.Rebalances {
-		if x.Partition == p {
-			evs = append(evs, event{start + float64(x.At)/1e6, 2, i})
-		}
-	}
-	slices.SortFunc(evs, func(a, b event) int { return int(math.Copysign(1, a.at-b.at)) })
-
-	type commit struct {
-		at     float64
-		offset int64
-	}
-	groupStart := start
-	var hist []commit
-	committed, high := int64(-1), int64(-1)
-	if sc.NewGroupAt > 0 {
-		groupStart = start + float64(sc.NewGroupAt)/1e6
-	} else {
-		committed, high = 0, 0
-		hist = append(hist, commit{start, 0})
-	}
-	doCommit := func(at float64, o int64) {
-		if o != committed {
-			hist = append(hist, commit{at, o})
-		}
-		committed, high = o, max(high, o)
-	}
-	cons := p % sc.Consumers
-	now := groupStart
-	commitEvery := float64(sc.CommitInterval) / 1e6
-	nextCommit := now + commitEvery
-	pos, processedNext := int64(0), int64(0)
-	ev := 0
-	receiptAt := math.Inf(-1)
-	for pos < int64(len(recs)) {
-		rec := recs[pos]
-		recv := math.Max(now, rec.append+sc.OneWay.draw(r)+r.Float64()*2)
-		if ev < len(evs) && evs[ev].at <= recv {
-			e := evs[ev]
-			ev++
-			for nextCommit <= e.at {
-				doCommit(nextCommit, pos)
-				nextCommit += commitEvery
-			}
-			switch e.kind {
-			case 0:
-				x := sc.Pauses[e.i]
-				now = math.Max(now, e.at+float64(x.For)/1e6)
-			case 1:
-				x := sc.Rewinds[e.i]
-				doCommit(e.at, pos) // clean stop
-				back := max(0, pos-x.Back)
-				doCommit(e.at+2500, back)
-				pos, now = back, e.at+5000
-			case 2:
-				x := sc.Rebalances[e.i]
-				pos = max(committed, 0) // the next owner resumes from the last commit
-				now = e.at + float64(x.Downtime)/1e6
-				cons = (cons + 1) % sc.Consumers
-			}
-			nextCommit = now + commitEvery
-			continue
-		}
-		if recv >= end {
-			break
-		}
-		proc := recv + sc.Processing.draw(r)
-		for nextCommit <= proc {
-			doCommit(nextCommit, pos)
-			nextCommit += commitEvery
-		}
-		ch := hostIndex(RoleConsumer, cons)
-		tr := Truth{Partition: p, Offset: pos, Ingest: rec.append - rec.produce, QueueWait: recv - rec.append,
-			Processing: proc - recv, Delivery: proc - rec.append, E2E: proc - rec.produce,
-			ProducerHost: rec.producer, BrokerHost: rec.broker, ConsumerHost: ch, AppendMs: rec.append}
-		switch {
-		case pos >= processedNext && sc.NewGroupAt > 0 && rec.append < groupStart:
-			tr.Class = latency.ClassBackfill
-		case pos >= processedNext:
-			tr.Class = latency.ClassLive
-		case pos < high:
-			tr.Class = latency.ClassReplay
-		default:
-			tr.Class = latency.ClassRedelivery
-		}
-		// Receipts of one partition reach the collector in order (keyed by source partition).
-		receiptAt = math.Max(receiptAt, proc+sc.OneWay.draw(r))
-		o := Observation{At: receiptAt, Kind: ObsRecord, Partition: p, Offset: pos, Truth: len(f.Truths)}
-		o.Stamps[latency.Produce] = rec.produceStamp
-		o.Stamps[latency.Append] = Stamp{Host: rec.broker, Value: rec.appendStamp, Unit: latency.Millis}
-		if sc.LeaderCacheTTL > 0 {
-			l, _ := f.leaderAt(preferred, f.cachedAt(receiptAt))
-			o.Stamps[latency.Append].Host = hostIndex(RoleBroker, l)
-		}
-		if sc.WithReceive {
-			o.Stamps[latency.Receive] = stampOn(sc.Consumer, ch, recv, latency.Nanos)
-		}
-		o.Stamps[latency.Processed] = stampOn(sc.Consumer, ch, proc, latency.Nanos)
-		if sc.Producer == ModeReported {
-			o.ProducerReport = produceReports[pos]
-		}
-		if sc.Consumer == ModeReported {
-			o.ConsumerReport = f.reportAt(ch, proc)
-		}
-		f.Truths = append(f.Truths, tr)
-		f.Obs = append(f.Obs, o)
-		processedNext = max(processedNext, pos+1)
-		pos++
-		now = proc
-	}
-	// The lag exporter polls the committed offset; a new group shows no commit (-1) until its first commit.
-	poll := float64(sc.PollInterval) / 1e6
-	hi := 0
-	for t := groupStart; t < end; t += poll {
-		for hi < len(hist) && hist[hi].at <= t {
-			hi++
-		}
-		o := int64(-1)
-		if hi > 0 {
-			o = hist[hi-1].offset
-		}
-		f.Obs = append(f.Obs, Observation{At: t, Kind: ObsCommit, Partition: p, Offset: o, Truth: -1})
-	}
 }

@@ -165,9 +165,51 @@ func stageEnds(s latency.Stage) (x, y latency.Moment) {
 
 // Run feeds a flow's observations, in order, into a fresh engine built from cfg, and scores the results.
 func Run(f *Flow, cfg latency.Config) (*Report, error) {
-	e, err := latency.NewEngine(cfg)
+	ru, err := newRunner(f, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("run scenario %q: %w", f.Scenario.Name, err)
+	}
+	rep := ru.rep
+	t0 := time.Now()
+	var sampled time.Duration // time spent sampling offsets, kept out of Elapsed
+	nextSample := f.Obs[0].At + 10000
+	for i := range f.Obs {
+		o := &f.Obs[i]
+		if o.At >= nextSample {
+			s0 := time.Now()
+			ru.sampleOffsets(o.At)
+			nextSample += 1000
+			sampled += time.Since(s0)
+		}
+		if err := ru.observe(o); err != nil {
+			return nil, fmt.Errorf("run scenario %q: %w", f.Scenario.Name, err)
+		}
+	}
+	rep.Elapsed = time.Since(t0) - sampled
+	for i := range ru.results {
+		rep.score(&ru.results[i], &f.Truths[ru.truthOf[i]])
+	}
+	return rep, nil
+}
+
+// runner is one Run: the flow, the engine it feeds, the engine's ids of the flow's hosts and its paths by partition,
+// the report it fills, and the engine's results with the index of each one's truth in Flow.Truths.
+type runner struct {
+	f       *Flow
+	e       *latency.Engine
+	ids     []latency.HostID
+	paths   []*latency.Path
+	rep     *Report
+	results []latency.Result
+	truthOf []int
+}
+
+// newRunner builds the engine from cfg (its error is NewEngine's), registers the flow's hosts and partitions with it,
+// and starts the report.
+func newRunner(f *Flow, cfg latency.Config) (*runner, error) {
+	e, err := latency.NewEngine(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]latency.HostID, len(f.Hosts))
 	for i, n := range f.Hosts {
@@ -183,97 +225,103 @@ func Run(f *Flow, cfg latency.Config) (*Report, error) {
 	for _, fo := range f.Scenario.Failovers {
 		rep.failoverAt = math.Min(rep.failoverAt, msOf(f.Scenario.Start)+float64(fo.At)/1e6)
 	}
-	conv := func(s Stamp) latency.Stamp {
-		if s.Value == 0 {
-			return latency.Stamp{}
+	return &runner{f: f, e: e, ids: ids, paths: paths, rep: rep,
+		results: make([]latency.Result, 0, len(f.Truths)), truthOf: make([]int, 0, len(f.Truths))}, nil
+}
+
+// sampleOffsets scores the engine's offset estimate of every host it has one for at reference time at (ms) against
+// the true offset: the error by kind, and whether the stated interval held the truth (Report.OffsetErr,
+// OffsetScored, OffsetCovered, OffsetMisses).
+func (ru *runner) sampleOffsets(at float64) {
+	rep := ru.rep
+	for h, id := range ru.ids {
+		est, _ := ru.e.Offset(id, timeOf(at))
+		if est.Kind == latency.KindUnknown {
+			continue
 		}
-		h := latency.RefHost
-		if s.Host >= 0 {
-			h = ids[s.Host]
+		tru := ru.f.TrueOffset(h, at)
+		d := math.Abs(float64(est.Offset)/1e6 - tru)
+		rep.OffsetErr[est.Kind].Abs = append(rep.OffsetErr[est.Kind].Abs, d)
+		if ru.f.stepping(h, at) {
+			continue // a clock stepped moments ago: no estimator can know before the first bound after it
 		}
-		return latency.Stamp{Value: s.Value, Host: h, Unit: s.Unit}
-	}
-	results := make([]latency.Result, 0, len(f.Truths))
-	truthOf := make([]int, 0, len(f.Truths))
-	t0 := time.Now()
-	var sampled time.Duration
-	nextSample := f.Obs[0].At + 10000
-	for i := range f.Obs {
-		o := &f.Obs[i]
-		if o.At >= nextSample {
-			s0 := time.Now()
-			for h, id := range ids {
-				est, _ := e.Offset(id, timeOf(o.At))
-				if est.Kind == latency.KindUnknown {
-					continue
-				}
-				tru := f.TrueOffset(h, o.At)
-				d := math.Abs(float64(est.Offset)/1e6 - tru)
-				rep.OffsetErr[est.Kind].Abs = append(rep.OffsetErr[est.Kind].Abs, d)
-				if f.stepping(h, o.At) {
-					continue // a clock stepped moments ago: no estimator can know before the first bound after it
-				}
-				rep.OffsetScored++
-				// 1e-3 ms: the rounding of a time.Duration of ns against the float truth
-				if (est.Lower == -latency.Unbounded || float64(est.Lower)/1e6 <= tru+1e-3) &&
-					(est.Upper == latency.Unbounded || float64(est.Upper)/1e6 >= tru-1e-3) {
-					rep.OffsetCovered++
-				} else if len(rep.OffsetMisses) < 8 {
-					rep.OffsetMisses = append(rep.OffsetMisses, OffsetMiss{f.Hosts[h], est, tru, o.At})
-				}
-			}
-			nextSample += 1000
-			sampled += time.Since(s0)
-		}
-		switch o.Kind {
-		case ObsBracket:
-			err = e.ObserveBracket(latency.Bracket{Host: ids[o.Host], Send: timeOf(o.Send), RemoteMs: o.Remote, Ack: timeOf(o.Ack)})
-		case ObsSync:
-			err = e.ObserveSync(latency.SyncExchange{Host: ids[o.Host], T1: timeOf(o.T1), T2: timeOf(o.T2), T3: timeOf(o.T3), T4: timeOf(o.T4)})
-		case ObsAck:
-			// As the collector does: an ack that brackets nothing (its broker not bracketed yet, a clock step) is
-			// counted and dropped.
-			if aerr := e.ObserveAck(latency.ProducerAck{Host: ids[o.Host], Broker: ids[o.Broker], Send: timeOf(o.T1),
-				Ack: timeOf(o.T4), AppendMs: o.Remote}); aerr != nil {
-				rep.AcksRefused++
-			} else {
-				rep.AcksUsed++
-			}
-		case ObsCommit:
-			paths[o.Partition].ObserveCommit(o.Offset, timeOf(o.At))
-		case ObsRecord:
-			// As the collector does: a receipt's reported clock offsets go to the engine at the receipt's arrival.
-			at := timeOf(o.At)
-			if rp := o.ProducerReport; rp.Valid {
-				err = e.ReportOffset(ids[o.Stamps[latency.Produce].Host], msDur(rp.Offset), msDur(rp.Unc), at)
-			}
-			if rp := o.ConsumerReport; rp.Valid && err == nil {
-				err = e.ReportOffset(ids[o.Stamps[latency.Processed].Host], msDur(rp.Offset), msDur(rp.Unc), at)
-			}
-			if err != nil {
-				break
-			}
-			var rec latency.Record
-			rec.Offset = o.Offset
-			for m := range rec.Stamps {
-				rec.Stamps[m] = conv(o.Stamps[m])
-			}
-			results = append(results, paths[o.Partition].Observe(rec))
-			truthOf = append(truthOf, o.Truth)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("run scenario %q: %w", f.Scenario.Name, err)
+		rep.OffsetScored++
+		// 1e-3 ms: the rounding of a time.Duration of ns against the float truth
+		if (est.Lower == -latency.Unbounded || float64(est.Lower)/1e6 <= tru+1e-3) &&
+			(est.Upper == latency.Unbounded || float64(est.Upper)/1e6 >= tru-1e-3) {
+			rep.OffsetCovered++
+		} else if len(rep.OffsetMisses) < 8 {
+			rep.OffsetMisses = append(rep.OffsetMisses, OffsetMiss{ru.f.Hosts[h], est, tru, at})
 		}
 	}
-	rep.Elapsed = time.Since(t0) - sampled
-	for i := range results {
-		rep.score(&results[i], &f.Truths[truthOf[i]])
+}
+
+// observe feeds one observation to the engine as the collector would, and returns the engine's error.
+func (ru *runner) observe(o *Observation) error {
+	e, ids := ru.e, ru.ids
+	switch o.Kind {
+	case ObsBracket:
+		return e.ObserveBracket(latency.Bracket{Host: ids[o.Host], Send: timeOf(o.Send), RemoteMs: o.Remote, Ack: timeOf(o.Ack)})
+	case ObsSync:
+		return e.ObserveSync(latency.SyncExchange{Host: ids[o.Host], T1: timeOf(o.T1), T2: timeOf(o.T2), T3: timeOf(o.T3), T4: timeOf(o.T4)})
+	case ObsAck:
+		// As the collector does: an ack that brackets nothing (its broker not bracketed yet, a clock step) is
+		// counted and dropped.
+		if aerr := e.ObserveAck(latency.ProducerAck{Host: ids[o.Host], Broker: ids[o.Broker], Send: timeOf(o.T1),
+			Ack: timeOf(o.T4), AppendMs: o.Remote}); aerr != nil {
+			ru.rep.AcksRefused++
+		} else {
+			ru.rep.AcksUsed++
+		}
+	case ObsCommit:
+		ru.paths[o.Partition].ObserveCommit(o.Offset, timeOf(o.At))
+	case ObsRecord:
+		return ru.observeRecord(o)
 	}
-	return rep, nil
+	return nil
+}
+
+// observeRecord feeds a receipt: first the clock offsets it reports, at its arrival, as the collector does; then
+// its record, whose result it keeps for scoring.
+func (ru *runner) observeRecord(o *Observation) error {
+	e, ids := ru.e, ru.ids
+	at := timeOf(o.At)
+	if rp := o.ProducerReport; rp.Valid {
+		if err := e.ReportOffset(ids[o.Stamps[latency.Produce].Host], msDur(rp.Offset), msDur(rp.Unc), at); err != nil {
+			return err
+		}
+	}
+	if rp := o.ConsumerReport; rp.Valid {
+		if err := e.ReportOffset(ids[o.Stamps[latency.Processed].Host], msDur(rp.Offset), msDur(rp.Unc), at); err != nil {
+			return err
+		}
+	}
+	var rec latency.Record
+	rec.Offset = o.Offset
+	for m := range rec.Stamps {
+		rec.Stamps[m] = ru.stamp(o.Stamps[m])
+	}
+	ru.results = append(ru.results, ru.paths[o.Partition].Observe(rec))
+	ru.truthOf = append(ru.truthOf, o.Truth)
+	return nil
+}
+
+// stamp converts a simulated stamp to the engine's: host -1 is the reference clock, a zero value no stamp.
+func (ru *runner) stamp(s Stamp) latency.Stamp {
+	if s.Value == 0 {
+		return latency.Stamp{}
+	}
+	h := latency.RefHost
+	if s.Host >= 0 {
+		h = ru.ids[s.Host]
+	}
+	return latency.Stamp{Value: s.Value, Host: h, Unit: s.Unit}
 }
 
 func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
+// score adds one result, against its record's truth, to the report: counts by class and flag, the consistency
+// checks, and for a truly live record how much of it fed the live sketches and how far each fed stage is off.
 func (rep *Report) score(res *latency.Result, tr *Truth) {
 	rep.Records++
 	rep.Confusion[tr.Class][res.Class]++
@@ -283,6 +331,31 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	if res.Flags&latency.FlagUnsettled != 0 {
 		rep.Unsettled++
 	}
+	rep.checkConsistency(res)
+	fed := fedStages(res)
+	if res.Live {
+		rep.Live++
+	}
+	if tr.Class != latency.ClassLive {
+		return
+	}
+	warm := rep.countLive(res, tr, fed)
+	truth := [latency.NumStages]float64{latency.StageIngest: tr.Ingest, latency.StageQueueWait: tr.QueueWait,
+		latency.StageProcessing: tr.Processing, latency.StageDelivery: tr.Delivery, latency.StageE2E: tr.E2E}
+	for s := latency.Stage(0); s < latency.NumStages; s++ {
+		v, ok := res.Stage(s)
+		if !ok || fed&(1<<s) == 0 || s == latency.StageMirror {
+			continue
+		}
+		rep.scoreInterval(res, tr, s, v, truth[s])
+		rep.addError(s, v, truth[s], tr.AppendMs, warm)
+	}
+}
+
+// checkConsistency counts a result's negative stages (Report.NegativeStages) and whether its partition stages fail
+// to add up to e2e within 1e-6 ms (Report.SumMismatch); delivery stands in for queue wait and processing when the
+// record has no receive stamp.
+func (rep *Report) checkConsistency(res *latency.Result) {
 	var sum float64
 	for s := latency.Stage(0); s < latency.NumStages; s++ {
 		if v, ok := res.Stage(s); ok && v < 0 {
@@ -302,21 +375,26 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	if e2e, ok := res.Stage(latency.StageE2E); ok && math.Abs(sum-e2e) > 1e-6 {
 		rep.SumMismatch++
 	}
-	// fed: the stages that reached the live sketches (stats.go's account).
-	var fed uint8
+}
+
+// fedStages returns the stages of a result that reached the live sketches, as stats.go accounts them: all of a live
+// record's, the trusted ones of a live-class record kept out only for untrusted stages, none otherwise.
+func fedStages(res *latency.Result) (fed uint8) {
 	switch {
 	case res.Live:
 		fed = res.Has
-		rep.Live++
 	case res.Class == latency.ClassLive && res.Flags&latency.FlagCommitBound == 0 &&
 		res.Flags&latency.UntrustFlags != 0:
 		fed = res.Has &^ res.Untrusted
 	}
-	if tr.Class != latency.ClassLive {
-		return
-	}
+	return fed
+}
+
+// countLive counts a truly live record and its stages, and those the engine kept out of the live sketches, overall
+// and for the warm-up; it reports whether the record was appended in the warm-up.
+func (rep *Report) countLive(res *latency.Result, tr *Truth, fed uint8) (warm bool) {
 	rep.TrueLive++
-	warm := tr.AppendMs < rep.warmEnd
+	warm = tr.AppendMs < rep.warmEnd
 	if warm {
 		rep.TrueLiveWarm++
 	}
@@ -328,42 +406,46 @@ func (rep *Report) score(res *latency.Result, tr *Truth) {
 	}
 	rep.TrueLiveStages += bits.OnesCount8(res.Has)
 	rep.LiveStagesExcluded += bits.OnesCount8(res.Has &^ fed)
-	truth := [latency.NumStages]float64{latency.StageIngest: tr.Ingest, latency.StageQueueWait: tr.QueueWait,
-		latency.StageProcessing: tr.Processing, latency.StageDelivery: tr.Delivery, latency.StageE2E: tr.E2E}
-	for s := latency.Stage(0); s < latency.NumStages; s++ {
-		v, ok := res.Stage(s)
-		if !ok || fed&(1<<s) == 0 || s == latency.StageMirror {
-			continue
+	return warm
+}
+
+// scoreInterval scores stage s's stated interval (Result.StageBounds) against its true value truth (ms), under the
+// weakest kind of offset estimate the stage spans: whether it held the truth, and its width or that it is open.
+func (rep *Report) scoreInterval(res *latency.Result, tr *Truth, s latency.Stage, v, truth float64) {
+	is := &rep.Intervals[rep.StageKind(s)]
+	is.Scored++
+	// 1e-9 ms: the float rounding of stamps near 1.8e12 ms, far below any stamp's quantum
+	lo, hi, _ := res.StageBounds(s)
+	if truth >= lo-1e-9 && truth <= hi+1e-9 {
+		is.Covered++
+	} else if len(is.Misses) < 8 {
+		is.Misses = append(is.Misses, Miss{Stage: s, Lower: lo, Value: v, Upper: hi, Truth: truth, Flags: res.Flags, AppendMs: tr.AppendMs})
+	}
+	if w := hi - lo; math.IsInf(w, 1) {
+		is.Open++
+	} else {
+		is.Widths = append(is.Widths, w)
+	}
+}
+
+// addError adds the error of stage s's corrected value v against its true value truth (ms) of a record appended at
+// appendMs (reference ms), absolute and normalised by max(2 ms, 2 %), to Stage, to Steady after the warm-up, and
+// after the warm-up to the side of the first failover it was appended on.
+func (rep *Report) addError(s latency.Stage, v, truth, appendMs float64, warm bool) {
+	d := math.Abs(v - truth)
+	norm := d / math.Max(2, 0.02*truth)
+	rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
+	rep.Stage[s].Norm = append(rep.Stage[s].Norm, norm)
+	if !warm {
+		rep.Steady[s].Abs = append(rep.Steady[s].Abs, d)
+		rep.Steady[s].Norm = append(rep.Steady[s].Norm, norm)
+	}
+	if !math.IsInf(rep.failoverAt, 1) && !warm {
+		side := &rep.BeforeFailover
+		if appendMs >= rep.failoverAt {
+			side = &rep.AfterFailover
 		}
-		is := &rep.Intervals[rep.StageKind(s)]
-		is.Scored++
-		// 1e-9 ms: the float rounding of stamps near 1.8e12 ms, far below any stamp's quantum
-		lo, hi, _ := res.StageBounds(s)
-		if truth[s] >= lo-1e-9 && truth[s] <= hi+1e-9 {
-			is.Covered++
-		} else if len(is.Misses) < 8 {
-			is.Misses = append(is.Misses, Miss{Stage: s, Lower: lo, Value: v, Upper: hi, Truth: truth[s], Flags: res.Flags, AppendMs: tr.AppendMs})
-		}
-		if w := hi - lo; math.IsInf(w, 1) {
-			is.Open++
-		} else {
-			is.Widths = append(is.Widths, w)
-		}
-		d := math.Abs(v - truth[s])
-		norm := d / math.Max(2, 0.02*truth[s])
-		rep.Stage[s].Abs = append(rep.Stage[s].Abs, d)
-		rep.Stage[s].Norm = append(rep.Stage[s].Norm, norm)
-		if !warm {
-			rep.Steady[s].Abs = append(rep.Steady[s].Abs, d)
-			rep.Steady[s].Norm = append(rep.Steady[s].Norm, norm)
-		}
-		if !math.IsInf(rep.failoverAt, 1) && !warm {
-			side := &rep.BeforeFailover
-			if tr.AppendMs >= rep.failoverAt {
-				side = &rep.AfterFailover
-			}
-			side.Abs, side.Norm = append(side.Abs, d), append(side.Norm, norm)
-		}
+		side.Abs, side.Norm = append(side.Abs, d), append(side.Norm, norm)
 	}
 }
 
