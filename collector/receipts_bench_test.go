@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,8 +79,10 @@ func BenchmarkReceiptsPath(b *testing.B) {
 	var next int64 // the next receipts-topic offset
 	var srcOff int64
 	var before, after runtime.MemStats
+	var cpu0, cpu1 syscall.Rusage
 	b.ReportAllocs()
 	runtime.ReadMemStats(&before)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &cpu0)
 	for b.Loop() {
 		for r := range recs {
 			recs[r].Offset = next
@@ -94,9 +97,12 @@ func BenchmarkReceiptsPath(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &cpu1)
 	runtime.ReadMemStats(&after)
 	n := float64(srcOff)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/receipt")
+	cpu := time.Duration(cpu1.Utime.Nano() + cpu1.Stime.Nano() - cpu0.Utime.Nano() - cpu0.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/receipt")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/receipt")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/receipt")
 	if live := testutil.ToFloat64(deps.metrics.Classes.WithLabelValues(PathReceipts, latency.ClassLive.String())); live != n {

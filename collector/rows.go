@@ -76,13 +76,23 @@ func nsToMs(ns int64) int64 { return ns / 1e6 }
 // latencyRow builds a latency_events row from a record's raw stamps and the engine's result.
 func latencyRow(src store.Source, group, topic string, partition int32, raw rawStamps, res *latency.Result,
 	producer, broker, consumer string, traceID []byte, spanID []byte) store.LatencyRow {
-	row := store.LatencyRow{
+	var row store.LatencyRow
+	latencyRowInto(&row, src, group, topic, partition, raw, res, producer, broker, consumer)
+	row.TraceID, row.SpanID = traceHex(traceID, spanID)
+	return row
+}
+
+// latencyRowInto is latencyRow without trace ids, written over *row (the receipts path builds its rows in place
+// and makes their trace ids per record, traceHexes).
+func latencyRowInto(row *store.LatencyRow, src store.Source, group, topic string, partition int32, raw rawStamps,
+	res *latency.Result, producer, broker, consumer string) {
+	*row = store.LatencyRow{
 		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src, Class: replayClass(res.Class),
 		EventMs: raw.event, AppendMs: raw.append, ReceiveMs: raw.receive, ProcessedMs: raw.processed,
 		Flags: uint32(res.Flags), ProducerHost: producer, BrokerHost: broker, ConsumerHost: consumer,
 	}
-	naiveStages(&row, raw)
-	sr := stageRounder{row: &row, res: res}
+	naiveStages(row, raw)
+	sr := stageRounder{row: row, res: res}
 	sr.stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
 	sr.stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
 	sr.stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
@@ -96,8 +106,6 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 			break
 		}
 	}
-	row.TraceID, row.SpanID = traceHex(traceID, spanID)
-	return row
 }
 
 // replayClass is the latency_events.replay_class of an engine class (store.ClassUnknown for none of them).
