@@ -262,7 +262,8 @@ func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source,
 		if dst == nil { // most records of a batch hold as many receipts as the first
 			dst = make([]store.LatencyRow, 0, len(rs)*hint)
 		}
-		dst = append(dst, store.LatencyRow{})
+		// The next row is zero already: past its length, a slice of pointerful rows is zeroed when allocated.
+		dst = slices.Grow(dst, 1)[:len(dst)+1]
 		row := &dst[len(dst)-1]
 		p.row(ctx, row, &rs[j], now, cache, tid, sid)
 		// where the row came from: a successor assigned the partition seeds its dedup window from these

@@ -82,15 +82,16 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 	return row
 }
 
-// latencyRowInto is latencyRow without trace ids, written over *row (the receipts path builds its rows in place
-// and makes their trace ids per record, traceHexes).
+// latencyRowInto is latencyRow without trace ids, written into *row, which must be zero: the receipts path builds
+// its rows in place in the batch's slice (one copy of the row less, and no bulk write barrier while the GC
+// marks) and makes their trace ids per record (traceHexes).
 func latencyRowInto(row *store.LatencyRow, src store.Source, group, topic string, partition int32, raw rawStamps,
 	res *latency.Result, producer, broker, consumer string) {
-	*row = store.LatencyRow{
-		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src, Class: replayClass(res.Class),
-		EventMs: raw.event, AppendMs: raw.append, ReceiveMs: raw.receive, ProcessedMs: raw.processed,
-		Flags: uint32(res.Flags), ProducerHost: producer, BrokerHost: broker, ConsumerHost: consumer,
-	}
+	row.Group, row.Topic, row.Partition, row.Offset = group, topic, partition, res.Offset
+	row.Source, row.Class = src, replayClass(res.Class)
+	row.EventMs, row.AppendMs, row.ReceiveMs, row.ProcessedMs = raw.event, raw.append, raw.receive, raw.processed
+	row.Flags = uint32(res.Flags)
+	row.ProducerHost, row.BrokerHost, row.ConsumerHost = producer, broker, consumer
 	naiveStages(row, raw)
 	sr := stageRounder{row: row, res: res}
 	sr.stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
