@@ -442,8 +442,10 @@ func (p *Receipts) row(ctx context.Context, row *store.LatencyRow, r *instrument
 			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
 		}
 	}
-	p.observeLive(r, &res, exemplar, now, c)
-	latencyRowInto(row, store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, st.producer, st.broker, r.Host)
+	var e2e e2eBounds // computed once for the live histograms and the row
+	e2e.lo, e2e.hi, e2e.ok = res.StageBounds(latency.StageE2E)
+	p.observeLive(r, &res, e2e, exemplar, now, c)
+	latencyRowInto(row, store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, e2e, st.producer, st.broker, r.Host)
 	row.TraceID, row.SpanID = tid, sid
 }
 
@@ -550,7 +552,7 @@ func (p *Receipts) placedBroker(r *instrument.Receipt, c *batchCache) (latency.H
 // Every live record with a valid stage feeds them (observe takes the stages the engine trusts): a record flagged
 // for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e. Commit-bounded results
 // never do. Over collector.max_live_series pairs the row is stored and the histograms miss it (counted).
-func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemplar []byte, now time.Time, c *batchCache) {
+func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, e2e e2eBounds, exemplar []byte, now time.Time, c *batchCache) {
 	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 || res.Has&^res.Untrusted == 0 {
 		return
 	}
@@ -559,7 +561,7 @@ func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemp
 		c.liveFull = c.live == nil
 	}
 	if c.live != nil {
-		c.live.observe(res, exemplar, now)
+		c.live.observeWith(res, e2e, exemplar, now)
 	} else {
 		c.overflow++
 	}
