@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,39 @@ type logAppendMeta struct{ v *kafka.TopicView }
 func (m logAppendMeta) Topic(string) *kafka.TopicView { return m.v }
 func (logAppendMeta) Await(string) <-chan struct{}    { return closedAwait }
 
+// lockedAppends attributes every append to broker 1, at the cost of kafka.AppendLeaders' answers: a lock, a map
+// lookup and a clock read (its partition's last use) per call.
+type lockedAppends struct {
+	mu      sync.Mutex
+	lastUse map[lockedAppendsKey]time.Time
+}
+
+type lockedAppendsKey struct {
+	topic     string
+	partition int32
+}
+
+func (a *lockedAppends) touch(topic string, partition int32) {
+	a.mu.Lock()
+	a.lastUse[lockedAppendsKey{topic, partition}] = time.Now()
+	a.mu.Unlock()
+}
+
+func (a *lockedAppends) AppendLeader(_ context.Context, topic string, partition int32, _ int64) int32 {
+	a.touch(topic, partition)
+	return 1
+}
+
+func (a *lockedAppends) Placed(topic string, partition int32, _ int64) int32 {
+	a.touch(topic, partition)
+	return 1
+}
+
+func (a *lockedAppends) Await(topic string, partition int32, _ int64) <-chan struct{} {
+	a.touch(topic, partition)
+	return nil
+}
+
 // BenchmarkReceiptsPath is the receipts path without servers: Receipts.HandleBatch (decode, stamps, engine,
 // live histograms, row building, pending rows, the sink hand-off and its acknowledgement) over fakes of its
 // dependencies, on receipts shaped like cmd/bench-collector's: 256 per Kafka record (the emitter's default batch),
@@ -42,7 +76,7 @@ func BenchmarkReceiptsPath(b *testing.B) {
 	}
 	deps := &pathDeps{engine: eng, hosts: newHosts(eng), sink: discardSink{}, dlq: &fakeDLQ{},
 		meta:    logAppendMeta{knownTopic(kafka.TimestampLogAppend, 1)},
-		appends: fakeAppends{}, metrics: NewMetrics(nil), clock: func() time.Time { return now },
+		appends: &lockedAppends{lastUse: map[lockedAppendsKey]time.Time{}}, metrics: NewMetrics(nil), clock: func() time.Time { return now },
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	p := newReceipts(context.Background(), deps)
 
