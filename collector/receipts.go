@@ -336,6 +336,10 @@ func (p *Receipts) needs(rs []instrument.Receipt, off int64) (*parkedRecord, err
 // else the channel to wait on before processing them: the record is parked on it, so that placing an offset in its
 // leader epoch (up to one refresh round) never holds up the receipts partition. Only receipts of topics the metadata
 // cache knows are asked about (as in row). Caller has checked no topic of rs is being looked up.
+//
+// Offsets are placed in order (every offset below a placed one is placed), so each run of consecutive receipts of
+// one partition is asked about once, for its highest offset: one call (a lock and a map lookup) per run instead of
+// one per receipt.
 func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 	if p.appends == nil {
 		return nil
@@ -343,16 +347,22 @@ func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 	var (
 		wait   <-chan struct{}
 		view   *kafka.TopicView
-		last   = -1
 		topicT string
+		run    = -1  // the first receipt of the run to ask about
+		high   int64 // the run's highest offset
 	)
+	ask := func() {
+		// Channels close in round order, so the last one returned is the latest: waiting for it covers every receipt.
+		if run >= 0 {
+			if ch := p.appends.Await(rs[run].Topic, rs[run].Partition, high); ch != nil {
+				wait = ch
+			}
+		}
+	}
 	for j := range rs {
 		r := &rs[j]
 		if !r.HasRecordTimestamp || r.TimestampType == instrument.TimestampCreate {
 			continue
-		}
-		if last >= 0 && r.Topic == rs[last].Topic && r.Partition == rs[last].Partition && r.Offset <= rs[last].Offset {
-			continue // below an offset already asked about: placed with it
 		}
 		if view == nil || topicT != r.Topic {
 			view, topicT = p.meta.Topic(r.Topic), r.Topic
@@ -363,12 +373,14 @@ func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 		if r.TimestampType == instrument.TimestampUnknown && view.TimestampType != kafka.TimestampLogAppend {
 			continue
 		}
-		last = j
-		// Channels close in round order, so the last one returned is the latest: waiting for it covers every receipt.
-		if ch := p.appends.Await(r.Topic, r.Partition, r.Offset); ch != nil {
-			wait = ch
+		if run >= 0 && r.Topic == rs[run].Topic && r.Partition == rs[run].Partition {
+			high = max(high, r.Offset)
+			continue
 		}
+		ask()
+		run, high = j, r.Offset
 	}
+	ask()
 	return wait
 }
 
