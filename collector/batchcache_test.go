@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -84,5 +85,67 @@ func TestBatchCacheSameRows(t *testing.T) {
 	}
 	if r := batched[3]; r.TraceID != "" || r.BrokerHost != "" {
 		t.Errorf("row 3 %+v: want no trace and no broker (leader unknown)", r)
+	}
+}
+
+// placedBelow places every offset below its partition's bound and records what it was asked.
+type placedBelow struct {
+	bound map[int32]int64
+	asked []string
+	round chan struct{}
+}
+
+func (a *placedBelow) AppendLeader(context.Context, string, int32, int64) int32 { return 1 }
+func (a *placedBelow) Placed(string, int32, int64) int32                        { return 1 }
+func (a *placedBelow) Await(topic string, partition int32, offset int64) <-chan struct{} {
+	a.asked = append(a.asked, topic+"/"+strconv.Itoa(int(partition))+"@"+strconv.FormatInt(offset, 10))
+	if offset < a.bound[partition] {
+		return nil
+	}
+	return a.round
+}
+
+// leaderWait asks about each run of one partition's receipts once, for its highest offset, and waits exactly when
+// some receipt's offset is not placed yet (what asking about every receipt would answer): offsets are placed in
+// order. CreateTime receipts have no append stamp and are not asked about.
+func TestLeaderWaitOncePerRun(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	rc := func(partition int32, offset int64, tt instrument.TimestampType) instrument.Receipt {
+		return instrument.Receipt{Group: "g", Topic: "orders", Partition: partition, Offset: offset, HasRecordTimestamp: true,
+			TimestampType: tt, RecordTimestampMs: now.UnixMilli(), ProcessedNs: now.UnixNano(), Host: "c1"}
+	}
+	la, ct := instrument.TimestampLogAppend, instrument.TimestampCreate
+	tests := []struct {
+		name  string
+		rs    []instrument.Receipt
+		bound map[int32]int64
+		asked []string
+		wait  bool
+	}{
+		{"one run, placed", []instrument.Receipt{rc(1, 5, la), rc(1, 6, la), rc(1, 7, la)}, map[int32]int64{1: 8},
+			[]string{"orders/1@7"}, false},
+		{"one run, its last offset not placed", []instrument.Receipt{rc(1, 5, la), rc(1, 6, la), rc(1, 7, la)}, map[int32]int64{1: 7},
+			[]string{"orders/1@7"}, true},
+		// a redelivery: the run's highest offset is not its last
+		{"redelivered offsets", []instrument.Receipt{rc(1, 5, la), rc(1, 9, la), rc(1, 5, la)}, map[int32]int64{1: 9},
+			[]string{"orders/1@9"}, true},
+		{"interleaved partitions", []instrument.Receipt{rc(1, 5, la), rc(2, 3, la), rc(2, 4, la), rc(1, 6, la)},
+			map[int32]int64{1: 10, 2: 10}, []string{"orders/1@5", "orders/2@4", "orders/1@6"}, false},
+		// the CreateTime receipt in between neither is asked about nor ends the run
+		{"create time skipped", []instrument.Receipt{rc(1, 5, la), rc(2, 50, ct), rc(1, 6, la)}, map[int32]int64{1: 6},
+			[]string{"orders/1@6"}, true},
+		{"no append stamps", []instrument.Receipt{rc(1, 5, ct)}, nil, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			deps, _, _ := newTestDeps(t, now)
+			a := &placedBelow{bound: tc.bound, round: make(chan struct{})}
+			deps.appends = a
+			p := &Receipts{pathDeps: deps}
+			wait := p.leaderWait(tc.rs)
+			if (wait != nil) != tc.wait || !slices.Equal(a.asked, tc.asked) {
+				t.Fatalf("wait %v after asking %v, want wait %v after asking %v", wait != nil, a.asked, tc.wait, tc.asked)
+			}
+		})
 	}
 }
