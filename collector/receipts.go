@@ -547,7 +547,8 @@ func (p *Receipts) recordStamp(r *instrument.Receipt, c *batchCache, st *receipt
 	}
 }
 
-// placedBroker is placedHost for r's offset, the leader's host looked up once per batch (hostIDs.brokerHost).
+// placedBroker is appendHost for r's offset without waiting (Await said it was placed, or its wait is over): the
+// engine id and broker_host name of its epoch's leader, whose host is looked up once per batch (hostIDs.brokerHost).
 func (p *Receipts) placedBroker(r *instrument.Receipt, c *batchCache) (latency.HostID, string) {
 	leader := int32(-1)
 	if p.appends != nil {
