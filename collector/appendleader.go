@@ -30,15 +30,6 @@ func (d *pathDeps) appendHost(ctx context.Context, topic string, partition int32
 	return d.leaderHost(leader)
 }
 
-// placedHost is appendHost without waiting (for a record whose offset Await said was placed, or whose wait is over).
-func (d *pathDeps) placedHost(topic string, partition int32, offset int64) (latency.HostID, string, int32) {
-	leader := int32(-1)
-	if d.appends != nil {
-		leader = d.appends.Placed(topic, partition, offset)
-	}
-	return d.leaderHost(leader)
-}
-
 func (d *pathDeps) leaderHost(leader int32) (latency.HostID, string, int32) {
 	if leader < 0 {
 		d.metrics.AppendLeaderUnknown.Inc()

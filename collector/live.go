@@ -116,6 +116,27 @@ func (h *liveHistograms) sweep(m *Metrics, now time.Time, idle time.Duration) in
 // the live percentiles leave it out. traceID (16 bytes, or nil) becomes the e2e observation's exemplar, at most one per bucket per exemplarEvery
 // of the reference clock now.
 func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time) {
+	s.observeWith(res, e2eBounds{}, traceID, now)
+}
+
+// e2eBounds is a result's end-to-end interval (latency.Result.StageBounds) when its caller has it already (ok), so
+// that the live histograms and the row compute it once.
+type e2eBounds struct {
+	lo, hi float64
+	ok     bool
+}
+
+// get returns the interval, computing it from res unless b holds it.
+func (b e2eBounds) get(res *latency.Result) (lo, hi float64) {
+	if b.ok {
+		return b.lo, b.hi
+	}
+	lo, hi, _ = res.StageBounds(latency.StageE2E)
+	return lo, hi
+}
+
+// observeWith is observe with the result's e2e interval, if its caller has it.
+func (s *liveSeries) observeWith(res *latency.Result, e2e e2eBounds, traceID []byte, now time.Time) {
 	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 {
 		return
 	}
@@ -131,7 +152,7 @@ func (s *liveSeries) observe(res *latency.Result, traceID []byte, now time.Time)
 		} else {
 			s.e2e.Observe(v)
 		}
-		lo, hi, _ := res.StageBounds(latency.StageE2E)
+		lo, hi := e2e.get(res)
 		lo, hi = math.Min(lo, ms), math.Max(hi, ms) // the band holds its estimate
 		s.lower.Observe(lo / 1e3)
 		s.upper.Observe(hi / 1e3)

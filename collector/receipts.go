@@ -247,7 +247,12 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 // remembering them until acknowledged (pendingRows). hint sizes a first allocation.
 func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source, off int64, rs []instrument.Receipt, now time.Time, cache *batchCache, hint int) []store.LatencyRow {
 	start := len(dst)
+	cache.traces.fill(rs)
 	for j := range rs {
+		var tid, sid string
+		if rs[j].HasTrace {
+			tid, sid = cache.traces.take()
+		}
 		if j == 0 || rs[j].Group != rs[j-1].Group {
 			p.touchInstrumented(rs[j].Group, now)
 		}
@@ -257,9 +262,12 @@ func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source,
 		if dst == nil { // most records of a batch hold as many receipts as the first
 			dst = make([]store.LatencyRow, 0, len(rs)*hint)
 		}
-		dst = append(dst, p.row(ctx, &rs[j], now, cache))
+		// The next row is zero already: past its length, a slice of pointerful rows is zeroed when allocated.
+		dst = slices.Grow(dst, 1)[:len(dst)+1]
+		row := &dst[len(dst)-1]
+		p.row(ctx, row, &rs[j], now, cache, tid, sid)
 		// where the row came from: a successor assigned the partition seeds its dedup window from these
-		dst[len(dst)-1].ReceiptPartition, dst[len(dst)-1].ReceiptOffset = src.partition, off
+		row.ReceiptPartition, row.ReceiptOffset = src.partition, off
 	}
 	p.pending.put(src.partition, off, dst[start:])
 	return dst
@@ -328,6 +336,10 @@ func (p *Receipts) needs(rs []instrument.Receipt, off int64) (*parkedRecord, err
 // else the channel to wait on before processing them: the record is parked on it, so that placing an offset in its
 // leader epoch (up to one refresh round) never holds up the receipts partition. Only receipts of topics the metadata
 // cache knows are asked about (as in row). Caller has checked no topic of rs is being looked up.
+//
+// Offsets are placed in order (every offset below a placed one is placed), so each run of consecutive receipts of
+// one partition is asked about once, for its highest offset: one call (a lock and a map lookup) per run instead of
+// one per receipt.
 func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 	if p.appends == nil {
 		return nil
@@ -335,16 +347,22 @@ func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 	var (
 		wait   <-chan struct{}
 		view   *kafka.TopicView
-		last   = -1
 		topicT string
+		run    = -1  // the first receipt of the run to ask about
+		high   int64 // the run's highest offset
 	)
+	ask := func() {
+		// Channels close in round order, so the last one returned is the latest: waiting for it covers every receipt.
+		if run >= 0 {
+			if ch := p.appends.Await(rs[run].Topic, rs[run].Partition, high); ch != nil {
+				wait = ch
+			}
+		}
+	}
 	for j := range rs {
 		r := &rs[j]
 		if !r.HasRecordTimestamp || r.TimestampType == instrument.TimestampCreate {
 			continue
-		}
-		if last >= 0 && r.Topic == rs[last].Topic && r.Partition == rs[last].Partition && r.Offset <= rs[last].Offset {
-			continue // below an offset already asked about: placed with it
 		}
 		if view == nil || topicT != r.Topic {
 			view, topicT = p.meta.Topic(r.Topic), r.Topic
@@ -355,12 +373,14 @@ func (p *Receipts) leaderWait(rs []instrument.Receipt) <-chan struct{} {
 		if r.TimestampType == instrument.TimestampUnknown && view.TimestampType != kafka.TimestampLogAppend {
 			continue
 		}
-		last = j
-		// Channels close in round order, so the last one returned is the latest: waiting for it covers every receipt.
-		if ch := p.appends.Await(r.Topic, r.Partition, r.Offset); ch != nil {
-			wait = ch
+		if run >= 0 && r.Topic == rs[run].Topic && r.Partition == rs[run].Partition {
+			high = max(high, r.Offset)
+			continue
 		}
+		ask()
+		run, high = j, r.Offset
 	}
+	ask()
 	return wait
 }
 
@@ -400,48 +420,6 @@ func (rb *receiptBatch) release() bool {
 	return rb.left == 0 && !rb.lost
 }
 
-// batchCache keeps, across the receipts of one batch, what consecutive receipts almost always share (they come
-// from one source partition): the engine path, the topic's timestamp type, host ids, and the class
-// counts, added to the metrics once per batch instead of once per receipt.
-type batchCache struct {
-	group, topic string
-	partition    int32
-	valid        bool
-	path         *latency.Path
-	tt           instrument.TimestampType
-	createHost   string // producer@topic
-	live         *liveSeries
-	liveFull     bool             // live is nil because collector.max_live_series pairs have series
-	view         *kafka.TopicView // the topic's metadata, looked up on the first receipt that needs it
-	classes      [latency.NumClasses]int
-	skewed       int
-	overflow     int // live observations not recorded: their pair had no series (max_live_series)
-	// noMeta counts receipts that needed their topic's metadata and had none, by the view's state.
-	noMeta [kafka.TopicOverflow + 1]int
-	// touched are the paths the batch's receipts went through, in first-use order (their checkpoints follow).
-	touched []*latency.Path
-}
-
-func (c *batchCache) flush(m *Metrics, path string) {
-	for cl, n := range c.classes {
-		if n > 0 {
-			m.Classes.WithLabelValues(path, latency.Class(cl).String()).Add(float64(n))
-		}
-	}
-	if c.skewed > 0 {
-		m.Skewed.WithLabelValues(path).Add(float64(c.skewed))
-	}
-	if c.overflow > 0 {
-		m.LiveOverflow.Add(float64(c.overflow))
-	}
-	for st, n := range c.noMeta {
-		if n > 0 {
-			m.WithoutMetadata.WithLabelValues(kafka.TopicState(st).String()).Add(float64(n))
-		}
-	}
-	*c = batchCache{}
-}
-
 // topicView returns the metadata of r's topic, cached for the run of receipts c is for.
 func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicView {
 	if c.view == nil {
@@ -450,8 +428,8 @@ func (p *Receipts) topicView(r *instrument.Receipt, c *batchCache) *kafka.TopicV
 	return c.view
 }
 
-// row corrects one receipt.
-func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time, c *batchCache) store.LatencyRow {
+// row corrects one receipt into *row; tid and sid are the hex of its trace and span ids (traceHex), "" without.
+func (p *Receipts) row(ctx context.Context, row *store.LatencyRow, r *instrument.Receipt, now time.Time, c *batchCache, tid, sid string) {
 	p.enter(r, c)
 	var st receiptStamps
 	p.stamps(r, now, c, &st)
@@ -460,24 +438,27 @@ func (p *Receipts) row(ctx context.Context, r *instrument.Receipt, now time.Time
 		// it is being looked up again: the row has no leader's stamp.
 		c.noMeta[c.view.State]++
 	}
-	res := c.path.Observe(st.rec)
+	var res latency.Result
+	c.path.ObserveInto(&st.rec, &res)
 	c.classes[res.Class]++
 	if res.Flags&latency.FlagSkewSuspected != 0 {
 		c.skewed++
 	}
-	var tid, sid []byte
+	var exemplar []byte
 	if r.HasTrace {
-		tid, sid = r.TraceID[:], r.SpanID[:]
+		exemplar = r.TraceID[:]
 	}
-	exemplar := tid
 	if p.tracer != nil {
 		kept := p.traceReceipt(r, &res, st.producer, st.broker, st.raw)
 		if !kept && r.TraceUnsampled {
 			exemplar = nil // neither the producer nor Tidemark recorded this trace: an exemplar would link to nothing
 		}
 	}
-	p.observeLive(r, &res, exemplar, now, c)
-	return latencyRow(store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, st.producer, st.broker, r.Host, tid, sid)
+	var e2e e2eBounds // computed once for the live histograms and the row
+	e2e.lo, e2e.hi, e2e.ok = res.StageBounds(latency.StageE2E)
+	p.observeLive(r, &res, e2e, exemplar, now, c)
+	latencyRowInto(row, store.SourceReceipt, r.Group, r.Topic, r.Partition, st.raw, &res, e2e, st.producer, st.broker, r.Host)
+	row.TraceID, row.SpanID = tid, sid
 }
 
 // enter points c at r's (group, topic, partition) when it is not there already: the engine path, and nothing
@@ -487,9 +468,10 @@ func (p *Receipts) enter(r *instrument.Receipt, c *batchCache) {
 		return
 	}
 	classes, skewed, noMeta, overflow, touched := c.classes, c.skewed, c.noMeta, c.overflow, c.touched
+	hosts, traces := c.hosts, c.traces
 	*c = batchCache{group: r.Group, topic: r.Topic, partition: r.Partition, valid: true, classes: classes, skewed: skewed,
 		noMeta: noMeta, overflow: overflow,
-		path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched}
+		path: p.engine.Path(r.Group, r.Topic, r.Partition), tt: 255, touched: touched, hosts: hosts, traces: traces}
 	if !slices.Contains(c.touched, c.path) {
 		c.touched = append(c.touched, c.path)
 	}
@@ -508,7 +490,7 @@ type receiptStamps struct {
 // offsets the hosts report (time sync) are fed to the engine.
 func (p *Receipts) stamps(r *instrument.Receipt, now time.Time, c *batchCache, st *receiptStamps) {
 	st.rec.Offset = r.Offset
-	consumer := p.hosts.id(r.Host)
+	consumer := c.hosts.id(p.hosts, r.Host)
 	if r.Clock.Valid {
 		p.hosts.report(consumer, r.Clock.Offset, r.Clock.Uncertainty, now)
 	}
@@ -520,7 +502,7 @@ func (p *Receipts) stamps(r *instrument.Receipt, now time.Time, c *batchCache, s
 	}
 	st.producer = r.ProduceHost
 	if r.ProduceNs != 0 {
-		id := p.hosts.id(r.ProduceHost)
+		id := c.hosts.id(p.hosts, r.ProduceHost)
 		if r.ProduceClock.Valid {
 			p.hosts.report(id, r.ProduceClock.Offset, r.ProduceClock.Uncertainty, now)
 		}
@@ -548,8 +530,8 @@ func (p *Receipts) recordStamp(r *instrument.Receipt, c *batchCache, st *receipt
 	switch tt {
 	case instrument.TimestampLogAppend:
 		if p.topicView(r, c).State == kafka.TopicKnown {
-			var id latency.HostID
-			id, st.broker, _ = p.placedHost(r.Topic, r.Partition, r.Offset) // waited for, if need be, in parking
+			id, broker := p.placedBroker(r, c) // waited for, if need be, in parking
+			st.broker = broker
 			st.rec.Stamps[latency.Append] = latency.MillisStamp(id, r.RecordTimestampMs)
 			st.raw.append = r.RecordTimestampMs
 		}
@@ -559,17 +541,31 @@ func (p *Receipts) recordStamp(r *instrument.Receipt, c *batchCache, st *receipt
 				c.createHost = "producer@" + r.Topic
 			}
 			st.producer = c.createHost
-			st.rec.Stamps[latency.Produce] = latency.MillisStamp(p.hosts.id(st.producer), r.RecordTimestampMs)
+			st.rec.Stamps[latency.Produce] = latency.MillisStamp(c.hosts.id(p.hosts, st.producer), r.RecordTimestampMs)
 			st.raw.event = r.RecordTimestampMs
 		}
 	}
+}
+
+// placedBroker is appendHost for r's offset without waiting (Await said it was placed, or its wait is over): the
+// engine id and broker_host name of its epoch's leader, whose host is looked up once per batch (hostIDs.brokerHost).
+func (p *Receipts) placedBroker(r *instrument.Receipt, c *batchCache) (latency.HostID, string) {
+	leader := int32(-1)
+	if p.appends != nil {
+		leader = p.appends.Placed(r.Topic, r.Partition, r.Offset)
+	}
+	if leader < 0 {
+		id, name, _ := p.leaderHost(leader)
+		return id, name
+	}
+	return c.hosts.brokerHost(p.hosts, leader)
 }
 
 // observeLive feeds a live receipt's trusted stages to the live histograms of its (group, topic), with exemplar.
 // Every live record with a valid stage feeds them (observe takes the stages the engine trusts): a record flagged
 // for one invalid stage, e.g. an append whose leader is not known, still has a valid e2e. Commit-bounded results
 // never do. Over collector.max_live_series pairs the row is stored and the histograms miss it (counted).
-func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemplar []byte, now time.Time, c *batchCache) {
+func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, e2e e2eBounds, exemplar []byte, now time.Time, c *batchCache) {
 	if res.Class != latency.ClassLive || res.Flags&latency.FlagCommitBound != 0 || res.Has&^res.Untrusted == 0 {
 		return
 	}
@@ -578,7 +574,7 @@ func (p *Receipts) observeLive(r *instrument.Receipt, res *latency.Result, exemp
 		c.liveFull = c.live == nil
 	}
 	if c.live != nil {
-		c.live.observe(res, exemplar, now)
+		c.live.observeWith(res, e2e, exemplar, now)
 	} else {
 		c.overflow++
 	}

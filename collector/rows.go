@@ -76,13 +76,24 @@ func nsToMs(ns int64) int64 { return ns / 1e6 }
 // latencyRow builds a latency_events row from a record's raw stamps and the engine's result.
 func latencyRow(src store.Source, group, topic string, partition int32, raw rawStamps, res *latency.Result,
 	producer, broker, consumer string, traceID []byte, spanID []byte) store.LatencyRow {
-	row := store.LatencyRow{
-		Group: group, Topic: topic, Partition: partition, Offset: res.Offset, Source: src, Class: replayClass(res.Class),
-		EventMs: raw.event, AppendMs: raw.append, ReceiveMs: raw.receive, ProcessedMs: raw.processed,
-		Flags: uint32(res.Flags), ProducerHost: producer, BrokerHost: broker, ConsumerHost: consumer,
-	}
-	naiveStages(&row, raw)
-	sr := stageRounder{row: &row, res: res}
+	var row store.LatencyRow
+	latencyRowInto(&row, src, group, topic, partition, raw, res, e2eBounds{}, producer, broker, consumer)
+	row.TraceID, row.SpanID = traceHex(traceID, spanID)
+	return row
+}
+
+// latencyRowInto is latencyRow without trace ids, written into *row, which must be zero: the receipts path builds
+// its rows in place in the batch's slice (one copy of the row less, and no bulk write barrier while the GC
+// marks) and makes their trace ids per record (traceHexes). e2e is res's end-to-end interval, if the caller has it.
+func latencyRowInto(row *store.LatencyRow, src store.Source, group, topic string, partition int32, raw rawStamps,
+	res *latency.Result, e2e e2eBounds, producer, broker, consumer string) {
+	row.Group, row.Topic, row.Partition, row.Offset = group, topic, partition, res.Offset
+	row.Source, row.Class = src, replayClass(res.Class)
+	row.EventMs, row.AppendMs, row.ReceiveMs, row.ProcessedMs = raw.event, raw.append, raw.receive, raw.processed
+	row.Flags = uint32(res.Flags)
+	row.ProducerHost, row.BrokerHost, row.ConsumerHost = producer, broker, consumer
+	naiveStages(row, raw)
+	sr := stageRounder{row: row, res: res, e2eBounds: e2e}
 	sr.stage(latency.StageIngest, store.ValidIngest, &row.IngestMs)
 	sr.stage(latency.StageQueueWait, store.ValidQueue, &row.QueueMs)
 	sr.stage(latency.StageProcessing, store.ValidProcess, &row.ProcessMs)
@@ -96,8 +107,6 @@ func latencyRow(src store.Source, group, topic string, partition int32, raw rawS
 			break
 		}
 	}
-	row.TraceID, row.SpanID = traceHex(traceID, spanID)
-	return row
 }
 
 // replayClass is the latency_events.replay_class of an engine class (store.ClassUnknown for none of them).
@@ -143,6 +152,7 @@ type stageRounder struct {
 	res         *latency.Result
 	prev        float64 // running sum of the stages written, unrounded (ms)
 	prevRounded int64   // the same sum, rounded
+	e2eBounds   e2eBounds
 }
 
 // stage writes stage s into dst with its bit. On a mirrored topic the ingest column covers produce → local append:
@@ -187,7 +197,7 @@ func (r *stageRounder) e2e() {
 		return
 	}
 	r.row.E2EMs = int64(math.Round(v))
-	lo, hi, _ := res.StageBounds(latency.StageE2E)
+	lo, hi := r.e2eBounds.get(res)
 	setBound(r.row, store.ValidE2E, float64(r.row.E2EMs), lo, hi)
 	if res.Trusted(latency.StageE2E) && res.Flags&latency.FlagCommitBound == 0 {
 		r.row.Valid |= store.ValidE2E

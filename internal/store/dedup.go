@@ -117,7 +117,20 @@ func (d *dedupWindow) forget(h uint64) {
 
 // keyHasher builds row-key hashes; each kind starts with its own tag and strings are length-prefixed, so keys of
 // different kinds or with shifted string boundaries never hash the same input.
-type keyHasher struct{ h maphash.Hash }
+type keyHasher struct {
+	h maphash.Hash
+	// last is the (cluster, topic, group) of the latency key hashed last, with its hash: the latency rows of a
+	// Write nearly always share them, and a row's key then costs one short hash instead of a stream of writes.
+	last latencyPrefix
+}
+
+// latencyPrefix is the string part of a latency key and its hash under seed (valid: computed).
+type latencyPrefix struct {
+	cluster, topic, group string
+	seed                  maphash.Seed
+	sum                   uint64
+	valid                 bool
+}
 
 func (k *keyHasher) start(seed maphash.Seed, tag byte) {
 	k.h.SetSeed(seed)
@@ -137,15 +150,24 @@ func (k *keyHasher) int(v int64) {
 
 // The keys mirror the tables' ORDER BY (the ReplacingMergeTree identity).
 
+// latency hashes the key in two steps: the strings (tag 'L', each length-prefixed), then that hash with the
+// numbers (tag 'l'). Equal keys hash equal whatever was hashed before; two keys whose strings differ collide only
+// if their string hashes do (2^-64, as any two keys).
 func (k *keyHasher) latency(seed maphash.Seed, r *LatencyRow) uint64 {
-	k.start(seed, 'L')
-	k.str(r.Cluster)
-	k.str(r.Topic)
-	k.str(r.Group)
-	k.int(int64(r.Partition))
-	k.int(r.Offset)
-	k.int(int64(r.Class))
-	return k.h.Sum64()
+	if p := &k.last; !p.valid || p.seed != seed || p.cluster != r.Cluster || p.topic != r.Topic || p.group != r.Group {
+		k.start(seed, 'L')
+		k.str(r.Cluster)
+		k.str(r.Topic)
+		k.str(r.Group)
+		*p = latencyPrefix{cluster: r.Cluster, topic: r.Topic, group: r.Group, seed: seed, sum: k.h.Sum64(), valid: true}
+	}
+	var b [1 + 8 + 4 + 8 + 1]byte
+	b[0] = 'l'
+	binary.LittleEndian.PutUint64(b[1:], k.last.sum)
+	binary.LittleEndian.PutUint32(b[9:], uint32(r.Partition))
+	binary.LittleEndian.PutUint64(b[13:], uint64(r.Offset))
+	b[21] = byte(r.Class)
+	return maphash.Bytes(seed, b[:])
 }
 
 func (k *keyHasher) probe(seed maphash.Seed, r *ProbeRow) uint64 {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"hash/maphash"
 	"math/rand/v2"
 	"testing"
 )
@@ -106,5 +107,38 @@ func BenchmarkDedupWindowAdmit(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for b.Loop() {
 		d.admit(rng.Uint64(), 1)
+	}
+}
+
+// A latency key's hash is the same whatever was hashed before it (keyHasher keeps the last key's string part), and
+// differs when any part of the key differs, strings shifted between fields included.
+func TestLatencyKeyHash(t *testing.T) {
+	seed := maphash.MakeSeed()
+	base := LatencyRow{Cluster: "c", Topic: "orders", Group: "g", Partition: 3, Offset: 7, Class: ClassLive}
+	variants := []LatencyRow{base, base, base, base, base, base, base}
+	variants[1].Cluster = "d"
+	variants[2].Topic, variants[2].Group = "order", "sg" // the same bytes, split differently
+	variants[3].Group = "h"
+	variants[4].Partition = 4
+	variants[5].Offset = 8
+	variants[6].Class = ClassReplay
+	var fresh keyHasher
+	want := fresh.latency(seed, &base)
+	var k keyHasher
+	seen := map[uint64]int{}
+	for i := range variants {
+		h := k.latency(seed, &variants[i])
+		var f keyHasher
+		if fh := f.latency(seed, &variants[i]); fh != h {
+			t.Errorf("variant %d: %x after other keys, %x fresh", i, h, fh)
+		}
+		if j, ok := seen[h]; ok {
+			t.Errorf("variants %d and %d hash the same", j, i)
+		}
+		seen[h] = i
+		if got := k.latency(seed, &base); got != want {
+			t.Errorf("after variant %d the base key hashes %x, want %x", i, got, want)
+		}
+		seen[want] = 0
 	}
 }

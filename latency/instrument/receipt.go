@@ -252,35 +252,11 @@ func (r *Receipt) decode(rd *reader) error {
 		rd.fail("unknown timestamp type %d", tt)
 	}
 	out := Receipt{TimestampType: tt}
-	out.Partition = int32(rd.u32("partition"))
-	out.Offset = rd.i64("offset")
-	out.ProcessedNs = rd.i64("processed")
-	if flags&rFlagRecordTS != 0 {
-		out.RecordTimestampMs = rd.i64("record timestamp")
-		out.HasRecordTimestamp = true
-	}
-	if flags&rFlagProduce != 0 {
-		out.ProduceNs = rd.i64("produce")
-		if rd.err == nil && out.ProduceNs == 0 {
-			rd.fail("produce flag set with a zero stamp")
-		}
-	}
-	if flags&rFlagReceive != 0 {
-		out.ReceiveNs = rd.i64("receive")
-		if rd.err == nil && out.ReceiveNs == 0 {
-			rd.fail("receive flag set with a zero stamp")
-		}
-	}
-	if flags&rFlagOffset != 0 {
-		out.Clock = readOffset(rd, "consumer clock")
-	}
-	if flags&rFlagProduceOffset != 0 {
-		out.ProduceClock = readOffset(rd, "producer clock")
-	}
-	if flags&rFlagTrace != 0 {
-		copy(out.TraceID[:], rd.take(16, "trace id"))
-		copy(out.SpanID[:], rd.take(8, "span id"))
-		out.HasTrace = true
+	if need := fixedLen(flags); rd.err == nil && len(rd.b) >= need {
+		out.decodeFixed(rd, rd.b[:need], flags)
+		rd.b = rd.b[need:]
+	} else {
+		out.readFixed(rd, flags)
 	}
 	if flags&rFlagTraceUnsampled != 0 {
 		if flags&rFlagTrace == 0 {
@@ -300,6 +276,95 @@ func (r *Receipt) decode(rd *reader) error {
 	}
 	*r = out
 	return nil
+}
+
+// fixedLen is the length of the fixed-size fields after the timestamp type that flags say are present.
+func fixedLen(flags byte) int {
+	n := 4 + 8 + 8 // partition, offset, processed
+	for _, f := range [...]struct {
+		bit  byte
+		size int
+	}{{rFlagRecordTS, 8}, {rFlagProduce, 8}, {rFlagReceive, 8}, {rFlagOffset, 12}, {rFlagProduceOffset, 12}, {rFlagTrace, 24}} {
+		if flags&f.bit != 0 {
+			n += f.size
+		}
+	}
+	return n
+}
+
+// readFixed reads the fixed-size fields after the timestamp type field by field, each failure naming its field.
+func (r *Receipt) readFixed(rd *reader, flags byte) {
+	r.Partition = int32(rd.u32("partition"))
+	r.Offset = rd.i64("offset")
+	r.ProcessedNs = rd.i64("processed")
+	if flags&rFlagRecordTS != 0 {
+		r.RecordTimestampMs = rd.i64("record timestamp")
+		r.HasRecordTimestamp = true
+	}
+	if flags&rFlagProduce != 0 {
+		r.ProduceNs = rd.i64("produce")
+		if rd.err == nil && r.ProduceNs == 0 {
+			rd.fail("produce flag set with a zero stamp")
+		}
+	}
+	if flags&rFlagReceive != 0 {
+		r.ReceiveNs = rd.i64("receive")
+		if rd.err == nil && r.ReceiveNs == 0 {
+			rd.fail("receive flag set with a zero stamp")
+		}
+	}
+	if flags&rFlagOffset != 0 {
+		r.Clock = readOffset(rd, "consumer clock")
+	}
+	if flags&rFlagProduceOffset != 0 {
+		r.ProduceClock = readOffset(rd, "producer clock")
+	}
+	if flags&rFlagTrace != 0 {
+		copy(r.TraceID[:], rd.take(16, "trace id"))
+		copy(r.SpanID[:], rd.take(8, "span id"))
+		r.HasTrace = true
+	}
+}
+
+// decodeFixed is readFixed over b, which holds every field flags say is present (fixedLen(flags) bytes, checked
+// once instead of per field): the same values and the same failures (a flagged zero stamp), in the same order.
+func (r *Receipt) decodeFixed(rd *reader, b []byte, flags byte) {
+	be := binary.BigEndian
+	i64 := func() int64 { v := int64(be.Uint64(b)); b = b[8:]; return v }
+	r.Partition = int32(be.Uint32(b))
+	b = b[4:]
+	r.Offset = i64()
+	r.ProcessedNs = i64()
+	if flags&rFlagRecordTS != 0 {
+		r.RecordTimestampMs = i64()
+		r.HasRecordTimestamp = true
+	}
+	if flags&rFlagProduce != 0 {
+		if r.ProduceNs = i64(); r.ProduceNs == 0 {
+			rd.fail("produce flag set with a zero stamp")
+		}
+	}
+	if flags&rFlagReceive != 0 {
+		if r.ReceiveNs = i64(); r.ReceiveNs == 0 {
+			rd.fail("receive flag set with a zero stamp")
+		}
+	}
+	clock := func() ClockOffset {
+		off, unc := i64(), be.Uint32(b)
+		b = b[4:]
+		return ClockOffset{Offset: time.Duration(off), Uncertainty: time.Duration(unc) * time.Microsecond, Valid: true}
+	}
+	if flags&rFlagOffset != 0 {
+		r.Clock = clock()
+	}
+	if flags&rFlagProduceOffset != 0 {
+		r.ProduceClock = clock()
+	}
+	if flags&rFlagTrace != 0 {
+		copy(r.TraceID[:], b[:16])
+		copy(r.SpanID[:], b[16:24])
+		r.HasTrace = true
+	}
 }
 
 // AppendReceiptBatch appends a receipts-topic record value holding rs to b.
