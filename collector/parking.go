@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -308,16 +309,18 @@ func (k *parking) process(p *Receipts, r *parkedRecord) {
 	if p.stored.stored(part, r.offset) {
 		return // a copy read in an earlier session was stored meanwhile
 	}
-	var cache batchCache
+	var touched []*latency.Path
 	if again, ok := p.pending.get(part, r.offset); ok {
 		rows = again // a copy read in an earlier session was processed meanwhile: same rows
 	} else {
+		var cache batchCache
 		rows = p.rows(rb.ctx, nil, source{rb.b.Topic, part}, r.offset, r.receipts, p.clock(), &cache, 1)
+		touched = cache.touched // taken before flush, which empties the cache
 		cache.flush(p.metrics, PathReceipts)
 	}
 	rb.mu.Lock()
 	rb.parkedRows = append(rb.parkedRows, rows...)
-	for _, tp := range cache.touched {
+	for _, tp := range touched {
 		if !slices.Contains(rb.parkedTouched, tp) {
 			rb.parkedTouched = append(rb.parkedTouched, tp)
 		}

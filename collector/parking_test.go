@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -355,5 +357,24 @@ func TestAppendLeaderWaitIsParked(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(deps.metrics.AppendLeaderUnknown); v != 0 {
 		t.Fatalf("append leader unknown %v, want 0", v)
+	}
+}
+
+// TestParkedRecordPathsAreCheckpointed: the engine paths a parked record's receipts went through are handed to its
+// batch, whose replay checkpoints are taken when it is complete, as the handler's own paths are.
+func TestParkedRecordPathsAreCheckpointed(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deps, _, _ := newTestDeps(t, at.Add(time.Second))
+	p := newReceipts(t.Context(), deps)
+	rb := &receiptBatch{ctx: t.Context(), b: kafka.Batch{Topic: "rc"}}
+	rec := &parkedRecord{batch: rb, offset: 3, receipts: []instrument.Receipt{appendReceipt("T", 100, at), appendReceipt("U", 7, at)}}
+	var k parking
+	k.process(p, rec)
+	if len(rb.parkedRows) != 2 {
+		t.Fatalf("parked rows %d, want 2", len(rb.parkedRows))
+	}
+	want := []*latency.Path{p.engine.Path("g", "T", 0), p.engine.Path("g", "U", 0)}
+	if !slices.Equal(rb.parkedTouched, want) {
+		t.Fatalf("parked record's touched paths %v, want %v (T/0 and U/0)", rb.parkedTouched, want)
 	}
 }
