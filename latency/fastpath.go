@@ -41,11 +41,12 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 		if !e.fastPair(delivery, ua, uc, st[Append].Host == st[Processed].Host, nsa || nsc, &fl) {
 			return false
 		}
-		res.resetLazy(r.Offset, up+uc, fl)
+		*res = Result{} // cleared in place: a composite literal here is built aside and copied
+		res.Offset, res.SinceRewindMs, res.Uncertainty, res.Flags = r.Offset, math.NaN(), up+uc, fl
 		res.Has = 1<<StageIngest | 1<<StageDelivery | 1<<StageE2E
-		res.Stages = [NumStages]float64{StageIngest: ingest, StageDelivery: delivery, StageE2E: ingest + delivery}
-		res.Corrected = [NumMoments]float64{Produce: cp, Append: ca, Processed: cc}
-		res.MomentUnc = [NumMoments]float64{Produce: up, Append: ua, Processed: uc}
+		res.Stages[StageIngest], res.Stages[StageDelivery], res.Stages[StageE2E] = ingest, delivery, ingest+delivery
+		res.Corrected[Produce], res.Corrected[Append], res.Corrected[Processed] = cp, ca, cc
+		res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Processed] = up, ua, uc
 		hp, ha, hc := st[Produce].Host, st[Append].Host, st[Processed].Host
 		b := &res.bounds
 		b.lazy, b.driftMax = true, e.pol.driftMax
@@ -65,12 +66,13 @@ func (e *Engine) prepareFast(hs hostTable, r *Record, res *Result) bool {
 		return false
 	}
 	delivery := qw + pr
-	res.resetLazy(r.Offset, up+uc, fl)
+	*res = Result{}
+	res.Offset, res.SinceRewindMs, res.Uncertainty, res.Flags = r.Offset, math.NaN(), up+uc, fl
 	res.Has = 1<<StageIngest | 1<<StageQueueWait | 1<<StageProcessing | 1<<StageDelivery | 1<<StageE2E
-	res.Stages = [NumStages]float64{StageIngest: ingest, StageQueueWait: qw, StageProcessing: pr, StageDelivery: delivery,
-		StageE2E: ingest + delivery}
-	res.Corrected = [NumMoments]float64{Produce: cp, Append: ca, Receive: cv, Processed: cc}
-	res.MomentUnc = [NumMoments]float64{Produce: up, Append: ua, Receive: uv, Processed: uc}
+	res.Stages[StageIngest], res.Stages[StageQueueWait], res.Stages[StageProcessing] = ingest, qw, pr
+	res.Stages[StageDelivery], res.Stages[StageE2E] = delivery, ingest+delivery
+	res.Corrected[Produce], res.Corrected[Append], res.Corrected[Receive], res.Corrected[Processed] = cp, ca, cv, cc
+	res.MomentUnc[Produce], res.MomentUnc[Append], res.MomentUnc[Receive], res.MomentUnc[Processed] = up, ua, uv, uc
 	hp, ha, hv, hc := st[Produce].Host, st[Append].Host, st[Receive].Host, st[Processed].Host
 	b := &res.bounds
 	b.lazy, b.driftMax = true, e.pol.driftMax
@@ -146,13 +148,4 @@ func (e *Engine) fastPair(stage, ux, uy float64, sameHost, uns bool, fl *Flags) 
 	}
 	*fl |= uf | wf
 	return true
-}
-
-// resetLazy sets every field of res that the straight-line path does not write itself to its zero value, except the
-// computed intervals (bounds.lower, bounds.upper), which a lazy result never reads: clearing the whole result costs
-// more than the rest of writing it.
-func (res *Result) resetLazy(offset int64, unc float64, fl Flags) {
-	res.Offset, res.Class, res.Flags, res.Uncertainty, res.SinceRewindMs = offset, 0, fl, unc, math.NaN()
-	res.Invalid, res.UnitFixed, res.SkewHosts = [NumMoments]Reason{}, [NumMoments]Reason{}, [NumMoments]HostID{}
-	res.NumSkewHosts, res.Live, res.Untrusted = 0, false, 0
 }
