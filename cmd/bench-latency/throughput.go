@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/sim"
@@ -13,16 +14,26 @@ import (
 
 type tpResult struct {
 	pipeline, baseline float64 // stamps per second
-	records, rounds    int
+	// baselineFloats is the baseline started from three precomputed ms floats per record instead of the records
+	// themselves: what the unit conversion and the wider input cost it (reported beside the ratio, not in it).
+	baselineFloats float64
+	// ratios and floatRatios are each round's pipeline ÷ baseline stamps/s (baseline CPU ÷ pipeline CPU).
+	ratios, floatRatios     []float64
+	records, rounds, chunks int
 }
 
 // throughput measures, in one run, stamps/s through the whole pipeline (brackets and sync exchanges fed in their
 // order, then per record: validation, offset lookup, correction, classification, sketch inserts) against a naive
-// baseline doing three subtractions and the same three sketch inserts per record (into per-partition sketches, as
-// the pipeline's are per path). Both see the same records of the
+// baseline that reads the same decoded records (latency.Record: three stamps with their units), converts each stamp
+// to ms, subtracts, and makes the same three sketch inserts per record (into per-partition sketches, as the
+// pipeline's are per path): the only work the baseline leaves out is Tidemark's. The same baseline started from
+// three precomputed floats per record is measured as well and reported beside the ratio. All see the records of the
 // synced scenario with produce, append and processed stamps. Each side is timed by the CPU time of its (locked) OS
-// thread, not the wall clock, so that being descheduled on a shared machine counts against neither; best of several
-// alternated rounds, the baseline repeated so that both sides run for comparable time.
+// thread, not the wall clock, so that being descheduled counts against none. The sides alternate on chunks of about
+// 4,096 records (the pipeline's events up to the chunk's last record, then each baseline over the same records, the
+// order rotating), so that all three see the same machine: on a shared host one side's pass can cost twice another's
+// of the same work, and passes timed apart, or a best pass picked per side, compare the neighbours' load, not the
+// code. Each round sums every chunk's time per side; a round's ratio is baseline CPU ÷ pipeline CPU.
 func throughput() (tpResult, error) {
 	sc := sim.Scenarios()[1]
 	sc.Name, sc.WithReceive = "throughput", false
@@ -82,16 +93,28 @@ func throughput() (tpResult, error) {
 		}
 		raw = append(raw, naive{ms(o.Stamps[latency.Produce]), ms(o.Stamps[latency.Append]), ms(o.Stamps[latency.Processed]), int32(o.Partition)})
 	}
+	// Chunks of about chunkRecords records, cut between events: the unit the three sides alternate on.
+	const chunkRecords = 4096
+	type chunk struct{ ev0, ev1, rec0, rec1 int }
+	var chunks []chunk
+	for i, n, c := 0, 0, (chunk{}); i < len(events); i++ {
+		if events[i].kind == sim.ObsRecord {
+			n++
+		}
+		if n == chunkRecords || i == len(events)-1 {
+			c.ev1, c.rec1 = i+1, c.rec0+n
+			chunks = append(chunks, c)
+			c = chunk{ev0: i + 1, rec0: c.rec1}
+			n = 0
+		}
+	}
+
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	const rounds, baseReps = 15, 4
-	best := func(cur, d time.Duration) time.Duration {
-		if cur == 0 || d < cur {
-			return d
-		}
-		return cur
-	}
-	var tPipe, tBase time.Duration
+	const rounds = 15
+	ratios := make([]float64, 0, rounds)
+	floatRatios := make([]float64, 0, rounds)
+	var sumPipe, sumBase, sumFloats time.Duration
 	for round := 0; round < rounds; round++ {
 		// Pipeline: a fresh engine per round, host ids in the order sim.Run would issue them (RefHost is 0).
 		e, err := latency.NewEngine(latency.Config{})
@@ -105,73 +128,129 @@ func throughput() (tpResult, error) {
 		for p := range paths {
 			paths[p] = e.Path("bench", "t", int32(p))
 		}
+		// Baselines: one set of sketches per partition, as the pipeline keeps them per path, fresh per round as the
+		// pipeline's engine is.
+		skBase, err := partitionSketches(sc.Partitions, e.Config().RelativeAccuracy)
+		if err != nil {
+			return tpResult{}, err
+		}
+		skFloats, err := partitionSketches(sc.Partitions, e.Config().RelativeAccuracy)
+		if err != nil {
+			return tpResult{}, err
+		}
 		live := 0
 		var res latency.Result
-		runtime.GC()
-		t0 := threadCPU()
-		for _, ev := range events {
-			switch ev.kind {
-			case sim.ObsBracket:
-				err = e.ObserveBracket(brackets[ev.i])
-			case sim.ObsSync:
-				err = e.ObserveSync(syncs[ev.i])
-			case sim.ObsCommit:
-				c := &commits[ev.i]
-				paths[c.Partition].ObserveCommit(c.Offset, c.At)
-			case sim.ObsRecord:
-				if paths[parts[ev.i]].ObserveInto(&recs[ev.i], &res); res.Live {
-					live++
+		pipeline := func(c chunk) error {
+			for _, ev := range events[c.ev0:c.ev1] {
+				var err error
+				switch ev.kind {
+				case sim.ObsBracket:
+					err = e.ObserveBracket(brackets[ev.i])
+				case sim.ObsSync:
+					err = e.ObserveSync(syncs[ev.i])
+				case sim.ObsCommit:
+					c := &commits[ev.i]
+					paths[c.Partition].ObserveCommit(c.Offset, c.At)
+				case sim.ObsRecord:
+					if paths[parts[ev.i]].ObserveInto(&recs[ev.i], &res); res.Live {
+						live++
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("throughput feed: %w", err)
 				}
 			}
-			if err != nil {
-				return tpResult{}, fmt.Errorf("throughput feed: %w", err)
+			return nil
+		}
+		// Skewed clocks make about half the naive values negative; the sketch refuses those at once, which would
+		// flatter the baselines, so they insert magnitudes: the same insert work as the pipeline.
+		baseline := func(c chunk) {
+			for i := c.rec0; i < c.rec1; i++ {
+				st := &recs[i].Stamps
+				p, a, c := stampMs(st[latency.Produce]), stampMs(st[latency.Append]), stampMs(st[latency.Processed])
+				ps := &skBase[parts[i]]
+				ps[0].Add(math.Abs(a - p))
+				ps[1].Add(math.Abs(c - a))
+				ps[2].Add(math.Abs(c - p))
 			}
 		}
-		tPipe = best(tPipe, threadCPU()-t0)
-		if live == 0 {
-			return tpResult{}, fmt.Errorf("throughput feed: no live records")
-		}
-
-		// Baseline: three subtractions and the same three sketch inserts per record, into the same sketches: one
-		// set per partition, as the pipeline keeps them per path.
-		sk := make([][3]*latency.Sketch, sc.Partitions)
-		for p := range sk {
-			for i := range sk[p] {
-				if sk[p][i], err = latency.NewSketch(e.Config().RelativeAccuracy); err != nil {
-					return tpResult{}, err
-				}
-			}
-		}
-		runtime.GC()
-		t0 = threadCPU()
-		for rep := 0; rep < baseReps; rep++ {
-			for _, r := range raw {
-				// Skewed clocks make about half the naive values negative; the sketch refuses those at once, which would
-				// flatter the baseline, so it inserts magnitudes: the same insert work as the pipeline.
-				ps := &sk[r.part]
+		floats := func(c chunk) {
+			for _, r := range raw[c.rec0:c.rec1] {
+				ps := &skFloats[r.part]
 				ps[0].Add(math.Abs(r.a - r.p))
 				ps[1].Add(math.Abs(r.c - r.a))
 				ps[2].Add(math.Abs(r.c - r.p))
 			}
 		}
-		tBase = best(tBase, (threadCPU()-t0)/baseReps)
+		runtime.GC()
+		var tPipe, tBase, tFloats time.Duration
+		for k, c := range chunks {
+			// The three sides take turns going first, so that none always follows the same one.
+			for j := 0; j < 3; j++ {
+				t0 := threadCPU()
+				switch (k + j) % 3 {
+				case 0:
+					if err := pipeline(c); err != nil {
+						return tpResult{}, err
+					}
+					tPipe += threadCPU() - t0
+				case 1:
+					baseline(c)
+					tBase += threadCPU() - t0
+				case 2:
+					floats(c)
+					tFloats += threadCPU() - t0
+				}
+			}
+		}
+		if live == 0 {
+			return tpResult{}, fmt.Errorf("throughput feed: no live records")
+		}
+		ratios = append(ratios, tBase.Seconds()/tPipe.Seconds())
+		floatRatios = append(floatRatios, tFloats.Seconds()/tPipe.Seconds())
+		sumPipe, sumBase, sumFloats = sumPipe+tPipe, sumBase+tBase, sumFloats+tFloats
 	}
-	stamps := float64(3 * len(recs))
-	return tpResult{pipeline: stamps / tPipe.Seconds(), baseline: stamps / tBase.Seconds(), records: len(recs), rounds: rounds}, nil
+	stamps := float64(3*len(recs)) * rounds
+	return tpResult{pipeline: stamps / sumPipe.Seconds(), baseline: stamps / sumBase.Seconds(),
+		baselineFloats: stamps / sumFloats.Seconds(), ratios: ratios, floatRatios: floatRatios,
+		records: len(recs), rounds: rounds, chunks: len(chunks)}, nil
 }
 
-// threadCPU returns the CPU time (user + system) consumed by the calling OS thread; the caller has locked itself to
-// its thread. Linux's RUSAGE_THREAD.
+// partitionSketches returns one set of three sketches per partition.
+func partitionSketches(partitions int, accuracy float64) ([][3]*latency.Sketch, error) {
+	sk := make([][3]*latency.Sketch, partitions)
+	for p := range sk {
+		for i := range sk[p] {
+			var err error
+			if sk[p][i], err = latency.NewSketch(accuracy); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sk, nil
+}
+
+// msPerUnit converts a stamp's value to ms by its unit, as the engine does.
+var msPerUnit = [...]float64{latency.Millis: 1, latency.Micros: 1e-3, latency.Nanos: 1e-6}
+
+// stampMs is a stamp in ms (0 for a unit it does not know).
+func stampMs(st latency.Stamp) float64 {
+	if int(st.Unit) >= len(msPerUnit) {
+		return 0
+	}
+	return float64(st.Value) * msPerUnit[st.Unit]
+}
+
+// threadCPU returns the CPU time (user + system) consumed by the calling OS thread, in ns; the caller has locked
+// itself to its thread. POSIX CLOCK_THREAD_CPUTIME_ID (getrusage's RUSAGE_THREAD counts in µs, too coarse for a
+// chunk of ~100 µs).
 func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return time.Duration(time.Now().UnixNano()) // fall back to wall time
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }
-
-// rusageThread is RUSAGE_THREAD from <sys/resource.h> (Linux).
-const rusageThread = 1
 
 func msTime(ms float64) time.Time {
 	return time.Unix(0, int64(ms*1e6))
