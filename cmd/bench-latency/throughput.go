@@ -41,15 +41,12 @@ func throughput() (tpResult, error) {
 	if err != nil {
 		return tpResult{}, err
 	}
-	// Convert once, outside the timed loops: both sides start from decoded, compact inputs (the pipeline from
-	// engine-typed observations in arrival order, the baseline from three floats per record).
+	// Convert once, outside the timed loops: every side starts from decoded inputs (the pipeline from engine-typed
+	// observations in arrival order, the baseline from the same records, the floats baseline from three floats per
+	// record).
 	type naive struct {
 		p, a, c float64
 		part    int32
-	}
-	type event struct {
-		kind sim.ObsKind
-		i    int32 // index into the slice of its kind
 	}
 	var (
 		events   []event
@@ -93,21 +90,7 @@ func throughput() (tpResult, error) {
 		}
 		raw = append(raw, naive{ms(o.Stamps[latency.Produce]), ms(o.Stamps[latency.Append]), ms(o.Stamps[latency.Processed]), int32(o.Partition)})
 	}
-	// Chunks of about chunkRecords records, cut between events: the unit the three sides alternate on.
-	const chunkRecords = 4096
-	type chunk struct{ ev0, ev1, rec0, rec1 int }
-	var chunks []chunk
-	for i, n, c := 0, 0, (chunk{}); i < len(events); i++ {
-		if events[i].kind == sim.ObsRecord {
-			n++
-		}
-		if n == chunkRecords || i == len(events)-1 {
-			c.ev1, c.rec1 = i+1, c.rec0+n
-			chunks = append(chunks, c)
-			c = chunk{ev0: i + 1, rec0: c.rec1}
-			n = 0
-		}
-	}
+	chunks := cutChunks(events, chunkRecords)
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -214,6 +197,36 @@ func throughput() (tpResult, error) {
 	return tpResult{pipeline: stamps / sumPipe.Seconds(), baseline: stamps / sumBase.Seconds(),
 		baselineFloats: stamps / sumFloats.Seconds(), ratios: ratios, floatRatios: floatRatios,
 		records: len(recs), rounds: rounds, chunks: len(chunks)}, nil
+}
+
+// event is one observation of the throughput feed: its kind and its index in the slice of its kind.
+type event struct {
+	kind sim.ObsKind
+	i    int32
+}
+
+// chunkRecords is about how many records the sides alternate on.
+const chunkRecords = 4096
+
+// chunk is events[ev0:ev1], holding records[rec0:rec1].
+type chunk struct{ ev0, ev1, rec0, rec1 int }
+
+// cutChunks cuts events, in order, after every per-th record and at the end: every event lies in exactly one chunk,
+// every chunk but the last holds per records.
+func cutChunks(events []event, per int) []chunk {
+	var chunks []chunk
+	c, n := chunk{}, 0
+	for i, ev := range events {
+		if ev.kind == sim.ObsRecord {
+			n++
+		}
+		if n == per || i == len(events)-1 {
+			c.ev1, c.rec1 = i+1, c.rec0+n
+			chunks = append(chunks, c)
+			c, n = chunk{ev0: i + 1, rec0: c.rec1}, 0
+		}
+	}
+	return chunks
 }
 
 // partitionSketches returns one set of three sketches per partition.
