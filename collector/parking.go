@@ -8,7 +8,6 @@ import (
 
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
-	"github.com/tidemark/tidemark/latency"
 	"github.com/tidemark/tidemark/latency/instrument"
 )
 
@@ -305,25 +304,27 @@ func (k *parking) process(p *Receipts, r *parkedRecord) {
 		return
 	}
 	part := rb.b.Partition
-	var rows []store.LatencyRow
 	if p.stored.stored(part, r.offset) {
 		return // a copy read in an earlier session was stored meanwhile
 	}
-	var touched []*latency.Path
-	if again, ok := p.pending.get(part, r.offset); ok {
-		rows = again // a copy read in an earlier session was processed meanwhile: same rows
-	} else {
-		var cache batchCache
-		rows = p.rows(rb.ctx, nil, source{rb.b.Topic, part}, r.offset, r.receipts, p.clock(), &cache, 1)
-		touched = cache.touched // taken before flush, which empties the cache
-		cache.flush(p.metrics, PathReceipts)
-	}
+	// The rows are built straight into the batch's parked rows, sized once for every receipt parked from the batch so
+	// far: no per-record slice, no copy. The lock is the batch's alone (its other parked records, and the handler
+	// only when it parks or finishes).
 	rb.mu.Lock()
-	rb.parkedRows = append(rb.parkedRows, rows...)
-	for _, tp := range touched {
+	defer rb.mu.Unlock()
+	if rb.parkedRows == nil {
+		rb.parkedRows = make([]store.LatencyRow, 0, rb.parkedReceipts)
+	}
+	if again, ok := p.pending.get(part, r.offset); ok {
+		rb.parkedRows = append(rb.parkedRows, again...) // a copy read in an earlier session was processed meanwhile: same rows
+		return
+	}
+	var cache batchCache
+	rb.parkedRows = p.rows(rb.ctx, rb.parkedRows, source{rb.b.Topic, part}, r.offset, r.receipts, p.clock(), &cache, 1)
+	for _, tp := range cache.touched { // taken before flush, which empties the cache
 		if !slices.Contains(rb.parkedTouched, tp) {
 			rb.parkedTouched = append(rb.parkedTouched, tp)
 		}
 	}
-	rb.mu.Unlock()
+	cache.flush(p.metrics, PathReceipts)
 }

@@ -213,7 +213,7 @@ func (p *Receipts) HandleBatch(ctx context.Context, b kafka.Batch, mark func(int
 			var pr *parkedRecord
 			if pr, err = p.needs(buf, off); pr != nil {
 				pr.batch, pr.receipts = rb, append([]instrument.Receipt(nil), buf...) // buf is reused
-				rb.hold()
+				rb.holdParked(len(buf))
 				parked, perr := p.park.admit(ctx, pr, p)
 				if perr != nil {
 					return perr // ctx ended
@@ -277,7 +277,10 @@ func (p *Receipts) rows(ctx context.Context, dst []store.LatencyRow, src source,
 func (p *Receipts) submitBatch(rb *receiptBatch) error {
 	part, from, to := rb.b.Partition, rb.from, rb.to
 	rows := rb.rows
-	if len(rb.parkedRows) > 0 {
+	switch {
+	case len(rows.Latency) == 0:
+		rows.Latency = rb.parkedRows
+	case len(rb.parkedRows) > 0:
 		rows.Latency = append(rows.Latency, rb.parkedRows...)
 	}
 	// The batch's checkpoints are taken now that every receipt of it, parked or not, went through the engine.
@@ -400,16 +403,23 @@ type receiptBatch struct {
 	from, to int64      // its records' offsets
 	rows     store.Rows // the handler's rows (only the handler touches them until it releases)
 
-	mu         sync.Mutex         // guards left, lost, parkedRows
-	left       int                // parked records not yet processed, plus 1 while the handler runs
-	lost       bool               // a parked record was abandoned (its session ended): the batch is never submitted
-	parkedRows []store.LatencyRow // rows of its parked records, processed in their topics' order
+	mu             sync.Mutex         // guards left, lost, parkedReceipts, parkedRows
+	left           int                // parked records not yet processed, plus 1 while the handler runs
+	lost           bool               // a parked record was abandoned (its session ended): the batch is never submitted
+	parkedReceipts int                // receipts of the records parked so far: the capacity parkedRows starts with
+	parkedRows     []store.LatencyRow // rows of its parked records, processed in their topics' order
 	// touched and parkedTouched are the engine paths the handler's and the parked records' receipts went through
 	// (their replay checkpoints are taken when the batch is complete); parkedTouched is guarded by mu.
 	touched, parkedTouched []*latency.Path
 }
 
-func (rb *receiptBatch) hold() { rb.mu.Lock(); rb.left++; rb.mu.Unlock() }
+// holdParked holds the batch for a parked record of n receipts.
+func (rb *receiptBatch) holdParked(n int) {
+	rb.mu.Lock()
+	rb.left++
+	rb.parkedReceipts += n
+	rb.mu.Unlock()
+}
 
 // release drops one hold (the handler's, or a parked record's once processed) and reports whether the batch is
 // now complete and to be submitted.
