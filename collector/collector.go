@@ -20,6 +20,7 @@ import (
 	"github.com/tidemark/tidemark/internal/store"
 	"github.com/tidemark/tidemark/lagexporter"
 	"github.com/tidemark/tidemark/latency"
+	"github.com/tidemark/tidemark/latency/instrument"
 )
 
 // FlushingSink is a Sink that can wait for everything it accepted to be acknowledged, and tell when it is stuck
@@ -173,7 +174,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	r.otlp()
 	if c.cfg.Tap.Enabled {
 		t := newTap(c.deps, c.cfg.Tap.Group, c.cfg.Tap.SampleRate, c.cfg.ReferenceHost, c.bounds.ring)
-		r.group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, 0, t.HandleBatch, nil, nil)
+		r.group(c.cfg.Tap.Group, c.cfg.Tap.Topics, c.cfg.Tap.FromBeginning, batching{}, t.HandleBatch, nil, nil)
 	}
 	g.Go(func() error { return c.writeClockOffsets(gctx) })
 	g.Go(func() error { c.housekeep(gctx, conn.meta); return nil })
@@ -205,26 +206,54 @@ type pathRunner struct {
 	conn *kafkaConn
 }
 
+// batching is how a path's consumer cuts batches beyond max_batch and max_wait: records buffered per partition
+// (0: sarama's default) and, with weight set, the weight at which a batch is handed over (kafka.GroupConfig).
+type batching struct {
+	buffer    int
+	weight    func(*kafka.Record) int
+	maxWeight int
+}
+
 // group runs consumer group name over topics with handler h (kafka.RunGroup): from the oldest offset when the
-// group has no commit and oldest is set, buffer records per partition (0: sarama's default), onAssigned and prepare
-// called on every assignment (nil: none), and every session's commit preceded by the collector's drain.
-func (r *pathRunner) group(name string, topics []string, oldest bool, buffer int, h kafka.BatchHandler,
+// group has no commit and oldest is set, batches cut by max_batch, max_wait and b, onAssigned and prepare called on
+// every assignment (nil: none), and every session's commit preceded by the collector's drain.
+func (r *pathRunner) group(name string, topics []string, oldest bool, b batching, h kafka.BatchHandler,
 	onAssigned func(map[string][]int32), prepare func(context.Context, map[string][]int32) error) {
 	c, conn := r.c, r.conn
 	r.g.Go(func() error {
 		return kafka.RunGroup(r.ctx, kafka.GroupConfig{
 			Brokers: conn.client.Brokers(), Sarama: conn.client.Sarama(), Group: name, Topics: topics, Oldest: oldest,
-			MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger, ChannelBuffer: buffer,
+			MaxBatch: c.cfg.MaxBatch, MaxWait: c.cfg.MaxWait, Logger: c.opts.Logger,
+			ChannelBuffer: b.buffer, Weight: b.weight, MaxWeight: b.maxWeight,
 			OnAssigned: onAssigned, Prepare: prepare, BeforeCommit: c.drain, Now: c.opts.Clock,
 		}, h)
 	})
 }
 
+// ReceiptsBatchRows bounds the receipts in one batch of the receipts path, beside max_batch's bound on its records:
+// one streamed INSERT block's worth. A batch's rows live until ClickHouse acknowledges them, and max_batch full
+// receipt records (256 receipts each) make a batch of 256,000 rows; such batches kept the heap at memory_limit_mb,
+// where the garbage collector took a third of the CPU (docs/performance.md, "figures:collector-batches").
+const ReceiptsBatchRows = 8192
+
+// ReceiptsChannelBuffer is how many receipt records sarama buffers per partition ahead of the receipts handler: two
+// batches of records of the emitter's default 256 receipts (instead of sarama's 256 records, 65,536 receipts).
+const ReceiptsChannelBuffer = 2 * ReceiptsBatchRows / 256
+
+// ReceiptsWeight is the receipts path's record weight: the receipts the record declares, 1 for a value that is not
+// a receipt batch (the path dead-letters it).
+func ReceiptsWeight(r *kafka.Record) int {
+	if n, ok := instrument.ReceiptBatchLen(r.Value); ok {
+		return n
+	}
+	return 1
+}
+
 // receipts runs the receipts path's group; every assignment moves the replay state with its partitions first.
 func (r *pathRunner) receipts() {
 	c := r.c
-	// Receipt records carry up to 256 receipts each: buffer a few batches' worth, not sarama's 256 records.
-	r.group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, 2*c.cfg.MaxBatch, newReceipts(r.ctx, c.deps).HandleBatch, nil,
+	b := batching{buffer: ReceiptsChannelBuffer, weight: ReceiptsWeight, maxWeight: ReceiptsBatchRows}
+	r.group(c.cfg.Receipts.Group, []string{c.cfg.Receipts.Topic}, true, b, newReceipts(r.ctx, c.deps).HandleBatch, nil,
 		func(ctx context.Context, claims map[string][]int32) error {
 			return c.receiptsAssigned(ctx, r.conn.client, claims)
 		})
@@ -238,7 +267,7 @@ func (r *pathRunner) probe() {
 	// after its assignment, so the first probe, sent on assignment, could land before that end and never be
 	// read (a false loss, seen in TestTwoReplicasOwnTheirProbes). The skipped backlog is at most the probe
 	// topic's hour of retention, of records that are not in flight here.
-	r.group(c.cfg.Probe.GroupID(), []string{c.cfg.Probe.Topic}, true, 0, p.HandleBatch, p.Assigned, nil)
+	r.group(c.cfg.Probe.GroupID(), []string{c.cfg.Probe.Topic}, true, batching{}, p.HandleBatch, p.Assigned, nil)
 	r.g.Go(func() error { return p.RunSender(r.ctx) })
 	if conn.admin != nil {
 		pl := &probePlanner{admin: conn.admin, topic: c.cfg.Probe.Topic, rf: c.cfg.Probe.Replication,
@@ -252,7 +281,7 @@ func (r *pathRunner) probe() {
 func (r *pathRunner) spans() {
 	c := r.c
 	s := newSpans(c.deps, c.cfg.Spans, &clusterAppends{r: r.conn.records})
-	r.group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, 0, s.HandleBatch, nil, nil)
+	r.group(c.cfg.Spans.Group, []string{c.cfg.Spans.Topic}, true, batching{}, s.HandleBatch, nil, nil)
 	r.g.Go(func() error { return s.Run(r.ctx) })
 }
 

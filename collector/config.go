@@ -26,7 +26,8 @@ type Config struct {
 	Spans            SpansConfig    `yaml:"spans"`
 	// ClockOffsetInterval is how often the engine's clock-offset estimates are written to clock_offsets (default 10 s).
 	ClockOffsetInterval time.Duration `yaml:"clock_offset_interval"`
-	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms).
+	// MaxBatch and MaxWait shape the batches a path hands the writer per partition (defaults 1000, 100 ms). A batch of
+	// the receipts path is also cut at ReceiptsBatchRows receipts (its records carry up to 4,096 each).
 	MaxBatch int           `yaml:"max_batch"`
 	MaxWait  time.Duration `yaml:"max_wait"`
 	// DrainTimeout bounds how long a path waits, when it stops or loses partitions, for its rows to be acknowledged

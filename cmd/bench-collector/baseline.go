@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tidemark/tidemark/collector"
 	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
@@ -214,7 +215,8 @@ func baselineWriter(ctx context.Context, st *store.Store, eff effective) (*store
 }
 
 // rawPipeline is the same-transport baseline of the whole pipeline: it consumes the receipts topic with the
-// collector's consumer settings (a fresh group, batches of max_batch records or max_wait) and hands each batch's
+// collector's consumer settings (a fresh group, batches of max_batch records, collector.ReceiptsBatchRows receipts or
+// max_wait, collector.ReceiptsChannelBuffer records buffered) and hands each batch's
 // pre-built rows (rowFiller) to store.Writer with `tidemark run`'s effective settings, one Write per batch as the
 // receipts path does, marking the batch's offsets when the writer acknowledged it. What it leaves out is
 // Tidemark's work: decoding receipts, clock and replay correction, building rows, dedup. It is timed like the
@@ -243,7 +245,7 @@ func rawPipeline(ctx context.Context, st *store.Store, eff effective, fill *rowF
 	go func() {
 		consumerErr <- kafka.RunGroup(cctx, kafka.GroupConfig{Brokers: brokers, Sarama: sc, Group: "bench-rawpipe-" + topic + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 			Topics: []string{topic}, Oldest: true, MaxBatch: eff.Collector.MaxBatch, MaxWait: eff.Collector.MaxWait,
-			ChannelBuffer: 2 * eff.Collector.MaxBatch},
+			ChannelBuffer: collector.ReceiptsChannelBuffer, Weight: collector.ReceiptsWeight, MaxWeight: collector.ReceiptsBatchRows},
 			func(ctx context.Context, b kafka.Batch, mark func(int64)) error {
 				consumed.Add(int64(len(b.Records)))
 				p := fill.get()
@@ -348,8 +350,8 @@ func rawConsume(ctx context.Context, eff effective, brokers []string, topic stri
 	defer stop.Stop()
 	err = kafka.RunGroup(ctx, kafka.GroupConfig{Brokers: brokers, Sarama: sc, Group: "bench-raw-" + topic + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		Topics: []string{topic}, Oldest: true, MaxBatch: eff.Collector.MaxBatch, MaxWait: eff.Collector.MaxWait,
-		ChannelBuffer: 2 * eff.Collector.MaxBatch,
-		OnAssigned:    func(map[string][]int32) { first.CompareAndSwap(0, time.Now().UnixNano()) }},
+		ChannelBuffer: collector.ReceiptsChannelBuffer, Weight: collector.ReceiptsWeight, MaxWeight: collector.ReceiptsBatchRows,
+		OnAssigned: func(map[string][]int32) { first.CompareAndSwap(0, time.Now().UnixNano()) }},
 		func(_ context.Context, b kafka.Batch, mark func(int64)) error {
 			var k int64
 			for i := range b.Records {

@@ -84,6 +84,11 @@ type GroupConfig struct {
 	// ChannelBuffer is how many records sarama buffers per partition ahead of the handler (default 256, sarama's).
 	// Receipt batches are large records (up to 256 receipts each): a smaller buffer bounds memory.
 	ChannelBuffer int
+	// Weight, when set, weighs each record; a batch is then also handed over as soon as its records' weights reach
+	// MaxWeight (it always holds at least one record). The receipts path weighs a record by the receipts it carries,
+	// so that its batches are bounded in rows, not only in records.
+	Weight    func(*Record) int
+	MaxWeight int
 	// CommitInterval is how often marked offsets are committed (default 1 s).
 	CommitInterval time.Duration
 	// Now stamps Record.Received; nil is time.Now.
@@ -257,6 +262,7 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		endSession(fmt.Errorf("%s/%d: %w", topic, part, cause))
 	}
 	batch := make([]Record, 0, g.cfg.MaxBatch)
+	weight := 0 // of the records in batch, with cfg.Weight
 	timer := time.NewTimer(g.cfg.MaxWait)
 	timer.Stop()
 	flush := func() error {
@@ -264,7 +270,7 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			return nil
 		}
 		err := g.h(ctx, Batch{Topic: topic, Partition: part, Generation: sess.GenerationID(), Records: batch, Restart: restart}, mark)
-		batch = make([]Record, 0, g.cfg.MaxBatch) // the handler may keep the slice
+		batch, weight = make([]Record, 0, g.cfg.MaxBatch), 0 // the handler may keep the slice
 		if err != nil && ctx.Err() == nil {
 			g.fail(fmt.Errorf("handle %s/%d: %w", topic, part, err))
 			return err
@@ -283,7 +289,10 @@ func (g *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			rec := fromSarama(msg)
 			rec.Received = g.cfg.Now()
 			batch = append(batch, rec)
-			if len(batch) >= g.cfg.MaxBatch {
+			if g.cfg.Weight != nil {
+				weight += g.cfg.Weight(&batch[len(batch)-1])
+			}
+			if len(batch) >= g.cfg.MaxBatch || (g.cfg.Weight != nil && weight >= g.cfg.MaxWeight) {
 				timer.Stop()
 				if err := flush(); err != nil {
 					return err

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -69,6 +70,46 @@ func TestRunGroupCommitsOnlyMarkedOffsets(t *testing.T) {
 	})
 	if first != 5 {
 		t.Fatalf("restarted group began at offset %d, want 5 (the first unmarked)", first)
+	}
+}
+
+// TestRunGroupCutsBatchesByWeight: with Weight set, a batch is handed over as soon as its records' weights reach
+// MaxWeight, well before MaxBatch records or MaxWait; here a record weighs its value's length.
+func TestRunGroupCutsBatchesByWeight(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.CreateTopic(t, "rgweight", testenv.Topic{Partitions: 1})
+	prod, err := NewProducer(brokers, testenv.SaramaConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	// Cumulative weights 3,6 | 3,4,5 | 1,2,7 | 2,4,5: four batches, each cut by weight (the last one too, so that
+	// none waits for MaxWait).
+	weights := []int{3, 3, 3, 1, 1, 1, 1, 5, 2, 2, 1}
+	for _, w := range weights {
+		if _, err := prod.Send(Message{Topic: topic, Partition: 0, Value: []byte(strings.Repeat("x", w))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var sizes []int
+	read := 0
+	err = RunGroup(ctx, GroupConfig{Brokers: brokers, Sarama: testenv.SaramaConfig(t), Group: testenv.Name(t, "g"),
+		Topics: []string{topic}, Oldest: true, MaxBatch: 100, MaxWait: 5 * time.Second,
+		Weight: func(r *Record) int { return len(r.Value) }, MaxWeight: 5},
+		func(_ context.Context, b Batch, _ func(int64)) error {
+			sizes = append(sizes, len(b.Records))
+			if read += len(b.Records); read == len(weights) {
+				cancel()
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(sizes), "[2 3 3 3]"; got != want {
+		t.Fatalf("batch sizes %s, want %s (cut where the weights reach 5)", got, want)
 	}
 }
 

@@ -393,6 +393,19 @@ func AppendReceiptBatch(b []byte, rs []Receipt) ([]byte, error) {
 // maxReceiptLen bounds one encoded receipt: fixed part plus four 255-byte strings.
 const maxReceiptLen = 3 + 4 + 8*5 + 12*2 + 24 + 4*256
 
+// ReceiptBatchLen returns the number of receipts a receipts-topic record value declares in its header (version and
+// count), without decoding them; ok is false when the header is not a receipt batch's (DecodeReceiptBatch says why).
+func ReceiptBatchLen(data []byte) (n int, ok bool) {
+	if len(data) < 2 || data[0] != ReceiptBatchVersion {
+		return 0, false
+	}
+	c, k := binary.Uvarint(data[1:])
+	if k <= 0 || c == 0 || c > MaxReceiptsPerBatch {
+		return 0, false
+	}
+	return int(c), true
+}
+
 // DecodeReceiptBatch decodes a receipts-topic record value, appending to dst. On error nothing is appended: a batch is
 // accepted or dead-lettered whole. Errors wrap ErrUnsupportedVersion or ErrMalformed.
 func DecodeReceiptBatch(dst []Receipt, data []byte) ([]Receipt, error) {

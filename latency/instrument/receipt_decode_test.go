@@ -77,3 +77,34 @@ func BenchmarkDecodeReceiptBatch(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/receipt")
 	b.ReportMetric(float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())/n, "cpu-ns/receipt")
 }
+
+// TestReceiptBatchLen reads the receipt count from an encoded batch's header, and refuses what is not a receipt
+// batch's header.
+func TestReceiptBatchLen(t *testing.T) {
+	for _, n := range []int{1, 127, 128, 256, MaxReceiptsPerBatch} {
+		rs := make([]Receipt, n)
+		for i := range rs {
+			rs[i] = Receipt{Group: "g", Topic: "t", Offset: int64(i), Host: "h", ProcessedNs: 1}
+		}
+		v, err := AppendReceiptBatch(nil, rs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := ReceiptBatchLen(v); !ok || got != n {
+			t.Errorf("%d receipts: ReceiptBatchLen = %d, %v", n, got, ok)
+		}
+	}
+	acks, err := AppendAckBatch(nil, []Ack{{Topic: "t", Offset: 1, SendNs: 1, AckNs: 2, Host: "h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string][]byte{
+		"empty": nil, "version only": {ReceiptBatchVersion}, "zero count": {ReceiptBatchVersion, 0},
+		"count too large": binary.AppendUvarint([]byte{ReceiptBatchVersion}, MaxReceiptsPerBatch+1),
+		"truncated count": {ReceiptBatchVersion, 0x80}, "an ack batch": acks,
+	} {
+		if n, ok := ReceiptBatchLen(v); ok {
+			t.Errorf("%s: ReceiptBatchLen = %d, true; want false", name, n)
+		}
+	}
+}
