@@ -101,12 +101,20 @@ func readLog(brokers []string, topic string, fn func(partition int32, value []by
 	return nil
 }
 
-// readReceipts decodes the receipts topic: receipts per key, as the application's emitter wrote them.
+// readReceipts decodes the receipts topic: receipts per key, as the application's emitter wrote them. The emitter's
+// producer acknowledgements share the topic (ack batches, which make no latency row); they must decode as such.
 func (c *kcluster) readReceipts() (map[receiptKey]int, error) {
 	sent := map[receiptKey]int{}
 	var buf []instrument.Receipt
+	var acks []instrument.Ack
 	err := readLog(c.brokers, c.receipts, func(_ int32, v []byte) error {
 		var err error
+		if len(v) > 0 && v[0] == instrument.AckBatchVersion {
+			if acks, err = instrument.DecodeAckBatch(acks[:0], v); err != nil {
+				return fmt.Errorf("receipts topic %s holds an ack batch the emitter did not write: %w", c.receipts, err)
+			}
+			return nil
+		}
 		if buf, err = instrument.DecodeReceiptBatch(buf[:0], v); err != nil {
 			return fmt.Errorf("receipts topic %s holds a record the emitter did not write: %w", c.receipts, err)
 		}
