@@ -73,8 +73,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.SessionTimeout > 0 {
 		sc.Consumer.Group.Session.Timeout = cfg.SessionTimeout
 		// A member learns of a rebalance on its next heartbeat: frequent ones keep the failover near the session
-		// timeout (expiry of the dead holder) rather than a third more.
-		sc.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 10
+		// timeout (expiry of the dead holder) rather than a third more. A twentieth (500 ms at the default 10 s)
+		// leaves the rejoin and the first scrape most of the poll interval the failover target allows beyond it.
+		sc.Consumer.Group.Heartbeat.Interval = cfg.SessionTimeout / 20
 	}
 	// Kafka down at start is waited for (0.5 s doubling to 30 s); a lease topic of several partitions is an error.
 	brokers := cfg.Kafka.Brokers
