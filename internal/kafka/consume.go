@@ -82,7 +82,7 @@ type GroupConfig struct {
 	MaxBatch int
 	MaxWait  time.Duration
 	// ChannelBuffer is how many records sarama buffers per partition ahead of the handler (default 256, sarama's).
-	// Receipt batches are large records (up to 256 receipts each): a smaller buffer bounds memory.
+	// Receipt batches are large records (256 receipts each by default, up to 4,096): a smaller buffer bounds memory.
 	ChannelBuffer int
 	// Weight, when set, weighs each record; a batch is then also handed over as soon as its records' weights reach
 	// MaxWeight (it always holds at least one record). The receipts path weighs a record by the receipts it carries,

@@ -83,8 +83,8 @@ func TestRunGroupCutsBatchesByWeight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	// Cumulative weights 3,6 | 3,4,5 | 1,2,7 | 2,4,5: four batches, each cut by weight (the last one too, so that
-	// none waits for MaxWait).
+	// Cumulative weights 3,6 | 3,4,5 | 1,2,7 | 2,4,5: four batches, each cut by weight (the last one too), so that
+	// none waits for MaxWait, which is longer than the test may take: no batch may be cut by the clock.
 	weights := []int{3, 3, 3, 1, 1, 1, 1, 5, 2, 2, 1}
 	for _, w := range weights {
 		if _, err := prod.Send(Message{Topic: topic, Partition: 0, Value: []byte(strings.Repeat("x", w))}, nil); err != nil {
@@ -96,7 +96,7 @@ func TestRunGroupCutsBatchesByWeight(t *testing.T) {
 	var sizes []int
 	read := 0
 	err = RunGroup(ctx, GroupConfig{Brokers: brokers, Sarama: testenv.SaramaConfig(t), Group: testenv.Name(t, "g"),
-		Topics: []string{topic}, Oldest: true, MaxBatch: 100, MaxWait: 5 * time.Second,
+		Topics: []string{topic}, Oldest: true, MaxBatch: 100, MaxWait: time.Hour,
 		Weight: func(r *Record) int { return len(r.Value) }, MaxWeight: 5},
 		func(_ context.Context, b Batch, _ func(int64)) error {
 			sizes = append(sizes, len(b.Records))

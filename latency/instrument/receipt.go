@@ -396,14 +396,9 @@ const maxReceiptLen = 3 + 4 + 8*5 + 12*2 + 24 + 4*256
 // ReceiptBatchLen returns the number of receipts a receipts-topic record value declares in its header (version and
 // count), without decoding them; ok is false when the header is not a receipt batch's (DecodeReceiptBatch says why).
 func ReceiptBatchLen(data []byte) (n int, ok bool) {
-	if len(data) < 2 || data[0] != ReceiptBatchVersion {
-		return 0, false
-	}
-	c, k := binary.Uvarint(data[1:])
-	if k <= 0 || c == 0 || c > MaxReceiptsPerBatch {
-		return 0, false
-	}
-	return int(c), true
+	rd := reader{b: data, what: receiptBatch.batch}
+	c := receiptBatch.header(&rd)
+	return int(c), rd.err == nil
 }
 
 // DecodeReceiptBatch decodes a receipts-topic record value, appending to dst. On error nothing is appended: a batch is
@@ -430,20 +425,28 @@ var (
 	ackBatch     = batchKind{"ack batch", "ack", "ack length", AckBatchVersion, maxAckLen}
 )
 
+// header reads a batch's version byte and its count (1..MaxReceiptsPerBatch) and returns the count; a wrong version
+// (ErrUnsupportedVersion) or a malformed count (ErrMalformed) is left in rd.err.
+func (k batchKind) header(rd *reader) uint64 {
+	v := rd.u8("version")
+	if rd.err == nil && v != k.version {
+		rd.err = fmt.Errorf("decode %s: version %d: %w", k.batch, v, ErrUnsupportedVersion)
+		return 0
+	}
+	n := rd.uvarint("count", MaxReceiptsPerBatch)
+	if rd.err == nil && n == 0 {
+		rd.fail("empty batch")
+	}
+	return n
+}
+
 // decodeBatch decodes a batch of kind k: the version byte, a count of at most MaxReceiptsPerBatch, then each item's
 // length (at most k.maxLen) and bytes; it appends to dst, or nothing on error.
 // Items of one batch nearly always share group, topic and hosts: they share the strings too, so a batch costs one
 // allocation per distinct value instead of one per string per item.
 func decodeBatch[T any, P decoder[T]](dst []T, data []byte, k batchKind) ([]T, error) {
 	rd := reader{b: data, what: k.batch}
-	v := rd.u8("version")
-	if rd.err == nil && v != k.version {
-		return dst, fmt.Errorf("decode %s: version %d: %w", k.batch, v, ErrUnsupportedVersion)
-	}
-	n := rd.uvarint("count", MaxReceiptsPerBatch)
-	if rd.err == nil && n == 0 {
-		rd.fail("empty batch")
-	}
+	n := k.header(&rd)
 	if rd.err != nil {
 		return dst, rd.err
 	}
