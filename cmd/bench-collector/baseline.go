@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/tidemark/tidemark/internal/benchproc"
 	"github.com/tidemark/tidemark/internal/kafka"
 	"github.com/tidemark/tidemark/internal/store"
+	"github.com/tidemark/tidemark/latency/instrument"
 )
 
 // effective is what `tidemark run` runs with for the user's configuration (read from `tidemark run
@@ -251,7 +251,7 @@ func rawPipeline(ctx context.Context, st *store.Store, eff effective, fill *rowF
 				p := fill.get()
 				rows := *p
 				for i := range b.Records {
-					cnt, _ := binary.Uvarint(b.Records[i].Value[1:])
+					cnt, _ := instrument.ReceiptBatchLen(b.Records[i].Value)
 					rows = fill.appendRecord(rows, b.Partition, b.Records[i].Offset, int(cnt))
 				}
 				*p = rows
@@ -355,7 +355,7 @@ func rawConsume(ctx context.Context, eff effective, brokers []string, topic stri
 		func(_ context.Context, b kafka.Batch, mark func(int64)) error {
 			var k int64
 			for i := range b.Records {
-				cnt, _ := binary.Uvarint(b.Records[i].Value[1:])
+				cnt, _ := instrument.ReceiptBatchLen(b.Records[i].Value)
 				k += int64(cnt)
 			}
 			mark(b.Records[len(b.Records)-1].Offset + 1)

@@ -109,7 +109,7 @@ func (c *kcluster) readReceipts() (map[receiptKey]int, error) {
 	var acks []instrument.Ack
 	err := readLog(c.brokers, c.receipts, func(_ int32, v []byte) error {
 		var err error
-		if len(v) > 0 && v[0] == instrument.AckBatchVersion {
+		if instrument.IsAckBatch(v) {
 			if acks, err = instrument.DecodeAckBatch(acks[:0], v); err != nil {
 				return fmt.Errorf("receipts topic %s holds an ack batch the emitter did not write: %w", c.receipts, err)
 			}
