@@ -262,3 +262,73 @@ func TestEnvelopeReanchored(t *testing.T) {
 
 // p2o numbers a record by its produce time, so that every record of a test is a new offset.
 func p2o(ms float64) int64 { return int64(ms) }
+
+// TestFitSlopeMatchesTwoPass holds the one-pass drift fit (scan's sums, the residuals from the centred second
+// moments) to the textbook two-pass weighted least squares: means first, then the slope and the residual sum of
+// squares about the fitted line. Windows are drawn with offsets up to ±10 s, drift up to ±50 ppm and brackets
+// 0.5–20 ms wide, the conditions where the sums of squares could lose their precision.
+func TestFitSlopeMatchesTwoPass(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	c := Config{}
+	c.SetDefaults()
+	compared := 0
+	for trial := 0; trial < 500; trial++ {
+		w := newWindow(c.twoSidedWindow())
+		offset, drift := (rng.Float64()*2-1)*10_000, (rng.Float64()*2-1)*50e-6
+		start := rng.Float64() * 1e12
+		end := start + float64(10+rng.IntN(140))*1000
+		for at := start; at < end; at += 50 + rng.Float64()*500 {
+			th := offset + drift*(at-start)
+			w.add(bound{at: at, lo: th - 0.25 - rng.Float64()*10, hi: th + 0.25 + rng.Float64()*10})
+		}
+		oldest := w.latest - int64(len(w.buckets)) + 1
+		tr := float64(w.latest) * w.cfg.bucketMs
+		sp, sums := w.scan(oldest, tr)
+		slope, slopeErr, _ := w.fitSlope(sp, sums)
+
+		// The reference: the same points, two passes.
+		type pt struct{ t, y, w float64 }
+		var pts []pt
+		var sw, st, sy float64
+		for i := range w.buckets {
+			k := &w.buckets[i]
+			if k.n == 0 || k.idx < oldest || math.IsNaN(k.bestAt) {
+				continue
+			}
+			tt, y, wt, _ := slopePoint(k, true)
+			pts = append(pts, pt{tt - tr, y, wt})
+			sw, st, sy = sw+wt, st+wt*(tt-tr), sy+wt*y
+		}
+		mt, my := st/sw, sy/sw
+		var stt, sty float64
+		for _, p := range pts {
+			stt += p.w * (p.t - mt) * (p.t - mt)
+			sty += p.w * (p.t - mt) * (p.y - my)
+		}
+		if sp.n < 3 || sp.to-sp.from < 2*w.cfg.bucketMs || stt <= 0 {
+			continue
+		}
+		wantSlope := sty / stt
+		var rss float64
+		for _, p := range pts {
+			r := p.y - my - wantSlope*(p.t-mt)
+			rss += p.w * r * r
+		}
+		wantErr := tQuantile(sp.n-2) * math.Sqrt(rss/float64(max(sp.n-2, 1))/stt)
+		if sp.to-sp.from < w.cfg.bucketMs*float64(len(w.buckets))/4 {
+			continue // unsettled: slopeErr is |slope| + maxDrift, not the fit's
+		}
+		wantSlope = max(-w.cfg.maxDrift, min(w.cfg.maxDrift, wantSlope))
+		if d := math.Abs(slope - wantSlope); d > 1e-12 {
+			t.Fatalf("trial %d: slope %g, two-pass %g (off by %g)", trial, slope, wantSlope, d)
+		}
+		if d := math.Abs(slopeErr - wantErr); d > 1e-9*wantErr+1e-15 {
+			t.Fatalf("trial %d: slope error %g, two-pass %g (off by %g)", trial, slopeErr, wantErr, d)
+		}
+		compared++
+	}
+	t.Logf("%d of 500 windows compared", compared)
+	if compared < 300 {
+		t.Fatalf("only %d of 500 windows were settled fits; the test compares too little", compared)
+	}
+}

@@ -185,7 +185,7 @@ func (w *window) addAnchored(b bound, anc *anchors) (changed bool) {
 	}
 	hadPending := len(w.pending) > 0
 	w.pending = w.pending[:0]
-	w.lastConsistent = math.Max(w.lastConsistent, b.at)
+	w.lastConsistent = max(w.lastConsistent, b.at)
 	latest := w.latest
 	if w.insert(b, anc) {
 		w.dirty = true
@@ -295,7 +295,7 @@ func (w *window) insert(b bound, anc *anchors) bool {
 			firstAt: b.at, lastAt: b.at}
 	}
 	k.n++
-	k.firstAt, k.lastAt = math.Min(k.firstAt, b.at), math.Max(k.lastAt, b.at)
+	k.firstAt, k.lastAt = min(k.firstAt, b.at), max(k.lastAt, b.at)
 	changed := false
 	if b.twoSided() && (math.IsNaN(k.bestAt) || b.hi-b.lo < k.bestHi-k.bestLo) {
 		k.bestAt, k.bestLo, k.bestHi = b.at, b.lo, b.hi
@@ -320,18 +320,26 @@ func (w *window) insert(b bound, anc *anchors) bool {
 
 // refit recomputes the current segment from the buckets in the window: a drift slope by weighted least squares over
 // each bucket's narrowest bracket (or, for envelopes, each bucket's extreme), then the intersection of every bucket's
-// bounds carried to the newest time along that slope.
+// bounds carried to the newest time along that slope. It reads the buckets twice: once for their span and the fit's
+// sums (scan), once to intersect their bounds along the fitted slope.
 func (w *window) refit() {
 	oldest := w.latest - int64(len(w.buckets)) + 1
 	if w.anchors != nil {
 		w.reanchor(oldest)
 	}
-	sp := w.span(oldest)
+	// Slope points' times are taken relative to the newest bucket: epoch milliseconds squared would cancel
+	// catastrophically.
+	tr := float64(w.latest) * w.cfg.bucketMs
+	sp, sums := w.scan(oldest, tr)
 	if sp.n == 0 {
 		w.cur = segment{}
 		return
 	}
-	slope, slopeErr, settled := w.fitSlope(oldest, sp)
+	if sp.nTwo == 0 {
+		// No two-sided bound (a causal envelope's window): the slope points are the buckets' one-sided extremes.
+		sums = w.extremeSums(oldest, tr)
+	}
+	slope, slopeErr, settled := w.fitSlope(sp, sums)
 	w.cur = w.segmentAt(oldest, sp, slope, slopeErr, settled)
 }
 
@@ -342,46 +350,81 @@ type windowSpan struct {
 	from, to float64
 }
 
-// span counts the buckets from oldest on and the time their bounds span; a fit needs both to judge its slope.
-func (w *window) span(oldest int64) windowSpan {
+// slopeSums are the weighted sums of a least-squares line fit over points (t, y) with weights w: Σw, Σw·t, Σw·y,
+// Σw·t², Σw·t·y and Σw·y², with every y taken relative to y0, the first point's, so that the sums of squares keep
+// their precision when the offsets are large and their spread small.
+type slopeSums struct {
+	n                         int
+	y0                        float64
+	sw, st, sy, stt, sty, syy float64
+}
+
+func (s *slopeSums) add(t, y, wt float64) {
+	if s.n == 0 {
+		s.y0 = y
+	}
+	s.n++
+	y -= s.y0
+	s.sw += wt
+	s.st += wt * t
+	s.sy += wt * y
+	s.stt += wt * t * t
+	s.sty += wt * t * y
+	s.syy += wt * y * y
+}
+
+// scan reads the buckets from oldest on once: how many hold bounds and the time those span, and the sums of their
+// two-sided slope points (see slopePoint), times relative to tr (ms).
+func (w *window) scan(oldest int64, tr float64) (windowSpan, slopeSums) {
 	sp := windowSpan{from: math.Inf(1), to: math.Inf(-1)}
+	var sums slopeSums
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
 		sp.n++
+		// Compares, not min and max: their NaN and signed-zero handling is a chain of instructions the loop carries,
+		// and these times are finite.
+		if k.firstAt < sp.from {
+			sp.from = k.firstAt
+		}
+		if k.lastAt > sp.to {
+			sp.to = k.lastAt
+		}
 		if !math.IsNaN(k.bestAt) {
 			sp.nTwo++
+			t, y, wt, _ := slopePoint(k, true)
+			sums.add(t-tr, y, wt)
 		}
-		sp.from, sp.to = math.Min(sp.from, k.firstAt), math.Max(sp.to, k.lastAt)
 	}
-	return sp
+	return sp, sums
 }
 
-// fitSlope fits the drift slope (a ratio, clamped to ±maxDrift) over the slope points of the buckets from oldest on
-// (slopePoint), and returns with it slopeErr, the bound on its error, and whether it is settled: a slope that rests on
-// at least a quarter of the window (or was carried over a step) is trusted to slopeErr, a younger one is not.
-func (w *window) fitSlope(oldest int64, sp windowSpan) (slope, slopeErr float64, settled bool) {
-	// Slope points, with times relative to the newest bucket: epoch milliseconds squared would cancel catastrophically.
-	tr := float64(w.latest) * w.cfg.bucketMs
-	var sw, st, sy, stt, sty float64
+// extremeSums returns the sums of the one-sided slope points of the buckets from oldest on (a window without a
+// two-sided bound), times relative to tr (ms).
+func (w *window) extremeSums(oldest int64, tr float64) slopeSums {
+	var sums slopeSums
 	for i := range w.buckets {
 		k := &w.buckets[i]
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
-		t, y, wt, ok := slopePoint(k, sp.nTwo > 0)
-		if !ok {
-			continue
+		if t, y, wt, ok := slopePoint(k, false); ok {
+			sums.add(t-tr, y, wt)
 		}
-		t -= tr
-		sw += wt
-		st += wt * t
-		sy += wt * y
-		stt += wt * t * t
-		sty += wt * t * y
 	}
+	return sums
+}
+
+// fitSlope fits the drift slope (a ratio, clamped to ±maxDrift) from the sums of the window's slope points, and
+// returns with it slopeErr, the bound on its error, and whether it is settled: a slope that rests on at least a
+// quarter of the window (or was carried over a step) is trusted to slopeErr, a younger one is not.
+//
+// The slope is the weighted least-squares one, b = Sty / Stt over the centred sums; its standard error is
+// sqrt(RSS / (n − 2) / (Stt·Σw)) with the residual sum of squares RSS = Σw·(Syy − 2b·Sty + b²·Stt), Syy, Sty and Stt
+// the centred second moments per unit weight (e.g. Draper and Smith, "Applied Regression Analysis", ch. 1).
+func (w *window) fitSlope(sp windowSpan, s slopeSums) (slope, slopeErr float64, settled bool) {
 	if w.lastSlopeKnown {
 		slope = w.lastSlope
 	}
@@ -392,38 +435,21 @@ func (w *window) fitSlope(oldest int64, sp windowSpan) (slope, slopeErr float64,
 	// Settled: the slope rests on at least a quarter of the window (or carried over a step, or a reported offset).
 	settled = w.lastSlopeKnown || sp.to-sp.from >= w.cfg.bucketMs*float64(len(w.buckets))/4
 	if sp.n >= 3 && sp.to-sp.from >= 2*w.cfg.bucketMs {
-		mt, my := st/sw, sy/sw
-		if v := stt/sw - mt*mt; v > 0 {
-			slope = (sty/sw - mt*my) / v
-			rss := w.residuals(oldest, sp.nTwo > 0, tr, mt, my, slope)
-			slopeErr = tQuantile(sp.n-2) * math.Sqrt(rss/float64(max(sp.n-2, 1))/(v*sw))
+		mt, my := s.st/s.sw, s.sy/s.sw
+		if v := s.stt/s.sw - mt*mt; v > 0 {
+			sty, syy := s.sty/s.sw-mt*my, s.syy/s.sw-my*my
+			slope = sty / v
+			rss := max(s.sw*(syy-2*slope*sty+slope*slope*v), 0)
+			slopeErr = tQuantile(sp.n-2) * math.Sqrt(rss/float64(max(sp.n-2, 1))/(v*s.sw))
 		}
 	}
-	slope = math.Max(-w.cfg.maxDrift, math.Min(w.cfg.maxDrift, slope))
+	slope = max(-w.cfg.maxDrift, min(w.cfg.maxDrift, slope))
 	if !settled {
 		// A young fit's slope says little, and its standard error less: the true drift is only known to lie within
 		// ±maxDrift, so the slope used is off by at most its own size plus maxDrift.
 		slopeErr = math.Abs(slope) + w.cfg.maxDrift
 	}
 	return slope, slopeErr, settled
-}
-
-// residuals returns the weighted residual sum of squares of the slope points (times relative to tr, means mt and my)
-// about the fitted line: the noise from which fitSlope bounds the slope's error.
-func (w *window) residuals(oldest int64, twoSided bool, tr, mt, my, slope float64) (rss float64) {
-	for i := range w.buckets {
-		k := &w.buckets[i]
-		if k.n == 0 || k.idx < oldest {
-			continue
-		}
-		t, y, wt, ok := slopePoint(k, twoSided)
-		if !ok {
-			continue
-		}
-		r := y - (my + slope*(t-tr-mt))
-		rss += wt * r * r
-	}
-	return rss
 }
 
 // segmentAt builds the fit at the newest data time from the fitted slope: the intersection of every bucket's bounds
@@ -434,8 +460,8 @@ func (w *window) segmentAt(oldest int64, sp windowSpan, slope, slopeErr float64,
 	x := w.intersect(oldest, slope, t0)
 	extrap := slopeErr
 	if settled {
-		slopeErr = math.Min(slopeErr, w.cfg.maxDrift)
-		extrap = math.Min(slopeErr, w.cfg.extrapRate)
+		slopeErr = min(slopeErr, w.cfg.maxDrift)
+		extrap = min(slopeErr, w.cfg.extrapRate)
 	}
 	s := segment{ok: true, t0: t0, slope: slope, from: sp.from, to: sp.to, n: sp.n, extrapRate: extrap,
 		k: 1 / (1 + slope), settled: settled, minWidth: x.minWidth}
@@ -443,7 +469,7 @@ func (w *window) segmentAt(oldest int64, sp windowSpan, slope, slopeErr float64,
 	driftUnc := slopeErr * (sp.to - sp.from)
 	switch {
 	case !math.IsInf(x.lo, 0) && !math.IsInf(x.hi, 0):
-		s.mid, s.half, s.slack = (x.lo+x.hi)/2, math.Abs(x.hi-x.lo)/2+driftUnc, math.Max(x.loSlack, x.hiSlack)
+		s.mid, s.half, s.slack = (x.lo+x.hi)/2, math.Abs(x.hi-x.lo)/2+driftUnc, max(x.loSlack, x.hiSlack)
 	case !math.IsInf(x.lo, 0):
 		s.mid, s.oneSided, s.half, s.slack = x.lo, +1, driftUnc, x.loSlack
 	default:
@@ -470,8 +496,8 @@ func (w *window) intersect(oldest int64, slope, t0 float64) intersection {
 		if k.n == 0 || k.idx < oldest {
 			continue
 		}
-		if !math.IsNaN(k.bestAt) {
-			x.minWidth = math.Min(x.minWidth, k.bestHi-k.bestLo)
+		if w := k.bestHi - k.bestLo; !math.IsNaN(k.bestAt) && w < x.minWidth {
+			x.minWidth = w
 		}
 		if l := k.lo + slope*(t0-k.loAt); !math.IsInf(k.lo, 0) && l > x.lo {
 			x.lo, x.loSlack = l, k.loSlack
@@ -532,7 +558,7 @@ func (w *window) moveAnchor(a *anchor, v, sl float64) (float64, float64) {
 func mutuallyConsistent(bs []bound, tol float64) bool {
 	lo, hi := math.Inf(-1), math.Inf(1)
 	for _, b := range bs {
-		lo, hi = math.Max(lo, b.lo), math.Min(hi, b.hi)
+		lo, hi = max(lo, b.lo), min(hi, b.hi)
 	}
 	return lo <= hi+tol
 }
