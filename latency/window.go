@@ -50,6 +50,7 @@ type bucket struct {
 	n                      int
 	firstAt, lastAt        float64 // span of the bounds seen in the bucket
 	bestAt, bestLo, bestHi float64
+	bestW                  float64 // the best bound's weight in the drift fit (see slopePoint), kept with it
 	loAt, lo               float64
 	hiAt, hi               float64
 	loSlack, hiSlack       float64 // slack of the bounds that set lo and hi
@@ -298,7 +299,8 @@ func (w *window) insert(b bound, anc *anchors) bool {
 	k.firstAt, k.lastAt = min(k.firstAt, b.at), max(k.lastAt, b.at)
 	changed := false
 	if b.twoSided() && (math.IsNaN(k.bestAt) || b.hi-b.lo < k.bestHi-k.bestLo) {
-		k.bestAt, k.bestLo, k.bestHi = b.at, b.lo, b.hi
+		h := (b.hi-b.lo)/2 + 0.5
+		k.bestAt, k.bestLo, k.bestHi, k.bestW = b.at, b.lo, b.hi, 1/(h*h)
 		changed = true
 	}
 	if b.lo > k.lo {
@@ -576,8 +578,7 @@ func mod(i int64, n int) int {
 func slopePoint(k *bucket, twoSided bool) (t, y, wt float64, ok bool) {
 	switch {
 	case twoSided && !math.IsNaN(k.bestAt):
-		h := (k.bestHi-k.bestLo)/2 + 0.5
-		return k.bestAt, (k.bestLo + k.bestHi) / 2, 1 / (h * h), true
+		return k.bestAt, (k.bestLo + k.bestHi) / 2, k.bestW, true
 	case twoSided:
 		return 0, 0, 0, false
 	case !math.IsInf(k.lo, 0):
